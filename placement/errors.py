@@ -1,0 +1,31 @@
+"""Domain errors of edgeprefix, defined in one place.
+
+Every error states the rule, the bad value and the field it came from, so that a user can
+fix an instance file without reading the code.
+"""
+
+from __future__ import annotations
+
+
+class InstanceError(ValueError):
+    """An instance (file or in-memory data) breaks the schema or a model rule.
+
+    ``field`` is the dotted path of the offending field (``requests[1].probability``).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}" if field else reason)
+
+
+class MixError(ValueError):
+    """A profile mix ``π`` is not a valid point for the instance."""
+
+
+class InfeasibleConstraintsError(ValueError):
+    """The linear placement constraints (simplex, budget, fallback, caps) admit no point."""
+
+
+class ConvergenceError(RuntimeError):
+    """A numerical procedure did not reach its tolerance (raised only on explicit request)."""

@@ -1,0 +1,465 @@
+"""Instances: the TOML/JSON schema, validation with field paths, and embedded instances.
+
+An :class:`Instance` is frozen; derived arrays (``h_{s,q}``, ``B_s``, ``c_s``, ``g(L_q − h_{s,q})``)
+are computed once at construction and are read-only.  Use :meth:`Instance.replace` (or the
+``with_*`` helpers) to derive a modified instance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import tomli_w
+
+from placement.costs import PiecewiseLinearPrefill, PrefillModel, QuadraticPrefill, RadioCost
+from placement.errors import InstanceError, MixError
+from placement.profiles import (
+    Profile,
+    concurrency,
+    dominated_profiles,
+    hit_depth,
+    persistent_memory,
+    validate_profiles,
+)
+from placement.workload import Prefix, PrefixForest, RequestType, _check_positive, validate_requests
+
+FloatArray = npt.NDArray[np.float64]
+MIX_TOLERANCE = 1e-9  # |Σ_s π_s − 1| allowed
+EMBEDDED = ("paper_baseline",)
+
+
+@dataclass(frozen=True)
+class Network:
+    """``λ_b`` nodes per unit area, ``Λ`` requests per unit area per second, radio ``ξ``, ``α``."""
+
+    edge_density: float  # λ_b
+    request_intensity: float  # Λ
+    radio_scale: float  # ξ
+    radio_exponent: float = 2.0  # α
+
+    def __post_init__(self) -> None:
+        for name in ("edge_density", "request_intensity", "radio_scale", "radio_exponent"):
+            _check_positive(f"network.{name}", getattr(self, name))
+
+    @property
+    def radio(self) -> RadioCost:
+        return RadioCost(self.radio_scale, self.radio_exponent)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """GPU memory ``M``, per-sequence runtime budget ``m_run`` and default ``κ``."""
+
+    memory: float  # M
+    runtime_per_sequence: float  # m_run
+    kv_per_token: float  # κ
+
+    def __post_init__(self) -> None:
+        for name in ("memory", "runtime_per_sequence", "kv_per_token"):
+            _check_positive(f"gpu.{name}", getattr(self, name))
+
+
+@dataclass(frozen=True)
+class PlacementSpec:
+    """Constraints and defaults of the placement problems (MODEL.md §10.1)."""
+
+    target: float  # τ_0, seconds
+    memory_budget: float | None = None  # B̄
+    fallback: str | None = None  # profile id of profile 0
+    fallback_min: float = 0.0  # π_min
+    max_share: tuple[tuple[str, float], ...] = ()  # π_s^max
+    mix: tuple[tuple[str, float], ...] | None = None  # default π for evaluate
+
+    def __post_init__(self) -> None:
+        _check_positive("placement.target", self.target)
+        if self.memory_budget is not None:
+            _check_positive("placement.memory_budget", self.memory_budget, allow_zero=True)
+        if not (np.isfinite(self.fallback_min) and 0.0 <= self.fallback_min <= 1.0):
+            raise InstanceError("placement.fallback_min", f"must lie in [0, 1], got {self.fallback_min!r}")
+        for sid, cap in self.max_share:
+            if not (np.isfinite(cap) and 0.0 <= cap <= 1.0):
+                raise InstanceError(f"placement.max_share.{sid}", f"must lie in [0, 1], got {cap!r}")
+
+
+def _readonly(array: npt.ArrayLike, dtype: Any = float) -> np.ndarray:
+    out = np.array(array, dtype=dtype)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A complete, validated problem instance (network, GPU, prefill, forest, types, profiles).
+
+    Derived read-only arrays (indexed ``[s, q]``):
+
+    - ``hit_depth`` ``h_{s,q}``; ``memory`` ``B_s``; ``concurrency`` ``c_s``;
+    - ``residual_prefill`` ``g(L_q − h_{s,q})``; ``full_prefill`` ``g(L_q)`` (``(Q,)``);
+    - ``service_time`` ``1/μ_{s,q} = g(L_q − h_{s,q}) + D_q``;
+    - ``probabilities`` ``p_q``, ``lengths`` ``L_q``, ``decodes`` ``D_q``.
+    """
+
+    name: str
+    network: Network
+    gpu: Gpu
+    prefill: PrefillModel
+    prefixes: tuple[Prefix, ...]
+    requests: tuple[RequestType, ...]
+    profiles: tuple[Profile, ...]
+    placement: PlacementSpec
+
+    hit_depth: FloatArray = field(init=False, repr=False, compare=False)
+    memory: FloatArray = field(init=False, repr=False, compare=False)
+    concurrency: npt.NDArray[np.int64] = field(init=False, repr=False, compare=False)
+    residual_prefill: FloatArray = field(init=False, repr=False, compare=False)
+    full_prefill: FloatArray = field(init=False, repr=False, compare=False)
+    service_time: FloatArray = field(init=False, repr=False, compare=False)
+    probabilities: FloatArray = field(init=False, repr=False, compare=False)
+    lengths: FloatArray = field(init=False, repr=False, compare=False)
+    decodes: FloatArray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        forest = PrefixForest(self.prefixes)
+        validate_requests(self.requests, forest)
+        validate_profiles(self.profiles, forest)
+        ids = self.profile_ids
+        if self.placement.fallback is not None and self.placement.fallback not in ids:
+            raise InstanceError("placement.fallback", f"unknown profile {self.placement.fallback!r} (known: {list(ids)})")
+        for sid, _ in self.placement.max_share:
+            if sid not in ids:
+                raise InstanceError(f"placement.max_share.{sid}", f"unknown profile {sid!r} (known: {list(ids)})")
+        h = hit_depth(self.profiles, self.requests, forest)
+        memory = persistent_memory(self.profiles, forest, self.gpu.kv_per_token)
+        slots = concurrency(memory, self.gpu.memory, self.gpu.runtime_per_sequence)
+        lengths = np.array([q.length for q in self.requests], dtype=float)
+        decodes = np.array([q.decode for q in self.requests], dtype=float)
+        residual = np.asarray(self.prefill(lengths[None, :] - h), dtype=float)
+        full = np.asarray(self.prefill(lengths), dtype=float)
+        if residual.shape != h.shape or not np.all(np.isfinite(residual)) or np.any(residual < 0):
+            raise InstanceError("prefill", "g(n) must return finite nonnegative seconds of the input's shape")
+        values = {
+            "hit_depth": _readonly(h),
+            "memory": _readonly(memory),
+            "concurrency": _readonly(slots, np.int64),
+            "residual_prefill": _readonly(residual),
+            "full_prefill": _readonly(full),
+            "service_time": _readonly(residual + decodes[None, :]),
+            "probabilities": _readonly([q.probability for q in self.requests]),
+            "lengths": _readonly(lengths),
+            "decodes": _readonly(decodes),
+        }
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+        if self.placement.mix is not None:
+            self.mix_vector(dict(self.placement.mix), field_name="placement.mix")
+        if not np.any(slots >= 1):
+            raise InstanceError("gpu.memory", "no profile has concurrency c_s >= 1: raise M or lower m_run / κ")
+
+    # -- identities -------------------------------------------------------------------------
+    @property
+    def profile_ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.profiles)
+
+    @property
+    def request_ids(self) -> tuple[str, ...]:
+        return tuple(q.id for q in self.requests)
+
+    @property
+    def fallback_index(self) -> int | None:
+        fb = self.placement.fallback
+        return None if fb is None else self.profile_ids.index(fb)
+
+    @property
+    def saving(self) -> FloatArray:
+        """``Δ_{s,q} = g(L_q) − g(L_q − h_{s,q})``."""
+        return self.full_prefill[None, :] - self.residual_prefill
+
+    def dominated(self) -> npt.NDArray[np.bool_]:
+        """Mask of dominated profiles (MODEL.md §9.5)."""
+        return dominated_profiles(self.memory, self.hit_depth, self.concurrency)
+
+    # -- mixes ------------------------------------------------------------------------------
+    def mix_vector(self, mix: Mapping[str, float] | npt.ArrayLike | None = None, *, field_name: str = "mix") -> FloatArray:
+        """Validate a mix ``π`` (mapping by profile id or array in profile order) and return it.
+
+        ``None`` returns the instance's default ``placement.mix``.
+        """
+        if mix is None:
+            if self.placement.mix is None:
+                raise MixError(f"{field_name}: the instance has no default mix; pass one (e.g. --mix a=0.5,b=0.5)")
+            mix = dict(self.placement.mix)
+        ids = self.profile_ids
+        if isinstance(mix, Mapping):
+            unknown = [k for k in mix if k not in ids]
+            if unknown:
+                raise MixError(f"{field_name}: unknown profile {unknown[0]!r} (known: {list(ids)})")
+            pi = np.array([float(mix.get(sid, 0.0)) for sid in ids])
+        else:
+            pi = np.asarray(mix, dtype=float)
+            if pi.shape != (len(ids),):
+                raise MixError(f"{field_name}: expected {len(ids)} shares in profile order {list(ids)}, got shape {pi.shape}")
+        if not np.all(np.isfinite(pi)) or np.any(pi < 0):
+            raise MixError(f"{field_name}: shares must be finite and >= 0, got {dict(zip(ids, pi.tolist()))}")
+        if abs(pi.sum() - 1.0) > MIX_TOLERANCE:
+            raise MixError(f"{field_name}: shares must sum to 1 (±1e-9), got {pi.sum()!r}")
+        bad = [sid for sid, share, c in zip(ids, pi, self.concurrency) if share > 0 and c < 1]
+        if bad:
+            raise MixError(f"{field_name}: profile {bad[0]!r} has concurrency c_s < 1 and must get share 0")
+        return pi
+
+    # -- derived instances ------------------------------------------------------------------
+    def replace(self, **changes: Any) -> Instance:
+        """A new validated instance with top-level fields replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def with_network(self, **changes: float) -> Instance:
+        """A new instance with network fields replaced (e.g. ``request_intensity=4``)."""
+        return self.replace(network=dataclasses.replace(self.network, **changes))
+
+    def with_probabilities(self, probabilities: Mapping[str, float]) -> Instance:
+        """A new instance with request probabilities replaced (unnamed types keep theirs)."""
+        unknown = [k for k in probabilities if k not in self.request_ids]
+        if unknown:
+            raise InstanceError("requests", f"unknown request type {unknown[0]!r} (known: {list(self.request_ids)})")
+        requests = tuple(
+            dataclasses.replace(q, probability=float(probabilities.get(q.id, q.probability))) for q in self.requests
+        )
+        return self.replace(requests=requests)
+
+
+# --------------------------------------------------------------------------------------------
+# Mapping <-> Instance
+# --------------------------------------------------------------------------------------------
+_TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement"}
+_SECTION_KEYS = {
+    "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent"},
+    "gpu": {"memory", "runtime_per_sequence", "kv_per_token"},
+    "prefill": {"linear", "quadratic", "intercept", "table"},
+    "placement": {"target", "memory_budget", "fallback", "fallback_min", "max_share", "mix"},
+}
+_ITEM_KEYS = {
+    "prefixes": ({"id", "depth"}, {"parent", "kv_per_token"}),
+    "requests": ({"id", "probability", "length", "decode"}, {"path"}),
+    "profiles": ({"id"}, {"prefixes"}),
+}
+
+
+def _check_keys(where: str, data: Any, required: set[str], optional: set[str] = frozenset()) -> None:
+    if not isinstance(data, Mapping):
+        raise InstanceError(where, f"must be a table/object, got {type(data).__name__}")
+    unknown = sorted(set(data) - required - optional)
+    if unknown:
+        raise InstanceError(f"{where}.{unknown[0]}" if where else unknown[0], f"unknown field (allowed: {sorted(required | optional)})")
+    missing = sorted(required - set(data))
+    if missing:
+        raise InstanceError(f"{where}.{missing[0]}" if where else missing[0], "required field is missing")
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InstanceError(where, f"must be a number, got {value!r}")
+    return float(value)
+
+
+def _string(where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise InstanceError(where, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _string_list(where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise InstanceError(where, f"must be a list of ids, got {value!r}")
+    return tuple(_string(f"{where}[{i}]", v) for i, v in enumerate(value))
+
+
+def _share_table(where: str, value: Any) -> tuple[tuple[str, float], ...]:
+    if not isinstance(value, Mapping):
+        raise InstanceError(where, f"must be a table of profile id -> share, got {value!r}")
+    return tuple((str(k), _number(f"{where}.{k}", v)) for k, v in value.items())
+
+
+def _prefill_from(data: Mapping[str, Any]) -> PrefillModel:
+    _check_keys("prefill", data, set(), _SECTION_KEYS["prefill"])
+    if "table" in data:
+        if set(data) - {"table"}:
+            raise InstanceError("prefill.table", "give either a table or linear/quadratic/intercept, not both")
+        table = data["table"]
+        _check_keys("prefill.table", table, {"tokens", "seconds"})
+        tokens = tuple(_number(f"prefill.table.tokens[{i}]", v) for i, v in enumerate(table["tokens"]))
+        seconds = tuple(_number(f"prefill.table.seconds[{i}]", v) for i, v in enumerate(table["seconds"]))
+        return PiecewiseLinearPrefill(tokens, seconds)
+    if "linear" not in data:
+        raise InstanceError("prefill.linear", "required field is missing")
+    return QuadraticPrefill(
+        linear=_number("prefill.linear", data["linear"]),
+        quadratic=_number("prefill.quadratic", data.get("quadratic", 0.0)),
+        intercept=_number("prefill.intercept", data.get("intercept", 0.0)),
+    )
+
+
+def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(data, list) or not data:
+        raise InstanceError(key, "must be a non-empty list of tables")
+    required, optional = _ITEM_KEYS[key]
+    for i, item in enumerate(data):
+        _check_keys(f"{key}[{i}]", item, required, optional)
+    return data
+
+
+def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
+    """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
+    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes"})
+    for section in ("network", "gpu", "placement"):
+        required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
+            _SECTION_KEYS["gpu"] if section == "gpu" else {"target"})
+        _check_keys(section, data[section], required, _SECTION_KEYS[section])
+    net, gpu, plc = data["network"], data["gpu"], data["placement"]
+    network = Network(**{k: _number(f"network.{k}", v) for k, v in net.items()})
+    gpu_spec = Gpu(**{k: _number(f"gpu.{k}", v) for k, v in gpu.items()})
+    prefixes = tuple(
+        Prefix(
+            id=_string(f"prefixes[{i}].id", p["id"]),
+            depth=_number(f"prefixes[{i}].depth", p["depth"]),
+            parent=None if p.get("parent") is None else _string(f"prefixes[{i}].parent", p["parent"]),
+            kv_per_token=None if p.get("kv_per_token") is None else _number(f"prefixes[{i}].kv_per_token", p["kv_per_token"]),
+        )
+        for i, p in enumerate(_items("prefixes", data["prefixes"]) if data.get("prefixes") else [])
+    )
+    requests = tuple(
+        RequestType(
+            id=_string(f"requests[{i}].id", q["id"]),
+            probability=_number(f"requests[{i}].probability", q["probability"]),
+            length=_number(f"requests[{i}].length", q["length"]),
+            decode=_number(f"requests[{i}].decode", q["decode"]),
+            path=_string_list(f"requests[{i}].path", q.get("path", [])),
+        )
+        for i, q in enumerate(_items("requests", data["requests"]))
+    )
+    profiles = tuple(
+        Profile(id=_string(f"profiles[{i}].id", s["id"]), prefixes=_string_list(f"profiles[{i}].prefixes", s.get("prefixes", [])))
+        for i, s in enumerate(_items("profiles", data["profiles"]))
+    )
+    placement = PlacementSpec(
+        target=_number("placement.target", plc["target"]),
+        memory_budget=None if plc.get("memory_budget") is None else _number("placement.memory_budget", plc["memory_budget"]),
+        fallback=None if plc.get("fallback") is None else _string("placement.fallback", plc["fallback"]),
+        fallback_min=_number("placement.fallback_min", plc.get("fallback_min", 0.0)),
+        max_share=_share_table("placement.max_share", plc.get("max_share", {})),
+        mix=None if plc.get("mix") is None else _share_table("placement.mix", plc["mix"]),
+    )
+    name = _string("name", data.get("name", "instance"))
+    return Instance(name, network, gpu_spec, _prefill_from(data["prefill"]), prefixes, requests, profiles, placement)
+
+
+def instance_to_mapping(instance: Instance) -> dict[str, Any]:
+    """The schema mapping of an instance (round-trips through :func:`instance_from_mapping`)."""
+    g = instance.prefill
+    if isinstance(g, QuadraticPrefill):
+        prefill: dict[str, Any] = {"linear": g.linear, "quadratic": g.quadratic}
+        if g.intercept:
+            prefill["intercept"] = g.intercept
+    elif isinstance(g, PiecewiseLinearPrefill):
+        prefill = {"table": {"tokens": list(g.tokens), "seconds": list(g.seconds)}}
+    else:
+        raise InstanceError("prefill", f"cannot serialise a custom prefill model {type(g).__name__}")
+    plc = instance.placement
+    placement: dict[str, Any] = {"target": plc.target, "fallback_min": plc.fallback_min}
+    if plc.memory_budget is not None:
+        placement["memory_budget"] = plc.memory_budget
+    if plc.fallback is not None:
+        placement["fallback"] = plc.fallback
+    if plc.max_share:
+        placement["max_share"] = dict(plc.max_share)
+    if plc.mix is not None:
+        placement["mix"] = dict(plc.mix)
+
+    def prefix_entry(p: Prefix) -> dict[str, Any]:
+        entry: dict[str, Any] = {"id": p.id, "depth": p.depth}
+        if p.parent is not None:
+            entry["parent"] = p.parent
+        if p.kv_per_token is not None:
+            entry["kv_per_token"] = p.kv_per_token
+        return entry
+
+    out: dict[str, Any] = {
+        "name": instance.name,
+        "network": dataclasses.asdict(instance.network),
+        "gpu": dataclasses.asdict(instance.gpu),
+        "prefill": prefill,
+    }
+    if instance.prefixes:
+        out["prefixes"] = [prefix_entry(p) for p in instance.prefixes]
+    out["requests"] = [
+        {"id": q.id, "probability": q.probability, "length": q.length, "decode": q.decode, "path": list(q.path)}
+        for q in instance.requests
+    ]
+    out["profiles"] = [{"id": s.id, "prefixes": list(s.prefixes)} for s in instance.profiles]
+    out["placement"] = placement
+    return out
+
+
+def parse_instance_text(text: str, *, fmt: str) -> Instance:
+    """Parse TOML (``fmt='toml'``) or JSON text into a validated instance."""
+    try:
+        data = tomllib.loads(text) if fmt == "toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise InstanceError("", f"cannot parse the {fmt.upper()} instance: {exc}") from exc
+    return instance_from_mapping(data)
+
+
+def load_instance(source: str | os.PathLike[str] | None = None) -> Instance:
+    """Load an instance from a ``.toml``/``.json`` file, or an embedded one by name.
+
+    ``None`` gives the embedded default ``paper_baseline``.
+    """
+    if source is None:
+        source = "paper_baseline"
+    text_source = str(source)
+    if text_source in EMBEDDED:
+        text = resources.files("placement").joinpath("data", f"{text_source}.toml").read_text(encoding="utf-8")
+        return parse_instance_text(text, fmt="toml")
+    path = Path(source)
+    if not path.is_file():
+        raise InstanceError("instance", f"no such file {text_source!r} (or embedded instance; known: {list(EMBEDDED)})")
+    fmt = "json" if path.suffix.lower() == ".json" else "toml"
+    return parse_instance_text(path.read_text(encoding="utf-8"), fmt=fmt)
+
+
+def default_instance() -> Instance:
+    """The embedded ``paper_baseline`` instance."""
+    return load_instance("paper_baseline")
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_instance(instance: Instance, path: str | os.PathLike[str]) -> None:
+    """Write an instance as TOML (or JSON when the suffix is ``.json``), atomically."""
+    data = instance_to_mapping(instance)
+    text = json.dumps(data, indent=2) + "\n" if str(path).lower().endswith(".json") else tomli_w.dumps(data)
+    atomic_write_text(path, text)
+
+
