@@ -1,0 +1,344 @@
+"""Streaming compressed radix forest of a trace (MODEL.md §9.1).
+
+:class:`ForestBuilder` ingests :class:`~placement.traces.TraceRecord` s one at a time.  It
+keeps one compact entry per *unique block* (parent, position, token end, and the aggregates
+of the requests that end there) — never raw lines or per-request lists — so memory grows
+with the number of distinct prefix blocks, not with the number of requests.
+:meth:`ForestBuilder.build` then merges single-child chains (blocks with exactly one child
+and no request ending there: they carry the same requests) into the vertices of a frozen
+:class:`RadixForest`.
+
+Each vertex ``v`` records: request count ``n_v`` (requests whose path passes through it),
+depth ``ℓ_v`` in tokens, depth in blocks, state size ``κ ℓ_v`` (:meth:`RadixForest.state_size`),
+first/last seen time, and the sums of input/output lengths of the requests through it and of
+those ending at it (enough for ``p̂_v``, ``L_v``, ``L_q`` and ``D_q`` without the raw trace).
+
+Depth in tokens (choice): a block's end is ``j · block_size`` for the ``j``-th block, or the
+request's length when its last block is partial; a block takes the smallest end seen over
+the requests through it, so ``ℓ_v ≤ L`` for every request through ``v``.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from placement.traces import DEFAULT_BLOCK_SIZE, SkipLog, TraceError, TraceRecord
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+class ForestBuilder:
+    """Mutable streaming builder; call :meth:`add` per record, then :meth:`build`.
+
+    :meth:`add` is atomic: a record that breaks a rule (a block id seen under two different
+    parents, or repeated in one request) raises :class:`TraceError` and changes nothing.
+    """
+
+    def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        self.block_size = block_size
+        self.n_requests = 0
+        self.occurrences = 0  # Σ_requests path length in blocks
+        self._index: dict[int, int] = {}
+        self._ids = array("q")
+        self._parent = array("q")
+        self._pos = array("q")  # 1-based position (depth in blocks)
+        self._end = array("q")  # token end of the block (conservative, see module doc)
+        self._ends = array("q")  # requests ending at this block
+        self._in = array("d")  # Σ input length of requests ending here
+        self._out = array("d")  # Σ output length of requests ending here
+        self._first = array("d")
+        self._last = array("d")
+
+    def add(self, record: TraceRecord) -> None:
+        """Insert one request's block path (validated first, then committed)."""
+        blocks = record.blocks
+        if not blocks:
+            raise TraceError(record.line, "hash_ids", "a request needs at least one block")
+        index = self._index
+        found = [index.get(b) for b in blocks]
+        n_known = 0
+        for i in found:
+            if i is None:
+                break
+            n_known += 1
+        parent = self._parent
+        prev = -1
+        for j in range(n_known):
+            i = found[j]
+            if parent[i] != prev:  # type: ignore[index]
+                was = "a root" if parent[i] < 0 else f"parent {self._ids[parent[i]]}"  # type: ignore[index]
+                now = "a root" if j == 0 else f"parent {blocks[j - 1]}"
+                raise TraceError(record.line, "hash_ids", f"block {blocks[j]} seen under two parents ({was}, now {now})")
+            prev = i  # type: ignore[assignment]
+        if n_known < len(blocks):
+            fresh = blocks[n_known:]
+            if any(i is not None for i in found[n_known:]) or len(set(fresh)) != len(fresh):
+                j = next(k for k in range(n_known, len(blocks)) if found[k] is not None or blocks[k] in blocks[n_known:k])
+                raise TraceError(record.line, "hash_ids", f"block {blocks[j]} seen under two parents (repeated or known elsewhere)")
+        # commit
+        size = self.block_size
+        for j in range(n_known, len(blocks)):
+            new = len(self._ids)
+            index[blocks[j]] = new
+            self._ids.append(blocks[j])
+            parent.append(prev)
+            self._pos.append(j + 1)
+            self._end.append((j + 1) * size)
+            self._ends.append(0)
+            self._in.append(0.0)
+            self._out.append(0.0)
+            self._first.append(np.inf)
+            self._last.append(-np.inf)
+            prev = new
+        last = prev
+        end = min(len(blocks) * size, record.input_length)
+        if end < self._end[last]:
+            self._end[last] = end
+        self._ends[last] += 1
+        self._in[last] += record.input_length
+        self._out[last] += record.output_length
+        if record.timestamp < self._first[last]:
+            self._first[last] = record.timestamp
+        if record.timestamp > self._last[last]:
+            self._last[last] = record.timestamp
+        self.n_requests += 1
+        self.occurrences += len(blocks)
+
+    def extend(self, records: Iterable[TraceRecord], *, skip_invalid: bool = False, log: SkipLog | None = None) -> None:
+        """Add every record; with ``skip_invalid`` a rejected record is skipped and logged."""
+        for record in records:
+            try:
+                self.add(record)
+            except TraceError as error:
+                if not skip_invalid:
+                    raise
+                if log is not None:
+                    log.record(error)
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self._ids)
+
+    def build(self) -> RadixForest:
+        """Aggregate subtrees and merge single-child chains into a frozen :class:`RadixForest`."""
+        if self.n_requests == 0:
+            raise ValueError("the trace has no valid request: cannot build a prefix forest")
+        ids = np.array(self._ids, dtype=np.int64)
+        parent = np.array(self._parent, dtype=np.int64)
+        pos = np.array(self._pos, dtype=np.int64)
+        ends = np.array(self._ends, dtype=np.float64)
+        end_in = np.array(self._in)
+        end_out = np.array(self._out)
+        count, sub_in, sub_out = ends.copy(), end_in.copy(), end_out.copy()
+        first, last = np.array(self._first), np.array(self._last)
+        levels = _levels(pos)
+        for members in reversed(levels[2:]):  # deepest first: push each level into its parents
+            up = parent[members]
+            np.add.at(count, up, count[members])
+            np.add.at(sub_in, up, sub_in[members])
+            np.add.at(sub_out, up, sub_out[members])
+            np.minimum.at(first, up, first[members])
+            np.maximum.at(last, up, last[members])
+        n_children = np.bincount(parent[parent >= 0], minlength=ids.size)
+        kept = (n_children != 1) | (ends > 0)
+        top = np.arange(ids.size)  # first block of each block's chain
+        vparent = np.full(ids.size, -1, dtype=np.int64)  # nearest kept strict ancestor (block index)
+        for members in levels[2:]:
+            up = parent[members]
+            top[members] = np.where(kept[up], members, top[up])
+            vparent[members] = np.where(kept[up], up, vparent[up])
+        vertices = np.flatnonzero(kept)  # creation order: parents before children
+        renumber = np.full(ids.size, -1, dtype=np.int64)
+        renumber[vertices] = np.arange(vertices.size)
+        vp = vparent[vertices]
+        return RadixForest(
+            block_size=self.block_size,
+            n_requests=self.n_requests,
+            n_blocks=int(ids.size),
+            block_occurrences=int(self.occurrences),
+            shared_blocks=int(np.count_nonzero(count >= 2)),
+            shared_occurrences=int(count[count >= 2].sum()),
+            parent=_ro(np.where(vp >= 0, renumber[np.maximum(vp, 0)], -1)),
+            depth=_ro(np.array(self._end, dtype=np.float64)[vertices]),
+            depth_blocks=_ro(pos[vertices]),
+            count=_ro(count[vertices].astype(np.int64)),
+            ends=_ro(ends[vertices].astype(np.int64)),
+            first_seen=_ro(first[vertices]),
+            last_seen=_ro(last[vertices]),
+            input_sum=_ro(sub_in[vertices]),
+            output_sum=_ro(sub_out[vertices]),
+            end_input_sum=_ro(end_in[vertices]),
+            end_output_sum=_ro(end_out[vertices]),
+            top_block=_ro(ids[top[vertices]]),
+            bottom_block=_ro(ids[vertices]),
+        )
+
+
+def _levels(pos: IntArray) -> list[IntArray]:
+    """Block indices grouped by position: ``levels[d]`` holds the blocks at depth ``d``."""
+    order = np.argsort(pos, kind="stable")
+    bounds = np.searchsorted(pos[order], np.arange(1, int(pos.max()) + 2))
+    return [np.empty(0, dtype=np.int64)] + [order[bounds[d]:bounds[d + 1]] for d in range(bounds.size - 1)]
+
+
+def _ro(values: np.ndarray) -> np.ndarray:
+    values = np.ascontiguousarray(values)
+    values.setflags(write=False)
+    return values
+
+
+@dataclass(frozen=True)
+class RadixForest:
+    """Compressed radix forest of a trace; every array is indexed by vertex ``v`` (parents
+    first, ``parent[v] < v``).
+
+    Attributes
+    ----------
+    parent : parent vertex, ``-1`` for a root.
+    depth : ``ℓ_v`` in tokens (cumulative from the root).
+    depth_blocks : depth in blocks.
+    count : ``n_v``, requests whose path passes through ``v`` (``p̂_v = n_v / N``).
+    ends : requests whose path ends at ``v`` (every request ends at a vertex).
+    first_seen, last_seen : arrival times (s) of the first/last request through ``v``.
+    input_sum, output_sum : Σ input / output tokens of the requests through ``v``.
+    end_input_sum, end_output_sum : the same over the requests ending at ``v``.
+    top_block, bottom_block : first and last block id of the merged chain (its hash ids).
+    """
+
+    block_size: int
+    n_requests: int
+    n_blocks: int
+    block_occurrences: int
+    shared_blocks: int
+    shared_occurrences: int
+    parent: IntArray
+    depth: FloatArray
+    depth_blocks: IntArray
+    count: IntArray
+    ends: IntArray
+    first_seen: FloatArray
+    last_seen: FloatArray
+    input_sum: FloatArray
+    output_sum: FloatArray
+    end_input_sum: FloatArray
+    end_output_sum: FloatArray
+    top_block: IntArray
+    bottom_block: IntArray
+    _children: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kids: list[list[int]] = [[] for _ in range(self.n_vertices)]
+        for v, p in enumerate(self.parent.tolist()):
+            if p >= 0:
+                kids[p].append(v)
+        object.__setattr__(self, "_children", tuple(tuple(k) for k in kids))
+
+    @property
+    def n_vertices(self) -> int:
+        return int(self.parent.size)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Vertex ids ``h<bottom block id>`` (hashes only: MODEL.md §9.6)."""
+        return tuple(f"h{b}" for b in self.bottom_block.tolist())
+
+    @property
+    def roots(self) -> tuple[int, ...]:
+        return tuple(np.flatnonzero(self.parent < 0).tolist())
+
+    def children(self, v: int) -> tuple[int, ...]:
+        return self._children[v]
+
+    @property
+    def parent_depth(self) -> FloatArray:
+        """``ℓ_{parent(v)}`` (0 for a root)."""
+        return np.where(self.parent >= 0, self.depth[np.maximum(self.parent, 0)], 0.0)
+
+    @property
+    def segment(self) -> FloatArray:
+        """Own tokens of ``v``: ``ℓ_v − ℓ_{parent(v)}``."""
+        return self.depth - self.parent_depth
+
+    def state_size(self, kappa: float) -> FloatArray:
+        """State size ``κ ℓ_v`` of the whole prefix ending at ``v``."""
+        return kappa * self.depth
+
+    @property
+    def mean_length(self) -> FloatArray:
+        """``L_v``: mean input length of the requests through ``v``."""
+        return self.input_sum / self.count
+
+    @property
+    def popularity(self) -> FloatArray:
+        """``p̂_v = n_v / N``."""
+        return self.count / self.n_requests
+
+    def path(self, v: int) -> tuple[int, ...]:
+        """Vertices from the root down to ``v`` inclusive."""
+        chain = [v]
+        while self.parent[chain[-1]] >= 0:
+            chain.append(int(self.parent[chain[-1]]))
+        return tuple(reversed(chain))
+
+    def vertex_of_block(self, block: int) -> int:
+        """The vertex whose chain ends with ``block`` (``KeyError`` if none)."""
+        hits = np.flatnonzero(self.bottom_block == block)
+        if hits.size == 0:
+            raise KeyError(block)
+        return int(hits[0])
+
+    def depth_histogram(self, edges: npt.ArrayLike | None = None) -> tuple[FloatArray, IntArray]:
+        """Histogram of request input lengths by their leaf's depth (tokens): ``(edges, counts)``.
+
+        Counts requests (not vertices) by the depth of the vertex they end at.
+        """
+        if edges is None:
+            top = max(float(self.depth.max()), 1.0)
+            edges = np.unique(np.concatenate(([0.0], 2.0 ** np.arange(9, np.ceil(np.log2(top)) + 1))))
+        edges = np.asarray(edges, dtype=float)
+        counts, _ = np.histogram(self.depth, bins=edges, weights=self.ends)
+        return edges, counts.astype(np.int64)
+
+    def summary(self) -> dict[str, object]:
+        """Forest summary: requests, vertices, blocks, reuse and the depth histogram."""
+        edges, counts = self.depth_histogram()
+        shared_vertices = int(np.count_nonzero(self.count >= 2))
+        return {
+            "requests": self.n_requests,
+            "vertices": self.n_vertices,
+            "roots": len(self.roots),
+            "leaves": int(np.count_nonzero(self.ends > 0)),
+            "block_size": self.block_size,
+            "unique_blocks": self.n_blocks,
+            "block_occurrences": self.block_occurrences,
+            "shared_block_fraction": self.shared_blocks / self.n_blocks,
+            "shared_occurrence_fraction": self.shared_occurrences / self.block_occurrences,
+            "shared_vertices": shared_vertices,
+            "max_depth_tokens": float(self.depth.max()),
+            "mean_input_length": float(self.input_sum[list(self.roots)].sum() / self.n_requests),
+            "depth_histogram": {
+                "edges": edges.tolist(),
+                "requests": counts.tolist(),
+            },
+        }
+
+
+def build_forest(
+    records: Iterable[TraceRecord],
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    skip_invalid: bool = False,
+    log: SkipLog | None = None,
+) -> RadixForest:
+    """Stream ``records`` into a :class:`ForestBuilder` and build the :class:`RadixForest`."""
+    builder = ForestBuilder(block_size)
+    builder.extend(records, skip_invalid=skip_invalid, log=log)
+    return builder.build()

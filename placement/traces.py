@@ -1,0 +1,293 @@
+"""Trace readers: Mooncake-style block-hash JSONL and token-id JSONL (MODEL.md §9.1).
+
+Both readers are streaming generators: they read one line at a time, never keep raw lines,
+and yield one :class:`TraceRecord` per request with its source line number.  A request is
+reduced to its sequence of *block ids* (``hash_ids``): identical ids mean an identical
+reusable prefix block of ``block_size`` tokens, so a request's prefix path in the forest is
+its block-id list.
+
+Depth in tokens (choice, documented): block ``j`` (1-based) of a request of ``L`` input
+tokens ends at token ``min(j · block_size, L)``; only the last block of a request may be
+partial.  The forest (``placement.forest``) gives a block the smallest end seen over all
+requests through it, so a vertex's depth never exceeds the length of any request below it.
+
+Malformed lines raise :class:`TraceError` naming the line number, or with
+``skip_invalid=True`` are skipped and counted in a :class:`SkipLog`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMATS = ("mooncake", "tokens")
+DEFAULT_BLOCK_SIZE = 512  # tokens per KV block of the Mooncake trace
+MAX_SKIP_EXAMPLES = 5
+
+
+class TraceError(ValueError):
+    """A trace line breaks a rule; ``line`` is its 1-based line number (0 if unknown).
+
+    ``field`` names the offending JSON field (or ``""``) and ``reason`` the broken rule with
+    the bad value.
+    """
+
+    def __init__(self, line: int, field: str, reason: str) -> None:
+        self.line = line
+        self.field = field
+        self.reason = reason
+        where = f"line {line}" + (f", field {field!r}" if field else "")
+        super().__init__(f"trace {where}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """One request of a trace.
+
+    Parameters
+    ----------
+    line : 1-based source line number.
+    timestamp : arrival time in seconds (Mooncake stores milliseconds).
+    input_length : ``L`` input tokens of the request.
+    output_length : output tokens (``D_q = output_length × decode time per token``).
+    blocks : block ids along the request's prefix path, root first; ``len(blocks) ==
+        ceil(input_length / block_size)``.
+    """
+
+    line: int
+    timestamp: float
+    input_length: int
+    output_length: int
+    blocks: tuple[int, ...]
+
+
+@dataclass
+class SkipLog:
+    """Counts of skipped lines (``skip_invalid=True``) with the first few errors as examples."""
+
+    skipped: int = 0
+    by_field: Counter[str] = field(default_factory=Counter)
+    examples: list[str] = field(default_factory=list)
+
+    def record(self, error: TraceError) -> None:
+        self.skipped += 1
+        self.by_field[error.field or "line"] += 1
+        if len(self.examples) < MAX_SKIP_EXAMPLES:
+            self.examples.append(str(error))
+
+
+def _check_block_size(block_size: int) -> int:
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    return block_size
+
+
+def iter_lines(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` from a path (``.gz`` allowed) or an iterable of strings."""
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"trace file {str(path)!r} does not exist")
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+            yield from enumerate(handle, start=1)
+    else:
+        yield from enumerate(source, start=1)
+
+
+def _int_field(line: int, obj: dict[str, Any], name: str, *, minimum: int) -> int:
+    if name not in obj:
+        raise TraceError(line, name, "required field is missing")
+    value = obj[name]
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceError(line, name, f"must be an integer, got {value!r}")
+    if value < minimum:
+        raise TraceError(line, name, f"must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _timestamp(line: int, obj: dict[str, Any], *, scale: float) -> float:
+    value = obj.get("timestamp", 0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise TraceError(line, "timestamp", f"must be a finite number >= 0, got {value!r}")
+    return float(value) * scale
+
+
+def _parse_object(line: int, text: str) -> dict[str, Any] | None:
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(line, "", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise TraceError(line, "", f"must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def parse_mooncake_line(line: int, text: str, *, block_size: int = DEFAULT_BLOCK_SIZE) -> TraceRecord | None:
+    """Parse one Mooncake JSONL line (``None`` for a blank line); raise :class:`TraceError`."""
+    obj = _parse_object(line, text)
+    if obj is None:
+        return None
+    timestamp = _timestamp(line, obj, scale=1e-3)
+    length = _int_field(line, obj, "input_length", minimum=1)
+    output = _int_field(line, obj, "output_length", minimum=0)
+    if "hash_ids" not in obj:
+        raise TraceError(line, "hash_ids", "required field is missing")
+    ids = obj["hash_ids"]
+    if not isinstance(ids, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in ids):
+        raise TraceError(line, "hash_ids", "must be a list of integers")
+    expected = -(-length // block_size)
+    if len(ids) != expected:
+        raise TraceError(
+            line, "hash_ids",
+            f"len(hash_ids) must equal ceil(input_length / {block_size}) = {expected}, got {len(ids)}",
+        )
+    return TraceRecord(line, timestamp, length, output, tuple(ids))
+
+
+def token_block_ids(tokens: Iterable[int], block_size: int) -> tuple[int, ...]:
+    """Chain-hash token ids into block ids: block ``j``'s id hashes block ``j−1``'s id and its
+    own tokens (BLAKE2b, 63 bits), so equal ids mean equal whole prefixes.  ``block_size=1``
+    gives a token-level forest."""
+    arr = np.fromiter(tokens, dtype=np.int64)
+    ids: list[int] = []
+    parent = b"\x00" * 8
+    for start in range(0, arr.size, block_size):
+        digest = hashlib.blake2b(parent + arr[start:start + block_size].tobytes(), digest_size=8).digest()
+        ids.append(int.from_bytes(digest, "little") >> 1)
+        parent = digest
+    return tuple(ids)
+
+
+def parse_tokens_line(line: int, text: str, *, block_size: int = DEFAULT_BLOCK_SIZE) -> TraceRecord | None:
+    """Parse one token-id JSONL line: ``tokens`` (list of ints), optional ``output_length``
+    (default 0) and ``timestamp`` (seconds, default 0)."""
+    obj = _parse_object(line, text)
+    if obj is None:
+        return None
+    if "tokens" not in obj:
+        raise TraceError(line, "tokens", "required field is missing")
+    tokens = obj["tokens"]
+    if not isinstance(tokens, list) or not tokens:
+        raise TraceError(line, "tokens", "must be a non-empty list of token ids")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
+        raise TraceError(line, "tokens", "every token id must be an integer >= 0")
+    output = _int_field(line, obj, "output_length", minimum=0) if "output_length" in obj else 0
+    timestamp = _timestamp(line, obj, scale=1.0)
+    return TraceRecord(line, timestamp, len(tokens), output, token_block_ids(tokens, block_size))
+
+
+_PARSERS = {"mooncake": parse_mooncake_line, "tokens": parse_tokens_line}
+
+
+def read_trace(
+    source: str | os.PathLike[str] | Iterable[str],
+    *,
+    fmt: str = "mooncake",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    skip_invalid: bool = False,
+    log: SkipLog | None = None,
+) -> Iterator[TraceRecord]:
+    """Stream the records of a trace (path, ``.gz`` path, or iterable of JSONL strings).
+
+    Parameters
+    ----------
+    fmt : ``"mooncake"`` (``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids``)
+        or ``"tokens"`` (``tokens`` list, hashed into blocks of ``block_size`` tokens).
+    block_size : tokens per block (512 for the Mooncake trace; 1 = token-level for tokens).
+    skip_invalid : skip malformed lines (counted in ``log``) instead of raising.
+    """
+    if fmt not in _PARSERS:
+        raise ValueError(f"unknown trace format {fmt!r} (valid: {list(FORMATS)})")
+    _check_block_size(block_size)
+    parse = _PARSERS[fmt]
+    for number, text in iter_lines(source):
+        try:
+            record = parse(number, text, block_size=block_size)
+        except TraceError as error:
+            if not skip_invalid:
+                raise
+            if log is not None:
+                log.record(error)
+            continue
+        if record is not None:
+            yield record
+
+
+def synthetic_records(
+    n_requests: int,
+    *,
+    n_families: int = 50,
+    system_blocks: int = 2,
+    family_blocks: tuple[int, int] = (1, 8),
+    tail_blocks: tuple[int, int] = (1, 12),
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    output_mean: float = 300.0,
+    rate: float = 5.0,
+    zipf: float = 1.1,
+    seed: int | np.random.Generator | None = 0,
+) -> Iterator[TraceRecord]:
+    """A synthetic Mooncake-like stream: shared system prompt → family prefix → private tail.
+
+    Every request starts with ``system_blocks`` shared blocks (ids ``0..``), then its family's
+    fixed prefix (family popularity Zipf(``zipf``)), then a private tail of fresh blocks.  The
+    known forest is: one root chain, one child per used family, one leaf per request.
+    Generated lazily (nothing is held), so ``n_requests = 10**6`` streams in bounded memory.
+    """
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, n_families + 1) ** zipf
+    weights /= weights.sum()
+    fam_len = rng.integers(family_blocks[0], family_blocks[1] + 1, size=n_families)
+    fam_start = system_blocks + np.concatenate(([0], np.cumsum(fam_len)[:-1]))
+    next_id = int(system_blocks + fam_len.sum())
+    system = tuple(range(system_blocks))
+    t = 0.0
+    chunk = 4096
+    done = 0
+    while done < n_requests:
+        m = min(chunk, n_requests - done)
+        fams = rng.choice(n_families, size=m, p=weights)
+        tails = rng.integers(tail_blocks[0], tail_blocks[1] + 1, size=m)
+        partial = rng.integers(1, block_size + 1, size=m)
+        outputs = rng.poisson(output_mean, size=m)
+        gaps = rng.exponential(1.0 / rate, size=m)
+        for i in range(m):
+            f = int(fams[i])
+            tail = int(tails[i])
+            blocks = system + tuple(range(int(fam_start[f]), int(fam_start[f] + fam_len[f]))) + tuple(
+                range(next_id, next_id + tail))
+            next_id += tail
+            length = (len(blocks) - 1) * block_size + int(partial[i])
+            t += float(gaps[i])
+            done += 1
+            yield TraceRecord(done, t, length, int(outputs[i]), blocks)
+
+
+def record_to_mooncake_json(record: TraceRecord) -> str:
+    """Serialise a record as one Mooncake JSONL line (timestamp in integer milliseconds)."""
+    return json.dumps({
+        "timestamp": int(round(record.timestamp * 1000)),
+        "input_length": record.input_length,
+        "output_length": record.output_length,
+        "hash_ids": list(record.blocks),
+    })
+
+
+def lines_of(text: str) -> Iterator[str]:
+    """The lines of an in-memory JSONL string (for tests and embedded samples)."""
+    return iter(io.StringIO(text))
