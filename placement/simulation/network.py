@@ -1,0 +1,445 @@
+"""Network discrete-event simulator with the online router (MODEL.md §1–§5, §8, §11).
+
+A PPP of edge nodes on a torus (:mod:`placement.simulation.layout`), each with its
+profile, ``c_s`` servers and a FCFS queue; requests arrive as a space-time Poisson process
+of intensity ``Λ`` with types drawn from ``p_q``; the router picks among the nearest ``k``
+eligible nodes per profile, seeing telemetry refreshed every ``Δt``.  Service occupancy
+of a request at node ``x`` is exponential with mean ``g(L_q − h^ver_{x,q}) + D_q`` (the
+per-type mean of MODEL.md §5; ``h^ver`` after verification) and its TTFT is
+``ξ r^α + g(L_q − h^ver) + W``.
+
+FCFS with known service requirements lets each node keep only a heap of its ``c`` server
+free times: a request's wait is fixed on arrival, so the event list reduces to the
+arrival stream.  Telemetry (``n_x``, running + queued) comes from a per-node heap of
+departure epochs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from placement.simulation.layout import Layout, LayoutSpec, sample_layout
+from placement.simulation.routers import REJECT, CandidateView, Router
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+SERVICE_LAWS = ("exponential", "deterministic")
+
+
+@dataclass(frozen=True)
+class SimulationSpec:
+    """Run-length and telemetry settings of :func:`simulate_network`.
+
+    Parameters
+    ----------
+    horizon : measured seconds (after the warm-up).
+    warmup : seconds discarded at the start (queues start empty).
+    refresh_period : telemetry period ``Δt`` (0: every read is fresh).
+    staleness_weight : seconds of delay spread added per second of telemetry age in
+        ``σ̂_x`` (choice: ``σ̂_x = sqrt(k) m̄_s / c_x + staleness_weight · age``, with
+        ``k = max(0, n_x − c_x + 1)`` customers ahead).
+    service : ``"exponential"`` (M/M/c-like, default) or ``"deterministic"`` occupancy.
+    layout : how nodes are drawn when no layout is given.
+    """
+
+    horizon: float = 200.0
+    warmup: float = 50.0
+    refresh_period: float = 0.0
+    staleness_weight: float = 1.0
+    service: str = "exponential"
+    layout: LayoutSpec = LayoutSpec()
+
+    def __post_init__(self) -> None:
+        if not self.horizon > 0:
+            raise ValueError(f"horizon: must be > 0 seconds, got {self.horizon!r}")
+        if not self.warmup >= 0:
+            raise ValueError(f"warmup: must be >= 0 seconds, got {self.warmup!r}")
+        if not self.refresh_period >= 0:
+            raise ValueError(f"refresh_period: Δt must be >= 0, got {self.refresh_period!r}")
+        if self.service not in SERVICE_LAWS:
+            raise ValueError(f"service: unknown {self.service!r} (valid: {list(SERVICE_LAWS)})")
+
+
+@dataclass(frozen=True)
+class NetworkResult:
+    """Measured requests of one simulation run (arrivals in ``[warmup, warmup + horizon)``).
+
+    Per-request arrays (shape ``(n,)``): ``request_type`` q, ``node`` x (−1 if rejected),
+    ``profile`` s (−1 if rejected), ``distance`` r, ``prefill`` realised ``g(L − h^ver)``,
+    ``hit`` verified hit depth, ``wait`` W, ``service`` occupancy, ``ttft`` (``inf`` if
+    rejected).
+    """
+
+    router: str
+    profile_ids: tuple[str, ...]
+    request_ids: tuple[str, ...]
+    horizon: float
+    layout: Layout = field(repr=False)
+    request_type: IntArray = field(repr=False)
+    node: IntArray = field(repr=False)
+    profile: IntArray = field(repr=False)
+    distance: FloatArray = field(repr=False)
+    prefill: FloatArray = field(repr=False)
+    hit: FloatArray = field(repr=False)
+    wait: FloatArray = field(repr=False)
+    service: FloatArray = field(repr=False)
+    ttft: FloatArray = field(repr=False)
+
+    @property
+    def requests(self) -> int:
+        return int(self.ttft.size)
+
+    @property
+    def rejected(self) -> float:
+        return float(np.mean(self.node < 0)) if self.requests else 0.0
+
+    def coverage(self, tau: float) -> float:
+        """Empirical ``P(T ≤ τ)`` (rejected requests count as misses)."""
+        return float(np.mean(self.ttft <= tau))
+
+    def coverage_standard_error(self, tau: float, batches: int = 20) -> float:
+        """Batch-means standard error of :meth:`coverage` (batches in arrival order)."""
+        hits = (self.ttft <= tau).astype(float)
+        means = np.array([b.mean() for b in np.array_split(hits, batches)])
+        return float(means.std(ddof=1) / np.sqrt(batches))
+
+    def quantiles(self, levels=(0.5, 0.95, 0.99)) -> FloatArray:
+        """TTFT quantiles (``inf`` when rejections exceed ``1 − level``)."""
+        return np.quantile(self.ttft, levels, method="inverted_cdf")
+
+    def ttft_by_type(self) -> dict[str, FloatArray]:
+        """TTFT samples per request type."""
+        return {qid: self.ttft[self.request_type == q] for q, qid in enumerate(self.request_ids)}
+
+    def association(self) -> FloatArray:
+        """Empirical ``A_{s,q}``: share of type-q requests served by profile s, ``(S, Q)``."""
+        s_count, q_count = len(self.profile_ids), len(self.request_ids)
+        out = np.zeros((s_count, q_count))
+        for q in range(q_count):
+            mask = self.request_type == q
+            if mask.any():
+                served = self.profile[mask]
+                out[:, q] = np.bincount(served[served >= 0], minlength=s_count) / mask.sum()
+        return out
+
+    def tier_nodes(self) -> IntArray:
+        return np.bincount(self.layout.profile, minlength=len(self.profile_ids))
+
+    def tier_utilization(self) -> FloatArray:
+        """Measured ``ρ_s``: busy server-seconds of arrivals in the window / (horizon · Σ c_x)."""
+        s_count = len(self.profile_ids)
+        ok = self.node >= 0
+        busy = np.bincount(self.profile[ok], weights=self.service[ok], minlength=s_count)
+        capacity = np.bincount(self.layout.profile, weights=self.layout.servers, minlength=s_count) * self.horizon
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(capacity > 0, busy / capacity, np.nan)
+
+    def tier_arrival_rate(self) -> FloatArray:
+        """Measured ``λq_s`` per node of each tier."""
+        s_count = len(self.profile_ids)
+        ok = self.node >= 0
+        counts = np.bincount(self.profile[ok], minlength=s_count)
+        nodes = self.tier_nodes()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(nodes > 0, counts / (nodes * self.horizon), np.nan)
+
+    def tier_wait_probability(self) -> FloatArray:
+        """Measured ``P(W > 0)`` per tier."""
+        return self._tier_mean((self.wait > 0).astype(float))
+
+    def tier_mean_wait(self) -> FloatArray:
+        """Measured ``W̄_s``."""
+        return self._tier_mean(self.wait)
+
+    def _tier_mean(self, values: FloatArray) -> FloatArray:
+        s_count = len(self.profile_ids)
+        ok = self.node >= 0
+        sums = np.bincount(self.profile[ok], weights=values[ok], minlength=s_count)
+        counts = np.bincount(self.profile[ok], minlength=s_count)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, sums / counts, np.nan)
+
+    def node_arrivals(self) -> IntArray:
+        """Arrivals per node in the measured window, ``(N,)``."""
+        ok = self.node >= 0
+        return np.bincount(self.node[ok], minlength=self.layout.nodes)
+
+    def load_shape(self) -> FloatArray:
+        """Gamma shape of the per-node load of each tier, fitted by moments.
+
+        With ``N_x`` Poisson given the node's rate, ``Var(rate)·T² = Var(N) − E[N]``; the
+        shape is ``E[N]² / (Var(N) − E[N])`` (``inf`` when no excess variance is seen).
+        """
+        counts = self.node_arrivals()
+        out = np.full(len(self.profile_ids), np.nan)
+        for s in range(out.size):
+            n = counts[self.layout.profile == s].astype(float)
+            if n.size < 3 or n.mean() <= 0:
+                continue
+            excess = n.var(ddof=1) - n.mean()
+            out[s] = n.mean() ** 2 / excess if excess > 0 else np.inf
+        return out
+
+    def summary(self, tau: float) -> dict:
+        """Metrics of the evaluation: coverage at τ, p50/p95/p99, per-tier figures."""
+        p50, p95, p99 = (float(v) for v in self.quantiles())
+        return {
+            "router": self.router,
+            "requests": self.requests,
+            "coverage": self.coverage(tau),
+            "coverage_se": self.coverage_standard_error(tau),
+            "p50": p50,
+            "p95": p95,
+            "p99": p99,
+            "rejected": self.rejected,
+            "mean_ttft": float(np.mean(self.ttft[np.isfinite(self.ttft)])) if self.requests else float("nan"),
+            "tiers": {
+                sid: {
+                    "nodes": int(self.tier_nodes()[s]),
+                    "utilization": float(self.tier_utilization()[s]),
+                    "arrival_rate": float(self.tier_arrival_rate()[s]),
+                    "wait_probability": float(self.tier_wait_probability()[s]),
+                    "mean_wait": float(self.tier_mean_wait()[s]),
+                    "load_shape": float(self.load_shape()[s]),
+                }
+                for s, sid in enumerate(self.profile_ids)
+            },
+            "association": {
+                sid: {qid: float(a) for qid, a in zip(self.request_ids, row)}
+                for sid, row in zip(self.profile_ids, self.association())
+            },
+        }
+
+
+@dataclass(frozen=True)
+class _Requests:
+    time: FloatArray
+    position: FloatArray
+    kind: IntArray
+    unit_service: FloatArray
+
+
+def _sample_requests(instance, layout: Layout, duration: float, spec: SimulationSpec, rng) -> _Requests:
+    """Space-time Poisson arrivals of intensity ``Λ`` on the torus, types by ``p_q``."""
+    rate = instance.network.request_intensity * layout.area
+    n = int(rng.poisson(rate * duration))
+    time = np.sort(rng.random(n) * duration)
+    position = rng.random((n, 2)) * layout.side
+    p = np.asarray(instance.probabilities, dtype=float)
+    kind = rng.choice(p.size, size=n, p=p / p.sum()).astype(np.int64)
+    unit = rng.exponential(1.0, n) if spec.service == "exponential" else np.ones(n)
+    return _Requests(time, position, kind, unit)
+
+
+def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int) -> tuple[IntArray, FloatArray]:
+    """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad)."""
+    n = positions.shape[0]
+    nodes = np.full((n, profiles * k), -1, dtype=np.int64)
+    dist = np.full((n, profiles * k), np.inf)
+    for entry in layout.trees():
+        if entry is None:
+            continue
+        s, tree, idx = entry
+        kk = min(k, idx.size)
+        d, j = tree.query(positions, k=kk)
+        d = d.reshape(n, kk)
+        j = j.reshape(n, kk)
+        nodes[:, s * k: s * k + kk] = idx[j]
+        dist[:, s * k: s * k + kk] = d
+    return nodes, dist
+
+
+def simulate_network(
+    instance,
+    mix,
+    router: Router,
+    spec: SimulationSpec = SimulationSpec(),
+    *,
+    layout: Layout | None = None,
+    seed: int | np.random.Generator | None = None,
+) -> NetworkResult:
+    """Simulate the network under ``router`` and return the measured requests.
+
+    Parameters
+    ----------
+    instance : the :class:`placement.instance.Instance` (``Λ``, ``λ_b``, ``ξ``, ``α``, ``g``, types).
+    mix : profile mix ``π`` (mapping, array or ``None`` for the instance default).
+    router : an :class:`~placement.simulation.routers.OnlineRouter` or a baseline.
+    spec : run length and telemetry settings.
+    layout : a given network (else drawn with ``spec.layout`` from ``seed``).
+    seed : seed or generator (the only randomness).
+    """
+    rng = np.random.default_rng(seed)
+    if layout is None:
+        layout = sample_layout(instance, mix, spec.layout, seed=rng)
+    s_count = len(instance.profiles)
+    k = int(router.candidates_per_profile)
+    duration = spec.warmup + spec.horizon
+    req = _sample_requests(instance, layout, duration, spec, rng)
+    cand, dist = _candidates(layout, req.position, k, s_count)
+    net = instance.network
+    lengths = np.asarray(instance.lengths, dtype=float)
+    decodes = np.asarray(instance.decodes, dtype=float)
+
+    static = getattr(router, "static_bias", None)
+    bias = static(instance.residual_prefill) if static is not None else None
+    if bias is not None:
+        chosen = _route_static(cand, dist, req.kind, bias, net.radio_scale, net.radio_exponent, k, s_count)
+        waits, services, hits = _serve_static(instance, layout, req, chosen, lengths, decodes)
+    else:
+        chosen, waits, services, hits = _route_online(instance, layout, req, cand, dist, router, spec, rng)
+
+    keep = req.time >= spec.warmup
+    chosen = chosen[keep]
+    served = chosen >= 0
+    rows = np.arange(chosen.size)
+    col = np.full(chosen.size, 0)
+    cand_k, dist_k = cand[keep], dist[keep]
+    col[served] = np.argmax(cand_k[served] == chosen[served, None], axis=1)
+    distance = np.where(served, dist_k[rows, col], np.nan)
+    kind = req.kind[keep]
+    hit = hits[keep]
+    prefill = np.where(served, np.asarray(instance.prefill(lengths[kind] - hit), dtype=float), np.nan)
+    wait = waits[keep]
+    radio = net.radio_scale * np.where(served, distance, 0.0) ** net.radio_exponent
+    ttft = np.where(served, radio + prefill + wait, np.inf)
+    return NetworkResult(
+        router=getattr(router, "name", type(router).__name__),
+        profile_ids=instance.profile_ids,
+        request_ids=instance.request_ids,
+        horizon=spec.horizon,
+        layout=layout,
+        request_type=kind,
+        node=chosen,
+        profile=np.where(served, layout.profile[np.maximum(chosen, 0)], -1),
+        distance=distance,
+        prefill=prefill,
+        hit=hit,
+        wait=wait,
+        service=services[keep],
+        ttft=ttft,
+    )
+
+
+def _route_static(cand, dist, kind, bias, xi, alpha, k, s_count) -> IntArray:
+    """Theorem 1's rule: ``argmin_s ξ R_s^α + β_{s,q}`` over the nearest node of each tier."""
+    first = np.arange(s_count) * k
+    nearest_node = cand[:, first]  # (n, S)
+    nearest = dist[:, first]
+    cost = xi * nearest**alpha + bias.T[kind]  # (n, S)
+    cost = np.where(nearest_node >= 0, cost, np.inf)
+    return nearest_node[np.arange(kind.size), np.argmin(cost, axis=1)]
+
+
+def _serve_static(instance, layout, req, chosen, lengths, decodes):
+    """FCFS waits at every node for a fixed routing (one pass over the arrival stream)."""
+    hits = layout.verified_hit[chosen, req.kind]
+    means = np.asarray(instance.prefill(lengths[req.kind] - hits), dtype=float) + decodes[req.kind]
+    services = req.unit_service * means
+    free = [[0.0] * int(c) for c in layout.servers]
+    waits = [0.0] * chosen.size
+    replace = heapq.heapreplace
+    for i, (x, t, svc) in enumerate(zip(chosen.tolist(), req.time.tolist(), services.tolist())):
+        heap = free[x]
+        f = heap[0]
+        if f > t:
+            waits[i] = f - t
+            replace(heap, f + svc)
+        else:
+            replace(heap, t + svc)
+    return np.asarray(waits), services, hits
+
+
+def _route_online(instance, layout, req, cand, dist, router, spec, rng):
+    """Per-request routing with telemetry, admission and verification (MODEL.md §11)."""
+    n_nodes = layout.nodes
+    prof = layout.profile
+    servers = layout.servers.astype(float)
+    g_adv = np.asarray(instance.residual_prefill, dtype=float)
+    lengths = np.asarray(instance.lengths, dtype=float)
+    decodes = np.asarray(instance.decodes, dtype=float)
+    p = np.asarray(instance.probabilities, dtype=float)
+    mean_service = (np.asarray(instance.service_time, dtype=float) @ p)[prof]  # m̄_s, prior per node
+    memory = np.asarray(instance.memory, dtype=float)[prof]
+    gpu = instance.gpu
+    fetch_table = getattr(router, "fetch", None)
+    fetch = np.zeros_like(g_adv) if fetch_table is None else np.asarray(fetch_table, dtype=float)
+    rho_high = float(getattr(router, "rho_high", np.inf))
+    rho_low = float(getattr(router, "rho_low", np.inf))
+    tau = float(instance.placement.target)
+    xi, alpha = instance.network.radio_scale, instance.network.radio_exponent
+    verified = layout.verified_hit
+    real_service = np.asarray(instance.prefill(lengths[None, :] - verified), dtype=float) + decodes[None, :]
+
+    free = [[0.0] * int(c) for c in layout.servers]
+    departures: list[list[float]] = [[] for _ in range(n_nodes)]
+    n_snap = np.zeros(n_nodes)
+    snap_time = np.zeros(n_nodes)
+    closed = np.zeros(n_nodes, dtype=bool)
+    period = spec.refresh_period
+    next_refresh = period
+    n_req = req.time.size
+    chosen = np.full(n_req, REJECT, dtype=np.int64)
+    waits = np.zeros(n_req)
+    services = np.zeros(n_req)
+    hits = np.zeros(n_req)
+    heappush, heappop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
+
+    def refresh(nodes, now):
+        for x in nodes:
+            dep = departures[x]
+            while dep and dep[0] <= now:
+                heappop(dep)
+            n_snap[x] = len(dep)
+            snap_time[x] = now
+        if np.isfinite(rho_high):
+            idx = np.asarray(nodes)
+            closed[idx] = np.where(closed[idx], n_snap[idx] / servers[idx] > rho_low,
+                                   n_snap[idx] / servers[idx] >= rho_high)
+
+    all_nodes = list(range(n_nodes))
+    for i in range(n_req):
+        t = float(req.time[i])
+        q = int(req.kind[i])
+        row = cand[i]
+        valid = row >= 0
+        nodes = row[valid]
+        if period == 0.0:
+            refresh(nodes.tolist(), t)
+        else:
+            while t >= next_refresh:
+                refresh(all_nodes, next_refresh)
+                next_refresh += period
+        n_x = n_snap[nodes]
+        c_x = servers[nodes]
+        ahead = np.maximum(n_x - c_x + 1.0, 0.0)
+        m_x = mean_service[nodes]
+        s_x = prof[nodes]
+        d_x = dist[i][valid]
+        view = CandidateView(
+            q=q, length=float(lengths[q]), now=t, target=tau, node=nodes, profile=s_x, distance=d_x,
+            radio=xi * d_x**alpha, hit=layout.advertised_hit[nodes, q], prefill=g_adv[s_x, q],
+            in_system=n_x, servers=c_x, wait=ahead * m_x / c_x,
+            sigma=np.sqrt(ahead) * m_x / c_x + spec.staleness_weight * (t - snap_time[nodes]),
+            kv_use=np.minimum((memory[nodes] + np.minimum(n_x, c_x) * gpu.runtime_per_sequence) / gpu.memory, 1.0),
+            open=~closed[nodes], fetch=fetch[s_x, q],
+        )
+        j = router.choose(view, rng)
+        if j == REJECT:
+            continue
+        x = int(nodes[j])
+        svc = float(req.unit_service[i] * real_service[x, q])
+        heap = free[x]
+        f = heap[0]
+        start = f if f > t else t
+        replace(heap, start + svc)
+        heappush(departures[x], start + svc)
+        chosen[i] = x
+        waits[i] = start - t
+        services[i] = svc
+        hits[i] = verified[x, q]
+    return chosen, waits, services, hits

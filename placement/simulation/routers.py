@@ -1,0 +1,315 @@
+"""Routers of the network simulator: the online router of MODEL.md §11 and baselines.
+
+Every router sees a :class:`CandidateView` (the nearest ``k`` eligible nodes per profile,
+after candidate filtering, with their telemetry) and returns the index of the chosen
+candidate, or ``REJECT``.  :class:`OnlineRouter` implements the paper's control loop
+(cost ``ξ r^α + g(L − h) + Ŵ + T_fetch + ψ``, ``ψ = z_δ σ̂``, admission with hysteresis,
+fallback); with tier-level delays and no hysteresis it *is* one of the three analytical
+policies (``nearest``, ``prefix``, ``load_aware``) and the simulator then routes in one
+vectorised step.
+
+The production baselines keep their published default knobs and, like the systems they
+model, do not see radio distance; they choose among the same candidate set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+REJECT = -1
+POLICIES = ("nearest", "prefix", "load_aware")
+DELAY_SOURCES = ("tier", "telemetry")
+
+
+class CandidateView:
+    """The candidates of one request (arrays of equal length ``K``).
+
+    Attributes
+    ----------
+    q : request type index; ``length`` its ``L_q`` tokens; ``now`` the arrival time;
+        ``target`` the TTFT target ``τ`` (for SLO-aware baselines).
+    node, profile : node index and profile ``s`` of each candidate.
+    distance, radio : ``r_x`` and ``ξ r_x^α``.
+    hit, prefill : advertised ``h_{x,q}`` and ``g(L_q − h_{x,q})``.
+    in_system, servers : telemetry ``n_x`` (running + queued) and ``c_x``.
+    wait, sigma : advertised delay ``Ŵ_x`` and its spread ``σ̂_x``.
+    kv_use : KV memory utilisation ``(B_s + min(n_x, c_x) m_run) / M``.
+    open : admission state (hysteresis) per candidate.
+    fetch : ``T^fetch_{x,q}`` (0 for a local state).
+    """
+
+    __slots__ = ("q", "length", "now", "target", "node", "profile", "distance", "radio", "hit", "prefill",
+                 "in_system", "servers", "wait", "sigma", "kv_use", "open", "fetch")
+
+    def __init__(self, **values):
+        for key in self.__slots__:
+            setattr(self, key, values[key])
+
+
+class Router(Protocol):
+    """What the simulator needs from a router."""
+
+    name: str
+    candidates_per_profile: int
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int: ...
+
+
+def hysteresis_step(closed: npt.ArrayLike, load: npt.ArrayLike, high: float, low: float) -> npt.NDArray[np.bool_]:
+    """Admission state after observing ``load`` (MODEL.md §11).
+
+    An open node/tier closes when ``load >= ρ_high``; a closed one reopens when
+    ``load <= ρ_low`` (``ρ_low < ρ_high``); in between it keeps its state.
+    """
+    closed = np.asarray(closed, dtype=bool)
+    load = np.asarray(load, dtype=float)
+    return np.where(closed, load > low, load >= high)
+
+
+@dataclass(frozen=True)
+class OnlineRouter:
+    """The online router of MODEL.md §11.
+
+    Parameters
+    ----------
+    policy : ``"nearest"`` (cost ``ξ r^α``), ``"prefix"`` (``+ g(L − h)``) or ``"load_aware"``
+        (``+ Ŵ + T_fetch + ψ``).
+    delay : ``"tier"``: ``Ŵ_x = W̄_{s(x)}`` from ``tier_wait`` (the analytical advertised
+        delay); ``"telemetry"``: the node's own advertised delay (refreshed every ``Δt``).
+    tier_wait : ``W̄_s`` per profile (needed for ``delay="tier"`` with ``load_aware``).
+    candidates_per_profile : k nearest eligible nodes kept per profile.
+    margin : ``z_δ`` of the robust margin ``ψ = z_δ σ̂``.
+    rho_high, rho_low : hysteresis thresholds on the node load ``n_x / c_x``
+        (``inf`` disables admission control).
+    fallback : profile whose candidates take the request when every candidate is closed.
+    fetch : optional ``T^fetch_{s,q}`` per (profile, type), seconds.
+    """
+
+    policy: str = "load_aware"
+    delay: str = "telemetry"
+    tier_wait: tuple[float, ...] | None = None
+    candidates_per_profile: int = 1
+    margin: float = 0.0
+    rho_high: float = float("inf")
+    rho_low: float = float("inf")
+    fallback: int = 0
+    fetch: tuple[tuple[float, ...], ...] | None = None
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy: unknown {self.policy!r} (valid: {list(POLICIES)})")
+        if self.delay not in DELAY_SOURCES:
+            raise ValueError(f"delay: unknown {self.delay!r} (valid: {list(DELAY_SOURCES)})")
+        if self.delay == "tier" and self.policy == "load_aware" and self.tier_wait is None:
+            raise ValueError("tier_wait: load_aware with delay='tier' needs the advertised W̄_s per profile")
+        if self.candidates_per_profile < 1:
+            raise ValueError(f"candidates_per_profile: k must be >= 1, got {self.candidates_per_profile!r}")
+        if self.margin < 0:
+            raise ValueError(f"margin: z_δ must be >= 0, got {self.margin!r}")
+        if not self.rho_low <= self.rho_high:
+            raise ValueError(f"rho_low <= rho_high must hold, but got rho_low={self.rho_low!r}, rho_high={self.rho_high!r}")
+        if not self.name:
+            object.__setattr__(self, "name", self.policy if self.delay == "tier" else f"{self.policy}_online")
+
+    @property
+    def admission_control(self) -> bool:
+        return bool(np.isfinite(self.rho_high))
+
+    def static_bias(self, residual_prefill: npt.ArrayLike) -> FloatArray | None:
+        """``β_{s,q}`` when routing reduces to Theorem 1's tier rule, else ``None``.
+
+        True for tier-level delays without admission control or margin: the cost within a
+        tier then grows with distance, so the nearest node per tier decides.
+        """
+        if self.delay != "tier" or self.admission_control or self.margin > 0:
+            return None
+        g = np.asarray(residual_prefill, dtype=float)
+        if self.policy == "nearest":
+            bias = np.zeros_like(g)
+        elif self.policy == "prefix":
+            bias = g.copy()
+        else:
+            bias = g + np.asarray(self.tier_wait, dtype=float)[:, None]
+        if self.fetch is not None and self.policy == "load_aware":
+            bias = bias + np.asarray(self.fetch, dtype=float)
+        return bias
+
+    def cost(self, view: CandidateView) -> FloatArray:
+        """``Ĉ_{x,q}`` per candidate (MODEL.md §11)."""
+        cost = view.radio.copy()
+        if self.policy == "nearest":
+            return cost
+        cost += view.prefill
+        if self.policy == "prefix":
+            return cost
+        wait = np.asarray(self.tier_wait, dtype=float)[view.profile] if self.delay == "tier" else view.wait
+        return cost + wait + view.fetch + self.margin * view.sigma
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        cost = self.cost(view)
+        if self.admission_control:
+            if view.open.any():
+                cost = np.where(view.open, cost, np.inf)
+            else:  # every tier closed: fall back to the uncached tier, else the best overall
+                fallback = view.profile == self.fallback
+                if fallback.any():
+                    cost = np.where(fallback, cost, np.inf)
+        return int(np.argmin(cost))
+
+
+def _least_loaded(view: CandidateView, rng: np.random.Generator) -> int:
+    load = view.in_system
+    best = np.flatnonzero(load == load.min())
+    return int(best[rng.integers(best.size)]) if best.size > 1 else int(best[0])
+
+
+@dataclass(frozen=True)
+class SGLangCacheAware:
+    """SGLang's cache-aware router (sgl-router), distance-blind.
+
+    If the loads are imbalanced (``L_max − L_min > balance_abs`` and
+    ``L_max > balance_rel · L_min``) route to the least-loaded worker; else route to the
+    longest prefix match when its match ratio ``h / L`` exceeds ``cache_threshold``, else to
+    the least-loaded worker.  Defaults: ``cache_threshold = 0.3``, ``balance_abs = 64``,
+    ``balance_rel = 1.5``.
+    """
+
+    cache_threshold: float = 0.3
+    balance_abs: float = 64.0
+    balance_rel: float = 1.5
+    candidates_per_profile: int = 4
+    name: str = "sglang"
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        load = view.in_system
+        high, low = float(load.max()), float(load.min())
+        if high - low > self.balance_abs and high > self.balance_rel * low:
+            return _least_loaded(view, rng)
+        ratio = view.hit / view.length
+        best = int(np.argmax(ratio))
+        if ratio[best] > self.cache_threshold:
+            ties = np.flatnonzero(ratio == ratio[best])
+            return int(ties[rng.integers(ties.size)])
+        return _least_loaded(view, rng)
+
+
+@dataclass(frozen=True)
+class PowerOfTwo:
+    """Power-of-two choices: sample two candidates uniformly, keep the less loaded."""
+
+    candidates_per_profile: int = 4
+    name: str = "power_of_two"
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        k = view.node.size
+        if k == 1:
+            return 0
+        a, b = rng.choice(k, size=2, replace=False)
+        return int(a if view.in_system[a] <= view.in_system[b] else b)
+
+
+@dataclass(frozen=True)
+class DynamoKV:
+    """NVIDIA Dynamo's KV router: lowest ``overlap_weight · prefill_blocks + decode_blocks``.
+
+    ``prefill_blocks = (L − h) / block_size`` (new blocks to compute) and
+    ``decode_blocks`` the potential active blocks, approximated as ``(n_x + 1) L / block_size``.
+    Defaults: ``overlap_weight = 1.0`` (kv-overlap-score-weight), ``temperature = 0``
+    (deterministic; ``> 0`` samples a softmax of ``−cost / temperature`` over normalised
+    costs), ``block_size = 16`` tokens (vLLM's default; Dynamo uses the backend's).
+    """
+
+    overlap_weight: float = 1.0
+    temperature: float = 0.0
+    block_size: int = 16
+    candidates_per_profile: int = 4
+    name: str = "dynamo"
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        prefill_blocks = (view.length - view.hit) / self.block_size
+        decode_blocks = (view.in_system + 1.0) * view.length / self.block_size
+        cost = self.overlap_weight * prefill_blocks + decode_blocks
+        if self.temperature <= 0:
+            return int(np.argmin(cost))
+        span = float(cost.max() - cost.min()) or 1.0
+        logits = -(cost - cost.min()) / span / self.temperature
+        weights = np.exp(logits - logits.max())
+        return int(rng.choice(cost.size, p=weights / weights.sum()))
+
+
+@dataclass(frozen=True)
+class LlmdWeighted:
+    """llm-d's inference scheduler with weighted scorers, max-score pick.
+
+    Scores in [0, 1]: queue ``1 − q_x / max q`` (queued requests), KV-cache utilisation
+    ``1 − kv_use``, prefix ``h / L``; weights queue 2, kv-utilisation 2, prefix 3.
+    """
+
+    queue_weight: float = 2.0
+    kv_weight: float = 2.0
+    prefix_weight: float = 3.0
+    candidates_per_profile: int = 4
+    name: str = "llm-d"
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        queued = np.maximum(view.in_system - view.servers, 0.0)
+        top = float(queued.max())
+        queue_score = 1.0 - queued / top if top > 0 else np.ones_like(queued)
+        score = (self.queue_weight * queue_score + self.kv_weight * (1.0 - view.kv_use)
+                 + self.prefix_weight * view.hit / view.length)
+        return int(np.argmax(score))
+
+
+@dataclass(frozen=True)
+class PrebleE2:
+    """Preble's E2 scheduling (exploit vs explore), distance-blind.
+
+    Exploit the longest-match holder when its cached part exceeds the uncached part
+    (``h > L − h``); otherwise explore: the candidate with the lowest load cost, here the
+    expected work ahead ``n_x · m̄ / c_x`` plus this request's prefill ``g(L − h)``.
+    """
+
+    candidates_per_profile: int = 4
+    name: str = "preble"
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        best = int(np.argmax(view.hit))
+        if view.hit[best] > view.length - view.hit[best]:
+            holders = np.flatnonzero(view.hit == view.hit[best])
+            return int(holders[np.argmin(view.in_system[holders])])
+        return int(np.argmin(view.wait + view.prefill))
+
+
+@dataclass(frozen=True)
+class MooncakeTTFT:
+    """Mooncake's conductor: argmin predicted TTFT (queue + prefill), reject past the SLO.
+
+    The prediction ignores radio distance; a request whose best prediction exceeds
+    ``slo`` (default: the instance's target ``τ``) is rejected (early rejection).
+    """
+
+    slo: float | None = None
+    candidates_per_profile: int = 4
+    name: str = "mooncake"
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        predicted = view.wait + view.prefill
+        best = int(np.argmin(predicted))
+        slo = view.target if self.slo is None else self.slo
+        return REJECT if predicted[best] > slo else best
+
+
+BASELINES = {
+    "sglang": SGLangCacheAware,
+    "power_of_two": PowerOfTwo,
+    "dynamo": DynamoKV,
+    "llm-d": LlmdWeighted,
+    "preble": PrebleE2,
+    "mooncake": MooncakeTTFT,
+}
