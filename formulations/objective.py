@@ -1,0 +1,116 @@
+"""The black-box objective shared by the formulations: coverage at the fixed point (MODEL.md §10.1).
+
+A point ``π`` is evaluated through the load–association fixed point (§7) and scored by the
+TTFT coverage ``P_cov(τ_0; π)`` (§8).  The constraint ``ρ_s(π) < 1`` is only known through
+the fixed point, so an evaluation that ends unstable or does not converge is *infeasible*
+and scores below every feasible point, yet stays informative for local searches:
+
+``value = INFEASIBLE_BASE + ½ · P_cov − max(0, max_s ρ_s − 1)``  (always ``≤ −½ < 0 ≤`` any feasible value)
+
+where ``P_cov`` already counts nothing from unstable tiers (their ``F_{W_s} ≡ 0``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from placement.instance import Instance
+
+FloatArray = npt.NDArray[np.float64]
+INFEASIBLE_BASE = -1.0  # score offset of an unstable or non-converged point
+POLICIES = ("load_aware", "prefix", "nearest")
+
+Evaluator = Callable[..., Any]  # evaluate(instance, mix, policy, *, target=..., warm_start=...)
+
+
+def default_evaluator() -> Evaluator:
+    """``placement.evaluation.evaluate`` (imported lazily: the model layer is optional at import)."""
+    from placement.evaluation import evaluate
+
+    return evaluate
+
+
+@dataclass(frozen=True)
+class Score:
+    """One evaluation of the black box.
+
+    Attributes
+    ----------
+    value : the objective to maximise (``P_cov(τ_0)`` when feasible, a negative penalty otherwise).
+    coverage : ``P_cov(τ_0; π)`` with unstable tiers contributing nothing.
+    feasible : every active tier has ``ρ_s < 1`` and the fixed point converged.
+    overload : ``max(0, max_s ρ_s − 1)`` over active tiers.
+    mix : the evaluated mix ``π`` (cleaned: exact zeros, sums to 1).
+    evaluation : the model's ``Evaluation`` of the point.
+    """
+
+    value: float
+    coverage: float
+    feasible: bool
+    overload: float
+    mix: FloatArray
+    evaluation: Any
+
+    @property
+    def warm_start(self) -> FloatArray | None:
+        """Advertised ``W̄`` of this point (non-finite entries as 0), to warm-start the next fixed point."""
+        wait = getattr(self.evaluation, "advertised_wait", None)
+        if wait is None:
+            wait = getattr(self.evaluation, "mean_wait", None)
+        if wait is None:
+            return None
+        wait = np.where(np.isfinite(wait), np.asarray(wait, dtype=float), 0.0)
+        return wait
+
+
+def clean_mix(x: npt.ArrayLike, upper: FloatArray) -> FloatArray:
+    """Round a (projected) point onto the exact simplex: clip at 0, zero where ``π_s^max = 0``, renormalise."""
+    pi = np.clip(np.asarray(x, dtype=float), 0.0, None)
+    pi[upper <= 0.0] = 0.0
+    pi[pi < 1e-13] = 0.0
+    total = pi.sum()
+    if total <= 0.0:
+        raise ValueError(f"a mix needs a positive share somewhere, got {np.asarray(x).tolist()}")
+    return pi / total
+
+
+@dataclass(frozen=True)
+class CoverageObjective:
+    """``π ↦ P_cov(τ_0; π)`` through the fixed point, with the infeasibility penalty above.
+
+    Parameters
+    ----------
+    instance : the instance (network ``λ_b``, ``Λ``, profiles, workload).
+    target : ``τ_0`` in seconds.
+    policy : routing policy (``load_aware``, ``prefix`` or ``nearest``).
+    evaluator : ``evaluate`` of the model layer (injectable for tests).
+    """
+
+    instance: Instance
+    target: float
+    policy: str = "load_aware"
+    evaluator: Evaluator | None = None
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.target) and self.target > 0):
+            raise ValueError(f"target τ_0 must be a positive number of seconds, got {self.target!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {list(POLICIES)}, got {self.policy!r}")
+
+    def score(self, mix: FloatArray, warm_start: FloatArray | None = None) -> Score:
+        """Evaluate a clean mix (see :func:`clean_mix`) and score it."""
+        evaluate = self.evaluator or default_evaluator()
+        ev = evaluate(self.instance, mix, self.policy, target=self.target, warm_start=warm_start)
+        coverage = float(ev.coverage(self.target))
+        rho = np.asarray(ev.utilization, dtype=float)
+        finite = rho[np.isfinite(rho)]
+        overload = float(max(0.0, finite.max() - 1.0)) if finite.size else 0.0
+        converged = ev.fixed_point is None or bool(ev.fixed_point.converged)  # None: no fixed point needed
+        feasible = bool(ev.stable) and converged
+        value = coverage if feasible else INFEASIBLE_BASE + 0.5 * coverage - overload
+        return Score(value=value, coverage=coverage, feasible=feasible, overload=overload, mix=mix, evaluation=ev)

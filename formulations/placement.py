@@ -1,0 +1,135 @@
+"""Placement (MODEL.md §10.1, P-49): ``max_π P_cov(τ_0; π)`` over the feasible mixes.
+
+The Pyomo model declares the decision ``π_s ∈ [0, π_s^max]`` and every linear constraint as a
+named rule with ``doc=``; the objective is a Pyomo ``ExternalFunction`` wrapping the fixed
+point (a black box no Pyomo solver can optimise).  Solvers read the linear part back with
+:func:`formulations.linear.read_linear_constraints` and search the black box themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pyomo.environ as pyo
+
+from formulations.linear import LinearConstraints, read_linear_constraints
+from formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
+from placement.instance import Instance
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def share_caps(instance: Instance) -> FloatArray:
+    """``π_s^max`` per profile: the instance's cap (default 1), shape ``(S,)``."""
+    caps = dict(instance.placement.max_share)
+    return np.array([float(caps.get(sid, 1.0)) for sid in instance.profile_ids])
+
+
+def declare_mix(model: pyo.ConcreteModel, instance: Instance) -> None:
+    """Add the mix ``π`` and the linear constraints of §10.1 to ``model`` (mutates the new model).
+
+    Components: set ``S`` (profile ids), variable ``pi``, constraints ``simplex``,
+    ``memory_budget`` (when ``B̄`` is set), ``fallback`` (when ``π_min > 0``) and
+    ``no_capacity`` (``π_s = 0`` where ``c_s < 1``).
+    """
+    ids = instance.profile_ids
+    caps = dict(zip(ids, share_caps(instance)))
+    memory = dict(zip(ids, instance.memory.tolist()))  # B_s
+    slots = dict(zip(ids, instance.concurrency.tolist()))  # c_s
+    plc = instance.placement
+    model.S = pyo.Set(initialize=ids, ordered=True, doc="cache profiles s")
+    model.pi = pyo.Var(model.S, bounds=lambda m, s: (0.0, caps[s]), initialize=0.0, doc="share π_s of nodes with profile s, in [0, π_s^max]")
+    model.simplex = pyo.Constraint(expr=sum(model.pi[s] for s in model.S) == 1.0, doc="Σ_s π_s = 1")
+    if plc.memory_budget is not None:
+        model.memory_budget = pyo.Constraint(
+            expr=sum(memory[s] * model.pi[s] for s in model.S) <= plc.memory_budget, doc="Σ_s π_s B_s ≤ B̄"
+        )
+    if plc.fallback is not None and plc.fallback_min > 0:
+        model.fallback = pyo.Constraint(expr=model.pi[plc.fallback] >= plc.fallback_min, doc="π_0 ≥ π_min")
+    idle = [s for s in ids if slots[s] < 1]
+    if idle:
+        model.no_capacity = pyo.Constraint(idle, rule=lambda m, s: m.pi[s] == 0.0, doc="π_s = 0 where c_s < 1")
+
+
+def build_placement_model(instance: Instance, objective: Callable[[FloatArray], float] | None = None) -> pyo.ConcreteModel:
+    """The placement model of ``instance`` (pure: a new model each call).
+
+    ``objective`` (``π ↦ P_cov``) becomes the maximised ``ExternalFunction`` objective ``coverage``.
+    """
+    model = pyo.ConcreteModel(name=f"placement[{instance.name}]")
+    declare_mix(model, instance)
+    if objective is not None:
+        model.coverage_of = pyo.ExternalFunction(lambda *pi: float(objective(np.array(pi, dtype=float))))
+        model.coverage = pyo.Objective(expr=model.coverage_of(*[model.pi[s] for s in model.S]), sense=pyo.maximize, doc="P_cov(τ_0; π), black box")
+    return model
+
+
+@dataclass(frozen=True)
+class PlacementProblem:
+    """``max_π P_cov(τ_0; π)`` s.t. the linear constraints of §10.1 and ``ρ_s(π) < 1``.
+
+    Build with :func:`placement_problem`.  Solvers use ``constraints`` (read from ``model``),
+    ``score`` (the black box) and ``variable_names``; nothing here is mutated by a solve.
+    """
+
+    instance: Instance
+    objective: CoverageObjective
+    model: pyo.ConcreteModel = field(repr=False, compare=False)
+    constraints: LinearConstraints = field(repr=False)
+
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        """Profile ids, the order of ``π``."""
+        return self.instance.profile_ids
+
+    @property
+    def dimension(self) -> int:
+        return self.constraints.n_decision
+
+    @property
+    def target(self) -> float:
+        return self.objective.target
+
+    def initial_point(self) -> FloatArray:
+        """The instance's default mix when it is feasible, else the uniform mix (to be projected)."""
+        if self.instance.placement.mix is not None and not self.constraints.has_auxiliary:
+            pi = self.instance.mix_vector(None)
+            if self.constraints.decision_violation(pi)[0] <= 1e-9:
+                return pi
+        return np.full(self.dimension, 1.0 / self.dimension)
+
+    def clean(self, x: npt.ArrayLike) -> FloatArray:
+        """Snap a projected point onto the exact simplex (see :func:`formulations.objective.clean_mix`)."""
+        return clean_mix(x, self.constraints.upper[: self.dimension])
+
+    def score(self, x: npt.ArrayLike, warm_start: FloatArray | None = None) -> Score:
+        """Evaluate a feasible point ``π`` (after :meth:`clean`) through the fixed point."""
+        return self.objective.score(self.clean(x), warm_start)
+
+    def mix_dict(self, x: npt.ArrayLike) -> dict[str, float]:
+        return dict(zip(self.variable_names, np.asarray(x, dtype=float).tolist()))
+
+
+def placement_problem(
+    instance: Instance,
+    *,
+    target: float | None = None,
+    policy: str = "load_aware",
+    evaluator: Evaluator | None = None,
+) -> PlacementProblem:
+    """Build the placement problem of ``instance`` (τ_0 defaults to ``placement.target``).
+
+    Raises
+    ------
+    InfeasibleConstraintsError
+        When the simplex, budget ``B̄``, fallback ``π_min`` and caps ``π_s^max`` admit no mix
+        (checked here, before any search).
+    """
+    objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator)
+    model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
+    constraints = read_linear_constraints(model, model.pi)
+    constraints.check_feasible()
+    return PlacementProblem(instance=instance, objective=objective, model=model, constraints=constraints)

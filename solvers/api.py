@@ -1,0 +1,97 @@
+"""The one entry point of the solver layer: ``solve(problem, method=..., budget=..., seed=...)``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from solvers.projection import Projection
+from solvers.registry import get_solver
+from solvers.result import Result, Status
+from solvers.tracking import Callback, Problem, StopSearch, Tracker
+
+DEFAULT_BUDGET = 300
+
+
+def solve(
+    problem: Problem,
+    method: str = "spsa",
+    *,
+    budget: int | None = DEFAULT_BUDGET,
+    seed: int | np.random.Generator | None = None,
+    callback: Callback | None = None,
+    projection: Projection | None = None,
+    **options: Any,
+) -> Result:
+    """Search ``problem`` with ``method`` and return the best feasible mix found.
+
+    Parameters
+    ----------
+    problem : a formulation (e.g. :class:`formulations.placement.PlacementProblem`); never mutated.
+    method : a registered name (``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
+    budget : black-box evaluations allowed (``None``: only for methods that end on their own).
+    seed : seed or generator; the only source of randomness.
+    callback : called with a :class:`solvers.result.Progress` after every evaluation;
+        returning ``True`` stops the search.
+    projection : a projector to reuse (built from ``problem.constraints`` when omitted).
+    options : method options (see each solver's fields); unknown names raise with the valid list.
+
+    Raises
+    ------
+    InfeasibleConstraintsError
+        When the linear constraints admit no mix (before any evaluation).
+    ValueError
+        For an unknown method or option, or a bad budget.
+    """
+    solver_cls = get_solver(method)
+    solver = solver_cls.from_options(options)
+    if budget is None and solver_cls.NEEDS_BUDGET:
+        raise ValueError(f"method {method!r} needs a budget (a positive number of evaluations), got None")
+    tracker = Tracker(problem, budget, callback)
+    projector = projection or Projection(problem.constraints)
+    rng = np.random.default_rng(seed)
+    calls0, seconds0 = projector.calls, projector.seconds
+    start = time.perf_counter()
+    try:
+        status = solver.run(problem, projector, tracker, rng)
+    except StopSearch as stop:
+        status = stop.status
+    best = tracker.best_score()
+    seconds = time.perf_counter() - start
+    if best is None:
+        raise ValueError(f"method {method!r} ended before scoring any mix ({status.message})")
+    if not best.feasible:
+        status = Status.NO_FEASIBLE_POINT
+    calls = projector.calls - calls0
+    extras = dict(tracker.extras)
+    extras.update(
+        projections=calls,
+        projection_seconds_per_call=(projector.seconds - seconds0) / calls if calls else 0.0,
+    )
+    frozen = {key: np.array(values) for key, values in (
+        ("history", tracker.history), ("values", tracker.values), ("coverages", tracker.coverages),
+    )}
+    points = np.array(tracker.points, dtype=float).reshape(len(tracker.points), problem.dimension)
+    feasible = np.array(tracker.feasible, dtype=bool)
+    for array in (*frozen.values(), points, feasible, best.mix):
+        array.setflags(write=False)
+    return Result(
+        method=method,
+        x=best.mix,
+        mix=dict(zip(problem.variable_names, best.mix.tolist())),
+        fun=float(best.value),
+        coverage=float(best.coverage),
+        success=bool(best.feasible),
+        status=status,
+        message=status.message,
+        nfev=tracker.nfev,
+        nit=tracker.nit,
+        seconds=seconds,
+        points=points,
+        feasible=feasible,
+        evaluation=best.evaluation,
+        extras=extras,
+        **frozen,
+    )

@@ -1,0 +1,99 @@
+"""Simplex grid at resolution 1/K (MODEL.md §10.3): the global reference.
+
+Every lattice point ``π = k / K`` (``k ∈ N^{|S|}``, ``Σ k = K``) that meets the linear
+constraints is scored, in lexicographic order so neighbours warm-start each other.  The
+unconstrained lattice has ``C(K + |S| − 1, |S| − 1)`` points; profiles pinned to 0 (``π_s^max
+= 0``) are left out of the enumeration.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from formulations.linear import LinearConstraints
+from solvers.base import Solver
+from solvers.projection import Projection
+from solvers.result import Status
+from solvers.tracking import Problem, Tracker
+
+FloatArray = npt.NDArray[np.float64]
+FEASIBLE_TOL = 1e-9
+
+
+def simplex_lattice(n: int, resolution: int) -> FloatArray:
+    """All ``k / K`` with ``k ∈ N^n``, ``Σ k = K``; shape ``(C(K+n−1, n−1), n)``, lexicographic."""
+    if n < 1 or resolution < 1:
+        raise ValueError(f"a lattice needs n >= 1 and resolution K >= 1, got n={n}, K={resolution}")
+    size = math.comb(resolution + n - 1, n - 1)
+    if size > 5_000_000:
+        raise ValueError(f"the 1/{resolution} lattice over {n} profiles has {size} points (> 5e6): lower the resolution")
+    bars = np.array(list(itertools.combinations(range(resolution + n - 1), n - 1)), dtype=np.int64).reshape(size, n - 1)
+    edges = np.hstack([np.full((size, 1), -1), bars, np.full((size, 1), resolution + n - 1)])
+    counts = np.diff(edges, axis=1) - 1
+    return counts[::-1] / resolution
+
+
+def feasible_lattice(constraints: LinearConstraints, resolution: int, projection: Projection | None = None) -> FloatArray:
+    """The lattice points meeting every linear constraint (to 1e-9), shape ``(N, n_decision)``.
+
+    Profiles with ``π_s^max = 0`` stay at 0.  With auxiliary columns (migration flows) a point
+    is kept when its projection is itself, which needs ``projection``.
+    """
+    k = constraints.n_decision
+    active = np.flatnonzero(constraints.upper[:k] > 0)
+    points = np.zeros((0, k))
+    if active.size:
+        sub = simplex_lattice(active.size, resolution)
+        points = np.zeros((len(sub), k))
+        points[:, active] = sub
+    if not constraints.has_auxiliary:
+        return points[constraints.decision_violation(points) <= FEASIBLE_TOL]
+    if projection is None:
+        raise ValueError("a lattice over a model with auxiliary variables needs a projection to test feasibility")
+    keep = [np.abs(projection(p) - p).max() <= 1e-7 for p in points]
+    return points[np.asarray(keep, dtype=bool)]
+
+
+@dataclass(frozen=True)
+class GridSolver(Solver):
+    """Exhaustive search of the 1/K lattice.
+
+    Parameters
+    ----------
+    resolution : ``K`` (default 20, i.e. 5 % steps).
+    chunk : points scored per iteration (``nit`` counts chunks).
+    """
+
+    name: ClassVar[str] = "grid"
+    STOCHASTIC: ClassVar[bool] = False
+    NEEDS_BUDGET: ClassVar[bool] = False
+    resolution: int = 20
+    chunk: int = 64
+
+    def __post_init__(self) -> None:
+        for key in ("resolution", "chunk"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"grid option {key} must be a positive integer, got {value!r}")
+
+    def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
+        points = feasible_lattice(projection.constraints, int(self.resolution), projection)
+        tracker.extras.update({"resolution": int(self.resolution), "grid_points": len(points)})
+        if not len(points):
+            raise ValueError(f"no point of the 1/{self.resolution} lattice meets the linear constraints: raise the resolution")
+        if tracker.budget is not None and len(points) > tracker.budget:
+            raise ValueError(
+                f"the 1/{self.resolution} grid has {len(points)} feasible points, more than the budget {tracker.budget}: "
+                "raise the budget or lower the resolution"
+            )
+        for start in range(0, len(points), int(self.chunk)):
+            for point in points[start : start + int(self.chunk)]:
+                tracker.evaluate(point)
+            tracker.nit += 1
+        return Status.COMPLETED

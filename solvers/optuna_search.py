@@ -1,0 +1,154 @@
+"""Optuna samplers (TPE, CMA-ES, QMC) driven through ask/tell (MODEL.md §10.3).
+
+A sampler proposes ``z`` in the bounding box of the free shares; the evaluated point is
+``Proj(z)`` (CMA-ES and QMC ignore constraints).  With ``storage`` (a SQLite file path) the
+study persists after every trial, so a killed run resumes with every completed evaluation
+kept (replayed into the history, not re-scored) and any trial left running re-proposed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from solvers.base import Solver
+from solvers.projection import Projection
+from solvers.result import Status
+from solvers.tracking import Problem, StopSearch, Tracker
+
+MIX_ATTR, COVERAGE_ATTR, FEASIBLE_ATTR = "mix", "coverage", "feasible"
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[None]:
+    """Silence Optuna's per-trial INFO logs and experimental warnings for the run only."""
+    previous = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            yield
+    finally:
+        optuna.logging.set_verbosity(previous)
+
+
+def storage_url(path: str | Path) -> str:
+    """SQLite URL of a study file (its folder is created)."""
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{target}"
+
+
+@dataclass(frozen=True)
+class OptunaSolver(Solver):
+    """Base of the Optuna methods.
+
+    Parameters
+    ----------
+    storage : path of a SQLite file holding the study (``None``: in memory, nothing resumes).
+    study_name : name of the study inside the storage.
+    """
+
+    RESUMABLE: ClassVar[bool] = True
+    storage: str | None = None
+    study_name: str = "edgeprefix"
+
+    def sampler(self, seed: int, problem: Problem, projection: Projection) -> optuna.samplers.BaseSampler:
+        raise NotImplementedError
+
+    def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
+        seed = int(rng.integers(2**31 - 1))
+        with _quiet_optuna():
+            study = optuna.create_study(
+                direction="maximize",
+                sampler=self.sampler(seed, problem, projection),
+                storage=None if self.storage is None else storage_url(self.storage),
+                study_name=self.study_name,
+                load_if_exists=True,
+            )
+            self._resume(study, tracker)
+            return self._loop(study, problem, projection, tracker)
+
+    @staticmethod
+    def _resume(study: optuna.Study, tracker: Tracker) -> None:
+        for trial in study.get_trials(deepcopy=False):
+            if trial.state == TrialState.COMPLETE and MIX_ATTR in trial.user_attrs:
+                attrs = trial.user_attrs
+                tracker.replay(attrs[MIX_ATTR], trial.value, attrs[COVERAGE_ATTR], attrs[FEASIBLE_ATTR])
+            elif trial.state in (TrialState.RUNNING, TrialState.WAITING) and trial.params:
+                if trial.state == TrialState.RUNNING:  # left behind by a killed run: propose it again
+                    study.tell(trial.number, state=TrialState.FAIL)
+                    study.enqueue_trial(trial.params)
+        tracker.extras["resumed_trials"] = tracker.replayed
+
+    def _loop(self, study: optuna.Study, problem: Problem, projection: Projection, tracker: Tracker) -> Status:
+        cons = projection.constraints
+        k = problem.dimension
+        lower = np.where(np.isfinite(cons.lower[:k]), cons.lower[:k], 0.0)
+        upper = np.where(np.isfinite(cons.upper[:k]), cons.upper[:k], 1.0)
+        free = np.flatnonzero(upper > lower)
+        names = problem.variable_names
+        while tracker.remaining is None or tracker.remaining > 0:
+            trial = study.ask()
+            z = lower.copy()
+            for i in free:
+                z[i] = trial.suggest_float(f"z_{names[i]}", float(lower[i]), float(upper[i]))
+            x = projection(z)
+            try:
+                score = tracker.evaluate(x)
+            except StopSearch as stop:
+                if stop.status is Status.CALLBACK_STOP:
+                    self._tell(study, trial, tracker.points[-1], tracker.values[-1], tracker.coverages[-1], tracker.feasible[-1])
+                else:
+                    study.tell(trial, state=TrialState.FAIL)
+                raise
+            self._tell(study, trial, score.mix, score.value, score.coverage, score.feasible)
+            tracker.nit += 1
+        return Status.BUDGET_EXHAUSTED
+
+    @staticmethod
+    def _tell(study: optuna.Study, trial: optuna.Trial, x: np.ndarray, value: float, coverage: float, feasible: bool) -> None:
+        trial.set_user_attr(MIX_ATTR, [float(v) for v in x])
+        trial.set_user_attr(COVERAGE_ATTR, float(coverage))
+        trial.set_user_attr(FEASIBLE_ATTR, bool(feasible))
+        study.tell(trial, float(value))
+
+
+@dataclass(frozen=True)
+class TpeSolver(OptunaSolver):
+    """Tree-structured Parzen estimator (multivariate), ``n_startup_trials`` random proposals first."""
+
+    name: ClassVar[str] = "tpe"
+    n_startup_trials: int = 10
+
+    def sampler(self, seed: int, problem: Problem, projection: Projection) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials, multivariate=True)
+
+
+@dataclass(frozen=True)
+class CmaEsSolver(OptunaSolver):
+    """CMA-ES from the centre of the box (Optuna's default start and step), ``n_startup_trials`` random first."""
+
+    name: ClassVar[str] = "cmaes"
+    n_startup_trials: int = 1
+
+    def sampler(self, seed: int, problem: Problem, projection: Projection) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=self.n_startup_trials)
+
+
+@dataclass(frozen=True)
+class QmcSolver(OptunaSolver):
+    """Scrambled Sobol quasi-random proposals."""
+
+    name: ClassVar[str] = "qmc"
+
+    def sampler(self, seed: int, problem: Problem, projection: Projection) -> optuna.samplers.BaseSampler:
+        return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
