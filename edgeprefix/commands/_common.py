@@ -1,0 +1,78 @@
+"""Shared pieces of the CLI commands: instance argument, overrides, mix parsing, output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from placement.instance import Instance, load_instance
+
+
+def add_instance_argument(parser: argparse.ArgumentParser) -> None:
+    """``[INSTANCE]`` (file or embedded name) plus ``--intensity``/``--density`` overrides."""
+    parser.add_argument(
+        "instance",
+        nargs="?",
+        default=None,
+        metavar="INSTANCE",
+        help="instance file (.toml or .json) or embedded name; default: paper_baseline",
+    )
+    parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="override network.request_intensity")
+    parser.add_argument("--density", type=float, default=None, metavar="λ_b", help="override network.edge_density")
+
+
+def instance_from_args(args: argparse.Namespace) -> Instance:
+    """Load the instance named on the command line and apply the network overrides."""
+    instance = load_instance(args.instance)
+    changes = {}
+    if getattr(args, "intensity", None) is not None:
+        changes["request_intensity"] = args.intensity
+    if getattr(args, "density", None) is not None:
+        changes["edge_density"] = args.density
+    return instance.with_network(**changes) if changes else instance
+
+
+def parse_mix(text: str | None, option: str = "--mix") -> dict[str, float] | None:
+    """``"none=0.3,shallow=0.5"`` → ``{"none": 0.3, "shallow": 0.5}``; ``None`` passes through."""
+    if text is None:
+        return None
+    mix: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{option}: expected PROFILE=SHARE pairs separated by commas, got {item!r}")
+        try:
+            share = float(value)
+        except ValueError:
+            raise ValueError(f"{option}: share of {key.strip()!r} must be a number, got {value!r}") from None
+        if key.strip() in mix:
+            raise ValueError(f"{option}: profile {key.strip()!r} is given twice")
+        mix[key.strip()] = share
+    if not mix:
+        raise ValueError(f"{option}: no PROFILE=SHARE pairs given")
+    return mix
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def print_json(payload: dict[str, Any]) -> None:
+    """One JSON object on stdout (non-finite floats become ``null``)."""
+    json.dump(_clean(payload), sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.{digits}f}"

@@ -1,0 +1,80 @@
+"""``edgeprefix evaluate``: one placement evaluated at its load–association fixed point."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
+from placement.evaluation import Evaluation, evaluate
+from placement.fixed_point import METHODS
+from placement.policies import POLICIES
+
+EXIT_NOT_CONVERGED = 3
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "evaluate",
+        help="evaluate a profile mix: association, queues, TTFT coverage",
+        description="Evaluate a profile mix at its load–association fixed point (MODEL.md §5–8). "
+        "Exit code 2 on bad input, 3 when the fixed point does not converge.",
+    )
+    add_instance_argument(parser)
+    parser.add_argument("--mix", default=None, help="profile shares, e.g. none=0.3,shallow=0.5,deep=0.2 (default: the instance's mix)")
+    parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
+    parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
+    parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    instance = instance_from_args(args)
+    ev = evaluate(instance, parse_mix(args.mix), args.policy, target=args.target, method=args.method)
+    if args.json:
+        print_json(ev.to_dict())
+    else:
+        print(render(ev))
+    fp = ev.fixed_point
+    if fp is not None and not fp.converged:
+        print(
+            f"edgeprefix evaluate: warning: the fixed point did not converge ({fp.method}, {fp.iterations} iterations, "
+            f"residual {fp.residual:.3g}); the numbers above are not an operating point",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_CONVERGED
+    return 0
+
+
+def render(ev: Evaluation) -> str:
+    """Readable tables of one evaluation."""
+    d = ev.to_dict()
+    fp = d["fixed_point"]
+    lines = [
+        f"instance {d['instance']}  policy {d['policy']}  target τ = {d['target']:g} s",
+        f"mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
+        "",
+        f"TTFT coverage P_cov(τ)      {fmt(d['coverage'])}",
+        f"queue-free bound            {fmt(d['coverage_queue_free'])}",
+        f"mean TTFT [s]               {fmt(d['mean_ttft'])}",
+        f"offloading ratio η_off      {fmt(d['offload_ratio'])}",
+        f"mean reused prefix H̄ [tok]  {fmt(d['mean_prefix_depth'], 1)}",
+        f"mean serving distance R̄     {fmt(d['mean_distance'])}",
+        f"stable (all ρ_s < 1)        {d['stable']}",
+        f"fixed point                 {fp['method']}: converged={fp['converged']} iterations={fp['iterations']} "
+        f"residual={fp['residual']:.2e}",
+        "",
+        f"{'profile':<12}{'share':>7}{'c_s':>5}{'B_s':>9}{'λq_s':>9}{'ρ_s':>8}{'P^W_s':>8}{'W̄_s [s]':>10}",
+    ]
+    for t in d["tiers"]:
+        lines.append(
+            f"{t['profile']:<12}{t['share']:>7.3f}{t['concurrency']:>5d}{t['memory']:>9.4f}"
+            f"{fmt(t['arrival_rate'], 3):>9}{fmt(t['utilization'], 3):>8}{fmt(t['wait_probability'], 3):>8}"
+            f"{fmt(t['mean_wait'], 4):>10}"
+        )
+    profiles = list(d["mix"])
+    lines += ["", "association A_{s,q}", f"{'type':<12}" + "".join(f"{p:>12}" for p in profiles)]
+    for q, row in d["association"].items():
+        lines.append(f"{q:<12}" + "".join(f"{row[p]:>12.4f}" for p in profiles))
+    return "\n".join(lines)

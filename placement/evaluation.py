@@ -1,0 +1,385 @@
+"""One evaluation of a placement: fixed point, queues and every metric of MODEL.md §8.
+
+``evaluate(instance, mix, policy)`` returns a frozen :class:`Evaluation`.  Coverage is kept as a
+function of the target (``Evaluation.coverage(τ)``); the scalar metrics are computed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import brentq
+
+from placement.fixed_point import (
+    DEFAULT_DAMPING,
+    DEFAULT_MAX_ITERATIONS,
+    DEFAULT_TOLERANCE,
+    FixedPointReport,
+    solve_fixed_point,
+)
+from placement.instance import Instance
+from placement.policies import check_policy, needs_fixed_point, policy_bias
+from placement.queueing import RHO_CLIP, advertised_wait, erlang_c
+from placement.spatial import AnalyticKernel, SpatialKernel
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class TierLoad:
+    """Queue state of the active tiers (MODEL.md §5): ``λq_s``, ``1/μ_s``, ``a_s`` (all ``(S_active,)``)."""
+
+    arrival_rate: FloatArray  # λq_s
+    mean_service: FloatArray  # 1/μ_s
+    offered_load: FloatArray  # a_s = λq_s / μ_s
+
+
+def tier_load(instance: Instance, association: FloatArray, lam: FloatArray, active: npt.NDArray[np.bool_]) -> TierLoad:
+    """``λq_s = (Λ/λ_s) Σ_q p_q A_{s,q}``, ``1/μ_s = Σ_q ω_{s,q}/μ_{s,q}``, ``a_s = λq_s/μ_s``."""
+    flow = instance.probabilities[None, :] * association  # p_q A_{s,q}
+    scale = instance.network.request_intensity / lam
+    arrivals = scale * flow.sum(axis=1)
+    service = instance.service_time[active]
+    work = scale * (flow * service).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_service = np.where(arrivals > 0, work / np.where(arrivals > 0, arrivals, 1.0), service.min(axis=1))
+    return TierLoad(arrivals, mean_service, work)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Result of :func:`evaluate`.  Per-tier arrays have shape ``(S,)`` in profile order (NaN for
+    tiers with ``π_s = 0``); per-pair arrays are ``(S, Q)``."""
+
+    instance: Instance
+    policy: str
+    mix: FloatArray  # π_s
+    target: float  # τ_0 used by :attr:`coverage_at_target`
+    densities: FloatArray  # λ_s = π_s λ_b
+    active: npt.NDArray[np.bool_]
+    association: FloatArray  # A_{s,q}
+    bias: FloatArray  # β_{s,q}
+    advertised_wait: FloatArray  # W̄_s seen by the router (continuous extension above ρ_clip)
+    arrival_rate: FloatArray  # λq_s
+    mean_service: FloatArray  # 1/μ_s
+    utilization: FloatArray  # ρ_s
+    wait_probability: FloatArray  # P^W_s (1 when unstable)
+    mean_wait: FloatArray  # W̄_s of Erlang C (inf when unstable)
+    decay: FloatArray  # c_s μ_s − λq_s (≤ 0 when unstable)
+    stable: bool  # every active tier has ρ_s < 1
+    capacity_condition: bool  # necessary condition P-35
+    fixed_point: FixedPointReport | None
+    kernel: SpatialKernel = field(repr=False)
+
+    # -- lazily computed spatial moments ----------------------------------------------------
+    @cached_property
+    def _moments(self) -> tuple[FloatArray, FloatArray]:
+        xi = self.instance.network.radio_scale
+        act = self.active
+        mean_u, mean_r = self.kernel.moments(self.densities[act], self.bias[act] / xi, self.instance.network.radio_exponent)
+        radio = np.zeros_like(self.association)
+        radio[act] = xi * mean_u
+        pair = np.full_like(self.association, np.nan)
+        a = self.association[act]
+        pair[act] = np.where(a > 0, mean_r / np.where(a > 0, a, 1.0), np.nan)
+        return radio, pair
+
+    @property
+    def mean_radio(self) -> FloatArray:
+        """``E[ξ r^α ; s, q]`` (joint with the selection of ``s``), ``(S, Q)``."""
+        return self._moments[0]
+
+    @property
+    def mean_distance_by_pair(self) -> FloatArray:
+        """``R̄_{s,q}``: mean serving distance given type ``q`` is served by ``s`` (NaN where ``A = 0``)."""
+        return self._moments[1]
+
+    @cached_property
+    def quadrature_error(self) -> float:
+        """Estimated max abs quadrature error on ``A`` (0 for the α = 2 closed form and ``nearest``)."""
+        if self.policy == "nearest":
+            return 0.0
+        xi = self.instance.network.radio_scale
+        return self.kernel.error(self.densities[self.active], self.bias[self.active] / xi, self.instance.network.radio_exponent)
+
+    # -- coverage and quantiles -------------------------------------------------------------
+    def _coverage_pairs(self, tau: float, queue: bool) -> FloatArray:
+        inst, act = self.instance, self.active
+        if not np.isfinite(tau):
+            return np.where(self._stable_tiers()[:, None] | (not queue), self.association[act], 0.0)
+        xi = inst.network.radio_scale
+        g = inst.residual_prefill[act]
+        u_cut = (tau - g) / xi
+        tilt = np.where(self.decay[act] > 0, self.decay[act], 0.0)[:, None] * xi
+        p1, p2 = self.kernel.truncated(self.densities[act], self.bias[act] / xi, inst.network.radio_exponent, u_cut, tilt)
+        if not queue:
+            return p1
+        pairs = p1 - self.wait_probability[act][:, None] * p2
+        return np.where(self._stable_tiers()[:, None], np.maximum(pairs, 0.0), 0.0)
+
+    def _stable_tiers(self) -> npt.NDArray[np.bool_]:
+        return self.utilization[self.active] < 1.0
+
+    def coverage_by_pair(self, tau: float | None = None) -> FloatArray:
+        """``P(T ≤ τ, s | q)`` as an ``(S, Q)`` table (zeros for inactive tiers)."""
+        out = np.zeros_like(self.association)
+        out[self.active] = self._coverage_pairs(self.target if tau is None else float(tau), queue=True)
+        return out
+
+    def coverage(self, tau: float | npt.ArrayLike | None = None) -> float | FloatArray:
+        """TTFT coverage ``P_cov(τ)`` (P-39); scalar in, scalar out; array in, array out."""
+        return self._curve(tau, queue=True)
+
+    def coverage_queue_free(self, tau: float | npt.ArrayLike | None = None) -> float | FloatArray:
+        """Queue-free upper bound: P-39 with ``F_W ≡ 1``."""
+        return self._curve(tau, queue=False)
+
+    def _curve(self, tau: float | npt.ArrayLike | None, queue: bool) -> float | FloatArray:
+        if tau is None or isinstance(tau, (int, float)):
+            t = self.target if tau is None else float(tau)
+            if not t >= 0:
+                raise ValueError(f"target: τ must be >= 0 seconds, got {t!r}")
+            pairs = self._coverage_pairs(t, queue)
+            return min(1.0, max(0.0, float(self.instance.probabilities @ pairs.sum(axis=0))))
+        taus = np.asarray(tau, dtype=float)
+        if np.any(np.isnan(taus)) or np.any(taus < 0):
+            raise ValueError(f"target: τ must be >= 0 seconds, got {taus.tolist()}")
+        p = self.instance.probabilities
+        values = np.array([float((p * self._coverage_pairs(float(t), queue).sum(axis=0)).sum()) for t in taus.ravel()])
+        values = np.clip(values, 0.0, 1.0)
+        return float(values[0]) if taus.ndim == 0 else values.reshape(taus.shape)
+
+    @property
+    def coverage_at_target(self) -> float:
+        return float(self.coverage(self.target))
+
+    @property
+    def max_coverage(self) -> float:
+        """``lim_{τ→∞} P_cov(τ)``: the share of requests served by stable tiers."""
+        return float(self.coverage(np.inf))
+
+    def ttft_quantile(self, reliability: float) -> float:
+        """``τ_ζ = inf{τ : P_cov(τ) ≥ ζ}`` (P-43); ``inf`` when unstable tiers make ``ζ`` unreachable."""
+        if not 0.0 < reliability < 1.0:
+            raise ValueError(f"reliability: ζ must lie in (0, 1), got {reliability!r}")
+        if self.max_coverage < reliability:
+            return float("inf")
+        hi = max(self.target, 1e-3)
+        while self.coverage(hi) < reliability:
+            hi *= 2.0
+        return float(brentq(lambda t: self.coverage(t) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
+
+    # -- scalar metrics ---------------------------------------------------------------------
+    @property
+    def mean_ttft(self) -> float:
+        """``T̄`` (P-42): mean radio + residual prefill + Erlang-C mean wait; ``inf`` if unstable."""
+        inst, act = self.instance, self.active
+        a = self.association[act]
+        per_pair = self.mean_radio[act] + a * (inst.residual_prefill[act] + self.mean_wait[act][:, None])
+        per_pair = np.where(a > 0, per_pair, 0.0)
+        return float((inst.probabilities * per_pair.sum(axis=0)).sum())
+
+    @property
+    def mean_prefix_depth(self) -> float:
+        """``H̄ = Σ_q p_q Σ_s A_{s,q} h_{s,q}`` (P-44), tokens."""
+        inst = self.instance
+        return float((inst.probabilities * (self.association * inst.hit_depth).sum(axis=0)).sum())
+
+    @property
+    def offload_ratio(self) -> float:
+        """``η_off = Σ_q p_q Σ_s A_{s,q} Δ_{s,q} / Σ_q p_q g(L_q)`` (P-45)."""
+        inst = self.instance
+        saved = (inst.probabilities * (self.association * inst.saving).sum(axis=0)).sum()
+        total = (inst.probabilities * inst.full_prefill).sum()
+        return float(saved / total) if total > 0 else 0.0
+
+    @property
+    def mean_distance(self) -> float:
+        """``R̄ = Σ_q p_q Σ_s A_{s,q} R̄_{s,q}``."""
+        joint = np.where(self.association > 0, self.association * np.nan_to_num(self.mean_distance_by_pair), 0.0)
+        return float((self.instance.probabilities * joint.sum(axis=0)).sum())
+
+    # -- export -----------------------------------------------------------------------------
+    def to_dict(self, target: float | None = None) -> dict[str, Any]:
+        """A JSON-ready dict (the ``edgeprefix evaluate --json`` contract)."""
+        inst = self.instance
+        tau = self.target if target is None else float(target)
+
+        def num(x: float) -> float | None:
+            return float(x) if np.isfinite(x) else None
+
+        tiers = []
+        for i, sid in enumerate(inst.profile_ids):
+            on = bool(self.active[i])
+            stable = on and self.utilization[i] < 1.0
+            tiers.append(
+                {
+                    "profile": sid,
+                    "share": float(self.mix[i]),
+                    "concurrency": int(inst.concurrency[i]),
+                    "memory": float(inst.memory[i]),
+                    "arrival_rate": num(self.arrival_rate[i]) if on else None,
+                    "utilization": num(self.utilization[i]) if on else None,
+                    "wait_probability": num(self.wait_probability[i]) if stable else None,
+                    "mean_wait": num(self.mean_wait[i]) if stable else None,
+                    "advertised_wait": num(self.advertised_wait[i]) if on else None,
+                    "stable": bool(stable) if on else None,
+                }
+            )
+        fp = self.fixed_point
+        return {
+            "instance": inst.name,
+            "policy": self.policy,
+            "target": tau,
+            "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
+            "coverage": float(self.coverage(tau)),
+            "coverage_queue_free": float(self.coverage_queue_free(tau)),
+            "mean_ttft": num(self.mean_ttft),
+            "offload_ratio": self.offload_ratio,
+            "mean_prefix_depth": self.mean_prefix_depth,
+            "mean_distance": self.mean_distance,
+            "stable": self.stable,
+            "capacity_condition": self.capacity_condition,
+            "fixed_point": {
+                "converged": True if fp is None else fp.converged,
+                "iterations": 0 if fp is None else fp.iterations,
+                "evaluations": 0 if fp is None else fp.evaluations,
+                "residual": 0.0 if fp is None else fp.residual,
+                "method": "none (policy needs no fixed point)" if fp is None else fp.method,
+            },
+            "quadrature_error": self.quadrature_error,
+            "tiers": tiers,
+            "association": {
+                q: {s: float(self.association[i, j]) for i, s in enumerate(inst.profile_ids)}
+                for j, q in enumerate(inst.request_ids)
+            },
+            "mean_distance_by_pair": {
+                q: {s: num(self.mean_distance_by_pair[i, j]) for i, s in enumerate(inst.profile_ids)}
+                for j, q in enumerate(inst.request_ids)
+            },
+        }
+
+
+def capacity_condition(instance: Instance, mix: FloatArray) -> bool:
+    """Necessary stability condition P-35: ``Λ Σ_q p_q min_{s:π_s>0} 1/μ_{s,q} < λ_b Σ_s π_s c_s``."""
+    active = mix > 0
+    demand = instance.network.request_intensity * (instance.probabilities * instance.service_time[active].min(axis=0)).sum()
+    supply = instance.network.edge_density * float((mix * instance.concurrency).sum())
+    return bool(demand < supply)
+
+
+def evaluate(
+    instance: Instance,
+    mix: Mapping[str, float] | npt.ArrayLike | None = None,
+    policy: str = "load_aware",
+    *,
+    target: float | None = None,
+    method: str = "robust",
+    warm_start: npt.ArrayLike | None = None,
+    tol: float = DEFAULT_TOLERANCE,
+    damping: float = DEFAULT_DAMPING,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    rho_clip: float = RHO_CLIP,
+    kernel: SpatialKernel | None = None,
+    record_history: bool = False,
+) -> Evaluation:
+    """Evaluate a profile mix ``π`` under a routing policy (MODEL.md §5–8).
+
+    Parameters
+    ----------
+    instance : the validated instance.
+    mix : ``π`` as a mapping by profile id or an array in profile order; ``None`` uses the
+        instance's default mix.
+    policy : ``load_aware`` (fixed point), ``prefix`` or ``nearest``.
+    target : ``τ_0`` for :attr:`Evaluation.coverage_at_target` (default: the instance's).
+    method : fixed-point method, ``robust`` or ``damped`` (the paper's iteration).
+    warm_start : advertised delays ``W̄`` ``(S,)`` to start from (e.g. a neighbouring point's).
+    kernel : spatial kernel (default :class:`AnalyticKernel`).
+    """
+    check_policy(policy)
+    pi = instance.mix_vector(mix)
+    tau = instance.placement.target if target is None else float(target)
+    if not (np.isfinite(tau) and tau > 0):
+        raise ValueError(f"target: τ must be a positive number of seconds, got {tau!r}")
+    kernel = kernel or AnalyticKernel()
+    net = instance.network
+    xi, alpha = net.radio_scale, net.radio_exponent
+    active = pi > 0
+    lam_all = pi * net.edge_density
+    lam = lam_all[active]
+    g = instance.residual_prefill[active]
+    c = instance.concurrency[active].astype(float)
+
+    def assoc(bias: FloatArray) -> FloatArray:
+        if policy == "nearest":
+            return np.repeat((lam / lam.sum())[:, None], g.shape[1], axis=1)
+        return kernel.association(lam, bias / xi, alpha)
+
+    # Hot path of the fixed point: λq_s a_s and 1/μ_s from A with precomputed weights.
+    scale = net.request_intensity / lam
+    p_q = instance.probabilities
+    service = instance.service_time[active]
+
+    def queue_map(w: FloatArray) -> FloatArray:
+        flow = p_q * assoc(g + w[:, None])
+        arrivals = scale * flow.sum(axis=1)
+        work = scale * (flow * service).sum(axis=1)
+        mean_service = np.where(arrivals > 0, work / np.maximum(arrivals, 1e-300), service.min(axis=1))
+        return advertised_wait(work, c, mean_service, rho_clip)
+
+    report: FixedPointReport | None = None
+    if needs_fixed_point(policy):
+        start = np.zeros(lam.size)
+        if warm_start is not None:
+            ws = np.asarray(warm_start, dtype=float)
+            if ws.shape != pi.shape:
+                raise ValueError(f"warm_start: expected shape {pi.shape}, got {ws.shape}")
+            start = np.where(np.isfinite(ws[active]), ws[active], 0.0)
+        w_adv, report = solve_fixed_point(
+            queue_map, start, method=method, tol=tol, damping=damping, max_iterations=max_iterations, record=record_history
+        )
+    else:
+        w_adv = np.zeros(lam.size)
+    bias = policy_bias(policy, g, w_adv)
+    a_active = assoc(bias)
+    load = tier_load(instance, a_active, lam, active)
+    if not needs_fixed_point(policy):
+        w_adv = advertised_wait(load.offered_load, c, load.mean_service, rho_clip)
+    rho = load.offered_load / c
+    stable_tier = rho < 1.0
+    pw = erlang_c(load.offered_load, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        decay = (c - load.offered_load) / load.mean_service  # c μ − λq
+        w_bar = np.where(stable_tier, pw / decay, np.inf)
+
+    def full(values: FloatArray, fill: float = np.nan) -> FloatArray:
+        out = np.full(pi.shape + values.shape[1:], fill)
+        out[active] = values
+        return out
+
+    return Evaluation(
+        instance=instance,
+        policy=policy,
+        mix=pi,
+        target=tau,
+        densities=lam_all,
+        active=active,
+        association=full(a_active, 0.0),
+        bias=full(bias),
+        advertised_wait=full(w_adv),
+        arrival_rate=full(load.arrival_rate),
+        mean_service=full(load.mean_service),
+        utilization=full(rho),
+        wait_probability=full(pw),
+        mean_wait=full(w_bar),
+        decay=full(decay),
+        stable=bool(np.all(stable_tier)),
+        capacity_condition=capacity_condition(instance, pi),
+        fixed_point=report,
+        kernel=kernel,
+    )

@@ -1,0 +1,364 @@
+"""Trace-driven cache profiles and request types (MODEL.md §9.2–9.6).
+
+From a :class:`~placement.forest.RadixForest`, a prefill law ``g`` and ``κ``:
+
+- :func:`value_scores` — ``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / B_v`` with ``B_v = κ ℓ_v`` (P-48);
+- :func:`marginal_values` — ``val_v = Σ_{q through v} p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]``,
+  which add up along a path to ``Σ_q p_q Δ_{s,q}`` (§9.3c);
+- generators: :func:`greedy_profile` (Γ under a memory cap), :func:`family_profiles` (one per
+  top-level branch below a shared root), :func:`knapsack_profile` (tree knapsack MILP);
+- :func:`request_types` — requests grouped by their deepest retained vertex (§9.4);
+- :func:`prune_dominated` — §9.5 through :func:`placement.profiles.dominated_profiles`;
+- :func:`generate_profiles` — all of the above with the empty fallback profile always first.
+
+"Requests" below are the per-leaf aggregates of the forest: the requests ending at the same
+vertex are represented by their mean input length (exact to within one block), so nothing
+per request is needed.  Only vertices seen in at least ``k_min`` requests are ever retained
+(minimum support, §9.6).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from placement.forest import RadixForest
+from placement.profiles import Profile, concurrency, dominated_profiles, hit_depth, persistent_memory
+from placement.tree_knapsack import knapsack_dp, solve_knapsack
+from placement.workload import Prefix, PrefixForest, RequestType
+
+FloatArray = npt.NDArray[np.float64]
+Prefill = Callable[[npt.ArrayLike], FloatArray]
+FALLBACK_ID = "none"
+
+
+# ------------------------------------------------------------------------------------------
+# Scores and marginal values
+# ------------------------------------------------------------------------------------------
+def _leaves(forest: RadixForest) -> tuple[np.ndarray, FloatArray, FloatArray]:
+    """Leaf vertices (requests end there), their weight ``p_w = n_end / N`` and mean ``L_w``."""
+    leaves = np.flatnonzero(forest.ends > 0)
+    weight = forest.ends[leaves] / forest.n_requests
+    length = forest.end_input_sum[leaves] / forest.ends[leaves]
+    return leaves, weight, length
+
+
+def _leaf_ancestor_pairs(forest: RadixForest, leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (leaf position, ancestor-or-self vertex) pairs, vectorised level by level."""
+    pos = np.arange(leaves.size)
+    cur = leaves.copy()
+    out_pos, out_v = [], []
+    while pos.size:
+        out_pos.append(pos)
+        out_v.append(cur)
+        up = forest.parent[cur]
+        keep = up >= 0
+        pos, cur = pos[keep], up[keep]
+    return np.concatenate(out_pos), np.concatenate(out_v)
+
+
+def value_scores(forest: RadixForest, g: Prefill, kappa: float) -> FloatArray:
+    """``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / (κ ℓ_v)`` (P-48): saved prefill per persistent byte."""
+    length = forest.mean_length
+    saved = np.asarray(g(length)) - np.asarray(g(np.maximum(length - forest.depth, 0.0)))
+    return forest.popularity * saved / forest.state_size(kappa)
+
+
+def marginal_values(forest: RadixForest, g: Prefill) -> FloatArray:
+    """``val_v = Σ_{q through v} p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]`` (§9.3c)."""
+    leaves, weight, length = _leaves(forest)
+    pos, v = _leaf_ancestor_pairs(forest, leaves)
+    lq = length[pos]
+    gain = np.asarray(g(lq - forest.parent_depth[v])) - np.asarray(g(np.maximum(lq - forest.depth[v], 0.0)))
+    return np.bincount(v, weights=weight[pos] * gain, minlength=forest.n_vertices)
+
+
+def eligible_vertices(forest: RadixForest, k_min: int) -> npt.NDArray[np.bool_]:
+    """Vertices seen in at least ``k_min`` requests (ancestor-closed since counts shrink downwards)."""
+    if k_min < 1:
+        raise ValueError(f"min support k_min must be >= 1, got {k_min!r}")
+    return forest.count >= k_min
+
+
+def _closed(forest: RadixForest, chosen: Sequence[int]) -> tuple[int, ...]:
+    members = set(int(v) for v in chosen)
+    for v in list(members):
+        members.update(forest.path(v))
+    return tuple(sorted(members))
+
+
+def is_ancestor_closed(forest: RadixForest, vertices: Sequence[int]) -> bool:
+    """``v ∈ C ⇒ parent(v) ∈ C``."""
+    members = set(vertices)
+    return all(forest.parent[v] < 0 or int(forest.parent[v]) in members for v in members)
+
+
+def profile_weight(forest: RadixForest, vertices: Sequence[int], kappa: float) -> float:
+    """``B_s = Σ_{v ∈ C_s} κ (ℓ_v − ℓ_parent(v))``."""
+    idx = np.asarray(list(vertices), dtype=np.int64)
+    return float(kappa * forest.segment[idx].sum()) if idx.size else 0.0
+
+
+# ------------------------------------------------------------------------------------------
+# Generators
+# ------------------------------------------------------------------------------------------
+def greedy_profile(forest: RadixForest, scores: FloatArray, kappa: float, cap: float, eligible: npt.NDArray[np.bool_],
+                   *, within: Sequence[int] | None = None) -> tuple[int, ...]:
+    """Greedy expansion on ``scores`` (``Γ_v``): repeatedly add the best frontier vertex whose
+    own segment still fits under ``cap``; the set stays ancestor-closed.  ``within`` forces a
+    starting set (its vertices are taken first and count against the cap)."""
+    seg = kappa * forest.segment
+    chosen: list[int] = list(_closed(forest, within or ()))
+    used = float(seg[chosen].sum()) if chosen else 0.0
+    members = set(chosen)
+    frontier = [v for v in (forest.roots if not members else [c for m in members for c in forest.children(m)])
+                if v not in members and eligible[v]]
+    if within:
+        frontier = [v for v in frontier if _below(forest, v, within)]
+    heap = [(-scores[v], v) for v in frontier]
+    heapq.heapify(heap)
+    while heap:
+        _, v = heapq.heappop(heap)
+        if used + seg[v] > cap * (1 + 1e-9) or scores[v] <= 0:
+            continue
+        chosen.append(v)
+        used += seg[v]
+        for c in forest.children(v):
+            if eligible[c]:
+                heapq.heappush(heap, (-scores[c], c))
+    return tuple(sorted(chosen))
+
+
+def _below(forest: RadixForest, v: int, base: Sequence[int]) -> bool:
+    """``v`` lies in the subtree of the deepest vertex of ``base`` (a root-down chain)."""
+    deepest = max(base, key=lambda u: forest.depth[u])
+    return deepest in forest.path(v)
+
+
+def shared_root(forest: RadixForest, eligible: npt.NDArray[np.bool_]) -> tuple[int, ...]:
+    """The chain shared by every request (e.g. the Mooncake block 0), empty if none."""
+    chain: list[int] = []
+    roots = forest.roots
+    if len(roots) != 1 or forest.count[roots[0]] != forest.n_requests or not eligible[roots[0]]:
+        return ()
+    v = roots[0]
+    while True:
+        chain.append(v)
+        kids = [c for c in forest.children(v) if forest.count[c] == forest.n_requests]
+        if len(kids) != 1 or not eligible[kids[0]]:
+            return tuple(chain)
+        v = kids[0]
+
+
+def family_profiles(forest: RadixForest, scores: FloatArray, kappa: float, cap: float,
+                    eligible: npt.NDArray[np.bool_], n_families: int) -> list[tuple[str, tuple[int, ...]]]:
+    """One profile per request family: the ``n_families`` most requested top-level branches
+    (children of the shared root, or roots when there is none), each grown greedily on Γ
+    inside its branch under ``cap``."""
+    base = shared_root(forest, eligible)
+    heads = list(forest.children(base[-1])) if base else list(forest.roots)
+    heads = [h for h in heads if eligible[h]]
+    heads.sort(key=lambda h: (-forest.count[h], h))
+    out = []
+    for h in heads[:n_families]:
+        start = _closed(forest, [h])
+        if profile_weight(forest, start, kappa) > cap * (1 + 1e-9):
+            continue
+        out.append((f"family_{forest.ids[h]}", greedy_profile(forest, scores, kappa, cap, eligible, within=start)))
+    return out
+
+
+def knapsack_profile(forest: RadixForest, values: FloatArray, kappa: float, cap: float,
+                     eligible: npt.NDArray[np.bool_], *, exact_dp: bool = False) -> tuple[int, ...]:
+    """Tree knapsack (§9.3c) over the eligible vertices with positive subtree value: the MILP
+    (HiGHS), or the exact DP when ``exact_dp``."""
+    sub = np.flatnonzero(eligible)
+    renumber = np.full(forest.n_vertices, -1, dtype=np.int64)
+    renumber[sub] = np.arange(sub.size)
+    parent = np.where(forest.parent[sub] >= 0, renumber[np.maximum(forest.parent[sub], 0)], -1)
+    weights = kappa * forest.segment[sub]
+    solve = knapsack_dp if exact_dp else solve_knapsack
+    result = solve(parent, weights, values[sub], cap)
+    return tuple(sorted(int(sub[i]) for i in result.selected))
+
+
+# ------------------------------------------------------------------------------------------
+# Request types
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TypeGroups:
+    """Request types: ``vertex[q]`` is the deepest retained vertex (``-1`` none), ``p_q``,
+    ``L_q``, mean output tokens, and ``D_q = output × decode_per_token``."""
+
+    vertex: tuple[int, ...]
+    probability: FloatArray
+    length: FloatArray
+    output: FloatArray
+    decode: FloatArray
+
+
+def _weighted_quantile(values: FloatArray, weights: FloatArray, q: float) -> float:
+    order = np.argsort(values)
+    cum = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cum, q * cum[-1] - 1e-12)])
+
+
+def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token: float,
+                  *, length_quantile: float | None = None) -> TypeGroups:
+    """Group requests by the deepest retained vertex on their path (§9.4).
+
+    ``L_q`` is the mean input length of the group, or the ``length_quantile`` of it computed
+    from the per-leaf mean lengths (exact to within one block).
+    """
+    if decode_per_token < 0:
+        raise ValueError(f"decode_per_token must be >= 0, got {decode_per_token!r}")
+    if length_quantile is not None and not 0 <= length_quantile <= 1:
+        raise ValueError(f"length_quantile must lie in [0, 1], got {length_quantile!r}")
+    keep = np.zeros(forest.n_vertices, dtype=bool)
+    keep[list(retained)] = True
+    deepest = np.full(forest.n_vertices, -1, dtype=np.int64)  # deepest retained ancestor-or-self
+    for v in range(forest.n_vertices):  # parents first
+        p = forest.parent[v]
+        deepest[v] = v if keep[v] else (deepest[p] if p >= 0 else -1)
+    leaves, weight, length = _leaves(forest)
+    group = deepest[leaves]
+    vertices = sorted(set(group.tolist()), key=lambda u: (u < 0, u))
+    probability, lengths, outputs = [], [], []
+    for u in vertices:
+        mask = group == u
+        n = forest.ends[leaves[mask]].sum()
+        probability.append(n / forest.n_requests)
+        if length_quantile is None:
+            lengths.append(forest.end_input_sum[leaves[mask]].sum() / n)
+        else:
+            lengths.append(_weighted_quantile(length[mask], weight[mask], length_quantile))
+        outputs.append(forest.end_output_sum[leaves[mask]].sum() / n)
+    out = np.array(outputs)
+    return TypeGroups(tuple(vertices), np.array(probability), np.array(lengths), out, out * decode_per_token)
+
+
+# ------------------------------------------------------------------------------------------
+# Assembly and pruning
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProfileSet:
+    """Generated profiles with their request types, in instance form.
+
+    ``prefixes``/``requests``/``profiles`` are ready for :class:`placement.instance.Instance`;
+    ``memory`` ``B_s``, ``hits`` ``h_{s,q}`` ``(S, Q)`` and ``concurrency`` ``c_s`` are given
+    for the GPU numbers used; ``pruned`` names the dominated profiles removed (§9.5).
+    """
+
+    prefixes: tuple[Prefix, ...]
+    requests: tuple[RequestType, ...]
+    profiles: tuple[Profile, ...]
+    vertices: tuple[tuple[int, ...], ...]
+    types: TypeGroups
+    memory: FloatArray
+    hits: FloatArray
+    concurrency: npt.NDArray[np.int64]
+    pruned: tuple[str, ...]
+    dropped: tuple[str, ...]
+
+
+def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], *, decode_per_token: float,
+             length_quantile: float | None = None) -> tuple[tuple[Prefix, ...], tuple[RequestType, ...], tuple[Profile, ...], TypeGroups]:
+    """Instance objects for profiles ``named`` (id, vertex set): prefixes = union of the sets."""
+    retained = sorted(set().union(*[set(s) for _, s in named])) if named else []
+    ids = forest.ids
+    prefixes = tuple(
+        Prefix(ids[v], float(forest.depth[v]), None if forest.parent[v] < 0 else ids[int(forest.parent[v])])
+        for v in retained
+    )
+    types = request_types(forest, retained, decode_per_token, length_quantile=length_quantile)
+    requests = tuple(
+        RequestType(
+            id=f"q_{ids[u]}" if u >= 0 else "q_uncached",
+            probability=float(p),
+            length=float(lq),
+            decode=float(d),
+            path=tuple(ids[w] for w in forest.path(u)) if u >= 0 else (),
+        )
+        for u, p, lq, d in zip(types.vertex, types.probability, types.length, types.decode)
+    )
+    profiles = tuple(Profile(name, tuple(ids[v] for v in sorted(s))) for name, s in named)
+    return prefixes, requests, profiles, types
+
+
+def profile_metrics(prefixes: tuple[Prefix, ...], requests: tuple[RequestType, ...], profiles: tuple[Profile, ...],
+                    kappa: float, gpu_memory: float, runtime_per_sequence: float = 1.0) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int64]]:
+    """``B_s``, ``h_{s,q}`` and ``c_s`` through :mod:`placement.profiles` (one source of truth)."""
+    tree = PrefixForest(prefixes)
+    memory = persistent_memory(profiles, tree, kappa)
+    return memory, hit_depth(profiles, requests, tree), concurrency(memory, gpu_memory, runtime_per_sequence)
+
+
+def prune_dominated(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], *, kappa: float,
+                    gpu_memory: float, runtime_per_sequence: float = 1.0) -> tuple[list[tuple[str, tuple[int, ...]]], list[str]]:
+    """Remove the profiles dominated in (``B_s``, ``h_{s,q}`` ∀q, ``c_s``) (§9.5); returns
+    (kept, removed ids).  Types are built from the union of all candidates (the finest
+    grouping any of them distinguishes); merging types afterwards keeps every kept
+    profile's hit depths, so one pass is enough."""
+    prefixes, requests, profiles, _ = assemble(forest, named, decode_per_token=0.0)
+    memory, hits, slots = profile_metrics(prefixes, requests, profiles, kappa, gpu_memory, runtime_per_sequence)
+    mask = dominated_profiles(memory, hits, slots)
+    kept = [p for p, bad in zip(named, mask) if not bad]
+    return kept, [p[0] for p, bad in zip(named, mask) if bad]
+
+
+def generate_profiles(
+    forest: RadixForest,
+    g: Prefill,
+    *,
+    kappa: float,
+    gpu_memory: float,
+    cap: float,
+    decode_per_token: float,
+    runtime_per_sequence: float = 1.0,
+    max_profiles: int = 6,
+    k_min: int = 2,
+    ladder: Sequence[float] = (1.0, 0.5, 0.25),
+    n_families: int = 2,
+    length_quantile: float | None = None,
+) -> ProfileSet:
+    """Candidate profiles → dedupe → drop infeasible (``c_s < 1``) → prune dominated → keep
+    at most ``max_profiles`` (the empty fallback ``"none"`` always first).
+
+    Candidates in preference order: tree knapsack at ``cap × ladder`` (``knapsack``,
+    ``knapsack_50`` ...), greedy on Γ at ``cap``, then one profile per top family.
+    """
+    if max_profiles < 1:
+        raise ValueError(f"max_profiles must be >= 1, got {max_profiles!r}")
+    if not (np.isfinite(cap) and cap >= 0):
+        raise ValueError(f"memory cap must be finite and >= 0, got {cap!r}")
+    eligible = eligible_vertices(forest, k_min)
+    scores = value_scores(forest, g, kappa)
+    values = marginal_values(forest, g)
+    named: list[tuple[str, tuple[int, ...]]] = [(FALLBACK_ID, ())]
+    for share in ladder:
+        label = "knapsack" if share == 1 else f"knapsack_{round(100 * share)}"
+        named.append((label, knapsack_profile(forest, values, kappa, cap * share, eligible)))
+    named.append(("greedy", greedy_profile(forest, scores, kappa, cap, eligible)))
+    named.extend(family_profiles(forest, scores, kappa, cap, eligible, n_families))
+    seen: set[tuple[int, ...]] = set()
+    unique = []
+    for name, members in named:
+        if members not in seen:
+            seen.add(members)
+            unique.append((name, members))
+    memory = np.array([profile_weight(forest, s, kappa) for _, s in unique])
+    feasible = np.floor((gpu_memory - memory) / runtime_per_sequence + 1e-12) >= 1
+    dropped = [name for (name, _), ok in zip(unique, feasible) if not ok]
+    unique = [p for p, ok in zip(unique, feasible) if ok]
+    kept, pruned = prune_dominated(forest, unique, kappa=kappa, gpu_memory=gpu_memory,
+                                   runtime_per_sequence=runtime_per_sequence)
+    kept = kept[:max_profiles]
+    prefixes, requests, profiles, types = assemble(forest, kept, decode_per_token=decode_per_token,
+                                                   length_quantile=length_quantile)
+    memory, hits, slots = profile_metrics(prefixes, requests, profiles, kappa, gpu_memory, runtime_per_sequence)
+    return ProfileSet(prefixes, requests, profiles, tuple(s for _, s in kept), types, memory, hits, slots,
+                      tuple(pruned), tuple(dropped))

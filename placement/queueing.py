@@ -1,0 +1,146 @@
+"""Erlang-C queue of one node (MODEL.md §5): ``M/M/c_s`` with effective service rate ``μ_s``.
+
+All functions are vectorised over tiers.  ``offered_load`` is ``a_s = λq_s / μ_s`` and
+``servers`` is ``c_s``; ``ρ_s = a_s / c_s``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+RHO_CLIP = 0.99  # ρ_clip: above it the advertised delay continues linearly (MODEL.md §7)
+
+
+_SCALAR_LIMIT = 64  # below this many queues the recursion runs on Python floats (faster)
+
+
+def _erlang_b_scalar(a: float, c: int) -> float:
+    e = 1.0
+    for k in range(1, c + 1):
+        e = a * e / (k + a * e)
+    return e
+
+
+def erlang_b(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
+    """Erlang-B blocking ``E_c(a)`` by the recursion ``E_0 = 1``, ``E_k = a E_{k−1} / (k + a E_{k−1})``.
+
+    The recursion never forms a factorial or a power, so it stays exact for ``c`` in the
+    thousands.  It is sequential in ``k``: for a few queues it runs on Python floats, for many
+    it runs ``max(c)`` steps vectorised over the queues.
+    """
+    a = np.asarray(offered_load, dtype=float)
+    c = np.asarray(servers)
+    if c.dtype.kind == "f":
+        if np.any(c != np.floor(c)):
+            raise ValueError(f"servers: c must be whole numbers, got {c.tolist()}")
+    c = c.astype(np.int64)
+    a, c = np.broadcast_arrays(a, c)
+    if np.any(c < 0):
+        raise ValueError(f"servers: must be >= 0, got {c.min()}")
+    if np.any(a < 0) or not np.all(np.isfinite(a)):
+        raise ValueError("offered_load: must be finite and >= 0")
+    if a.size <= _SCALAR_LIMIT:
+        flat = [_erlang_b_scalar(float(x), int(k)) for x, k in zip(a.ravel(), c.ravel())]
+        return np.array(flat, dtype=float).reshape(a.shape)
+    e = np.ones(a.shape)
+    out = np.ones(a.shape)
+    for k in range(1, int(c.max()) + 1):
+        e = a * e / (k + a * e)
+        np.copyto(out, e, where=(c == k))
+    return out
+
+
+def erlang_c(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
+    """Waiting probability ``P^W`` (P-17) via ``P^W = E_c / (1 − ρ (1 − E_c))``; 1 when ``ρ ≥ 1``."""
+    a = np.asarray(offered_load, dtype=float)
+    c = np.asarray(servers, dtype=float)
+    b = erlang_b(a, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where(c > 0, a / np.where(c > 0, c, 1.0), np.inf)
+        pw = b / (1.0 - rho * (1.0 - b))
+    return np.where(rho < 1.0, np.clip(pw, 0.0, 1.0), 1.0)
+
+
+def _erlang_c_and_slope(a: FloatArray, c: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``P^W(a)`` and ``dP^W/da`` for ``a < c`` (``dE/da = E (c/a − 1 + E)``)."""
+    b = erlang_b(a, c)
+    rho = a / c
+    with np.errstate(divide="ignore", invalid="ignore"):
+        db = np.where(a > 0, b * (c / a - 1.0 + b), np.where(c == 1, 1.0, 0.0))
+    den = 1.0 - rho * (1.0 - b)
+    pw = b / den
+    dden = -(1.0 - b) / c + rho * db
+    dpw = (db * den - b * dden) / den**2
+    return pw, dpw
+
+
+def mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike) -> FloatArray:
+    """``W̄ = P^W / (c μ − λ) = P^W / (c − a) · (1/μ)`` (P-18); ``inf`` when ``ρ ≥ 1``."""
+    a = np.asarray(offered_load, dtype=float)
+    c = np.asarray(servers, dtype=float)
+    m = np.asarray(mean_service, dtype=float)
+    pw = erlang_c(a, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = pw * m / (c - a)
+    return np.where(a < c, w, np.inf)
+
+
+def waiting_cdf(wait: npt.ArrayLike, wait_probability: npt.ArrayLike, decay: npt.ArrayLike) -> FloatArray:
+    """``F_W(w) = 1 − P^W exp(−(cμ − λ) w)`` for ``w ≥ 0`` and 0 below (P-19/20).
+
+    ``decay`` is ``cμ − λ``; an unstable tier (``decay <= 0``) has ``F_W ≡ 0`` (MODEL.md §5 choice).
+    """
+    w = np.asarray(wait, dtype=float)
+    pw = np.asarray(wait_probability, dtype=float)
+    theta = np.asarray(decay, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = 1.0 - pw * np.exp(-np.maximum(theta, 0.0) * np.maximum(w, 0.0))
+    return np.where((w >= 0) & (theta > 0), value, 0.0)
+
+
+def _advertised_scalar(a: float, c: float, m: float, rho_clip: float) -> float:
+    if c <= 0:
+        return float("inf")
+    a_below = min(a, rho_clip * c)
+    b = _erlang_b_scalar(a_below, int(c))
+    rho = a_below / c
+    db = b * (c / a_below - 1.0 + b) if a_below > 0 else (1.0 if c == 1 else 0.0)
+    den = 1.0 - rho * (1.0 - b)
+    pw = b / den
+    dpw = (db * den - b * (-(1.0 - b) / c + rho * db)) / (den * den)
+    gap = c - a_below
+    wait = pw * m / gap
+    slope = m * (dpw * gap + pw) / (gap * gap)
+    return wait + slope * max(a - a_below, 0.0)
+
+
+def advertised_wait(
+    offered_load: npt.ArrayLike,
+    servers: npt.ArrayLike,
+    mean_service: npt.ArrayLike,
+    rho_clip: float = RHO_CLIP,
+) -> FloatArray:
+    """Advertised delay used by association: ``W̄`` below ``ρ_clip``, continued linearly above.
+
+    For ``ρ ≥ ρ_clip`` the Erlang-C mean wait is extended with its slope at ``ρ_clip`` (in the
+    offered load, ``dE/da = E (c/a − 1 + E)`` for Erlang B), so the map ``W ↦ 𝒬(𝒜(W))`` is
+    continuous and increasing in load (MODEL.md §7 choice).  Tiers with ``c = 0`` advertise
+    ``+inf``.  This is on the fixed point's hot path: a few tiers run on Python floats.
+    """
+    if not 0.0 < rho_clip < 1.0:
+        raise ValueError(f"rho_clip: must lie in (0, 1), got {rho_clip!r}")
+    a, c, m = np.broadcast_arrays(
+        np.asarray(offered_load, dtype=float), np.asarray(servers, dtype=float), np.asarray(mean_service, dtype=float)
+    )
+    if a.size <= _SCALAR_LIMIT:
+        flat = [_advertised_scalar(x, k, t, rho_clip) for x, k, t in zip(a.ravel().tolist(), c.ravel().tolist(), m.ravel().tolist())]
+        return np.array(flat, dtype=float).reshape(a.shape)
+    safe_c = np.where(c > 0, c, 1.0)
+    a_below = np.minimum(a, rho_clip * safe_c)
+    pw, dpw = _erlang_c_and_slope(a_below, safe_c)
+    wait = pw * m / (safe_c - a_below)
+    slope = m * (dpw * (safe_c - a_below) + pw) / (safe_c - a_below) ** 2
+    extended = wait + slope * np.maximum(a - a_below, 0.0)
+    return np.where(c > 0, extended, np.inf)
