@@ -1,0 +1,60 @@
+"""A cheap stand-in for ``placement.evaluation.evaluate`` used by the solver tests.
+
+``P_cov(π) = 0.9 − ||π − π*||²`` with an interior optimum ``π*``; tier ``s`` has utilisation
+``ρ_s = 0.4 + load_s · (1 − π_s)`` for a chosen ``load``, so a tier starved of nodes becomes
+unstable and the formulation's penalty applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from placement.instance import Instance, PlacementSpec, load_instance
+
+
+@dataclass(frozen=True)
+class StubEvaluation:
+    mix: np.ndarray
+    value: float
+    utilization: np.ndarray
+    stable: bool
+    fixed_point: SimpleNamespace
+    mean_wait: np.ndarray
+
+    def coverage(self, tau=None):
+        return self.value
+
+
+@dataclass
+class StubModel:
+    optimum: np.ndarray | None = None
+    load: float = 0.0
+    calls: int = 0
+
+    def __call__(self, instance, mix, policy="load_aware", *, target=None, warm_start=None, **kwargs):
+        self.calls += 1
+        pi = instance.mix_vector(mix)
+        centre = self.optimum if self.optimum is not None else np.linspace(1.0, 2.0, pi.size) / np.linspace(1.0, 2.0, pi.size).sum()
+        rho = 0.4 + self.load * (1.0 - pi)
+        stable = bool(np.all(rho < 1))
+        value = 0.9 - float(((pi - centre) ** 2).sum())
+        return StubEvaluation(pi, value, rho, stable, SimpleNamespace(converged=True, iterations=1), np.zeros(pi.size))
+
+
+def baseline() -> Instance:
+    return load_instance("paper_baseline")
+
+
+def unconstrained(instance: Instance | None = None) -> Instance:
+    """The instance with only the simplex (no budget, fallback or caps)."""
+    instance = instance or baseline()
+    return instance.replace(placement=PlacementSpec(target=instance.placement.target))
+
+
+def with_placement(instance: Instance | None = None, **changes) -> Instance:
+    instance = instance or baseline()
+    return instance.replace(placement=dataclasses.replace(instance.placement, **changes))
