@@ -17,8 +17,8 @@ type, not per (type, profile) pair, and one association costs ``O(|Q| |S| N)``.
   :func:`truncated_alpha2`).
 * any α > 0: Gauss–Legendre on every segment between consecutive breakpoints, with the
   substitution ``y = a + d x^m`` (``m = max(1, 2α)``) that makes the tier starting at the
-  segment's left end a polynomial in ``x``; the axis is truncated where ``G_q ≥ 46``
-  (``e^{−46} < 1.1e-20``).  :func:`association_error` reports the quadrature error estimate.
+  segment's left end a polynomial in ``x``; the axis is truncated where ``G_q ≥ 36``
+  (``e^{−36} < 2.4e-16``).  :func:`association_error` reports the quadrature error estimate.
 
 Arrays are ``[s, q]``; only *active* tiers (``λ_s > 0``) are passed to these functions.
 """
@@ -33,7 +33,7 @@ import numpy.typing as npt
 from scipy.special import roots_legendre
 
 FloatArray = npt.NDArray[np.float64]
-G_MAX = 46.0  # truncate the cost axis where e^{−G} < 1.1e-20
+G_MAX = 36.0  # truncate the cost axis where e^{−G} < 2.4e-16
 DEFAULT_NODES = 20  # Gauss–Legendre nodes per segment for α ≤ 2.5 (measured error < 5e-8)
 STEEP_NODES = 32  # nodes per segment above α = 2.5 (the tiers' ``(y − b)^{2/α}`` get rougher)
 SUBSTITUTION_POWER = 2.0  # m = max(1, 2α): the starting tier's G is (x^m)^{2/α} = x^4
