@@ -106,6 +106,28 @@ class LinearConstraints:
         worst = np.maximum(worst, np.maximum(self.lower - x, 0.0).max(axis=1))
         return np.maximum(worst, np.maximum(x - self.upper, 0.0).max(axis=1))
 
+    def completes(self, decision: npt.ArrayLike, tol: float = 1e-9) -> bool:
+        """Whether auxiliary values exist that make ``decision`` feasible (an LP without objective)."""
+        x = np.asarray(decision, dtype=float)
+        k = self.n_decision
+        if np.any(x < self.lower[:k] - tol) or np.any(x > self.upper[:k] + tol):
+            return False
+        if not self.has_auxiliary:
+            return bool(self.decision_violation(x)[0] <= tol)
+        a_eq, a_ub = self.A_eq[:, k:], self.A_ub[:, k:]
+        aux = slice(k, None)
+        bounds = [(lo if np.isfinite(lo) else None, hi if np.isfinite(hi) else None) for lo, hi in zip(self.lower[aux], self.upper[aux])]
+        res = linprog(
+            np.zeros(self.n_variables - k),
+            A_ub=a_ub if len(self.b_ub) else None,
+            b_ub=self.b_ub - self.A_ub[:, :k] @ x + tol if len(self.b_ub) else None,
+            A_eq=a_eq if len(self.b_eq) else None,
+            b_eq=self.b_eq - self.A_eq[:, :k] @ x if len(self.b_eq) else None,
+            bounds=bounds,
+            method="highs",
+        )
+        return bool(res.status == 0)
+
     def check_feasible(self) -> FloatArray:
         """Raise :class:`InfeasibleConstraintsError` unless some point meets every row.
 

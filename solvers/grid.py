@@ -39,11 +39,11 @@ def simplex_lattice(n: int, resolution: int) -> FloatArray:
     return counts[::-1] / resolution
 
 
-def feasible_lattice(constraints: LinearConstraints, resolution: int, projection: Projection | None = None) -> FloatArray:
+def feasible_lattice(constraints: LinearConstraints, resolution: int) -> FloatArray:
     """The lattice points meeting every linear constraint (to 1e-9), shape ``(N, n_decision)``.
 
     Profiles with ``π_s^max = 0`` stay at 0.  With auxiliary columns (migration flows) a point
-    is kept when its projection is itself, which needs ``projection``.
+    is kept when some auxiliary values complete it (one small LP per point).
     """
     k = constraints.n_decision
     active = np.flatnonzero(constraints.upper[:k] > 0)
@@ -54,9 +54,7 @@ def feasible_lattice(constraints: LinearConstraints, resolution: int, projection
         points[:, active] = sub
     if not constraints.has_auxiliary:
         return points[constraints.decision_violation(points) <= FEASIBLE_TOL]
-    if projection is None:
-        raise ValueError("a lattice over a model with auxiliary variables needs a projection to test feasibility")
-    keep = [np.abs(projection(p) - p).max() <= 1e-7 for p in points]
+    keep = [constraints.completes(p) for p in points]
     return points[np.asarray(keep, dtype=bool)]
 
 
@@ -83,7 +81,7 @@ class GridSolver(Solver):
                 raise ValueError(f"grid option {key} must be a positive integer, got {value!r}")
 
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
-        points = feasible_lattice(projection.constraints, int(self.resolution), projection)
+        points = feasible_lattice(projection.constraints, int(self.resolution))
         tracker.extras.update({"resolution": int(self.resolution), "grid_points": len(points)})
         if not len(points):
             raise ValueError(f"no point of the 1/{self.resolution} lattice meets the linear constraints: raise the resolution")
