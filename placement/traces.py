@@ -47,8 +47,8 @@ class TraceError(ValueError):
         self.line = line
         self.field = field
         self.reason = reason
-        where = f"line {line}" + (f", field {field!r}" if field else "")
-        super().__init__(f"trace {where}: {reason}")
+        where = (f" line {line}" if line else "") + (f", field {field!r}" if field else "")
+        super().__init__(f"trace{where}: {reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +98,7 @@ def iter_lines(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[tuple
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
-            raise FileNotFoundError(f"trace file {str(path)!r} does not exist")
+            raise TraceError(0, "", f"file {str(path)!r} does not exist")
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
             yield from enumerate(handle, start=1)
