@@ -43,7 +43,12 @@ def _integrate(f: Callable[[float], float], lam: FloatArray, b: FloatArray, alph
 
 @dataclass(frozen=True)
 class QuadReferenceKernel:
-    """``scipy.integrate.quad`` on every ``(s, q)`` integral (see module notes)."""
+    """``scipy.integrate.quad`` on every ``(s, q)`` integral (see module notes).
+
+    It supplies no ``∂A/∂b``, so the robust fixed point runs MINPACK's ``hybr`` on it.
+    """
+
+    provides_jacobian = False
 
     def association(self, lam: FloatArray, b: FloatArray, alpha: float) -> FloatArray:
         out = np.zeros(b.shape)

@@ -79,12 +79,14 @@ def truncated_alpha2(
     return scale * part1.sum(axis=2), scale * part2.sum(axis=2)
 
 
-def association_alpha2(lam: FloatArray, b: FloatArray) -> FloatArray:
+def association_alpha2(lam: FloatArray, b: FloatArray, *, jacobian: bool = False) -> FloatArray | tuple[FloatArray, FloatArray]:
     """Exact ``A_{s,q} = π λ_s ∫_{b_{s,q}}^∞ e^{−G_q(y)} dy`` for α = 2 (finite sum).
 
     With the breakpoints of type ``q`` sorted, ``G_q`` has slope ``π Σ_{j≤k} λ_(j)`` on segment
     ``k``; the integral from ``b_(k)`` to infinity is the suffix sum of the segments' exact
-    exponential integrals.  This is the fixed point's hot path, so it is kept lean.
+    exponential integrals.  With ``jacobian=True`` also ``∂A_{s,q}/∂b_{t,q} = π λ_s π λ_t
+    ∫_{max(b_s, b_t)}^∞ e^{−G_q}`` (``s ≠ t``), from the same suffix sums.  This is the fixed
+    point's hot path, so it is kept lean.
     """
     order = b.argsort(axis=0, kind="stable")
     cols = np.arange(b.shape[1])
@@ -101,7 +103,16 @@ def association_alpha2(lam: FloatArray, b: FloatArray) -> FloatArray:
     suffix = np.add.accumulate(part[::-1], axis=0)[::-1]
     out = np.empty_like(bs)
     out[order, cols] = weight * suffix
-    return out
+    if not jacobian:
+        return out
+    tail = np.empty_like(bs)
+    tail[order, cols] = suffix  # ∫_{b_s}^∞ e^{−G}, per tier
+    rank = np.empty_like(order)
+    rank[order, cols] = np.arange(b.shape[0])[:, None]
+    later = np.where(rank[:, None, :] >= rank[None, :, :], tail[:, None, :], tail[None, :, :])
+    scale = np.pi * lam
+    cross = scale[:, None, None] * scale[None, :, None] * later
+    return out, _with_diagonal(cross)
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,13 @@ class TierGrid:
 
     u: FloatArray  # (S, Q, J)
     mass: FloatArray  # (S, Q, J)
+    rate: FloatArray  # G'_{s,q}(y_j), (S, Q, J)
+
+    def jacobian(self) -> FloatArray:
+        """``∂A_{s,q}/∂b_{t,q}`` ``(S, S, Q)``: ``∫ e^{−G_q} G'_{s,q} G'_{t,q} dy`` off the diagonal and
+        minus the column sum on it (``Σ_s A_{s,q} = 1``)."""
+        cross = np.matmul(self.mass.transpose(1, 0, 2), self.rate.transpose(1, 2, 0))  # (Q, S, T)
+        return _with_diagonal(cross.transpose(1, 2, 0))
 
 
 def _segment_scaffold(breaks: FloatArray, y_max: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -161,24 +179,41 @@ def tier_grid(
     left, length = _segment_scaffold(breaks, y_max)  # (Q, K)
     x, w = _legendre01(nodes)
     offset = length[:, :, None] * x**m  # (Q, K, n)
-    dy = length[:, :, None] * m * x ** (m - 1.0) * w  # dy/dx · w
+    dy = (length[:, :, None] * (m * x ** (m - 1.0) * w)).reshape(length.shape[0], -1)  # dy/dx · w, (Q, J)
     q_count = b.shape[1]
     # u_s = (a − b_s) + offset; (a − b_s) is exactly 0 for the tier starting at a.
     gap = left[None, :, :] - b[:, :, None]  # (S, Q, K)
-    u = (gap[:, :, :, None] + offset[None]).reshape(b.shape[0], q_count, -1)
+    u = np.add(gap[:, :, :, None], offset[None]).reshape(b.shape[0], q_count, -1)
     active = u > 0
-    safe_u = np.where(active, u, 1.0)
-    log_u = np.log(safe_u)
-    g_tier = np.where(active, np.pi * lam[:, None, None] * np.exp(p * log_u), 0.0)
-    dg_tier = np.where(active, np.pi * lam[:, None, None] * p * np.exp((p - 1.0) * log_u), 0.0)
-    survival = np.exp(-g_tier.sum(axis=0))  # (Q, J)
-    mass = dg_tier * (survival * dy.reshape(q_count, -1))[None]
-    return TierGrid(u=np.where(active, u, -1.0), mass=mass)
+    np.maximum(u, 0.0, out=u)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.power(u, p - 1.0)  # one transcendental per node and tier
+    rate = np.where(active, rate, 0.0)
+    rate *= (np.pi * p) * lam[:, None, None]  # G'_{s,q}(y)
+    survival = np.exp(-(u * rate).sum(axis=0) / p)  # e^{−G_q}, G_{s,q} = u G'_{s,q} / p
+    mass = rate * (survival * dy)[None]
+    u[~active] = -1.0
+    return TierGrid(u=u, mass=mass, rate=rate)
 
 
 def default_nodes(alpha: float) -> int:
     """Gauss–Legendre nodes per segment used by default for a radio exponent α."""
     return DEFAULT_NODES if alpha <= 2.5 else STEEP_NODES
+
+
+def _with_diagonal(cross: FloatArray) -> FloatArray:
+    """Set ``J[s, s, q] = −Σ_{t≠s} J[t, s, q]`` (moving ``b_s`` shifts mass between tiers only)."""
+    s_count = cross.shape[0]
+    idx = np.arange(s_count)
+    cross[idx, idx, :] = 0.0
+    cross[idx, idx, :] = -cross.sum(axis=0)
+    return cross
+
+
+def association_quadrature_jacobian(lam: FloatArray, b: FloatArray, alpha: float, nodes: int = DEFAULT_NODES) -> tuple[FloatArray, FloatArray]:
+    """``A`` and ``∂A_{s,q}/∂b_{t,q}`` by the shared-axis quadrature."""
+    grid = tier_grid(lam, b, alpha, nodes=nodes)
+    return grid.mass.sum(axis=2), grid.jacobian()
 
 
 def association_quadrature(lam: FloatArray, b: FloatArray, alpha: float, nodes: int = DEFAULT_NODES) -> FloatArray:

@@ -24,7 +24,7 @@ from placement.fixed_point import (
 )
 from placement.instance import Instance
 from placement.policies import check_policy, needs_fixed_point, policy_bias
-from placement.queueing import RHO_CLIP, advertised_wait, erlang_c
+from placement.queueing import RHO_CLIP, advertised_wait, advertised_wait_and_slope, erlang_c
 from placement.spatial import AnalyticKernel, SpatialKernel
 
 FloatArray = npt.NDArray[np.float64]
@@ -315,9 +315,13 @@ def evaluate(
     g = instance.residual_prefill[active]
     c = instance.concurrency[active].astype(float)
 
+    last: dict[str, FloatArray] = {}  # the fixed point's last association, reused at the end
+
     def assoc(bias: FloatArray) -> FloatArray:
         if policy == "nearest":
             return np.repeat((lam / lam.sum())[:, None], g.shape[1], axis=1)
+        if "bias" in last and np.array_equal(last["bias"], bias):
+            return last["association"]
         return kernel.association(lam, bias / xi, alpha)
 
     # Hot path of the fixed point: λq_s a_s and 1/μ_s from A with precomputed weights.
@@ -332,6 +336,22 @@ def evaluate(
         mean_service = np.where(arrivals > 0, work / np.maximum(arrivals, 1e-300), service.min(axis=1))
         return advertised_wait(work, c, mean_service, rho_clip)
 
+    def queue_map_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``T(W)`` and ``∂T_s/∂W_t`` through ``∂A/∂b`` (kernel), ``a_s``, ``1/μ_s`` and Erlang C."""
+        bias = g + w[:, None]
+        a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)  # type: ignore[misc]
+        last["bias"], last["association"] = bias, a_q
+        flow = p_q * a_q
+        arrivals = scale * flow.sum(axis=1)
+        work = scale * (flow * service).sum(axis=1)
+        busy = arrivals > 0
+        mean_service = np.where(busy, work / np.maximum(arrivals, 1e-300), service.min(axis=1))
+        wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
+        d_arrivals = scale[:, None] * (d_a * p_q).sum(axis=2) / xi  # (S, T)
+        d_work = scale[:, None] * (d_a * (p_q * service)[:, None, :]).sum(axis=2) / xi
+        d_mean = np.where(busy[:, None], (d_work - mean_service[:, None] * d_arrivals) / np.maximum(arrivals, 1e-300)[:, None], 0.0)
+        return wait, slope[:, None] * d_work + (wait / mean_service)[:, None] * d_mean
+
     report: FixedPointReport | None = None
     if needs_fixed_point(policy):
         start = np.zeros(lam.size)
@@ -340,8 +360,16 @@ def evaluate(
             if ws.shape != pi.shape:
                 raise ValueError(f"warm_start: expected shape {pi.shape}, got {ws.shape}")
             start = np.where(np.isfinite(ws[active]), ws[active], 0.0)
+        has_jacobian = bool(getattr(kernel, "provides_jacobian", False))
         w_adv, report = solve_fixed_point(
-            queue_map, start, method=method, tol=tol, damping=damping, max_iterations=max_iterations, record=record_history
+            queue_map,
+            start,
+            method=method,
+            tol=tol,
+            damping=damping,
+            max_iterations=max_iterations,
+            record=record_history,
+            jacobian=queue_map_jacobian if has_jacobian else None,
         )
     else:
         w_adv = np.zeros(lam.size)

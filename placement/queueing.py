@@ -101,8 +101,12 @@ def waiting_cdf(wait: npt.ArrayLike, wait_probability: npt.ArrayLike, decay: npt
 
 
 def _advertised_scalar(a: float, c: float, m: float, rho_clip: float) -> float:
+    return _advertised_scalar_and_slope(a, c, m, rho_clip)[0]
+
+
+def _advertised_scalar_and_slope(a: float, c: float, m: float, rho_clip: float) -> tuple[float, float]:
     if c <= 0:
-        return float("inf")
+        return float("inf"), 0.0
     a_below = min(a, rho_clip * c)
     b = _erlang_b_scalar(a_below, int(c))
     rho = a_below / c
@@ -113,7 +117,7 @@ def _advertised_scalar(a: float, c: float, m: float, rho_clip: float) -> float:
     gap = c - a_below
     wait = pw * m / gap
     slope = m * (dpw * gap + pw) / (gap * gap)
-    return wait + slope * max(a - a_below, 0.0)
+    return wait + slope * max(a - a_below, 0.0), slope
 
 
 def advertised_wait(
@@ -144,3 +148,23 @@ def advertised_wait(
     slope = m * (dpw * (safe_c - a_below) + pw) / (safe_c - a_below) ** 2
     extended = wait + slope * np.maximum(a - a_below, 0.0)
     return np.where(c > 0, extended, np.inf)
+
+
+def advertised_wait_and_slope(
+    offered_load: npt.ArrayLike,
+    servers: npt.ArrayLike,
+    mean_service: npt.ArrayLike,
+    rho_clip: float = RHO_CLIP,
+) -> tuple[FloatArray, FloatArray]:
+    """:func:`advertised_wait` and its derivative in the offered load ``∂W/∂a`` (at fixed ``1/μ``).
+
+    The derivative in the mean service time at fixed ``a`` is ``W / (1/μ)`` (``W`` is linear in it).
+    """
+    if not 0.0 < rho_clip < 1.0:
+        raise ValueError(f"rho_clip: must lie in (0, 1), got {rho_clip!r}")
+    a, c, m = np.broadcast_arrays(
+        np.asarray(offered_load, dtype=float), np.asarray(servers, dtype=float), np.asarray(mean_service, dtype=float)
+    )
+    pairs = [_advertised_scalar_and_slope(x, k, t, rho_clip) for x, k, t in zip(a.ravel().tolist(), c.ravel().tolist(), m.ravel().tolist())]
+    values = np.array(pairs, dtype=float).reshape(a.shape + (2,))
+    return values[..., 0], values[..., 1]

@@ -25,6 +25,7 @@ from placement.association import (
     association_alpha2,
     association_error,
     association_quadrature,
+    association_quadrature_jacobian,
     default_nodes,
     truncated_alpha2,
     tier_grid,
@@ -37,6 +38,10 @@ class SpatialKernel(Protocol):
     """What the fixed point and the metrics need from the spatial model (arrays ``[s, q]``)."""
 
     def association(self, lam: FloatArray, b: FloatArray, alpha: float) -> FloatArray: ...
+
+    def association_jacobian(self, lam: FloatArray, b: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+        """``A`` and ``∂A_{s,q}/∂b_{t,q}`` ``(S, S, Q)``; only called when ``provides_jacobian`` is true."""
+        ...
 
     def truncated(
         self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray
@@ -55,6 +60,7 @@ class AnalyticKernel:
     """
 
     nodes: int | None = None
+    provides_jacobian = True  # association_jacobian() gives exact ∂A/∂b
 
     def _n(self, alpha: float) -> int:
         return self.nodes or default_nodes(alpha)
@@ -65,6 +71,13 @@ class AnalyticKernel:
         if alpha == 2.0:
             return association_alpha2(lam, b)
         return association_quadrature(lam, b, alpha, self._n(alpha))
+
+    def association_jacobian(self, lam: FloatArray, b: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+        if lam.size == 1:
+            return np.ones_like(b), np.zeros((1, 1, b.shape[1]))
+        if alpha == 2.0:
+            return association_alpha2(lam, b, jacobian=True)  # type: ignore[return-value]
+        return association_quadrature_jacobian(lam, b, alpha, self._n(alpha))
 
     def truncated(
         self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray
