@@ -1,0 +1,73 @@
+"""``edgeprefix migrate``: epoch mixes and the migration plans between them (MODEL.md §10.5).
+
+The epochs file (TOML, or JSON by suffix)::
+
+    instance = "paper_baseline"        # embedded name or path (relative to this file); optional
+    current_mix = { none = 0.18, shallow = 0.54, deep = 0.28 }   # π^0 (default: the instance's mix)
+    change_budget = 0.15               # m_max: share of nodes that may change profile per epoch
+    byte_weight = 0.0                  # γ: objective cost per byte moved (instance memory units)
+
+    [[epochs]]
+    name = "evening"
+    request_intensity = 3.5            # Λ^e
+    probabilities = { short = 0.6, long = 0.4 }   # overrides of p^e
+    weight = 1.0                       # w_e
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from edgeprefix.commands._common import fmt, print_json
+from edgeprefix.commands.solve import add_search_arguments, search_options
+from formulations.migration import load_migration
+from formulations.objective import POLICIES
+from solvers.migration import MigrationSolution, solve_migration
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "migrate",
+        help="decide per-epoch mixes under a node-change budget and plan the migrations",
+        description="Per-epoch profile mixes maximising w_e P_cov^e − γ·bytes under the node-change budget m_max, "
+        "and the transport-LP migration plan m_{s→t} between consecutive mixes (MODEL.md §10.5).",
+    )
+    parser.add_argument("epochs_file", metavar="EPOCHS_FILE", help="TOML or JSON file with the epochs, current mix, budget and γ")
+    parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
+    add_search_arguments(parser, default_method="grid", budget_help="evaluations per epoch (grid: every point)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = load_migration(args.epochs_file, policy=args.policy)
+    if args.method != "grid" and args.budget is None:
+        raise ValueError(f"--method {args.method} needs --budget N (evaluations per epoch)")
+    solution = solve_migration(problem, method=args.method, budget=args.budget, seed=args.seed, **search_options(args))
+    if args.json:
+        print_json(solution.to_dict())
+    else:
+        print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
+    return 0
+
+
+def render(name: str, budget: float | None, gamma: float, solution: MigrationSolution) -> str:
+    lines = [
+        f"instance {name}  m_max {budget if budget is not None else '∞'}  γ {gamma:g}",
+        "current  " + "  ".join(f"{k}={v:.4f}" for k, v in solution.current.items()),
+    ]
+    for e in solution.epochs:
+        lines += [
+            "",
+            f"epoch {e.name}: coverage {fmt(e.coverage)}  feasible {e.feasible}  "
+            f"moved share {e.plan.moved_share:.4f}  moved bytes {e.plan.moved_bytes:.4g}",
+            "  mix    " + "  ".join(f"{k}={v:.4f}" for k, v in e.mix.items()),
+        ]
+        table = e.plan.table()
+        if not table:
+            lines.append("  plan   no node changes profile")
+        for source, moves in table.items():
+            for dest, share in moves.items():
+                lines.append(f"  plan   {source} → {dest}: {share:.4f}")
+    lines += ["", f"objective {solution.objective:.4f}  evaluations {solution.evaluations}  seconds {solution.seconds:.2f}"]
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""``edgeprefix solve``: the best profile mix of an instance (MODEL.md §10.1–10.3).
+
+With no instance it solves the embedded ``paper_baseline``.  ``--out DIR`` writes
+``result.json``, ``history.csv`` and ``best_so_far.png`` (each atomically); Optuna methods
+then keep their study in ``DIR/study.db``, so re-running the same command resumes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, print_json
+from formulations.objective import POLICIES
+from formulations.placement import placement_problem
+from placement.instance import atomic_write_text
+from solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
+
+EXIT_NO_FEASIBLE = 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "solve",
+        help="find the coverage-maximising profile mix (SPSA, TPE, CMA-ES, QMC, grid)",
+        description="Maximise TTFT coverage P_cov(τ_0; π) over the feasible profile mixes (MODEL.md §10.1). "
+        "Exit code 2 on bad input, 1 when no evaluated mix was stable.",
+    )
+    add_instance_argument(parser)
+    add_search_arguments(parser, default_method="spsa", budget_help=f"black-box evaluations (default: {DEFAULT_BUDGET}; grid: every point)")
+    parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
+    parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (no progress bar)")
+    parser.set_defaults(handler=run)
+
+
+def add_search_arguments(parser: argparse.ArgumentParser, *, default_method: str, budget_help: str) -> None:
+    """``--method``, ``--budget``, ``--seed`` and ``--resolution`` (shared with plan-density and migrate)."""
+    parser.add_argument("--method", choices=list(SOLVERS), default=default_method, help=f"search method (default: {default_method})")
+    parser.add_argument("--budget", type=int, default=None, metavar="N", help=budget_help)
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
+    parser.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (only with --method grid)")
+
+
+def search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Method options from the shared arguments."""
+    if args.resolution is None:
+        return {}
+    if args.method != "grid":
+        raise ValueError(f"--resolution applies to --method grid only, got --method {args.method}")
+    return {"resolution": args.resolution}
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (shown only on a terminal)."""
+
+    def __init__(self, budget: int | None, stream: Any = None) -> None:
+        self.budget = budget
+        self.stream = stream or sys.stderr
+
+    def __call__(self, progress: Progress) -> None:
+        total = self.budget or progress.nfev
+        done = int(30 * progress.nfev / max(total, 1))
+        self.stream.write(
+            f"\r[{'#' * done}{'.' * (30 - done)}] {progress.nfev}/{self.budget or '?'}  best coverage {progress.best_coverage:.4f}"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    instance = instance_from_args(args)
+    problem = placement_problem(instance, target=args.target, policy=args.policy)
+    options = search_options(args)
+    budget = args.budget
+    if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
+        budget = DEFAULT_BUDGET
+    if args.out is not None and SOLVERS[args.method].RESUMABLE:
+        options["storage"] = str(Path(args.out) / "study.db")
+    bar = ProgressBar(budget) if not args.json and sys.stderr.isatty() else None
+    try:
+        result = solve(problem, args.method, budget=budget, seed=args.seed, callback=bar, **options)
+    finally:
+        if bar is not None:
+            bar.close()
+    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "seed": args.seed, **result.to_dict()}
+    if args.out is not None:
+        write_outputs(Path(args.out), payload, result, problem.variable_names)
+    if args.json:
+        print_json(payload)
+    else:
+        print(render(payload, result))
+    if not result.success:
+        print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
+        return EXIT_NO_FEASIBLE
+    return 0
+
+
+def render(payload: dict[str, Any], result: Result) -> str:
+    extras = result.extras
+    lines = [
+        f"instance {payload['instance']}  method {result.method}  seed {payload['seed']}  policy {payload['policy']}",
+        "best mix  " + "  ".join(f"{k}={v:.4f}" for k, v in result.mix.items()),
+        f"coverage P_cov(τ_0 = {payload['target']:g} s)   {fmt(result.coverage)}   feasible {result.success}",
+        f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
+    ]
+    if extras.get("projections"):
+        lines.append(f"projection {1e3 * extras['projection_seconds_per_call']:.2f} ms per call ({extras['projections']} calls)")
+    if extras.get("resumed_trials"):
+        lines.append(f"resumed {extras['resumed_trials']} earlier trials")
+    return "\n".join(lines)
+
+
+def history_csv(result: Result, names: tuple[str, ...]) -> str:
+    """One row per evaluation: value, coverage, feasibility, best-so-far and the mix."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["evaluation", "objective", "coverage", "feasible", "best_objective", "best_coverage", *names])
+    best_coverage = result.best_coverage_history
+    for i in range(result.nfev):
+        writer.writerow([
+            i + 1, repr(float(result.values[i])), repr(float(result.coverages[i])), int(result.feasible[i]),
+            repr(float(result.history[i])), repr(float(best_coverage[i])), *(repr(float(v)) for v in result.points[i]),
+        ])
+    return out.getvalue()
+
+
+def write_plot(path: Path, result: Result) -> None:
+    """PNG of the best-so-far coverage against evaluations, written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(range(1, result.nfev + 1), result.best_coverage_history, lw=1.5)
+    ax.set_xlabel("evaluation")
+    ax.set_ylabel("best-so-far coverage $P_{cov}(\\tau_0)$")
+    ax.set_title(f"{result.method}: best {result.coverage:.4f}")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=100)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+
+
+def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / "result.json", json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    atomic_write_text(folder / "history.csv", history_csv(result, names))
+    write_plot(folder / "best_so_far.png", result)
