@@ -355,31 +355,49 @@ def _serve_static(instance, layout, req, chosen, lengths, decodes):
 
 
 def _route_online(instance, layout, req, cand, dist, router, spec, rng):
-    """Per-request routing with telemetry, admission and verification (MODEL.md §11)."""
+    """Per-request routing with telemetry, admission and verification (MODEL.md §11).
+
+    Everything that does not depend on telemetry (radio cost, advertised hits and
+    prefill, servers, memory) is gathered for all requests at once; the loop only reads
+    the telemetry of the candidates, asks the router and books the chosen server.
+    """
     n_nodes = layout.nodes
     prof = layout.profile
-    servers = layout.servers.astype(float)
     g_adv = np.asarray(instance.residual_prefill, dtype=float)
     lengths = np.asarray(instance.lengths, dtype=float)
     decodes = np.asarray(instance.decodes, dtype=float)
     p = np.asarray(instance.probabilities, dtype=float)
-    mean_service = (np.asarray(instance.service_time, dtype=float) @ p)[prof]  # m̄_s, prior per node
-    memory = np.asarray(instance.memory, dtype=float)[prof]
     gpu = instance.gpu
     fetch_table = getattr(router, "fetch", None)
     fetch = np.zeros_like(g_adv) if fetch_table is None else np.asarray(fetch_table, dtype=float)
     rho_high = float(getattr(router, "rho_high", np.inf))
     rho_low = float(getattr(router, "rho_low", np.inf))
+    hysteresis = bool(np.isfinite(rho_high))
     tau = float(instance.placement.target)
     xi, alpha = instance.network.radio_scale, instance.network.radio_exponent
     verified = layout.verified_hit
     real_service = np.asarray(instance.prefill(lengths[None, :] - verified), dtype=float) + decodes[None, :]
+
+    # telemetry-free candidate data, (n, K); padded slots (node −1) are dropped per request
+    valid_all = cand >= 0
+    safe = np.where(valid_all, cand, 0)
+    kind = req.kind
+    c_all = layout.servers.astype(float)[safe]
+    s_all = prof[safe]
+    radio_all = xi * np.where(valid_all, dist, 0.0) ** alpha
+    hit_all = layout.advertised_hit[safe, kind[:, None]]
+    prefill_all = g_adv[s_all, kind[:, None]]
+    fetch_all = fetch[s_all, kind[:, None]]
+    m_all = ((np.asarray(instance.service_time, dtype=float) @ p)[prof])[safe] / c_all  # m̄_s / c_x
+    mem_all = np.asarray(instance.memory, dtype=float)[s_all]
+    full_rows = bool(valid_all.all())
 
     free = [[0.0] * int(c) for c in layout.servers]
     departures: list[list[float]] = [[] for _ in range(n_nodes)]
     n_snap = np.zeros(n_nodes)
     snap_time = np.zeros(n_nodes)
     closed = np.zeros(n_nodes, dtype=bool)
+    servers = layout.servers.astype(float)
     period = spec.refresh_period
     next_refresh = period
     n_req = req.time.size
@@ -388,6 +406,12 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng):
     services = np.zeros(n_req)
     hits = np.zeros(n_req)
     heappush, heappop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
+    times = req.time.tolist()
+    kinds = kind.tolist()
+    units = req.unit_service.tolist()
+    lengths_list = lengths.tolist()
+    staleness = spec.staleness_weight
+    m_run, memory_total = gpu.runtime_per_sequence, gpu.memory
 
     def refresh(nodes, now):
         for x in nodes:
@@ -396,43 +420,40 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng):
                 heappop(dep)
             n_snap[x] = len(dep)
             snap_time[x] = now
-        if np.isfinite(rho_high):
-            idx = np.asarray(nodes)
-            closed[idx] = np.where(closed[idx], n_snap[idx] / servers[idx] > rho_low,
-                                   n_snap[idx] / servers[idx] >= rho_high)
+        if hysteresis:
+            for x in nodes:
+                load = n_snap[x] / servers[x]
+                closed[x] = load > rho_low if closed[x] else load >= rho_high
 
     all_nodes = list(range(n_nodes))
     for i in range(n_req):
-        t = float(req.time[i])
-        q = int(req.kind[i])
-        row = cand[i]
-        valid = row >= 0
-        nodes = row[valid]
+        t = times[i]
+        q = kinds[i]
+        if full_rows:
+            nodes = cand[i]
+            sel = slice(None)
+        else:
+            sel = valid_all[i]
+            nodes = cand[i][sel]
+        node_list = nodes.tolist()
         if period == 0.0:
-            refresh(nodes.tolist(), t)
+            refresh(node_list, t)
         else:
             while t >= next_refresh:
                 refresh(all_nodes, next_refresh)
                 next_refresh += period
-        n_x = n_snap[nodes]
-        c_x = servers[nodes]
-        ahead = np.maximum(n_x - c_x + 1.0, 0.0)
-        m_x = mean_service[nodes]
-        s_x = prof[nodes]
-        d_x = dist[i][valid]
         view = CandidateView(
-            q=q, length=float(lengths[q]), now=t, target=tau, node=nodes, profile=s_x, distance=d_x,
-            radio=xi * d_x**alpha, hit=layout.advertised_hit[nodes, q], prefill=g_adv[s_x, q],
-            in_system=n_x, servers=c_x, wait=ahead * m_x / c_x,
-            sigma=np.sqrt(ahead) * m_x / c_x + spec.staleness_weight * (t - snap_time[nodes]),
-            kv_use=np.minimum((memory[nodes] + np.minimum(n_x, c_x) * gpu.runtime_per_sequence) / gpu.memory, 1.0),
-            open=~closed[nodes], fetch=fetch[s_x, q],
+            q=q, length=lengths_list[q], now=t, target=tau, node=nodes, profile=s_all[i][sel], distance=dist[i][sel],
+            radio=radio_all[i][sel], hit=hit_all[i][sel], prefill=prefill_all[i][sel],
+            in_system=n_snap[nodes], servers=c_all[i][sel], open=~closed[nodes], fetch=fetch_all[i][sel],
+            per_server=m_all[i][sel], age=t - snap_time[nodes], memory=mem_all[i][sel],
+            runtime_per_sequence=m_run, gpu_memory=memory_total, staleness=staleness,
         )
         j = router.choose(view, rng)
         if j == REJECT:
             continue
-        x = int(nodes[j])
-        svc = float(req.unit_service[i] * real_service[x, q])
+        x = node_list[j]
+        svc = units[i] * real_service[x, q]
         heap = free[x]
         f = heap[0]
         start = f if f > t else t

@@ -44,11 +44,37 @@ class CandidateView:
     """
 
     __slots__ = ("q", "length", "now", "target", "node", "profile", "distance", "radio", "hit", "prefill",
-                 "in_system", "servers", "wait", "sigma", "kv_use", "open", "fetch")
+                 "in_system", "servers", "open", "fetch", "_per_server", "_age", "_memory", "_m_run", "_gpu_memory",
+                 "_staleness")
 
-    def __init__(self, **values):
-        for key in self.__slots__:
-            setattr(self, key, values[key])
+    def __init__(self, *, q, length, now, target, node, profile, distance, radio, hit, prefill, in_system, servers,
+                 open, fetch, per_server, age, memory, runtime_per_sequence, gpu_memory, staleness):
+        self.q, self.length, self.now, self.target = q, length, now, target
+        self.node, self.profile, self.distance, self.radio = node, profile, distance, radio
+        self.hit, self.prefill, self.in_system, self.servers = hit, prefill, in_system, servers
+        self.open, self.fetch = open, fetch
+        self._per_server, self._age, self._memory = per_server, age, memory
+        self._m_run, self._gpu_memory, self._staleness = runtime_per_sequence, gpu_memory, staleness
+
+    @property
+    def ahead(self) -> FloatArray:
+        """Customers ahead of a new arrival, ``max(0, n_x − c_x + 1)``."""
+        return np.maximum(self.in_system - self.servers + 1.0, 0.0)
+
+    @property
+    def wait(self) -> FloatArray:
+        """Advertised delay ``Ŵ_x = max(0, n_x − c_x + 1) m̄_x / c_x`` (M/M/c memoryless estimate)."""
+        return self.ahead * self._per_server
+
+    @property
+    def sigma(self) -> FloatArray:
+        """Delay spread ``σ̂_x = sqrt(k) m̄_x / c_x + staleness_weight · age``."""
+        return np.sqrt(self.ahead) * self._per_server + self._staleness * self._age
+
+    @property
+    def kv_use(self) -> FloatArray:
+        """KV memory utilisation ``(B_s + min(n_x, c_x) m_run) / M``."""
+        return np.minimum((self._memory + np.minimum(self.in_system, self.servers) * self._m_run) / self._gpu_memory, 1.0)
 
 
 class Router(Protocol):
@@ -116,6 +142,8 @@ class OnlineRouter:
             raise ValueError(f"rho_low <= rho_high must hold, but got rho_low={self.rho_low!r}, rho_high={self.rho_high!r}")
         if not self.name:
             object.__setattr__(self, "name", self.policy if self.delay == "tier" else f"{self.policy}_online")
+        object.__setattr__(self, "_admission", bool(np.isfinite(self.rho_high)))
+        object.__setattr__(self, "_tier_wait", None if self.tier_wait is None else np.asarray(self.tier_wait, dtype=float))
 
     @property
     def admission_control(self) -> bool:
@@ -148,12 +176,13 @@ class OnlineRouter:
         cost += view.prefill
         if self.policy == "prefix":
             return cost
-        wait = np.asarray(self.tier_wait, dtype=float)[view.profile] if self.delay == "tier" else view.wait
-        return cost + wait + view.fetch + self.margin * view.sigma
+        wait = self._tier_wait[view.profile] if self.delay == "tier" else view.wait
+        cost += wait + view.fetch
+        return cost + self.margin * view.sigma if self.margin > 0 else cost
 
     def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
         cost = self.cost(view)
-        if self.admission_control:
+        if self._admission:
             if view.open.any():
                 cost = np.where(view.open, cost, np.inf)
             else:  # every tier closed: fall back to the uncached tier, else the best overall

@@ -1,0 +1,262 @@
+"""``edgeprefix validate``: the analytical model against simulation (MODEL.md §11, §13).
+
+Three checks, each printed as analytical vs simulated with its error:
+
+1. association — exact nearest-distance Monte Carlo (``--samples``) vs Theorem 1 for
+   the three policies;
+2. queue tail — an event-driven FCFS M/M/c run per active tier at the load-aware
+   operating point vs Erlang C (``P^W``, ``W̄``, Kolmogorov distance of the wait CDF);
+3. coverage — the network simulator vs P-39, the Gamma-law correction and the
+   node-level Erlang-C coverage at ``--intensities``.
+
+``--baselines`` adds the policy table (analytical policies, online router, production
+baselines) and a telemetry-period sweep.  ``--out DIR`` writes PNG plots atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
+from placement.evaluation import evaluate
+from placement.simulation.association_mc import simulate_instance_association
+from placement.simulation.compare import (
+    ANALYTICAL_POLICIES,
+    VALIDATION_SPEC,
+    compare_coverage,
+    policy_table,
+    staleness_sweep,
+)
+from placement.simulation.layout import LayoutSpec
+from placement.simulation.mmc import simulate_mmc
+
+
+def _floats(text: str, option: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated numbers, got {text!r}") from None
+    if not values or any(not np.isfinite(v) or v <= 0 for v in values):
+        raise ValueError(f"{option}: values must be finite and > 0, got {text!r}")
+    return values
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "validate",
+        help="check the analytical model against Monte Carlo and discrete-event simulation",
+        description="Analytical vs simulated association, queue tail and TTFT coverage (MODEL.md §13).",
+    )
+    add_instance_argument(parser)
+    parser.add_argument("--mix", default=None, help="profile shares, e.g. none=0.18,shallow=0.54,deep=0.28 (default: the instance's)")
+    parser.add_argument("--samples", type=int, default=200_000, metavar="N", help="Monte Carlo association samples (default 200000)")
+    parser.add_argument("--customers", type=int, default=200_000, metavar="N", help="customers per M/M/c run (default 200000)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    parser.add_argument("--intensities", default="1,2,3", metavar="Λ,...", help="request intensities of the coverage table (default 1,2,3)")
+    parser.add_argument("--nodes", type=float, default=VALIDATION_SPEC.layout.mean_nodes, help="nodes on the simulated torus (default 1000)")
+    parser.add_argument("--horizon", type=float, default=VALIDATION_SPEC.horizon, metavar="SECONDS", help="measured seconds (default 80)")
+    parser.add_argument("--warmup", type=float, default=VALIDATION_SPEC.warmup, metavar="SECONDS", help="discarded seconds (default 60)")
+    parser.add_argument("--replications", type=int, default=2, help="independent networks per table cell (default 2)")
+    parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
+    parser.add_argument("--baselines", action="store_true", help="also run the online router and production baselines (slower)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--out", default=None, metavar="DIR", help="write PNG comparison plots to DIR")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    instance = instance_from_args(args)
+    mix = parse_mix(args.mix)
+    instance.mix_vector(mix)  # validate early
+    if args.samples < 1 or args.customers < 100 or args.replications < 1:
+        raise ValueError(
+            f"--samples >= 1, --customers >= 100 and --replications >= 1 must hold, got "
+            f"{args.samples}, {args.customers}, {args.replications}"
+        )
+    intensities = _floats(args.intensities, "--intensities")
+    tau = float(instance.placement.target if args.target is None else args.target)
+    spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
+                   layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"))
+    report = {
+        "instance": instance.name,
+        "target": tau,
+        "association": _association(instance, mix, args.samples, args.seed, tau),
+        "queues": _queues(instance, mix, args.customers, args.seed, tau),
+        "coverage": [row.to_dict() for row in compare_coverage(
+            instance, mix, intensities=intensities, spec=spec, replications=args.replications, tau=tau, seed=args.seed)],
+    }
+    if args.baselines:
+        small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
+        report["policies"] = policy_table(instance, mix, intensities=intensities, spec=small, tau=tau, seed=args.seed)
+        report["staleness"] = staleness_sweep(instance.with_network(request_intensity=max(intensities)), mix,
+                                              spec=small, tau=tau, seed=args.seed)
+    if args.out is not None:
+        report["plots"] = write_plots(report, instance, Path(args.out))
+    if args.json:
+        print_json(report)
+    else:
+        print(render(report, instance))
+    return 0
+
+
+def _association(instance, mix, samples: int, seed: int, tau: float) -> dict:
+    out = {}
+    for policy in ANALYTICAL_POLICIES:
+        ev = evaluate(instance, mix, policy, target=tau)
+        start = time.perf_counter()
+        mc = simulate_instance_association(instance, mix, ev.bias, samples=samples, seed=seed)
+        elapsed = time.perf_counter() - start
+        analytic = np.asarray(ev.association, dtype=float)
+        out[policy] = {
+            "analytical": analytic.tolist(),
+            "simulated": mc.association.tolist(),
+            "max_abs_error": float(np.abs(mc.association - analytic).max()),
+            "binomial_se": float(mc.standard_error().max()),
+            "seconds": elapsed,
+            "mean_distance_analytical": float(ev.mean_distance),
+            "mean_distance_simulated": float(np.nansum(
+                np.asarray(instance.probabilities)[None, :] * mc.association * np.nan_to_num(mc.mean_distance()))),
+        }
+    return out
+
+
+def _queues(instance, mix, customers: int, seed: int, tau: float) -> list[dict]:
+    ev = evaluate(instance, mix, "load_aware", target=tau)
+    rows = []
+    for s, sid in enumerate(instance.profile_ids):
+        lam = float(ev.arrival_rate[s])
+        if not ev.active[s] or not lam > 0 or not ev.utilization[s] < 1:
+            continue
+        mu = 1.0 / float(ev.mean_service[s])
+        c = int(instance.concurrency[s])
+        start = time.perf_counter()
+        res = simulate_mmc(lam, mu, c, customers, seed=seed + s)
+        rows.append({
+            "profile": sid,
+            "servers": c,
+            "utilization": res.utilization,
+            "wait_probability_erlang": res.erlang_wait_probability,
+            "wait_probability_simulated": res.wait_probability,
+            "mean_wait_erlang": res.erlang_mean_wait,
+            "mean_wait_simulated": res.mean_wait,
+            "mean_wait_se": res.mean_wait_standard_error(),
+            "kolmogorov": res.kolmogorov,
+            "customers": customers,
+            "seconds": time.perf_counter() - start,
+        })
+    return rows
+
+
+def render(report: dict, instance) -> str:
+    lines = [f"instance {report['instance']}  target τ = {report['target']:g} s", "", "association A_{s,q}: Monte Carlo vs Theorem 1"]
+    lines.append(f"{'policy':<12}{'max |err|':>11}{'binom. SE':>11}{'R̄ ana':>9}{'R̄ sim':>9}{'seconds':>9}")
+    for policy, d in report["association"].items():
+        lines.append(f"{policy:<12}{d['max_abs_error']:>11.2e}{d['binomial_se']:>11.2e}"
+                     f"{fmt(d['mean_distance_analytical']):>9}{fmt(d['mean_distance_simulated']):>9}{d['seconds']:>9.3f}")
+    lines += ["", "queue tail at the load-aware operating point: FCFS M/M/c simulation vs Erlang C",
+              f"{'profile':<10}{'c':>4}{'ρ':>7}{'P^W ana':>9}{'P^W sim':>9}{'W̄ ana':>9}{'W̄ sim':>9}{'± SE':>8}{'KS':>8}"]
+    for d in report["queues"]:
+        lines.append(f"{d['profile']:<10}{d['servers']:>4d}{d['utilization']:>7.3f}{d['wait_probability_erlang']:>9.4f}"
+                     f"{d['wait_probability_simulated']:>9.4f}{d['mean_wait_erlang']:>9.4f}{d['mean_wait_simulated']:>9.4f}{d['mean_wait_se']:>8.4f}"
+                     f"{d['kolmogorov']:>8.4f}")
+    lines += ["", "TTFT coverage: network simulation vs analysis (P-39), Gamma-law correction, node-level Erlang C",
+              f"{'Λ':>4} {'policy':<11}{'sim':>8}{'± SE':>8}{'P-39':>8}{'err':>8}{'Gamma':>8}{'err':>8}{'node':>8}{'err':>8}  closest"]
+    for d in report["coverage"]:
+        lines.append(f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>8.4f}{d['simulated_se']:>8.4f}"
+                     f"{d['analytical']:>8.4f}{d['error_analytical']:>+8.4f}{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
+                     f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}  {d['closest']}")
+    if "policies" in report:
+        ids = instance.profile_ids
+        lines += ["", "policies (simulated): coverage, TTFT quantiles [s], per-tier utilisation",
+                  f"{'Λ':>4} {'router':<19}{'cov':>7}{'P-39':>7}{'p50':>7}{'p95':>7}{'p99':>7}{'rej':>6}  " + " ".join(f"{s:>8}" for s in ids)]
+        for d in report["policies"]:
+            util = " ".join(f"{d['tiers'][s]['utilization']:>8.3f}" for s in ids)
+            lines.append(f"{d['intensity']:>4g} {d['router']:<19}{d['coverage']:>7.3f}{fmt(d['analytical_coverage'], 3):>7}"
+                         f"{fmt(d['p50'], 2):>7}{fmt(d['p95'], 2):>7}{fmt(d['p99'], 2):>7}{d['rejected']:>6.3f}  {util}")
+        lines += ["", "telemetry period sweep (load_aware_online, k = 2)", f"{'Δt [s]':>8}{'coverage':>10}{'p95':>8}"]
+        for d in report["staleness"]:
+            lines.append(f"{d['refresh_period']:>8g}{d['coverage']:>10.4f}{fmt(d['p95'], 2):>8}")
+    if "plots" in report:
+        lines += ["", "plots: " + ", ".join(report["plots"])]
+    return "\n".join(lines)
+
+
+def _save(fig, path: Path) -> None:
+    """Save a figure atomically (temporary file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=120)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_plots(report: dict, instance, out: Path) -> list[str]:
+    """Association bars, queue-tail summary and coverage vs Λ as PNG files in ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    sids, qids = instance.profile_ids, instance.request_ids
+    fig, axes = plt.subplots(1, len(report["association"]), figsize=(4 * len(report["association"]), 3.4), squeeze=False)
+    for ax, (policy, d) in zip(axes[0], report["association"].items()):
+        ana, sim = np.asarray(d["analytical"]), np.asarray(d["simulated"])
+        labels = [f"{s}|{q}" for s in sids for q in qids]
+        x = np.arange(len(labels))
+        ax.bar(x - 0.2, ana.ravel(), 0.4, label="Theorem 1")
+        ax.bar(x + 0.2, sim.ravel(), 0.4, label="Monte Carlo")
+        ax.set_xticks(x, labels, rotation=60, fontsize=7)
+        ax.set_title(f"{policy}: max err {d['max_abs_error']:.1e}", fontsize=9)
+    axes[0][0].set_ylabel("A_{s,q}")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, out / "association.png")
+    plt.close(fig)
+    written.append(str(out / "association.png"))
+
+    if report["queues"]:
+        fig, ax = plt.subplots(figsize=(5, 3.4))
+        names = [d["profile"] for d in report["queues"]]
+        x = np.arange(len(names))
+        ax.bar(x - 0.2, [d["wait_probability_erlang"] for d in report["queues"]], 0.4, label="Erlang C P^W")
+        ax.bar(x + 0.2, [d["wait_probability_simulated"] for d in report["queues"]], 0.4, label="M/M/c simulation")
+        ax.set_xticks(x, names)
+        ax.set_ylabel("P(W > 0)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        _save(fig, out / "queues.png")
+        plt.close(fig)
+        written.append(str(out / "queues.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, policy in enumerate(ANALYTICAL_POLICIES):
+        rows = [d for d in report["coverage"] if d["policy"] == policy]
+        if not rows:
+            continue
+        lam = [d["intensity"] for d in rows]
+        color = f"C{i}"
+        ax.plot(lam, [d["analytical"] for d in rows], "-", color=color, label=f"{policy} P-39")
+        ax.plot(lam, [d["gamma"] for d in rows], ":", color=color, label=f"{policy} Gamma")
+        ax.plot(lam, [d["node_erlang"] for d in rows], "--", color=color, label=f"{policy} node Erlang")
+        ax.errorbar(lam, [d["simulated"] for d in rows], yerr=[2 * d["simulated_se"] for d in rows], fmt="o",
+                    color=color, label=f"{policy} simulation")
+    ax.set_xlabel("request intensity Λ")
+    ax.set_ylabel(f"P(TTFT ≤ {report['target']:g} s)")
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    _save(fig, out / "coverage.png")
+    plt.close(fig)
+    written.append(str(out / "coverage.png"))
+    return written
