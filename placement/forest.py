@@ -30,6 +30,8 @@ import numpy.typing as npt
 from placement.traces import DEFAULT_BLOCK_SIZE, SkipLog, TraceError, TraceRecord
 
 IntArray = npt.NDArray[np.int64]
+_INF = array("d", [np.inf])
+_NEG_INF = array("d", [-np.inf])
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -84,22 +86,25 @@ class ForestBuilder:
                 j = next(k for k in range(n_known, len(blocks)) if found[k] is not None or blocks[k] in blocks[n_known:k])
                 raise TraceError(record.line, "hash_ids", f"block {blocks[j]} seen under two parents (repeated or known elsewhere)")
         # commit
-        size = self.block_size
-        for j in range(n_known, len(blocks)):
-            new = len(self._ids)
-            index[blocks[j]] = new
-            self._ids.append(blocks[j])
+        k = len(blocks) - n_known
+        if k:
+            size = self.block_size
+            first_new = len(self._ids)
+            index.update(zip(blocks[n_known:], range(first_new, first_new + k)))
+            self._ids.extend(blocks[n_known:])
             parent.append(prev)
-            self._pos.append(j + 1)
-            self._end.append((j + 1) * size)
-            self._ends.append(0)
-            self._in.append(0.0)
-            self._out.append(0.0)
-            self._first.append(np.inf)
-            self._last.append(-np.inf)
-            prev = new
+            parent.extend(range(first_new, first_new + k - 1))
+            self._pos.extend(range(n_known + 1, len(blocks) + 1))
+            self._end.extend(range((n_known + 1) * size, (len(blocks) + 1) * size, size))
+            zeros = bytes(8 * k)
+            self._ends.frombytes(zeros)
+            self._in.frombytes(zeros)
+            self._out.frombytes(zeros)
+            self._first.extend(_INF * k)
+            self._last.extend(_NEG_INF * k)
+            prev = first_new + k - 1
         last = prev
-        end = min(len(blocks) * size, record.input_length)
+        end = min(len(blocks) * self.block_size, record.input_length)
         if end < self._end[last]:
             self._end[last] = end
         self._ends[last] += 1

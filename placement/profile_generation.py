@@ -298,12 +298,23 @@ def profile_metrics(prefixes: tuple[Prefix, ...], requests: tuple[RequestType, .
 
 
 def prune_dominated(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], *, kappa: float,
-                    gpu_memory: float, runtime_per_sequence: float = 1.0) -> tuple[list[tuple[str, tuple[int, ...]]], list[str]]:
+                    gpu_memory: float, runtime_per_sequence: float = 1.0,
+                    type_vertices: Sequence[int] | None = None) -> tuple[list[tuple[str, tuple[int, ...]]], list[str]]:
     """Remove the profiles dominated in (``B_s``, ``h_{s,q}`` ∀q, ``c_s``) (§9.5); returns
-    (kept, removed ids).  Types are built from the union of all candidates (the finest
-    grouping any of them distinguishes); merging types afterwards keeps every kept
-    profile's hit depths, so one pass is enough."""
-    prefixes, requests, profiles, _ = assemble(forest, named, decode_per_token=0.0)
+    (kept, removed ids).
+
+    Request types are the groups of the deepest vertex of ``type_vertices`` (default: the
+    union of all candidates, the finest grouping any of them distinguishes).  With the
+    finest grouping a profile can only be dominated by one that caches a superset at no
+    more memory — i.e. an identical set — so dominance bites when types are coarser than
+    the profiles (``type_vertices`` a subset) or after deduplication is skipped.
+    """
+    types_from = named if type_vertices is None else [("types", tuple(_closed(forest, type_vertices)))]
+    _, requests, _, _ = assemble(forest, types_from, decode_per_token=0.0)
+    prefixes, _, profiles, _ = assemble(forest, named, decode_per_token=0.0)
+    by_id = {p.id for p in prefixes}
+    extra, _, _, _ = assemble(forest, types_from, decode_per_token=0.0)
+    prefixes = prefixes + tuple(p for p in extra if p.id not in by_id)
     memory, hits, slots = profile_metrics(prefixes, requests, profiles, kappa, gpu_memory, runtime_per_sequence)
     mask = dominated_profiles(memory, hits, slots)
     kept = [p for p, bad in zip(named, mask) if not bad]

@@ -149,7 +149,7 @@ def parse_mooncake_line(line: int, text: str, *, block_size: int = DEFAULT_BLOCK
     if "hash_ids" not in obj:
         raise TraceError(line, "hash_ids", "required field is missing")
     ids = obj["hash_ids"]
-    if not isinstance(ids, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in ids):
+    if not isinstance(ids, list) or not set(map(type, ids)) <= {int}:
         raise TraceError(line, "hash_ids", "must be a list of integers")
     expected = -(-length // block_size)
     if len(ids) != expected:

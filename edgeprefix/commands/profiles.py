@@ -1,0 +1,260 @@
+"""``edgeprefix profiles``: from a request trace to cache profiles and a calibrated instance.
+
+Reads a Mooncake-style or token-id JSONL trace (streaming), builds the compressed radix
+forest, generates profiles (tree knapsack ladder, greedy on Γ, one per top family, the empty
+fallback), prunes dominated ones and writes an instance that ``evaluate`` and ``solve`` load.
+
+Defaults (documented choices; each has a flag):
+
+- model Llama-2-70B (κ = 2·80·8·128·2 B = 320 KiB per token, 140 GB of weights) on
+  4 × A100-80GB (tensor parallel 4); prefill ``g(n) = g_0 + a n + b n²`` and the decode time
+  per token fitted on the Splitwise profile of that model/GPU/TP at batch size 1
+  (:data:`placement.calibration.DEFAULT_PREFILL`); ``--calibration`` refits from a CSV;
+- per-sequence KV budget ``m_run`` = 16,384 tokens; memory is normalised so ``m_run = 1``;
+- memory cap for a profile: 25 % of the free GPU memory ``M``; minimum support k_min = 2;
+- network numbers as in :mod:`placement.trace_instance` (λ_b = 1, τ_0 = g(L̄), ξ for a 10 %
+  radio share of τ_0, Λ for 60 % utilisation of an all-fallback network).
+
+Without TRACE the embedded sample ``placement/data/sample_trace.jsonl`` is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeprefix.commands._common import print_json
+from placement.calibration import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_DECODE_PER_TOKEN,
+    DEFAULT_PREFILL,
+    LLAMA2_70B,
+    CalibrationError,
+    Deployment,
+    ModelSpec,
+    fit_prefill,
+    model_spec_from_config,
+    piecewise_prefill,
+    read_measurements,
+)
+from placement.forest import build_forest
+from placement.instance import Gpu, load_instance, write_instance
+from placement.profile_generation import generate_profiles
+from placement.trace_instance import DEFAULT_UTILISATION, instance_from_profiles
+from placement.traces import DEFAULT_BLOCK_SIZE, FORMATS, SkipLog, read_trace
+
+SAMPLE = "sample_trace.jsonl"
+DEFAULT_CAP = "25%"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "profiles",
+        help="build cache profiles and an instance from a request trace",
+        description="Trace → prefix forest → cache profiles → calibrated instance (MODEL.md §9). "
+        "Exit code 2 on bad input (a malformed line names its number).",
+    )
+    parser.add_argument("trace", nargs="?", default=None, metavar="TRACE",
+                        help="JSONL trace (.gz allowed); default: the embedded 200-request sample")
+    parser.add_argument("--format", choices=FORMATS, default="mooncake", help="trace format (default: mooncake)")
+    parser.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="tokens per block (default: 512)")
+    parser.add_argument("--skip-invalid", action="store_true", help="skip malformed lines and count them")
+    parser.add_argument("--max-profiles", type=int, default=6, metavar="K", help="profiles kept, fallback included (default: 6)")
+    parser.add_argument("--memory-cap", default=DEFAULT_CAP, metavar="B_cap",
+                        help="profile memory cap: normalised units or a percentage of M (default: 25%%)")
+    parser.add_argument("--min-support", type=int, default=2, metavar="k", help="k_min: fewest requests per placed prefix (default: 2)")
+    parser.add_argument("--families", type=int, default=2, help="profiles for the most requested families (default: 2)")
+    parser.add_argument("--length-quantile", type=float, default=None, metavar="Q", help="L_q as this quantile instead of the mean")
+    cal = parser.add_argument_group("calibration")
+    cal.add_argument("--calibration", default=None, metavar="FILE", help="CSV of prefill timings (tokens,seconds or a Splitwise profile)")
+    cal.add_argument("--model", default=DEFAULT_CALIBRATION[0], help="Splitwise model filter (default: llama2-70b)")
+    cal.add_argument("--hardware", default=DEFAULT_CALIBRATION[1], help="Splitwise hardware filter (default: a100-80gb)")
+    cal.add_argument("--tensor-parallel", type=int, default=DEFAULT_CALIBRATION[2], help="GPUs per replica (default: 4)")
+    cal.add_argument("--prefill-law", choices=("quadratic", "intercept", "table"), default="intercept",
+                     help="fitted g: a n + b n², with g_0, or a piecewise-linear table (default: intercept)")
+    cal.add_argument("--decode-per-token", type=float, default=None, metavar="SECONDS", help="decode seconds per output token")
+    cal.add_argument("--config", default=None, metavar="CONFIG_JSON", help="Hugging Face config.json for κ (needs --weights-gb)")
+    cal.add_argument("--weights-gb", type=float, default=None, help="model weights in GB (default: 140 for Llama-2-70B)")
+    cal.add_argument("--gpu-memory-gb", type=float, default=None, help="GPU memory per replica in GB (default: 80 × TP)")
+    cal.add_argument("--sequence-tokens", type=float, default=16384.0, help="per-sequence KV budget m_run in tokens (default: 16384)")
+    net = parser.add_argument_group("network")
+    net.add_argument("--target", type=float, default=None, metavar="SECONDS", help="τ_0 (default: g of the mean input length)")
+    net.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, help="load of an all-fallback network (default: 0.6)")
+    net.add_argument("--edge-density", type=float, default=1.0, help="λ_b (default: 1)")
+    parser.add_argument("--name", default=None, help="instance name (default: the trace's file stem)")
+    parser.add_argument("--out", default=None, metavar="FILE", help="write the instance (.toml or .json)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.set_defaults(handler=run)
+
+
+def _trace_path(arg: str | None) -> Any:
+    if arg is None or arg == "sample":
+        return resources.files("placement").joinpath("data", SAMPLE)
+    return arg
+
+
+def _memory_cap(text: str, memory: float) -> float:
+    raw = text.strip()
+    try:
+        cap = float(raw[:-1]) / 100 * memory if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"--memory-cap must be a number or a percentage like 25%, got {text!r}") from None
+    if not (math.isfinite(cap) and 0 <= cap < memory):
+        raise ValueError(f"--memory-cap must lie in [0, M = {memory:.4g}) memory units, got {text!r} = {cap:.4g}")
+    return cap
+
+
+def _calibration(args: argparse.Namespace) -> tuple[Any, float, dict[str, Any]]:
+    if args.calibration is None:
+        info = {"source": "embedded fit of splitwise llama2-70b/a100-80gb/TP4", "law": "intercept"}
+        g, decode = DEFAULT_PREFILL, DEFAULT_DECODE_PER_TOKEN
+    else:
+        m = read_measurements(args.calibration, model=args.model, hardware=args.hardware, tensor_parallel=args.tensor_parallel)
+        if args.prefill_law == "table":
+            g = piecewise_prefill(m.tokens, m.seconds)
+            rel = (np.asarray(g(m.tokens)) - m.seconds) / m.seconds
+            err = float(np.sqrt(np.mean(rel**2)))
+        else:
+            fit = fit_prefill(m.tokens, m.seconds, intercept=args.prefill_law == "intercept")
+            g, err = fit.model, fit.rms_relative
+        decode = m.decode_per_token if m.decode_per_token is not None else DEFAULT_DECODE_PER_TOKEN
+        info = {"source": m.source, "law": args.prefill_law, "points": int(m.tokens.size), "rms_relative": err}
+    if args.decode_per_token is not None:
+        if not (math.isfinite(args.decode_per_token) and args.decode_per_token >= 0):
+            raise ValueError(f"--decode-per-token must be >= 0 seconds, got {args.decode_per_token!r}")
+        decode = args.decode_per_token
+    info["decode_per_token"] = decode
+    return g, decode, info
+
+
+def _deployment(args: argparse.Namespace) -> Deployment:
+    if args.tensor_parallel < 1:
+        raise ValueError(f"--tensor-parallel must be >= 1, got {args.tensor_parallel!r}")
+    spec: ModelSpec = LLAMA2_70B
+    if args.config is not None:
+        if args.weights_gb is None:
+            raise CalibrationError("--config needs --weights-gb (a config.json does not state the weight size)")
+        spec = model_spec_from_config(args.config)
+    if args.weights_gb is not None:
+        if not args.weights_gb >= 0:
+            raise ValueError(f"--weights-gb must be >= 0, got {args.weights_gb!r}")
+        spec = ModelSpec(spec.layers, spec.kv_heads, spec.head_dim, spec.dtype_bytes,
+                         parameters=args.weights_gb * 1e9 / spec.dtype_bytes or None, name=spec.name)
+    gpu_gb = args.gpu_memory_gb if args.gpu_memory_gb is not None else 80.0 * args.tensor_parallel
+    return Deployment(gpu_bytes=gpu_gb * 1e9, model=spec, sequence_tokens=args.sequence_tokens)
+
+
+def run(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    log = SkipLog()
+    path = _trace_path(args.trace)
+    forest = build_forest(read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log),
+                          block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    ingest = time.perf_counter() - start
+    g, decode, cal_info = _calibration(args)
+    deployment = _deployment(args)
+    gpu_numbers = deployment.normalised()
+    gpu = Gpu(**gpu_numbers)
+    cap = _memory_cap(args.memory_cap, gpu.memory)
+    profile_set = generate_profiles(
+        forest, g, kappa=gpu.kv_per_token, gpu_memory=gpu.memory, cap=cap, decode_per_token=decode,
+        max_profiles=args.max_profiles, k_min=args.min_support, n_families=args.families,
+        length_quantile=args.length_quantile,
+    )
+    name = args.name or Path(str(path)).name.split(".")[0]
+    instance = instance_from_profiles(profile_set, g, gpu, name=name, target=args.target,
+                                      utilisation=args.utilisation, edge_density=args.edge_density)
+    if args.out is not None:
+        write_instance(instance, args.out)
+        load_instance(args.out)  # the written file must load back
+    report = _report(forest, log, profile_set, instance, cap, cal_info, deployment, ingest, time.perf_counter() - start, args)
+    if args.json:
+        print_json(report)
+    else:
+        print(_render(report))
+    return 0
+
+
+def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total, args) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    request_ids = [q.id for q in ps.requests]
+    profiles = [
+        {
+            "id": s.id,
+            "prefixes": len(s.prefixes),
+            "cached_tokens": float(ps.memory[i] / instance.gpu.kv_per_token),
+            "memory": float(ps.memory[i]),
+            "concurrency": int(ps.concurrency[i]),
+            "hit_depth": dict(zip(request_ids, ps.hits[i].tolist())),
+        }
+        for i, s in enumerate(ps.profiles)
+    ]
+    return {
+        "trace": str(args.trace or "sample"),
+        "forest": forest.summary(),
+        "skipped": {"lines": log.skipped, "by_field": dict(log.by_field), "examples": log.examples},
+        "calibration": cal_info,
+        "deployment": {"gpu_bytes": deployment.gpu_bytes, "weight_bytes": deployment.weight_bytes,
+                       "kv_bytes_per_token": deployment.kappa_bytes, "sequence_tokens": deployment.sequence_tokens,
+                       **deployment.normalised()},
+        "memory_cap": cap,
+        "min_support": args.min_support,
+        "profiles": profiles,
+        "pruned": list(ps.pruned),
+        "infeasible": list(ps.dropped),
+        "requests": [
+            {"id": q.id, "probability": q.probability, "length": q.length, "decode": q.decode, "path_length": len(q.path)}
+            for q in ps.requests
+        ],
+        "network": {"edge_density": instance.network.edge_density, "request_intensity": instance.network.request_intensity,
+                    "radio_scale": instance.network.radio_scale, "target": instance.placement.target},
+        "instance": args.out,
+        "seconds": {"ingest": ingest, "total": total},
+    }
+
+
+def _render(r: dict[str, Any]) -> str:
+    f = r["forest"]
+    lines = [
+        f"trace {r['trace']}: {f['requests']} requests, {f['vertices']} vertices ({f['leaves']} leaves, {f['roots']} roots), "
+        f"{f['unique_blocks']} unique blocks of {f['block_size']} tokens",
+        f"reuse: {100 * f['shared_block_fraction']:.1f} % of unique blocks and {100 * f['shared_occurrence_fraction']:.1f} % "
+        f"of block occurrences are shared by >= 2 requests; {f['shared_vertices']} vertices seen twice or more",
+        f"ingest {r['seconds']['ingest']:.2f} s, total {r['seconds']['total']:.2f} s"
+        + (f"; skipped {r['skipped']['lines']} invalid lines" if r["skipped"]["lines"] else ""),
+        "",
+        "requests by leaf depth [tokens]",
+    ]
+    edges, counts = f["depth_histogram"]["edges"], f["depth_histogram"]["requests"]
+    for lo, hi, n in zip(edges[:-1], edges[1:], counts):
+        lines.append(f"  {lo:>8.0f} – {hi:<8.0f} {n:>8d}")
+    cal = r["calibration"]
+    lines += [
+        "",
+        f"calibration: {cal['source']} ({cal['law']}"
+        + (f", RMS relative error {100 * cal['rms_relative']:.1f} %" if "rms_relative" in cal else "")
+        + f"); decode {cal['decode_per_token'] * 1e3:.1f} ms/token",
+        f"memory: M = {r['deployment']['memory']:.3f} sequences of {r['deployment']['sequence_tokens']:.0f} tokens, "
+        f"κ = {r['deployment']['kv_per_token']:.3g} per token, cap B_cap = {r['memory_cap']:.3f}, k_min = {r['min_support']}",
+        "",
+        f"{'profile':<20}{'prefixes':>9}{'tokens':>10}{'B_s':>9}{'c_s':>6}   hit depth h_{{s,q}} of the 3 most likely types",
+    ]
+    top = sorted(r["requests"], key=lambda q: -q["probability"])[:3]
+    for p in r["profiles"]:
+        hits = "  ".join(f"{q['id']}:{p['hit_depth'][q['id']]:.0f}" for q in top)
+        lines.append(f"{p['id']:<20}{p['prefixes']:>9d}{p['cached_tokens']:>10.0f}{p['memory']:>9.3f}{p['concurrency']:>6d}   {hits}")
+    if r["pruned"] or r["infeasible"]:
+        lines.append(f"pruned as dominated: {r['pruned'] or '-'}; infeasible (c_s < 1): {r['infeasible'] or '-'}")
+    lines += ["", f"{len(r['requests'])} request types (top 5 by p_q):", f"{'type':<24}{'p_q':>9}{'L_q':>10}{'D_q [s]':>9}"]
+    for q in top + sorted(r["requests"], key=lambda q: -q["probability"])[3:5]:
+        lines.append(f"{q['id']:<24}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>9.2f}")
+    n = r["network"]
+    lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
+                  f"τ_0 = {n['target']:.3f} s"]
+    lines.append(f"instance written to {r['instance']}" if r["instance"] else "instance not written (use --out FILE)")
+    return "\n".join(lines)
