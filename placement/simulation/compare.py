@@ -90,11 +90,13 @@ def compare_coverage(
     replications: int = 2,
     tau: float | None = None,
     seed: int | None = 0,
+    node_points: int = 300,
 ) -> list[CoverageRow]:
     """Simulated vs analytical TTFT coverage for each (Λ, policy).
 
     Each replication draws its own network and arrivals from ``seed``; the same seeds are
-    used for every policy (common random numbers).
+    used for every policy (common random numbers).  The node-level Erlang-C coverage uses
+    a network of the simulation's size with ``node_points`` request locations per node.
     """
     if replications < 1:
         raise ValueError(f"replications: must be >= 1, got {replications!r}")
@@ -117,7 +119,8 @@ def compare_coverage(
                 policy=policy,
                 analytical=float(ev.coverage(tau)),
                 gamma=corrected_coverage(ev, tau, shape=VORONOI_SHAPE),
-                node_erlang=node_erlang_coverage(ev, tau, seed=np.random.default_rng(seeds[0]).integers(2**32)),
+                node_erlang=node_erlang_coverage(ev, tau, mean_nodes=spec.layout.mean_nodes, points_per_node=node_points,
+                                                 seed=np.random.default_rng(seeds[0]).integers(2**32)),
                 simulated=float(covs.mean()),
                 simulated_se=se,
                 requests=int(sum(r.requests for r in runs)),

@@ -1,0 +1,50 @@
+"""``edgeprefix validate``: JSON report, plots written, bad input exits with 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from edgeprefix.cli import main
+
+FAST = ["--samples", "20000", "--customers", "5000", "--intensities", "1", "--nodes", "80",
+        "--horizon", "8", "--warmup", "4", "--replications", "1", "--seed", "3"]
+
+
+def test_validate_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "plots"
+    assert main(["validate", *FAST, "--json", "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["association"]) == {"load_aware", "prefix", "nearest"}
+    for d in report["association"].values():
+        assert d["max_abs_error"] < 5e-3
+    assert report["queues"] and all(0 <= q["kolmogorov"] <= 1 for q in report["queues"])
+    assert {row["policy"] for row in report["coverage"]} == {"load_aware", "prefix", "nearest"}
+    for name in ("association.png", "queues.png", "coverage.png"):
+        assert (out / name).stat().st_size > 1000
+    assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_validate_table_output(capsys):
+    assert main(["validate", *FAST, "--mix", "none=0.2,shallow=0.5,deep=0.3"]) == 0
+    text = capsys.readouterr().out
+    assert "Monte Carlo vs Theorem 1" in text and "Erlang C" in text and "closest" in text
+
+
+def test_validate_baselines_table(capsys):
+    assert main(["validate", *FAST, "--baselines", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    routers = {row["router"] for row in report["policies"]}
+    assert {"sglang", "power_of_two", "dynamo", "llm-d", "preble", "mooncake", "load_aware_online"} <= routers
+    assert [row["refresh_period"] for row in report["staleness"]] == [0.0, 0.5, 2.0, 8.0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "--intensities", "abc"],
+    ["validate", "--mix", "none=2"],
+    ["validate", "--samples", "0"],
+])
+def test_validate_bad_input_exits_2(argv, capsys):
+    assert main(argv) == 2
+    assert "edgeprefix validate: error:" in capsys.readouterr().err
