@@ -132,6 +132,11 @@ class ForestBuilder:
     def n_blocks(self) -> int:
         return len(self._ids)
 
+    def release_index(self) -> None:
+        """Free the block-id lookup table (about half of the builder's memory) before
+        :meth:`build`; no record can be added afterwards."""
+        self._index = _Closed()
+
     def build(self) -> RadixForest:
         """Aggregate subtrees and merge single-child chains into a frozen :class:`RadixForest`."""
         if self.n_requests == 0:
@@ -187,6 +192,13 @@ class ForestBuilder:
         )
 
 
+class _Closed(dict):  # type: ignore[type-arg]
+    """Stands in for the released block index: adding after release is an error."""
+
+    def get(self, key: object, default: object = None) -> object:
+        raise RuntimeError("this ForestBuilder released its index (build_forest): create a new builder to add records")
+
+
 def _levels(pos: IntArray) -> list[IntArray]:
     """Block indices grouped by position: ``levels[d]`` holds the blocks at depth ``d``."""
     order = np.argsort(pos, kind="stable")
@@ -237,14 +249,17 @@ class RadixForest:
     end_output_sum: FloatArray
     top_block: IntArray
     bottom_block: IntArray
-    _children: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
+    _child_start: IntArray = field(init=False, repr=False, compare=False)
+    _child_index: IntArray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        kids: list[list[int]] = [[] for _ in range(self.n_vertices)]
-        for v, p in enumerate(self.parent.tolist()):
-            if p >= 0:
-                kids[p].append(v)
-        object.__setattr__(self, "_children", tuple(tuple(k) for k in kids))
+        # children in CSR form: the children of v are _child_index[_child_start[v]:_child_start[v + 1]]
+        has_parent = np.flatnonzero(self.parent >= 0)
+        order = has_parent[np.argsort(self.parent[has_parent], kind="stable")]
+        start = np.zeros(self.n_vertices + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.parent[has_parent], minlength=self.n_vertices), out=start[1:])
+        object.__setattr__(self, "_child_start", _ro(start))
+        object.__setattr__(self, "_child_index", _ro(order))
 
     @property
     def n_vertices(self) -> int:
@@ -260,7 +275,8 @@ class RadixForest:
         return tuple(np.flatnonzero(self.parent < 0).tolist())
 
     def children(self, v: int) -> tuple[int, ...]:
-        return self._children[v]
+        """Child vertices of ``v`` in creation order."""
+        return tuple(self._child_index[self._child_start[v]:self._child_start[v + 1]].tolist())
 
     @property
     def parent_depth(self) -> FloatArray:
@@ -346,4 +362,5 @@ def build_forest(
     """Stream ``records`` into a :class:`ForestBuilder` and build the :class:`RadixForest`."""
     builder = ForestBuilder(block_size)
     builder.extend(records, skip_invalid=skip_invalid, log=log)
+    builder.release_index()
     return builder.build()

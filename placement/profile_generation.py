@@ -207,6 +207,20 @@ def _weighted_quantile(values: FloatArray, weights: FloatArray, q: float) -> flo
     return float(values[order][np.searchsorted(cum, q * cum[-1] - 1e-12)])
 
 
+def _deepest_marked(parent: np.ndarray, marked: npt.NDArray[np.bool_]) -> np.ndarray:
+    """Deepest marked ancestor-or-self of every vertex (``-1`` if none), by pointer jumping:
+    ``anc[v]`` skips unmarked vertices only, so ``O(log depth)`` vectorised rounds."""
+    deepest = np.where(marked, np.arange(parent.size), -1)
+    anc = parent.copy()
+    todo = np.flatnonzero((deepest < 0) & (anc >= 0))
+    while todo.size:
+        up = anc[todo]
+        deepest[todo] = deepest[up]
+        anc[todo] = anc[up]
+        todo = todo[(deepest[todo] < 0) & (anc[todo] >= 0)]
+    return deepest
+
+
 def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token: float,
                   *, length_quantile: float | None = None) -> TypeGroups:
     """Group requests by the deepest retained vertex on their path (§9.4).
@@ -220,25 +234,21 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
         raise ValueError(f"length_quantile must lie in [0, 1], got {length_quantile!r}")
     keep = np.zeros(forest.n_vertices, dtype=bool)
     keep[list(retained)] = True
-    deepest = np.full(forest.n_vertices, -1, dtype=np.int64)  # deepest retained ancestor-or-self
-    for v in range(forest.n_vertices):  # parents first
-        p = forest.parent[v]
-        deepest[v] = v if keep[v] else (deepest[p] if p >= 0 else -1)
+    deepest = _deepest_marked(forest.parent, keep)
     leaves, weight, length = _leaves(forest)
     group = deepest[leaves]
-    vertices = sorted(set(group.tolist()), key=lambda u: (u < 0, u))
-    probability, lengths, outputs = [], [], []
-    for u in vertices:
-        mask = group == u
-        n = forest.ends[leaves[mask]].sum()
-        probability.append(n / forest.n_requests)
-        if length_quantile is None:
-            lengths.append(forest.end_input_sum[leaves[mask]].sum() / n)
-        else:
-            lengths.append(_weighted_quantile(length[mask], weight[mask], length_quantile))
-        outputs.append(forest.end_output_sum[leaves[mask]].sum() / n)
-    out = np.array(outputs)
-    return TypeGroups(tuple(vertices), np.array(probability), np.array(lengths), out, out * decode_per_token)
+    vertices, inverse = np.unique(np.where(group < 0, forest.n_vertices, group), return_inverse=True)
+    ends = forest.ends[leaves].astype(float)
+    n = np.bincount(inverse, weights=ends)
+    probability = n / forest.n_requests
+    if length_quantile is None:
+        lengths = np.bincount(inverse, weights=forest.end_input_sum[leaves]) / n
+    else:
+        lengths = np.array([_weighted_quantile(length[inverse == k], weight[inverse == k], length_quantile)
+                            for k in range(vertices.size)])
+    outputs = np.bincount(inverse, weights=forest.end_output_sum[leaves]) / n
+    vertices = tuple(int(u) if u < forest.n_vertices else -1 for u in vertices)  # "no retained vertex" last
+    return TypeGroups(vertices, probability, lengths, outputs, outputs * decode_per_token)
 
 
 # ------------------------------------------------------------------------------------------

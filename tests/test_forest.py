@@ -85,3 +85,18 @@ def test_a_generator_streams_without_holding_records() -> None:
 def test_empty_trace_is_rejected() -> None:
     with pytest.raises(ValueError, match="no valid request"):
         build_forest([])
+
+
+def test_children_and_released_builder() -> None:
+    records = list(synthetic_records(400, n_families=7, seed=8))
+    builder = ForestBuilder(B)
+    builder.extend(records)
+    builder.release_index()
+    forest = builder.build()
+    naive: dict[int, list[int]] = {v: [] for v in range(forest.n_vertices)}
+    for v, p in enumerate(forest.parent.tolist()):
+        if p >= 0:
+            naive[p].append(v)
+    assert all(forest.children(v) == tuple(naive[v]) for v in range(forest.n_vertices))
+    with pytest.raises(RuntimeError, match="released"):
+        builder.add(records[0])

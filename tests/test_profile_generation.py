@@ -186,3 +186,19 @@ def test_mooncake_profiles_closed_and_within_cap() -> None:
         assert all(forest.count[v] >= 2 for v in verts)
     assert ps.concurrency.min() >= 1
     assert any(0 in v for v in ps.vertices)  # block 0 (shared by every request) is worth caching
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_deepest_marked_ancestor_matches_a_plain_walk(seed: int) -> None:
+    from placement.profile_generation import _deepest_marked
+
+    rng = np.random.default_rng(seed)
+    parent = _random_forest(rng, 300)
+    marked = rng.random(300) < 0.2
+    expected = []
+    for v in range(300):
+        u = v
+        while u >= 0 and not marked[u]:
+            u = int(parent[u])
+        expected.append(u)
+    assert _deepest_marked(parent, marked).tolist() == expected
