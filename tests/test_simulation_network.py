@@ -191,3 +191,14 @@ def test_network_association_matches_theorem1(baseline):
         ev = evaluate(inst, None, policy)
         res = simulate_network(inst, None, analytical_router(ev), spec, seed=5)
         assert np.abs(res.association() - ev.association).max() < 0.02
+
+
+def test_torus_has_no_edge_effect(baseline):
+    from placement.simulation.layout import edge_effect_check
+
+    pi = baseline.mix_vector(None)
+    layout = sample_layout(baseline, None, LayoutSpec(mean_nodes=2000.0, counts="exact"), seed=1)
+    ks = edge_effect_check(layout, pi * baseline.network.edge_density, probes=20_000, seed=2)
+    counts = np.bincount(layout.profile)
+    # the nearest-distance law on the torus is the stationary one up to the node-pattern noise
+    assert np.all(ks < 2.0 * 1.36 / np.sqrt(counts))

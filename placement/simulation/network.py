@@ -337,13 +337,16 @@ def _route_static(cand, dist, kind, bias, xi, alpha, k, s_count) -> IntArray:
 
 def _serve_static(instance, layout, req, chosen, lengths, decodes):
     """FCFS waits at every node for a fixed routing (one pass over the arrival stream)."""
-    hits = layout.verified_hit[chosen, req.kind]
+    routed = chosen >= 0  # False only when no eligible node exists at all
+    hits = np.where(routed, layout.verified_hit[np.maximum(chosen, 0), req.kind], 0.0)
     means = np.asarray(instance.prefill(lengths[req.kind] - hits), dtype=float) + decodes[req.kind]
-    services = req.unit_service * means
+    services = np.where(routed, req.unit_service * means, 0.0)
     free = [[0.0] * int(c) for c in layout.servers]
     waits = [0.0] * chosen.size
     replace = heapq.heapreplace
     for i, (x, t, svc) in enumerate(zip(chosen.tolist(), req.time.tolist(), services.tolist())):
+        if x < 0:
+            continue
         heap = free[x]
         f = heap[0]
         if f > t:
@@ -436,6 +439,8 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng):
             sel = valid_all[i]
             nodes = cand[i][sel]
         node_list = nodes.tolist()
+        if not node_list:
+            continue  # no eligible candidate: the request cannot be served
         if period == 0.0:
             refresh(node_list, t)
         else:
