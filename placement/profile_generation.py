@@ -174,7 +174,7 @@ def family_profiles(forest: RadixForest, scores: FloatArray, kappa: float, cap: 
 
 def knapsack_profile(forest: RadixForest, values: FloatArray, kappa: float, cap: float,
                      eligible: npt.NDArray[np.bool_], *, exact_dp: bool = False) -> tuple[int, ...]:
-    """Tree knapsack (§9.3c) over the eligible vertices with positive subtree value: the MILP
+    """Tree knapsack (§9.3c) over the eligible (``n_v >= k_min``) vertices: the MILP
     (HiGHS), or the exact DP when ``exact_dp``."""
     sub = np.flatnonzero(eligible)
     renumber = np.full(forest.n_vertices, -1, dtype=np.int64)

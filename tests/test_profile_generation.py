@@ -202,3 +202,14 @@ def test_deepest_marked_ancestor_matches_a_plain_walk(seed: int) -> None:
             u = int(parent[u])
         expected.append(u)
     assert _deepest_marked(parent, marked).tolist() == expected
+
+
+@pytest.mark.skipif(not MOONCAKE.is_file(), reason=f"Mooncake trace not found at {MOONCAKE} (shared data is absent)")
+def test_mooncake_knapsack_milp_equals_dp() -> None:
+    forest = build_forest(read_trace(MOONCAKE))
+    eligible = eligible_vertices(forest, 2)
+    values = marginal_values(forest, G)
+    milp = knapsack_profile(forest, values, KAPPA, 0.5, eligible)
+    dp = knapsack_profile(forest, values, KAPPA, 0.5, eligible, exact_dp=True)
+    assert values[list(milp)].sum() == pytest.approx(values[list(dp)].sum(), rel=1e-9)
+    assert profile_weight(forest, milp, KAPPA) <= 0.5 * (1 + 1e-9)
