@@ -332,6 +332,7 @@ class RadixForest:
         """Forest summary: requests, vertices, blocks, reuse and the depth histogram."""
         edges, counts = self.depth_histogram()
         shared_vertices = int(np.count_nonzero(self.count >= 2))
+        lifetime = (self.last_seen - self.first_seen)[self.count >= 2]  # useful lifetime of reusable states
         return {
             "requests": self.n_requests,
             "vertices": self.n_vertices,
@@ -344,6 +345,7 @@ class RadixForest:
             "shared_occurrence_fraction": self.shared_occurrences / self.block_occurrences,
             "shared_vertices": shared_vertices,
             "max_depth_tokens": float(self.depth.max()),
+            "median_shared_lifetime_s": float(np.median(lifetime)) if lifetime.size else 0.0,
             "mean_input_length": float(self.input_sum[list(self.roots)].sum() / self.n_requests),
             "depth_histogram": {
                 "edges": edges.tolist(),

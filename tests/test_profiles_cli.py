@@ -107,3 +107,22 @@ def test_mooncake_trace_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
     assert report["seconds"]["ingest"] < 4.0  # < 2 s on an idle machine; slack for loaded CI
     assert 2 <= len(report["profiles"]) <= 4
     _evaluate_uniform(out)
+
+
+def test_token_trace_builds_an_instance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(0)
+    system = list(range(300))
+    families = [rng.integers(0, 50_000, size=int(rng.integers(100, 600))).tolist() for _ in range(3)]
+    path = tmp_path / "tokens.jsonl"
+    with path.open("w") as handle:
+        for i in range(60):
+            tail = rng.integers(0, 50_000, size=int(rng.integers(10, 200))).tolist()
+            handle.write(json.dumps({"tokens": system + families[i % 3] + tail, "output_length": 20, "timestamp": i}) + "\n")
+    out = tmp_path / "tokens.toml"
+    code, text, _ = _run(capsys, str(path), "--format", "tokens", "--block-size", "16", "--out", str(out), "--json")
+    report = json.loads(text)
+    assert code == 0 and report["forest"]["requests"] == 60
+    instance = load_instance(out)
+    root = [p for p in instance.prefixes if p.parent is None]
+    assert [p.depth for p in root] == [288.0]  # 18 whole blocks of the 300-token system prompt
+    _evaluate_uniform(out)

@@ -224,7 +224,8 @@ def _render(r: dict[str, Any]) -> str:
         f"trace {r['trace']}: {f['requests']} requests, {f['vertices']} vertices ({f['leaves']} leaves, {f['roots']} roots), "
         f"{f['unique_blocks']} unique blocks of {f['block_size']} tokens",
         f"reuse: {100 * f['shared_block_fraction']:.1f} % of unique blocks and {100 * f['shared_occurrence_fraction']:.1f} % "
-        f"of block occurrences are shared by >= 2 requests; {f['shared_vertices']} vertices seen twice or more",
+        f"of block occurrences are shared by >= 2 requests; {f['shared_vertices']} vertices seen twice or more "
+        f"(median lifetime {f['median_shared_lifetime_s']:.0f} s)",
         f"ingest {r['seconds']['ingest']:.2f} s, total {r['seconds']['total']:.2f} s"
         + (f"; skipped {r['skipped']['lines']} invalid lines" if r["skipped"]["lines"] else ""),
         "",
@@ -242,17 +243,19 @@ def _render(r: dict[str, Any]) -> str:
         f"memory: M = {r['deployment']['memory']:.3f} sequences of {r['deployment']['sequence_tokens']:.0f} tokens, "
         f"κ = {r['deployment']['kv_per_token']:.3g} per token, cap B_cap = {r['memory_cap']:.3f}, k_min = {r['min_support']}",
         "",
-        f"{'profile':<20}{'prefixes':>9}{'tokens':>10}{'B_s':>9}{'c_s':>6}   hit depth h_{{s,q}} of the 3 most likely types",
     ]
+    w = max(len(p["id"]) for p in r["profiles"]) + 2
+    lines.append(f"{'profile':<{w}}{'prefixes':>9}{'tokens':>10}{'B_s':>9}{'c_s':>6}   hit depth h_{{s,q}} of the 3 most likely types")
     top = sorted(r["requests"], key=lambda q: -q["probability"])[:3]
     for p in r["profiles"]:
         hits = "  ".join(f"{q['id']}:{p['hit_depth'][q['id']]:.0f}" for q in top)
-        lines.append(f"{p['id']:<20}{p['prefixes']:>9d}{p['cached_tokens']:>10.0f}{p['memory']:>9.3f}{p['concurrency']:>6d}   {hits}")
+        lines.append(f"{p['id']:<{w}}{p['prefixes']:>9d}{p['cached_tokens']:>10.0f}{p['memory']:>9.3f}{p['concurrency']:>6d}   {hits}")
     if r["pruned"] or r["infeasible"]:
         lines.append(f"pruned as dominated: {r['pruned'] or '-'}; infeasible (c_s < 1): {r['infeasible'] or '-'}")
-    lines += ["", f"{len(r['requests'])} request types (top 5 by p_q):", f"{'type':<24}{'p_q':>9}{'L_q':>10}{'D_q [s]':>9}"]
+    wq = max(len(q["id"]) for q in r["requests"]) + 2
+    lines += ["", f"{len(r['requests'])} request types (top 5 by p_q):", f"{'type':<{wq}}{'p_q':>9}{'L_q':>10}{'D_q [s]':>9}"]
     for q in top + sorted(r["requests"], key=lambda q: -q["probability"])[3:5]:
-        lines.append(f"{q['id']:<24}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>9.2f}")
+        lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>9.2f}")
     n = r["network"]
     lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
                   f"τ_0 = {n['target']:.3f} s"]
