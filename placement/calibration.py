@@ -16,8 +16,7 @@ import csv
 import json
 import math
 import os
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -391,11 +390,3 @@ class Deployment:
             "runtime_per_sequence": 1.0,
             "kv_per_token": 1.0 / self.sequence_tokens,
         }
-
-
-def group_rows(rows: Iterable[Mapping[str, str]], keys: tuple[str, ...]) -> dict[tuple[str, ...], list[Mapping[str, str]]]:
-    """Group CSV rows by the given columns."""
-    out: dict[tuple[str, ...], list[Mapping[str, str]]] = defaultdict(list)
-    for row in rows:
-        out[tuple(row[k] for k in keys)].append(row)
-    return dict(out)
