@@ -202,3 +202,17 @@ def test_torus_has_no_edge_effect(baseline):
     counts = np.bincount(layout.profile)
     # the nearest-distance law on the torus is the stationary one up to the node-pattern noise
     assert np.all(ks < 2.0 * 1.36 / np.sqrt(counts))
+
+
+@pytest.mark.slow
+def test_hotspot_prefix_overloads_deep_tier(baseline):
+    from placement.evaluation import evaluate
+    from placement.simulation.compare import analytical_router
+
+    inst = baseline.with_network(request_intensity=4.0)
+    spec = SimulationSpec(horizon=40.0, warmup=40.0, layout=LayoutSpec(mean_nodes=300.0, counts="exact"))
+    res = {p: simulate_network(inst, None, analytical_router(evaluate(inst, None, p)), spec, seed=6)
+           for p in ("load_aware", "prefix", "nearest")}
+    cov = {p: r.coverage(0.8) for p, r in res.items()}
+    assert cov["prefix"] < cov["nearest"] < cov["load_aware"]
+    assert res["prefix"].tier_utilization()[2] > res["load_aware"].tier_utilization()[2]
