@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+from formulations.density import DensityPlanningProblem, build_density_model, density_problem
 from formulations.linear import LinearConstraints, read_linear_constraints
+from formulations.migration import (
+    Epoch,
+    EpochProblem,
+    MigrationPlan,
+    MigrationProblem,
+    build_transport_model,
+    load_migration,
+    migration_plan,
+    transfer_bytes,
+)
 from formulations.objective import CoverageObjective, Score
 from formulations.placement import PlacementProblem, build_placement_model, placement_problem
 
 __all__ = [
     "CoverageObjective",
+    "DensityPlanningProblem",
+    "Epoch",
+    "EpochProblem",
     "LinearConstraints",
+    "MigrationPlan",
+    "MigrationProblem",
     "PlacementProblem",
     "Score",
+    "build_density_model",
     "build_placement_model",
+    "build_transport_model",
+    "density_problem",
+    "load_migration",
+    "migration_plan",
     "placement_problem",
     "read_linear_constraints",
+    "transfer_bytes",
 ]

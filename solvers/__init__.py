@@ -1,10 +1,27 @@
-"""Methods that search a formulation (MODEL.md §10.2–10.4): projection, SPSA, Optuna, grid."""
+"""Methods that search a formulation (MODEL.md §10.2–10.5): projection, SPSA, Optuna, grid."""
 
 from __future__ import annotations
 
 from solvers.api import DEFAULT_BUDGET, solve
+from solvers.density import DensityPlan, plan_density
+from solvers.migration import EpochDecision, MigrationSolution, solve_migration
 from solvers.projection import Projection
 from solvers.registry import SOLVERS, get_solver, method_names
 from solvers.result import Progress, Result, Status
 
-__all__ = ["DEFAULT_BUDGET", "Progress", "Projection", "Result", "SOLVERS", "Status", "get_solver", "method_names", "solve"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "DensityPlan",
+    "EpochDecision",
+    "MigrationSolution",
+    "Progress",
+    "Projection",
+    "Result",
+    "SOLVERS",
+    "Status",
+    "get_solver",
+    "method_names",
+    "plan_density",
+    "solve",
+    "solve_migration",
+]

@@ -1,6 +1,6 @@
 """Projected SPSA (MODEL.md §10.3, Algorithm 1) with Spall's gain sequences.
 
-Each iteration draws ``Δ_k ∈ {±1}^{|S|}``, scores the pair ``π± = Proj(π_k ± c_k Δ_k)``, forms
+Each iteration draws ``Δ_k ∈ {±1}^{|S|}`` (not all of one sign: that direction leaves the simplex), scores the pair ``π± = Proj(π_k ± c_k Δ_k)``, forms
 ``ĝ_k = (F(π+) − F(π−)) / (2 c_k) · Δ_k`` and steps ``π_{k+1} = Proj(π_k + a_k ĝ_k)`` with
 ``a_k = a / (A + k + 1)^α`` and ``c_k = c / (k + 1)^γ`` (``α = 0.602``, ``γ = 0.101``).
 The best evaluated point is kept; every fixed point is warm-started from the previous one.
@@ -17,6 +17,19 @@ from solvers.base import Solver
 from solvers.projection import Projection
 from solvers.result import Status
 from solvers.tracking import Problem, Tracker
+
+
+def _perturbation(rng: np.random.Generator, free: np.ndarray) -> np.ndarray:
+    """Bernoulli ``±1`` on the free shares, redrawn while all signs agree.
+
+    ``Δ ∝ (1, …, 1)`` only moves off the simplex, so its projected pair is the same point and
+    the estimate carries no information; with two or more free shares it is redrawn.
+    """
+    while True:
+        delta = np.where(free, rng.choice((-1.0, 1.0), size=free.size), 0.0)
+        signs = delta[free]
+        if signs.size < 2 or np.any(signs != signs[0]):
+            return delta
 
 
 @dataclass(frozen=True)
@@ -66,19 +79,21 @@ class SpsaSolver(Solver):
         tracker.extras.update({"A": big_a, "c": self.c, "alpha": self.alpha, "gamma": self.gamma})
         for k in range(10**9):
             c_k = self.c / (k + 1) ** self.gamma
-            delta = np.where(free, rng.choice((-1.0, 1.0), size=len(x)), 0.0)
+            delta = _perturbation(rng, free)
             plus, minus = projection(x + c_k * delta), projection(x - c_k * delta)
             f_plus = tracker.evaluate(plus).value
             f_minus = tracker.evaluate(minus).value
             gradient = (f_plus - f_minus) / (2.0 * c_k) * delta
-            if a is None:
+            tracker.nit = k + 1
+            if a is None:  # calibrate on the first informative estimate
                 scale = np.abs(gradient).max()
-                a = self.initial_step * (big_a + 1) ** self.alpha / scale if scale > 0 else self.initial_step
+                if scale == 0:
+                    continue
+                a = self.initial_step * (big_a + 1) ** self.alpha / scale
                 tracker.extras["a"] = float(a)
             step = a / (big_a + k + 1) ** self.alpha * gradient
             largest = np.abs(step).max()
             if largest > self.max_step:
                 step *= self.max_step / largest
             x = projection(x + step)
-            tracker.nit = k + 1
         return Status.COMPLETED  # pragma: no cover - the budget ends the loop

@@ -97,3 +97,18 @@ def test_migrate_json_and_table(tmp_path, capsys):
 def test_migrate_missing_file(capsys, tmp_path):
     assert main(["migrate", str(tmp_path / "nope.toml")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_progress_bar_draws_on_its_stream():
+    import io
+
+    import numpy as np
+
+    from edgeprefix.commands.solve import ProgressBar
+    from solvers import Progress
+
+    stream = io.StringIO()
+    bar = ProgressBar(10, stream)
+    bar(Progress(nfev=5, budget=10, best_value=0.8, best_coverage=0.8, best_x=np.ones(3) / 3, value=0.7, feasible=True))
+    bar.close()
+    assert "5/10" in stream.getvalue() and "0.8000" in stream.getvalue() and "#" * 15 in stream.getvalue()
