@@ -29,7 +29,7 @@ import pyomo.environ as pyo
 
 from formulations.linear import LinearConstraints, read_linear_constraints
 from formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
-from formulations.placement import declare_mix, share_caps
+from formulations.placement import declare_mix, diagnose_infeasibility, share_caps
 from placement.instance import Instance, load_instance
 from placement.profiles import Profile, persistent_memory
 from placement.workload import PrefixForest
@@ -247,6 +247,7 @@ class MigrationProblem:
             expr=model.objective_of(*[model.pi[s] for s in model.S]), sense=pyo.maximize, doc="w_e P_cov^e(π) − γ cost^e (black box)"
         )
         constraints = read_linear_constraints(model, model.pi)
+        diagnose_infeasibility(instance)
         constraints.check_feasible()
         return EpochProblem(instance, previous, self.epochs[e].weight, self.byte_weight, self.change_budget, objective, model, constraints)
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pyomo.environ as pyo
+from scipy.optimize import linprog
 
 from formulations.linear import LinearConstraints, read_linear_constraints
 from formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
+from placement.errors import InfeasibleConstraintsError
 from placement.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
@@ -113,6 +115,39 @@ class PlacementProblem:
         return dict(zip(self.variable_names, np.asarray(x, dtype=float).tolist()))
 
 
+def diagnose_infeasibility(instance: Instance) -> None:
+    """Name the field that empties the polytope of §10.1 (caps, fallback or budget ``B̄``).
+
+    Raises
+    ------
+    InfeasibleConstraintsError
+        With the rule, the bad values and the field.
+    """
+    caps = np.where(instance.concurrency >= 1, share_caps(instance), 0.0)
+    plc = instance.placement
+    if caps.sum() < 1.0 - 1e-12:
+        raise InfeasibleConstraintsError(
+            f"placement.max_share: the caps π_s^max of profiles with c_s >= 1 must sum to >= 1, but sum to {caps.sum():.6g} "
+            f"({dict(zip(instance.profile_ids, caps.tolist()))})"
+        )
+    lower = np.zeros_like(caps)
+    if plc.fallback is not None:
+        fb = instance.fallback_index
+        if plc.fallback_min > caps[fb]:
+            raise InfeasibleConstraintsError(
+                f"placement.fallback_min: π_min = {plc.fallback_min} exceeds the largest share {caps[fb]:g} "
+                f"allowed to the fallback profile {plc.fallback!r}"
+            )
+        lower[fb] = plc.fallback_min
+    if plc.memory_budget is not None:
+        least = linprog(instance.memory, A_eq=np.ones((1, caps.size)), b_eq=[1.0], bounds=list(zip(lower, caps)), method="highs")
+        if least.status == 0 and least.fun > plc.memory_budget + 1e-12:
+            raise InfeasibleConstraintsError(
+                f"placement.memory_budget: Σ_s π_s B_s <= B̄ must hold, but B̄ = {plc.memory_budget:g} is below the least "
+                f"fleet memory {least.fun:.6g} that the caps and fallback allow"
+            )
+
+
 def placement_problem(
     instance: Instance,
     *,
@@ -131,5 +166,6 @@ def placement_problem(
     objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator)
     model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
     constraints = read_linear_constraints(model, model.pi)
+    diagnose_infeasibility(instance)
     constraints.check_feasible()
     return PlacementProblem(instance=instance, objective=objective, model=model, constraints=constraints)

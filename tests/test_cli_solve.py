@@ -54,7 +54,7 @@ def test_solve_bad_input_exits_2_with_one_line(tmp_path, capsys):
     write_instance(instance_from_mapping(data), instance)
     assert main(["solve", str(instance)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "admit no point" in err[0]
+    assert len(err) == 1 and "placement.max_share" in err[0]
     assert main(["solve", "--method", "spsa", "--resolution", "4"]) == 2
     assert "--resolution applies to --method grid only" in capsys.readouterr().err
 
