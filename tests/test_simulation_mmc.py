@@ -17,9 +17,9 @@ def _batch_se(x, batches=50):
 
 
 def test_mm9_matches_erlang_c_fast():
-    start = time.perf_counter()
+    start = time.process_time()
     res = simulate_mmc(9 * 0.82, 1.0, 9, 1_000_000, seed=11)
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0
     assert abs(res.wait_probability - res.erlang_wait_probability) < 5 * _batch_se(res.waits > 0)
     assert abs(res.mean_wait - res.erlang_mean_wait) < 5 * res.mean_wait_standard_error()
     # Kolmogorov distance within 5 batch standard errors of the ECDF at its largest gap (the atom)
