@@ -67,15 +67,25 @@ class OptunaSolver(Solver):
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         seed = int(rng.integers(2**31 - 1))
         with _quiet_optuna():
+            storage = None if self.storage is None else optuna.storages.RDBStorage(storage_url(self.storage))
+            earlier = self._count_trials(storage)
             study = optuna.create_study(
                 direction="maximize",
-                sampler=self.sampler(seed, problem, projection),
-                storage=None if self.storage is None else storage_url(self.storage),
+                sampler=self.sampler((seed + earlier) % (2**31 - 1), problem, projection),  # a resumed run draws anew
+                storage=storage,
                 study_name=self.study_name,
                 load_if_exists=True,
             )
             self._resume(study, tracker)
             return self._loop(study, problem, projection, tracker)
+
+    def _count_trials(self, storage: optuna.storages.BaseStorage | None) -> int:
+        if storage is None:
+            return 0
+        try:
+            return len(optuna.load_study(study_name=self.study_name, storage=storage).get_trials(deepcopy=False))
+        except KeyError:
+            return 0
 
     @staticmethod
     def _resume(study: optuna.Study, tracker: Tracker) -> None:

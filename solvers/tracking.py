@@ -65,6 +65,7 @@ class Tracker:
         self.best: Score | None = None
         self.best_value = -np.inf
         self.best_x: FloatArray | None = None
+        self.best_coverage = np.nan
         self.warm_start: FloatArray | None = None
         self.replayed = 0
         self.nit = 0
@@ -88,7 +89,7 @@ class Tracker:
         self.coverages.append(coverage)
         self.feasible.append(feasible)
         if value > self.best_value:
-            self.best_value, self.best_x = value, x
+            self.best_value, self.best_x, self.best_coverage = value, x, coverage
         self.history.append(self.best_value)
 
     def evaluate(self, x: npt.ArrayLike) -> Score:
@@ -103,7 +104,7 @@ class Tracker:
         if self.callback is not None:
             progress = Progress(
                 nfev=self.nfev, budget=self.budget, best_value=self.best_value,
-                best_coverage=self.coverages[int(np.argmax(self.values))], best_x=self.best_x,
+                best_coverage=self.best_coverage, best_x=self.best_x,
                 value=score.value, feasible=score.feasible,
             )
             if self.callback(progress) is True:
