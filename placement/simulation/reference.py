@@ -1,11 +1,9 @@
 """Closed forms the simulators are checked against (MODEL.md §5, §6).
 
-These are small, local re-statements of the analytical laws so that the simulators can be
-validated on their own: the Erlang-C queue (P-17 … P-20), the M/M/1 limits and the
-joint selection–distance density of Theorem 1 on a radial grid (used for the
-serving-distance CDF and as an independent check of ``A_{s,q}``).  The package's
-analytical model lives in ``placement.queueing`` / ``placement.association``; the
-simulation only re-derives what it needs to compare against.
+Scalar fronts of the Erlang-C queue of :mod:`placement.queueing` (P-17 … P-20), the
+M/M/1 limits (an independent check), and the joint selection–distance density of
+Theorem 1 evaluated on a radial grid: the serving-distance CDF (which the evaluation does
+not expose) and an independent trapezoid check of ``A_{s,q}``.
 """
 
 from __future__ import annotations
@@ -13,41 +11,27 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from placement import queueing
+
 FloatArray = npt.NDArray[np.float64]
 
 
 def erlang_c(offered_load: float, servers: int) -> float:
-    """Erlang-C waiting probability ``P^W`` of an M/M/c queue (P-17).
+    """Erlang-C waiting probability ``P^W`` of one M/M/c queue (P-17), as a float.
 
-    Parameters
-    ----------
-    offered_load : a = λq / μ (Erlangs).
-    servers : c >= 1.
-
-    Uses the Erlang-B recursion ``E_k = a E_{k−1} / (k + a E_{k−1})`` and
-    ``P^W = E_c / (1 − ρ (1 − E_c))`` with ``ρ = a / c`` (exact for large ``c``).
-    Returns 1 for ``ρ >= 1``.
+    Thin scalar front of :func:`placement.queueing.erlang_c` (the single source of the
+    formula); checks its arguments.  Returns 1 for ``ρ >= 1``.
     """
-    c = int(servers)
-    if c < 1:
+    if int(servers) < 1:
         raise ValueError(f"servers: c must be >= 1, got {servers!r}")
     if offered_load < 0:
         raise ValueError(f"offered_load: a must be >= 0, got {offered_load!r}")
-    rho = offered_load / c
-    if rho >= 1.0:
-        return 1.0
-    e = 1.0
-    for k in range(1, c + 1):
-        e = offered_load * e / (k + offered_load * e)
-    return float(e / (1.0 - rho * (1.0 - e)))
+    return float(queueing.erlang_c(float(offered_load), int(servers)))
 
 
 def mmc_mean_wait(arrival_rate: float, service_rate: float, servers: int) -> float:
     """Mean FCFS wait ``W̄ = P^W / (c μ − λq)`` (P-18); ``inf`` when ``ρ >= 1``."""
-    c = int(servers)
-    if arrival_rate >= c * service_rate:
-        return float("inf")
-    return erlang_c(arrival_rate / service_rate, c) / (c * service_rate - arrival_rate)
+    return float(queueing.mean_wait(arrival_rate / service_rate, int(servers), 1.0 / service_rate))
 
 
 def mmc_wait_cdf(w: npt.ArrayLike, arrival_rate: float, service_rate: float, servers: int) -> FloatArray:
@@ -55,12 +39,8 @@ def mmc_wait_cdf(w: npt.ArrayLike, arrival_rate: float, service_rate: float, ser
 
     0 for ``w < 0``; identically 0 for an unstable queue (MODEL.md §5 choice).
     """
-    w = np.asarray(w, dtype=float)
-    c = int(servers)
-    if arrival_rate >= c * service_rate:
-        return np.zeros_like(w)
-    pw = erlang_c(arrival_rate / service_rate, c)
-    return np.where(w >= 0, 1.0 - pw * np.exp(-(c * service_rate - arrival_rate) * np.maximum(w, 0.0)), 0.0)
+    pw = erlang_c(arrival_rate / service_rate, servers)
+    return queueing.waiting_cdf(w, pw, int(servers) * service_rate - arrival_rate)
 
 
 def mm1_closed_forms(arrival_rate: float, service_rate: float) -> dict[str, float]:
