@@ -75,3 +75,30 @@ def test_unstable_region_is_left_by_spsa():
     result = solve(problem, "spsa", budget=60, seed=0, x0=(0.1, 0.85, 0.05))
     assert not result.feasible[0]  # ρ_none = 0.4 + 0.7·0.9 ≥ 1 at the start
     assert result.success and result.fun > 0
+
+
+class RecordingStub(StubModel):
+    def __init__(self):
+        super().__init__(optimum=np.array([0.3, 0.3, 0.4]))
+        self.warm_starts = []
+
+    def __call__(self, instance, mix, policy="load_aware", *, target=None, warm_start=None, **kwargs):
+        self.warm_starts.append(warm_start)
+        return super().__call__(instance, mix, policy, target=target, warm_start=warm_start, **kwargs)
+
+
+@pytest.mark.parametrize("method", ["spsa", "tpe", "grid"])
+def test_fixed_points_are_warm_started_from_the_previous_evaluation(method):
+    stub = RecordingStub()
+    problem = placement_problem(baseline(), evaluator=stub)
+    run(problem, method, seed=0)
+    assert stub.warm_starts[0] is None
+    assert all(w is not None and w.shape == (3,) for w in stub.warm_starts[1:])
+
+
+def test_solve_never_mutates_the_problem(problem):
+    before = {k: np.array(getattr(problem.constraints, k)) for k in ("A_eq", "b_eq", "A_ub", "b_ub", "lower", "upper")}
+    run(problem, "spsa", seed=0)
+    for key, value in before.items():
+        np.testing.assert_array_equal(getattr(problem.constraints, key), value)
+        assert not getattr(problem.constraints, key).flags.writeable
