@@ -13,11 +13,16 @@ below the binomial ``sqrt(A (1 − A) / n)`` of ``sampler="random"``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 from scipy.stats import qmc
+
+if TYPE_CHECKING:
+    from placement.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
 SAMPLERS = ("sobol", "random")
@@ -149,7 +154,13 @@ def simulate_association(
 
 
 def simulate_instance_association(
-    instance, mix, bias, *, samples: int = 200_000, seed=None, sampler: str = "sobol"
+    instance: Instance,
+    mix: Mapping[str, float] | npt.ArrayLike | None,
+    bias: npt.ArrayLike,
+    *,
+    samples: int = 200_000,
+    seed: int | np.random.Generator | None = None,
+    sampler: str = "sobol",
 ) -> AssociationSample:
     """:func:`simulate_association` with ``λ_s = π_s λ_b``, ``ξ`` and ``α`` taken from an instance."""
     pi = instance.mix_vector(mix)
