@@ -14,6 +14,7 @@ from formulations.migration import (
     migration_plan,
     transfer_bytes,
 )
+from formulations.migration_joint import JointMigrationProblem, build_joint_migration_model, joint_migration_problem
 from formulations.objective import CoverageObjective, Score
 from formulations.placement import PlacementProblem, build_placement_model, placement_problem
 
@@ -22,15 +23,18 @@ __all__ = [
     "DensityPlanningProblem",
     "Epoch",
     "EpochProblem",
+    "JointMigrationProblem",
     "LinearConstraints",
     "MigrationPlan",
     "MigrationProblem",
     "PlacementProblem",
     "Score",
     "build_density_model",
+    "build_joint_migration_model",
     "build_placement_model",
     "build_transport_model",
     "density_problem",
+    "joint_migration_problem",
     "load_migration",
     "migration_plan",
     "placement_problem",

@@ -52,10 +52,13 @@ def transfer_bytes(instance: Instance) -> FloatArray:
     return out
 
 
-def declare_flows(model: pyo.ConcreteModel, previous: FloatArray, change_budget: float | None, *, slack: float = 0.0) -> None:
-    """Add flows ``m[s, t] ≥ 0`` from ``previous`` (``π^{e−1}``) to ``model.pi`` with the P-53 budget."""
+def declare_flows(model: pyo.Block, previous: Any, change_budget: float | None, *, slack: float = 0.0) -> None:
+    """Add flows ``m[s, t] ≥ 0`` from ``previous`` (``π^{e−1}``) to ``model.pi`` with the P-53 budget.
+
+    ``previous`` is a fixed mix (array in profile order) or the previous epoch's ``pi`` variable.
+    """
     ids = list(model.S)
-    prev = dict(zip(ids, np.asarray(previous, dtype=float).tolist()))
+    prev = previous if isinstance(previous, pyo.Var) else dict(zip(ids, np.asarray(previous, dtype=float).tolist()))
     model.flow = pyo.Var(model.S, model.S, bounds=(0.0, None), initialize=0.0, doc="m_{s→t}: share of nodes switching s → t")
     model.supply = pyo.Constraint(model.S, rule=lambda m, s: sum(m.flow[s, t] for t in m.S) == prev[s], doc="Σ_t m_{s→t} = π^{e−1}_s")
     model.demand = pyo.Constraint(model.S, rule=lambda m, t: sum(m.flow[s, t] for s in m.S) == m.pi[t], doc="Σ_s m_{s→t} = π^e_t")

@@ -1,11 +1,12 @@
 """Deciding the epoch mixes of a :class:`~formulations.migration.MigrationProblem` (MODEL.md §10.5).
 
-Epochs are decided in order (a receding horizon): epoch ``e`` maximises
+By default epochs are decided in order (a receding horizon): epoch ``e`` maximises
 ``w_e P_cov^e(π) − γ bytes(π^{e−1} → π)`` under §10.1 and the node-change budget from the mix
 chosen for ``e − 1``; the plan ``m_{s→t}`` between consecutive mixes is then the transport LP
 (HiGHS through Pyomo).  Each epoch's search is an ordinary :func:`solvers.solve` run.
 This is exact for one epoch; for several it is the greedy decomposition of the joint
-objective (a joint search over ``π^1..π^E`` would trade coverage now for budget later).
+objective.  ``joint=True`` searches ``(π^1, …, π^E)`` at once instead, so it can trade
+coverage now for budget later.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from formulations.migration import MigrationPlan, MigrationProblem
-from solvers.api import solve
+from formulations.migration_joint import joint_migration_problem
+from solvers.api import DEFAULT_BUDGET, solve
 from solvers.result import Result
 
 
@@ -72,9 +74,16 @@ def solve_migration(
     method: str = "grid",
     budget: int | None = None,
     seed: int | None = 0,
+    joint: bool = False,
     **options: Any,
 ) -> MigrationSolution:
-    """Decide ``π^1..π^E`` epoch by epoch with ``method`` (default the 1/20 grid) and plan each move."""
+    """Decide ``π^1..π^E`` epoch by epoch with ``method`` (default the 1/20 grid) and plan each move.
+
+    With ``joint=True`` all epochs are searched at once (:mod:`formulations.migration_joint`;
+    ``budget`` is then the total, and the grid is refused: its product lattice is too large).
+    """
+    if joint:
+        return _solve_joint(problem, method=method, budget=budget, seed=seed, **options)
     start = time.perf_counter()
     previous = problem.current
     decisions = []
@@ -95,5 +104,30 @@ def solve_migration(
         current=dict(zip(ids, problem.current.tolist())),
         objective=total,
         evaluations=evaluations,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _solve_joint(problem: MigrationProblem, *, method: str, budget: int | None, seed: int | None, **options: Any) -> MigrationSolution:
+    if method == "grid":
+        raise ValueError("the joint migration search needs a sampling method (spsa, tpe, cmaes, qmc, random), got 'grid'")
+    start = time.perf_counter()
+    joint = joint_migration_problem(problem)
+    result = solve(joint, method, budget=DEFAULT_BUDGET if budget is None else budget, seed=seed, **options)
+    mixes, plans = joint.split(result.x), joint.plans(result.x)
+    ids = problem.instance.profile_ids
+    decisions = []
+    for e, epoch in enumerate(problem.epochs):
+        coverage = float(result.evaluation.coverages[e])
+        decisions.append(EpochDecision(
+            epoch.name, dict(zip(ids, mixes[e].tolist())), coverage,
+            epoch.weight * coverage - problem.byte_weight * plans[e].moved_bytes,
+            bool(result.evaluation.feasible[e]), plans[e], result,
+        ))
+    return MigrationSolution(
+        epochs=tuple(decisions),
+        current=dict(zip(ids, problem.current.tolist())),
+        objective=float(sum(d.objective for d in decisions)),
+        evaluations=result.nfev,
         seconds=time.perf_counter() - start,
     )

@@ -112,3 +112,11 @@ def test_progress_bar_draws_on_its_stream():
     bar(Progress(nfev=5, budget=10, best_value=0.8, best_coverage=0.8, best_x=np.ones(3) / 3, value=0.7, feasible=True))
     bar.close()
     assert "5/10" in stream.getvalue() and "0.8000" in stream.getvalue() and "#" * 15 in stream.getvalue()
+
+
+def test_migrate_joint_json(tmp_path, capsys):
+    epochs = tmp_path / "epochs.json"
+    epochs.write_text(json.dumps({"change_budget": 0.1, "epochs": [{"request_intensity": 2.5}, {"request_intensity": 3.5}]}))
+    code, data = run_json(capsys, ["migrate", str(epochs), "--joint", "--budget", "40", "--json"])
+    assert code == 0 and data["evaluations"] == 40 and len(data["epochs"]) == 2
+    assert all(e["moved_share"] <= 0.1 + 1e-6 for e in data["epochs"])

@@ -102,3 +102,30 @@ def test_epochs_file_round_trip(tmp_path):
     path.write_text(json.dumps({"epochs": [{"rate": 1}]}))
     with pytest.raises(ValueError, match=r"epochs\[0\].rate: unknown field"):
         load_migration(path)
+
+
+def test_joint_search_stacks_the_epochs_and_meets_every_budget(instance):
+    from formulations.migration_joint import joint_migration_problem
+
+    problem = MigrationProblem(
+        instance,
+        (Epoch("light", request_intensity=2.0), Epoch("heavy", (("short", 0.6), ("long", 0.4)), 3.5)),
+        instance.mix_vector(None),
+        change_budget=0.15,
+    )
+    joint = joint_migration_problem(problem)
+    assert joint.dimension == 6 and joint.constraints.n_variables == 6 + 2 * 9
+    assert joint.variable_names[:3] == ("light.none", "light.shallow", "light.deep")
+    assert {"epoch[0].change_budget", "epoch[1].change_budget"} <= set(joint.constraints.ub_names)
+    solution = solve_migration(problem, method="spsa", budget=120, seed=0, joint=True)
+    greedy = solve_migration(problem, method="grid")
+    previous = problem.current
+    for decision in solution.epochs:
+        x = np.array(list(decision.mix.values()))
+        assert decision.feasible and decision.plan.moved_share <= 0.15 + 1e-6
+        assert 0.5 * np.abs(x - previous).sum() <= 0.15 + 1e-6
+        previous = x
+    assert solution.evaluations == 120
+    assert solution.objective >= greedy.objective - 1e-3
+    with pytest.raises(ValueError, match="needs a sampling method"):
+        solve_migration(problem, method="grid", joint=True)

@@ -34,16 +34,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("epochs_file", metavar="EPOCHS_FILE", help="TOML or JSON file with the epochs, current mix, budget and γ")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
-    add_search_arguments(parser, default_method="grid", budget_help="evaluations per epoch (grid: every point)")
+    add_search_arguments(
+        parser, default_method="grid", budget_help="evaluations per epoch (grid: every point; with --joint: in total, default 300)"
+    )
+    parser.set_defaults(method=None)  # grid, or spsa with --joint
+    parser.add_argument("--joint", action="store_true", help="search all epochs' mixes at once instead of epoch by epoch")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     problem = load_migration(args.epochs_file, policy=args.policy)
-    if args.method != "grid" and args.budget is None:
+    args.method = args.method or ("spsa" if args.joint else "grid")
+    if args.method != "grid" and args.budget is None and not args.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per epoch)")
-    solution = solve_migration(problem, method=args.method, budget=args.budget, seed=args.seed, **search_options(args))
+    solution = solve_migration(
+        problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
+    )
     if args.json:
         print_json(solution.to_dict())
     else:
