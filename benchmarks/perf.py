@@ -1,0 +1,145 @@
+"""Speed of one evaluation (fixed point + coverage at one τ) against a scipy.quad reference.
+
+Run ``python -m benchmarks.perf [--out DIR] [--quick]``.  For each case it reports the median
+wall time of ``evaluate(...).coverage(τ_0)`` with the package's kernel and with
+:class:`benchmarks.reference_kernel.QuadReferenceKernel` plugged into the *same* robust
+fixed-point method, the speed ratio, and the largest difference in coverage and association.
+For the 64 × 16 instance one reference association takes tens of seconds, so the reference is
+warm-started at the fast equilibrium with tolerance 1e-7 (it then needs one evaluation of the
+map instead of the fast method's seven); that only flatters the reference, so the reported
+ratio is a lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.reference_kernel import QuadReferenceKernel
+from benchmarks.synthetic import synthetic_instance
+from placement.evaluation import Evaluation, evaluate
+from placement.instance import Instance, atomic_write_text, default_instance
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    instance: Instance
+    reps: int
+    ref_reps: int
+    target_ms: float
+    target_ratio: float
+    warm_reference: bool
+
+
+def _median_ms(fn: Callable[[], object], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def run_case(case: Case, *, with_reference: bool = True) -> dict[str, object]:
+    inst = case.instance
+    tau = inst.placement.target
+
+    def fast() -> Evaluation:
+        ev = evaluate(inst)
+        ev.coverage(tau)
+        return ev
+
+    fast_ev = fast()
+    fast_ms = _median_ms(fast, case.reps)
+    row: dict[str, object] = {
+        "case": case.name,
+        "types": len(inst.requests),
+        "profiles": len(inst.profiles),
+        "alpha": inst.network.radio_exponent,
+        "fast_ms": fast_ms,
+        "target_ms": case.target_ms,
+        "fixed_point_evaluations": fast_ev.fixed_point.evaluations if fast_ev.fixed_point else 0,
+        "quadrature_error": fast_ev.quadrature_error,
+        "coverage": fast_ev.coverage(tau),
+    }
+    if with_reference:
+        warm = fast_ev.advertised_wait if case.warm_reference else None
+        kernel = QuadReferenceKernel()
+        holder: dict[str, Evaluation] = {}
+
+        def reference() -> None:
+            ev = evaluate(inst, kernel=kernel, warm_start=warm, tol=1e-7 if warm is not None else 1e-9)
+            ev.coverage(tau)
+            holder["ev"] = ev
+
+        ref_ms = _median_ms(reference, case.ref_reps)
+        ref_ev = holder["ev"]
+        row.update(
+            {
+                "reference_ms": ref_ms,
+                "ratio": ref_ms / fast_ms,
+                "target_ratio": case.target_ratio,
+                "reference_evaluations": ref_ev.fixed_point.evaluations if ref_ev.fixed_point else 0,
+                "max_coverage_diff": abs(ref_ev.coverage(tau) - fast_ev.coverage(tau)),
+                "max_association_diff": float(np.max(np.abs(ref_ev.association - fast_ev.association))),
+            }
+        )
+    return row
+
+
+def cases(quick: bool) -> list[Case]:
+    return [
+        Case("paper_baseline (α=2)", default_instance(), 400 if not quick else 100, 5 if not quick else 2, 2.0, 10.0, False),
+        Case("synthetic 64×16 (α=2.5)", synthetic_instance(64, 16, alpha=2.5), 15 if not quick else 5, 1, 250.0, 50.0, True),
+    ]
+
+
+def render(rows: list[dict[str, object]]) -> str:
+    head = f"{'case':<26}{'fast ms':>9}{'goal':>7}{'ref ms':>11}{'ratio':>8}{'goal':>6}{'|Δcov|':>10}{'|ΔA|':>10}{'FP evals':>9}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['case']:<26}{r['fast_ms']:>9.2f}{r['target_ms']:>7.0f}"
+            f"{r.get('reference_ms', float('nan')):>11.1f}{r.get('ratio', float('nan')):>8.1f}{r.get('target_ratio', float('nan')):>6.0f}"
+            f"{r.get('max_coverage_diff', float('nan')):>10.1e}{r.get('max_association_diff', float('nan')):>10.1e}"
+            f"{r['fixed_point_evaluations']:>9}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.perf", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="folder for perf.json and perf.csv")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--no-reference", action="store_true", help="skip the scipy.quad reference")
+    args = parser.parse_args(argv)
+    rows = []
+    for case in cases(args.quick):
+        print(f"running {case.name} ...", flush=True)
+        rows.append(run_case(case, with_reference=not args.no_reference))
+    print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}")
+    print(render(rows))
+    if args.out is not None:
+        payload = {"machine": platform.platform(), "python": platform.python_version(), "rows": rows}
+        atomic_write_text(args.out / "perf.json", json.dumps(payload, indent=2) + "\n")
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=sorted({k for r in rows for k in r}))
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(args.out / "perf.csv", buffer.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
