@@ -216,3 +216,12 @@ def test_hotspot_prefix_overloads_deep_tier(baseline):
     cov = {p: r.coverage(0.8) for p, r in res.items()}
     assert cov["prefix"] < cov["nearest"] < cov["load_aware"]
     assert res["prefix"].tier_utilization()[2] > res["load_aware"].tier_utilization()[2]
+
+
+def test_local_accounting_limits_herding_on_stale_telemetry(baseline):
+    inst = baseline.with_network(request_intensity=4.0)
+    stale = dataclasses.replace(SMALL, refresh_period=8.0)
+    herd = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"), stale, seed=2)
+    acct = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"),
+                            dataclasses.replace(stale, local_accounting=True), seed=2)
+    assert acct.coverage(0.8) > herd.coverage(0.8) + 0.05

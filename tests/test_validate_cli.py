@@ -27,9 +27,10 @@ def test_validate_json_and_plots(tmp_path, capsys):
 
 
 def test_validate_table_output(capsys):
-    assert main(["validate", *FAST, "--mix", "none=0.2,shallow=0.5,deep=0.3"]) == 0
+    assert main(["validate", *FAST, "--mix", "none=0.2,shallow=0.5,deep=0.3", "--baselines"]) == 0
     text = capsys.readouterr().out
     assert "Monte Carlo vs Theorem 1" in text and "Erlang C" in text and "closest" in text
+    assert "edge-effect check" in text and "telemetry period sweep" in text and "mooncake" in text
 
 
 def test_validate_baselines_table(capsys):
@@ -37,7 +38,8 @@ def test_validate_baselines_table(capsys):
     report = json.loads(capsys.readouterr().out)
     routers = {row["router"] for row in report["policies"]}
     assert {"sglang", "power_of_two", "dynamo", "llm-d", "preble", "mooncake", "load_aware_online"} <= routers
-    assert [row["refresh_period"] for row in report["staleness"]] == [0.0, 0.5, 2.0, 8.0]
+    assert sorted({row["refresh_period"] for row in report["staleness"]}) == [0.0, 0.5, 2.0, 8.0]
+    assert {row["local_accounting"] for row in report["staleness"]} == {False, True}
 
 
 @pytest.mark.parametrize("argv", [

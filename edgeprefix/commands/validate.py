@@ -198,9 +198,16 @@ def render(report: dict, instance) -> str:
             util = " ".join(f"{d['tiers'][s]['utilization']:>8.3f}" for s in ids)
             lines.append(f"{d['intensity']:>4g} {d['router']:<19}{d['coverage']:>7.3f}{fmt(d['analytical_coverage'], 3):>7}"
                          f"{fmt(d['p50'], 2):>7}{fmt(d['p95'], 2):>7}{fmt(d['p99'], 2):>7}{d['rejected']:>6.3f}  {util}")
-        lines += ["", "telemetry period sweep (load_aware_online, k = 2)", f"{'Δt [s]':>8}{'coverage':>10}{'p95':>8}"]
+        lines += ["", f"telemetry period sweep at Λ = {max(d['intensity'] for d in report['policies']):g} "
+                  "(load_aware_online, k = 2; 'acct': the router counts its own in-flight requests)",
+                  f"{'Δt [s]':>8}{'coverage':>10}{'p95':>8}{'acct cov':>10}{'acct p95':>10}"]
+        by_period: dict[float, dict[bool, dict]] = {}
         for d in report["staleness"]:
-            lines.append(f"{d['refresh_period']:>8g}{d['coverage']:>10.4f}{fmt(d['p95'], 2):>8}")
+            by_period.setdefault(d["refresh_period"], {})[d["local_accounting"]] = d
+        for period, pair in by_period.items():
+            plain, acct = pair.get(False), pair.get(True)
+            lines.append(f"{period:>8g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"
+                         f"{fmt(acct and acct['coverage']):>10}{fmt(acct and acct['p95'], 2):>10}")
     if "plots" in report:
         lines += ["", "plots: " + ", ".join(report["plots"])]
     return "\n".join(lines)

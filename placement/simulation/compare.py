@@ -173,20 +173,28 @@ def staleness_sweep(
     mix=None,
     *,
     periods: Iterable[float] = (0.0, 0.5, 2.0, 8.0),
+    accounting: Iterable[bool] = (False, True),
     router: OnlineRouter | None = None,
     spec: SimulationSpec = VALIDATION_SPEC,
     tau: float | None = None,
     seed: int | None = 0,
 ) -> list[dict]:
-    """Coverage of the online router as the telemetry period ``Δt`` grows."""
+    """Coverage of the online router as the telemetry period ``Δt`` grows.
+
+    Each period is run without and with the router's local accounting of its own
+    in-flight requests (:class:`SimulationSpec` ``local_accounting``).
+    """
     from dataclasses import replace
 
     tau = float(instance.placement.target if tau is None else tau)
     router = router or OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
     rows = []
     for period in periods:
-        res = simulate_network(instance, mix, router, replace(spec, refresh_period=float(period)), seed=seed)
-        row = res.summary(tau)
-        row["refresh_period"] = float(period)
-        rows.append(row)
+        for local in accounting:
+            run_spec = replace(spec, refresh_period=float(period), local_accounting=bool(local))
+            res = simulate_network(instance, mix, router, run_spec, seed=seed)
+            row = res.summary(tau)
+            row["refresh_period"] = float(period)
+            row["local_accounting"] = bool(local)
+            rows.append(row)
     return rows

@@ -43,6 +43,10 @@ class SimulationSpec:
         ``σ̂_x`` (choice: ``σ̂_x = sqrt(k) m̄_s / c_x + staleness_weight · age``, with
         ``k = max(0, n_x − c_x + 1)`` customers ahead).
     service : ``"exponential"`` (M/M/c-like, default) or ``"deterministic"`` occupancy.
+    local_accounting : the router adds each request it sends to its copy of ``n_x`` until
+        the next telemetry refresh (as production routers track their own in-flight
+        requests); without it, stale telemetry makes every router herd onto the node that
+        looked idle at the last refresh.
     layout : how nodes are drawn when no layout is given.
     """
 
@@ -51,6 +55,7 @@ class SimulationSpec:
     refresh_period: float = 0.0
     staleness_weight: float = 1.0
     service: str = "exponential"
+    local_accounting: bool = False
     layout: LayoutSpec = LayoutSpec()
 
     def __post_init__(self) -> None:
@@ -414,6 +419,7 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng):
     units = req.unit_service.tolist()
     lengths_list = lengths.tolist()
     staleness = spec.staleness_weight
+    accounting = spec.local_accounting and period > 0.0
     m_run, memory_total = gpu.runtime_per_sequence, gpu.memory
 
     def refresh(nodes, now):
@@ -464,6 +470,8 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng):
         start = f if f > t else t
         replace(heap, start + svc)
         heappush(departures[x], start + svc)
+        if accounting:
+            n_snap[x] += 1.0
         chosen[i] = x
         waits[i] = start - t
         services[i] = svc
