@@ -347,8 +347,8 @@ def evaluate(
         busy = arrivals > 0
         mean_service = np.where(busy, work / np.maximum(arrivals, 1e-300), service.min(axis=1))
         wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
-        d_arrivals = scale[:, None] * (d_a * p_q).sum(axis=2) / xi  # (S, T)
-        d_work = scale[:, None] * (d_a * (p_q * service)[:, None, :]).sum(axis=2) / xi
+        d_arrivals = (scale / xi)[:, None] * (d_a @ p_q)  # (S, T)
+        d_work = (scale / xi)[:, None] * np.matmul(d_a, (p_q * service)[:, :, None])[:, :, 0]
         d_mean = np.where(busy[:, None], (d_work - mean_service[:, None] * d_arrivals) / np.maximum(arrivals, 1e-300)[:, None], 0.0)
         return wait, slope[:, None] * d_work + (wait / mean_service)[:, None] * d_mean
 

@@ -166,12 +166,14 @@ def robust_solve(
     def residual_v(v: FloatArray) -> FloatArray:
         return np.log(np.maximum(t(np.exp(v) - w_shift), 0.0) + w_shift) - v
 
+    identity = np.eye(w0.size)
+
     def residual_and_jacobian(v: FloatArray) -> tuple[FloatArray, FloatArray]:
         t.calls += 1
-        w = np.exp(v) - w_shift
-        tw, dt = jacobian(w)  # type: ignore[misc]
+        ev = np.exp(v)
+        tw, dt = jacobian(ev - w_shift)  # type: ignore[misc]
         tw = np.maximum(tw, 0.0) + w_shift
-        jac = dt * (np.exp(v)[None, :] / tw[:, None]) - np.eye(v.size)
+        jac = dt * ev / tw[:, None] - identity
         return np.log(tw) - v, jac
 
     v0 = np.log(np.maximum(w0, 0.0) + w_shift)

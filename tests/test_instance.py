@@ -161,3 +161,14 @@ def test_json_and_toml_share_the_schema(baseline, tmp_path):
     data = instance_to_mapping(baseline)
     (tmp_path / "x.json").write_text(json.dumps(data))
     assert instance_to_mapping(load_instance(tmp_path / "x.json")) == data
+
+
+def test_written_files_get_the_usual_mode(baseline, tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "mode.toml"
+    write_instance(baseline, path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
