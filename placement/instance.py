@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import tomli_w
 
+from placement.atomic import atomic_write_text
 from placement.costs import PiecewiseLinearPrefill, PrefillModel, QuadraticPrefill, RadioCost
 from placement.errors import InstanceError, MixError
 from placement.profiles import (
@@ -440,23 +440,6 @@ def load_instance(source: str | os.PathLike[str] | None = None) -> Instance:
 def default_instance() -> Instance:
     """The embedded ``paper_baseline`` instance."""
     return load_instance("paper_baseline")
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual file mode
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_instance(instance: Instance, path: str | os.PathLike[str]) -> None:

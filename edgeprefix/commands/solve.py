@@ -11,12 +11,11 @@ import argparse
 import csv
 import io
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from placement.atomic import atomic_savefig
 from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, print_json
 from formulations.objective import POLICIES
 from formulations.placement import placement_problem
@@ -150,14 +149,8 @@ def write_plot(path: Path, result: Result) -> None:
     ax.set_title(f"{result.method}: best {result.coverage:.4f}")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_savefig(fig, path, dpi=100)
     finally:
         plt.close(fig)
 

@@ -16,14 +16,13 @@ baselines) and a telemetry-period sweep.  ``--out DIR`` writes PNG plots atomica
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from placement.atomic import atomic_savefig
 from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
 from placement.evaluation import evaluate
 from placement.simulation.association_mc import simulate_instance_association
@@ -214,16 +213,8 @@ def render(report: dict, instance) -> str:
 
 
 def _save(fig, path: Path) -> None:
-    """Save a figure atomically (temporary file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png", dpi=120)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Save a figure atomically."""
+    atomic_savefig(fig, path, dpi=120)
 
 
 def write_plots(report: dict, instance, out: Path) -> list[str]:

@@ -42,6 +42,37 @@ def load_distribution(shape: float = VORONOI_SHAPE, *, size_biased: bool = True,
     return law.ppf(u), np.full(points, 1.0 / points)
 
 
+def _route_sampled_requests(evaluation, mean_nodes: float, points_per_node: int, rng: np.random.Generator):
+    """One torus network (exact profile counts) and ``points_per_node`` uniform requests per node,
+    types by ``p_q``, each routed by Theorem 1's rule ``argmin_s ξ R_s^α + β_{s,q}``.
+
+    Returns ``(layout, kind, pick, node, r)``: request type, chosen profile, chosen node and its
+    distance for every sampled request.
+    """
+    from placement.simulation.layout import LayoutSpec, sample_layout  # local: avoid a cycle at import
+
+    inst = evaluation.instance
+    layout = sample_layout(inst, evaluation.mix, LayoutSpec(mean_nodes=mean_nodes, counts="exact"), seed=rng)
+    n = layout.nodes * int(points_per_node)
+    points = rng.random((n, 2)) * layout.side
+    p = np.asarray(inst.probabilities, dtype=float)
+    kind = rng.choice(p.size, size=n, p=p / p.sum())
+    s_count = len(inst.profiles)
+    nearest = np.full((n, s_count), -1, dtype=np.int64)
+    dist = np.full((n, s_count), np.inf)
+    xi, alpha = inst.network.radio_scale, inst.network.radio_exponent
+    bias = np.nan_to_num(np.asarray(evaluation.bias, dtype=float), nan=np.inf)
+    for entry in layout.trees():
+        if entry is None:
+            continue
+        s, tree, idx = entry
+        d, j = tree.query(points, k=1)
+        nearest[:, s], dist[:, s] = idx[j], d
+    pick = np.argmin(xi * dist**alpha + bias[:, kind].T, axis=1)
+    rows = np.arange(n)
+    return layout, kind, pick, nearest[rows, pick], dist[rows, pick]
+
+
 def sample_load_factors(
     evaluation, *, mean_nodes: float = 2000.0, points_per_node: int = 500, seed: int | np.random.Generator | None = None
 ) -> list[FloatArray]:
@@ -56,29 +87,9 @@ def sample_load_factors(
     result feeds :func:`corrected_coverage` (``load_factors=``) in place of a Gamma law.
     Returns one array per profile (empty for inactive tiers).
     """
-    from placement.simulation.layout import LayoutSpec, sample_layout  # local: avoid a cycle at import
-
-    rng = np.random.default_rng(seed)
     inst = evaluation.instance
-    layout = sample_layout(inst, evaluation.mix, LayoutSpec(mean_nodes=mean_nodes, counts="exact"), seed=rng)
-    n = layout.nodes * int(points_per_node)
-    points = rng.random((n, 2)) * layout.side
-    p = np.asarray(inst.probabilities, dtype=float)
-    kind = rng.choice(p.size, size=n, p=p / p.sum())
+    layout, kind, pick, chosen, _ = _route_sampled_requests(evaluation, mean_nodes, points_per_node, np.random.default_rng(seed))
     s_count = len(inst.profiles)
-    nearest = np.full((n, s_count), -1, dtype=np.int64)
-    cost = np.full((n, s_count), np.inf)
-    xi, alpha = inst.network.radio_scale, inst.network.radio_exponent
-    bias = np.nan_to_num(np.asarray(evaluation.bias, dtype=float), nan=np.inf)
-    for entry in layout.trees():
-        if entry is None:
-            continue
-        s, tree, idx = entry
-        d, j = tree.query(points, k=1)
-        nearest[:, s] = idx[j]
-        cost[:, s] = xi * d**alpha + bias[s, kind]
-    pick = np.argmin(cost, axis=1)
-    chosen = nearest[np.arange(n), pick]
     work = np.asarray(inst.service_time, dtype=float)[pick, kind]  # 1/μ_{s,q}: offered work
     counts = np.bincount(chosen, weights=work, minlength=layout.nodes)
     out = []
@@ -184,32 +195,11 @@ def node_erlang_coverage(
     between a large cell, a far request and a heavy queue is kept (it is lost when the
     load law is averaged independently, as in :func:`corrected_coverage`).
     """
-    from placement.simulation.layout import LayoutSpec, sample_layout
-
-    rng = np.random.default_rng(seed)
     inst = evaluation.instance
     tau = float(evaluation.target if tau is None else tau)
-    layout = sample_layout(inst, evaluation.mix, LayoutSpec(mean_nodes=mean_nodes, counts="exact"), seed=rng)
-    n = layout.nodes * int(points_per_node)
-    points = rng.random((n, 2)) * layout.side
-    p = np.asarray(inst.probabilities, dtype=float)
-    kind = rng.choice(p.size, size=n, p=p / p.sum())
-    s_count = len(inst.profiles)
-    nearest = np.full((n, s_count), -1, dtype=np.int64)
-    dist = np.full((n, s_count), np.inf)
+    layout, kind, pick, node, r = _route_sampled_requests(evaluation, mean_nodes, points_per_node, np.random.default_rng(seed))
+    n = kind.size
     xi, alpha = inst.network.radio_scale, inst.network.radio_exponent
-    bias = np.nan_to_num(np.asarray(evaluation.bias, dtype=float), nan=np.inf)
-    for entry in layout.trees():
-        if entry is None:
-            continue
-        s, tree, idx = entry
-        d, j = tree.query(points, k=1)
-        nearest[:, s], dist[:, s] = idx[j], d
-    cost = xi * dist**alpha + bias[:, kind].T
-    pick = np.argmin(cost, axis=1)
-    rows = np.arange(n)
-    node = nearest[rows, pick]
-    r = dist[rows, pick]
     service = np.asarray(inst.service_time, dtype=float)[pick, kind]
     per_point = inst.network.request_intensity * layout.area / n  # arrival rate each point stands for
     arrivals = np.bincount(node, minlength=layout.nodes) * per_point
