@@ -31,27 +31,6 @@ FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class TierLoad:
-    """Queue state of the active tiers (MODEL.md §5): ``λq_s``, ``1/μ_s``, ``a_s`` (all ``(S_active,)``)."""
-
-    arrival_rate: FloatArray  # λq_s
-    mean_service: FloatArray  # 1/μ_s
-    offered_load: FloatArray  # a_s = λq_s / μ_s
-
-
-def tier_load(instance: Instance, association: FloatArray, lam: FloatArray, active: npt.NDArray[np.bool_]) -> TierLoad:
-    """``λq_s = (Λ/λ_s) Σ_q p_q A_{s,q}``, ``1/μ_s = Σ_q ω_{s,q}/μ_{s,q}``, ``a_s = λq_s/μ_s``."""
-    flow = instance.probabilities[None, :] * association  # p_q A_{s,q}
-    scale = instance.network.request_intensity / lam
-    arrivals = scale * flow.sum(axis=1)
-    service = instance.service_time[active]
-    work = scale * (flow * service).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_service = np.where(arrivals > 0, work / np.where(arrivals > 0, arrivals, 1.0), service.min(axis=1))
-    return TierLoad(arrivals, mean_service, work)
-
-
-@dataclass(frozen=True)
 class Evaluation:
     """Result of :func:`evaluate`.  Per-tier arrays have shape ``(S,)`` in profile order (NaN for
     tiers with ``π_s = 0``); per-pair arrays are ``(S, Q)``."""
@@ -324,16 +303,23 @@ def evaluate(
             return last["association"]
         return kernel.association(lam, bias / xi, alpha)
 
-    # Hot path of the fixed point: λq_s a_s and 1/μ_s from A with precomputed weights.
+    # Hot path of the fixed point: λq_s, a_s and 1/μ_s from A with precomputed weights.
     scale = net.request_intensity / lam
     p_q = instance.probabilities
     service = instance.service_time[active]
+    weighted_service = p_q * service  # p_q / μ_{s,q}
+    idle_service = service.min(axis=1)  # 1/μ_s of a tier that receives nothing
+    scale_xi = (scale / xi)[:, None]
+
+    def loads(a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        arrivals = scale * (a_q @ p_q)
+        work = scale * (a_q * weighted_service).sum(axis=1)
+        busy = arrivals > 0
+        mean_service = np.where(busy, work / np.where(busy, arrivals, 1.0), idle_service)
+        return arrivals, work, mean_service
 
     def queue_map(w: FloatArray) -> FloatArray:
-        flow = p_q * assoc(g + w[:, None])
-        arrivals = scale * flow.sum(axis=1)
-        work = scale * (flow * service).sum(axis=1)
-        mean_service = np.where(arrivals > 0, work / np.maximum(arrivals, 1e-300), service.min(axis=1))
+        _, work, mean_service = loads(assoc(g + w[:, None]))
         return advertised_wait(work, c, mean_service, rho_clip)
 
     def queue_map_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -341,15 +327,11 @@ def evaluate(
         bias = g + w[:, None]
         a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)  # type: ignore[misc]
         last["bias"], last["association"] = bias, a_q
-        flow = p_q * a_q
-        arrivals = scale * flow.sum(axis=1)
-        work = scale * (flow * service).sum(axis=1)
-        busy = arrivals > 0
-        mean_service = np.where(busy, work / np.maximum(arrivals, 1e-300), service.min(axis=1))
+        arrivals, work, mean_service = loads(a_q)
         wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
-        d_arrivals = (scale / xi)[:, None] * (d_a @ p_q)  # (S, T)
-        d_work = (scale / xi)[:, None] * np.matmul(d_a, (p_q * service)[:, :, None])[:, :, 0]
-        d_mean = np.where(busy[:, None], (d_work - mean_service[:, None] * d_arrivals) / np.maximum(arrivals, 1e-300)[:, None], 0.0)
+        d_arrivals = scale_xi * (d_a @ p_q)  # (S, T)
+        d_work = scale_xi * np.matmul(d_a, weighted_service[:, :, None])[:, :, 0]
+        d_mean = (d_work - mean_service[:, None] * d_arrivals) / np.where(arrivals > 0, arrivals, np.inf)[:, None]
         return wait, slope[:, None] * d_work + (wait / mean_service)[:, None] * d_mean
 
     report: FixedPointReport | None = None
@@ -375,14 +357,14 @@ def evaluate(
         w_adv = np.zeros(lam.size)
     bias = policy_bias(policy, g, w_adv)
     a_active = assoc(bias)
-    load = tier_load(instance, a_active, lam, active)
+    arrivals, work, mean_service = loads(a_active)  # λq_s, a_s, 1/μ_s (MODEL.md §5)
     if not needs_fixed_point(policy):
-        w_adv = advertised_wait(load.offered_load, c, load.mean_service, rho_clip)
-    rho = load.offered_load / c
+        w_adv = advertised_wait(work, c, mean_service, rho_clip)
+    rho = work / c
     stable_tier = rho < 1.0
-    pw = erlang_c(load.offered_load, c)
+    pw = erlang_c(work, c)
     with np.errstate(divide="ignore", invalid="ignore"):
-        decay = (c - load.offered_load) / load.mean_service  # c μ − λq
+        decay = (c - work) / mean_service  # c μ − λq
         w_bar = np.where(stable_tier, pw / decay, np.inf)
 
     def full(values: FloatArray, fill: float = np.nan) -> FloatArray:
@@ -400,8 +382,8 @@ def evaluate(
         association=full(a_active, 0.0),
         bias=full(bias),
         advertised_wait=full(w_adv),
-        arrival_rate=full(load.arrival_rate),
-        mean_service=full(load.mean_service),
+        arrival_rate=full(arrivals),
+        mean_service=full(mean_service),
         utilization=full(rho),
         wait_probability=full(pw),
         mean_wait=full(w_bar),

@@ -162,9 +162,11 @@ def advertised_wait_and_slope(
     """
     if not 0.0 < rho_clip < 1.0:
         raise ValueError(f"rho_clip: must lie in (0, 1), got {rho_clip!r}")
-    a, c, m = np.broadcast_arrays(
-        np.asarray(offered_load, dtype=float), np.asarray(servers, dtype=float), np.asarray(mean_service, dtype=float)
-    )
+    a = np.asarray(offered_load, dtype=float)
+    c = np.asarray(servers, dtype=float)
+    m = np.asarray(mean_service, dtype=float)
+    if not (a.shape == c.shape == m.shape):
+        a, c, m = np.broadcast_arrays(a, c, m)
     pairs = [_advertised_scalar_and_slope(x, k, t, rho_clip) for x, k, t in zip(a.ravel().tolist(), c.ravel().tolist(), m.ravel().tolist())]
     values = np.array(pairs, dtype=float).reshape(a.shape + (2,))
     return values[..., 0], values[..., 1]
