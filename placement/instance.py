@@ -148,6 +148,9 @@ class Instance:
         full = np.asarray(self.prefill(lengths), dtype=float)
         if residual.shape != h.shape or not np.all(np.isfinite(residual)) or np.any(residual < 0):
             raise InstanceError("prefill", "g(n) must return finite nonnegative seconds of the input's shape")
+        probe = np.linspace(0.0, float(lengths.max()), 257)
+        if np.any(np.diff(np.asarray(self.prefill(probe), dtype=float)) < -1e-12):
+            raise InstanceError("prefill", "g(n) must be nondecreasing in the uncached tokens n (MODEL.md §3)")
         values = {
             "hit_depth": _readonly(h),
             "memory": _readonly(memory),
