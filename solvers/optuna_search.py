@@ -1,9 +1,11 @@
 """Optuna samplers (TPE, CMA-ES, QMC) driven through ask/tell (MODEL.md §10.3).
 
 A sampler proposes ``z`` in the bounding box of the free shares; the evaluated point is
-``Proj(z)`` (CMA-ES and QMC ignore constraints).  With ``storage`` (a SQLite file path) the
-study persists after every trial, so a killed run resumes with every completed evaluation
-kept (replayed into the history, not re-scored) and any trial left running re-proposed.
+``Proj(z)`` (CMA-ES and QMC ignore constraints).  With ``storage`` (a SQLite file path or a
+database URL) the study persists after every trial, so a killed run resumes with every
+completed evaluation kept (replayed into the history, not re-scored) and any trial left
+running re-proposed.  With ``workers >= 1`` the study is shared by that many processes (and
+by any other machine that joins it), see :mod:`solvers.workers`.
 """
 
 from __future__ import annotations
@@ -41,10 +43,36 @@ def _quiet_optuna() -> Iterator[None]:
 
 
 def storage_url(path: str | Path) -> str:
-    """SQLite URL of a study file (its folder is created)."""
+    """SQLite URL of a study file (its folder is created); a database URL passes through."""
+    if "://" in str(path):
+        return str(path)
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{target}"
+
+
+@dataclass(frozen=True)
+class SearchBox:
+    """The bounding box ``[lower, upper]`` of the decision ``z`` (shape ``(n,)``) that samplers explore."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, problem: Problem, projection: Projection) -> SearchBox:
+        cons = projection.constraints
+        k = problem.dimension
+        lower = np.where(np.isfinite(cons.lower[:k]), cons.lower[:k], 0.0)
+        upper = np.where(np.isfinite(cons.upper[:k]), cons.upper[:k], 1.0)
+        return cls(lower, upper, tuple(problem.variable_names))
+
+    def suggest(self, trial: optuna.Trial) -> np.ndarray:
+        """``z`` proposed by ``trial``: one ``z_<profile>`` parameter per free coordinate."""
+        z = self.lower.copy()
+        for i in np.flatnonzero(self.upper > self.lower):
+            z[i] = trial.suggest_float(f"z_{self.names[i]}", float(self.lower[i]), float(self.upper[i]))
+        return z
 
 
 @dataclass(frozen=True)
@@ -53,19 +81,47 @@ class OptunaSolver(Solver):
 
     Parameters
     ----------
-    storage : path of a SQLite file holding the study (``None``: in memory, nothing resumes).
+    storage : SQLite file path or database URL holding the study (``None``: in memory, nothing resumes).
     study_name : name of the study inside the storage.
+    workers : ``0`` runs the ask/tell loop in this process; ``N >= 1`` starts ``N`` worker
+        processes on a shared study (needs ``storage``), see :mod:`solvers.workers`.
+    heartbeat_interval, grace_period : seconds between heartbeats of a running trial, and
+        without one before the trial counts as dead (shared studies only).
+    max_retry : times a dead trial is proposed again (shared studies only).
     """
 
     RESUMABLE: ClassVar[bool] = True
+    SHARED_CANDIDATES: ClassVar[bool] = False  # proposals ignore the values: a shared study enqueues them all
     storage: str | None = None
     study_name: str = "edgeprefix"
+    workers: int = 0
+    heartbeat_interval: int = 5
+    grace_period: int = 20
+    max_retry: int = 3
+
+    def __post_init__(self) -> None:
+        for key, least in (("workers", 0), ("heartbeat_interval", 1), ("grace_period", 1), ("max_retry", 0)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"Optuna option {key} must be an integer >= {least}, got {value!r}")
+        if self.grace_period <= self.heartbeat_interval:
+            raise ValueError(
+                f"grace_period > heartbeat_interval must hold, but got grace_period={self.grace_period}, "
+                f"heartbeat_interval={self.heartbeat_interval}"
+            )
+        if self.workers and self.storage is None:
+            raise ValueError(f"workers={self.workers} needs a storage the processes share (a SQLite path or a database URL), got None")
 
     def sampler(self, seed: int, problem: Problem, projection: Projection) -> optuna.samplers.BaseSampler:
         raise NotImplementedError
 
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         seed = int(rng.integers(2**31 - 1))
+        if self.workers:
+            from solvers.workers import run_shared  # imports this module
+
+            with _quiet_optuna():
+                return run_shared(self, problem, projection, tracker, seed)
         with _quiet_optuna():
             storage = None if self.storage is None else optuna.storages.RDBStorage(storage_url(self.storage))
             earlier = self._count_trials(storage)
@@ -100,18 +156,10 @@ class OptunaSolver(Solver):
         tracker.extras["resumed_trials"] = tracker.replayed
 
     def _loop(self, study: optuna.Study, problem: Problem, projection: Projection, tracker: Tracker) -> Status:
-        cons = projection.constraints
-        k = problem.dimension
-        lower = np.where(np.isfinite(cons.lower[:k]), cons.lower[:k], 0.0)
-        upper = np.where(np.isfinite(cons.upper[:k]), cons.upper[:k], 1.0)
-        free = np.flatnonzero(upper > lower)
-        names = problem.variable_names
+        box = SearchBox.of(problem, projection)
         while tracker.remaining is None or tracker.remaining > 0:
             trial = study.ask()
-            z = lower.copy()
-            for i in free:
-                z[i] = trial.suggest_float(f"z_{names[i]}", float(lower[i]), float(upper[i]))
-            x = projection(z)
+            x = projection(box.suggest(trial))
             try:
                 score = tracker.evaluate(x)
             except StopSearch as stop:
@@ -159,6 +207,7 @@ class QmcSolver(OptunaSolver):
     """Scrambled Sobol quasi-random proposals."""
 
     name: ClassVar[str] = "qmc"
+    SHARED_CANDIDATES: ClassVar[bool] = True
 
     def sampler(self, seed: int, problem: Problem, projection: Projection) -> optuna.samplers.BaseSampler:
         return optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed)
