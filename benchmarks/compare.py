@@ -1,0 +1,269 @@
+"""Optimiser comparison on the benchmark instances (issue 6 §2, MODEL.md §10.3).
+
+Run ``python -m benchmarks.compare`` or ``edgeprefix compare``.  For each instance × method
+at equal budgets of black-box evaluations over several seeds it reports the median and IQR of
+the best-so-far feasible coverage ``P_cov(τ_0)``, the gap to the reference optimum ``P*``, the
+share of seeds within 0.005 of ``P*`` and the wall time; it writes ``runs.csv`` (every run ×
+budget), ``summary.csv``, ``summary.json``, ``curves_<instance>.png`` and ``ecdf.png``.
+
+``P*`` is the exhaustive ``1/20`` grid where its feasible lattice has at most ``grid_limit``
+points, raised to the best mix any run found when a run beats the lattice.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from benchmarks.compare_metrics import SUCCESS_TOL, Reference, Summary, ecdf, make_reference, summarise
+from benchmarks.compare_runs import RunRecord, grid_resolution_for, instance_label, lattice_size, load_benchmark, run_method
+from formulations.placement import placement_problem
+from placement.instance import atomic_write_text
+from solvers.registry import method_names
+
+DEFAULT_INSTANCES = ("paper_baseline", "medium_forest", "mooncake_large")
+DEFAULT_METHODS = ("spsa", "tpe", "cmaes", "qmc", "random", "grid")
+DEFAULT_BUDGETS = (50, 100, 200, 400, 800)
+QUICK_INSTANCES = ("paper_baseline", "medium_forest")
+QUICK_BUDGETS = (10, 20)
+REFERENCE_RESOLUTION = 20
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """What to compare.
+
+    Attributes
+    ----------
+    instances : benchmark names (files of ``benchmarks/instances``) or instance paths.
+    methods : solver names; ``grid`` runs the finest ``1/K`` lattice fitting each budget.
+    budgets : evaluation budgets ``b`` (increasing); stochastic runs use the largest.
+    seeds : number of seeds (``0 … seeds−1``) per stochastic method.
+    grid_limit : largest feasible ``1/20`` lattice searched exhaustively for ``P*``.
+    jobs : worker processes.
+    """
+
+    instances: tuple[str, ...] = DEFAULT_INSTANCES
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    budgets: tuple[int, ...] = DEFAULT_BUDGETS
+    seeds: int = 10
+    grid_limit: int = 5000
+    jobs: int = 1
+    tol: float = SUCCESS_TOL
+
+    def __post_init__(self) -> None:
+        if not self.instances:
+            raise ValueError("instances: at least one instance is needed, got none")
+        valid = method_names()
+        bad = [m for m in self.methods if m not in valid]
+        if bad or not self.methods:
+            raise ValueError(f"methods: each must be one of {list(valid)}, got {list(self.methods)}")
+        if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
+            raise ValueError(f"budgets: positive integers are needed, got {list(self.budgets)}")
+        if list(self.budgets) != sorted(set(self.budgets)):
+            raise ValueError(f"budgets: must be strictly increasing, got {list(self.budgets)}")
+        for name in ("seeds", "jobs", "grid_limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything one comparison measured (``runs`` raw, ``summaries`` per budget)."""
+
+    config: CompareConfig
+    references: dict[str, Reference]
+    summaries: tuple[Summary, ...]
+    runs: tuple[RunRecord, ...] = field(repr=False)
+
+    def summary(self, instance: str, method: str, budget: int) -> Summary:
+        for s in self.summaries:
+            if (s.instance, s.method, s.budget) == (instance, method, budget):
+                return s
+        raise KeyError(f"no summary for ({instance!r}, {method!r}, {budget})")
+
+    def ecdf(self, method: str, evaluations: Sequence[int]) -> np.ndarray:
+        """Pooled COCO ECDF of ``method`` at ``evaluations`` (see :func:`compare_metrics.ecdf`)."""
+        return ecdf(self.runs, self.references, method, evaluations)
+
+
+@dataclass(frozen=True)
+class _Job:
+    instance: str
+    method: str
+    seed: int
+    budget: int
+    resolution: int = 0
+
+
+def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
+    """The runs to make, and per instance the ``1/20`` lattice size if it fits ``grid_limit`` (else 0)."""
+    jobs: list[_Job] = []
+    reference_points: dict[str, int] = {}
+    for name in config.instances:
+        problem = placement_problem(load_benchmark(name))
+        size = lattice_size(problem, REFERENCE_RESOLUTION) if _small_lattice(problem.dimension, config.grid_limit) else 0
+        reference_points[name] = size if 1 <= size <= config.grid_limit else 0
+        if reference_points[name]:
+            jobs.append(_Job(name, "grid", -1, size, REFERENCE_RESOLUTION))
+        for method in config.methods:
+            if method == "grid":
+                for b in config.budgets:
+                    k = grid_resolution_for(problem, b)
+                    if k:
+                        jobs.append(_Job(name, "grid", -1, b, k))
+            else:
+                jobs.extend(_Job(name, method, seed, max(config.budgets)) for seed in range(config.seeds))
+    return jobs, reference_points
+
+
+def _small_lattice(n: int, limit: int) -> bool:
+    from math import comb
+
+    return comb(REFERENCE_RESOLUTION + n - 1, n - 1) <= 200 * limit
+
+
+def _execute(job: _Job) -> RunRecord:
+    return run_method(job.instance, job.method, job.seed, job.budget, resolution=job.resolution)
+
+
+def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None = None) -> Comparison:
+    """Run every job of :func:`plan_jobs` and summarise (``progress`` gets one line per run)."""
+    jobs, reference_points = plan_jobs(config)
+    records: list[RunRecord] = []
+    say = progress or (lambda _: None)
+    say(f"compare: {len(jobs)} runs ({len(config.instances)} instances, methods {', '.join(config.methods)}, "
+        f"budgets {list(config.budgets)}, {config.seeds} seeds, {config.jobs} worker(s))")
+    if config.jobs > 1:
+        with ProcessPoolExecutor(max_workers=config.jobs) as pool:
+            for i, record in enumerate(pool.map(_execute, jobs), 1):
+                records.append(record)
+                say(_progress_line(i, len(jobs), record))
+    else:
+        for i, job in enumerate(jobs, 1):
+            records.append(_execute(job))
+            say(_progress_line(i, len(jobs), records[-1]))
+    labels = {name: instance_label(name) for name in config.instances}
+    reference_runs = {r.instance: r for r, j in zip(records, jobs) if j.method == "grid" and j.resolution == REFERENCE_RESOLUTION and reference_points[j.instance]}
+    comparison_runs = [r for r, j in zip(records, jobs) if not (j.method == "grid" and j.resolution == REFERENCE_RESOLUTION and reference_points[j.instance])]
+    refs = {labels[n]: make_reference(labels[n], comparison_runs, reference_runs.get(labels[n])) for n in config.instances}
+    summaries = []
+    for name in config.instances:
+        for method in config.methods:
+            for b in config.budgets:
+                if any(r.instance == labels[name] and r.method == method and (method != "grid" or r.budget == b) for r in comparison_runs):
+                    summaries.append(summarise(comparison_runs, refs[labels[name]], method, b, tol=config.tol))
+    return Comparison(config, refs, tuple(summaries), tuple(comparison_runs))
+
+
+def _progress_line(i: int, total: int, r: RunRecord) -> str:
+    what = f"1/{r.resolution}" if r.method == "grid" else f"seed {r.seed}"
+    best = f"{r.best:.4f}" if np.isfinite(r.best) else "none feasible"
+    return f"[{i}/{total}] {r.instance} {r.method} {what}: {r.nfev} evals, best {best}, {r.seconds_at(r.nfev):.1f} s"
+
+
+def render_table(comparison: Comparison) -> str:
+    """Plain-text table: one block per instance, one line per method × budget."""
+    lines = []
+    for name, ref in comparison.references.items():
+        lines.append(f"\n{name}: P* = {ref.coverage:.4f} ({ref.source}; best found {ref.best_found:.4f})")
+        head = f"{'method':<8}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'feasible':>9}{'time s':>9}"
+        lines += [head, "-" * len(head)]
+        for s in comparison.summaries:
+            if s.instance == name:
+                lines.append(f"{s.method:<8}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.feasible:>9.2f}{s.seconds:>9.2f}")
+    return "\n".join(lines).lstrip("\n")
+
+
+def to_payload(comparison: Comparison) -> dict[str, Any]:
+    """JSON-ready: config, references, summaries (the ``--json`` output)."""
+    return {
+        "config": asdict(comparison.config),
+        "references": {k: asdict(v) for k, v in comparison.references.items()},
+        "summaries": [{**asdict(s), "iqr": s.iqr} for s in comparison.summaries],
+    }
+
+
+def runs_csv(comparison: Comparison) -> str:
+    """One row per run × budget: the raw numbers behind every summary."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["instance", "method", "seed", "budget", "resolution", "evaluations", "best_coverage", "feasible", "seconds", "best_mix"])
+    budgets = comparison.config.budgets
+    for r in comparison.runs:
+        for b in ([r.budget] if r.method == "grid" else budgets):
+            best = r.best_at(b)
+            writer.writerow([r.instance, r.method, r.seed, b, r.resolution, min(b, r.nfev), f"{best:.10g}" if np.isfinite(best) else "",
+                             int(np.isfinite(best)), f"{r.seconds_at(b):.4f}", " ".join(f"{v:.6g}" for v in r.best_mix) if b >= r.nfev else ""])
+    return buffer.getvalue()
+
+
+def summary_csv(comparison: Comparison) -> str:
+    buffer = io.StringIO()
+    names = [*Summary.__dataclass_fields__, "iqr", "reference", "reference_source"]
+    writer = csv.DictWriter(buffer, fieldnames=names)
+    writer.writeheader()
+    for s in comparison.summaries:
+        ref = comparison.references[s.instance]
+        writer.writerow({**asdict(s), "iqr": s.iqr, "reference": ref.coverage, "reference_source": ref.source})
+    return buffer.getvalue()
+
+
+def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
+    """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
+    from benchmarks.compare_plots import curves_figure, ecdf_figure, save_atomic
+
+    written = []
+    for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
+                       ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n")):
+        atomic_write_text(out / name, text)
+        written.append(out / name)
+    methods = comparison.config.methods
+    for name, ref in comparison.references.items():
+        path = out / f"curves_{name}.png"
+        save_atomic(curves_figure(name, comparison.runs, comparison.summaries, ref, methods), path)
+        written.append(path)
+    save_atomic(ecdf_figure(comparison.runs, comparison.references, methods, comparison.summaries), out / "ecdf.png")
+    written.append(out / "ecdf.png")
+    return written
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def stderr_progress(stream: TextIO | None = None) -> Callable[[str], None]:
+    """One progress line per call on ``stream`` (default: the ``sys.stderr`` of the moment)."""
+
+    def say(line: str) -> None:
+        print(line, file=stream or sys.stderr, flush=True)
+
+    return say
+
+
+def main(argv: list[str] | None = None) -> int:
+    from edgeprefix.commands.compare import build_standalone_parser, config_from_args, handle
+
+    args = build_standalone_parser().parse_args(argv)
+    config_from_args(args)  # validate before any work
+    return handle(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

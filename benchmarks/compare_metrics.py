@@ -1,0 +1,128 @@
+"""Statistics of the optimiser comparison: reference optimum, per-budget summaries, COCO ECDF.
+
+Symbols: ``P*`` the reference optimum of an instance (best ``P_cov(τ_0)`` known), ``b`` a budget
+of black-box evaluations, ``Δ`` a target precision (a run reaches target ``P* − Δ`` once its
+best-so-far feasible coverage is at least that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from benchmarks.compare_runs import RunRecord
+
+FloatArray = npt.NDArray[np.float64]
+SUCCESS_TOL = 0.005
+TARGET_PRECISIONS = (0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)  # Δ, COCO-style targets P* − Δ
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The reference optimum ``P*`` of one instance and where it came from.
+
+    ``source`` is ``grid 1/K`` when the ``1/K`` lattice was searched exhaustively and nothing
+    better was found, else ``best found`` (the best of every run, at the longest budget).
+    """
+
+    instance: str
+    coverage: float
+    source: str
+    grid_coverage: float | None
+    grid_resolution: int
+    grid_points: int
+    best_found: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Best-so-far feasible coverage of one (instance, method, budget ``b``) over the seeds.
+
+    ``median``, ``q25``, ``q75`` of the best coverage (a run with no feasible point counts as
+    0); ``gap`` is ``P* − median``; ``success`` the share of seeds within :data:`SUCCESS_TOL`
+    of ``P*``; ``seconds`` the median wall time of the first ``b`` evaluations.
+    """
+
+    instance: str
+    method: str
+    budget: int
+    runs: int
+    median: float
+    q25: float
+    q75: float
+    gap: float
+    success: float
+    seconds: float
+    feasible: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q75 - self.q25
+
+
+def make_reference(instance: str, runs: Sequence[RunRecord], grid: RunRecord | None) -> Reference:
+    """``P* = max(grid 1/K optimum, best of every run)``; the source names the larger."""
+    found = max((r.best for r in runs if r.instance == instance), default=float("-inf"))
+    grid_cov = grid.best if grid is not None and np.isfinite(grid.best) else None
+    if grid_cov is not None and grid_cov >= found:
+        coverage, source = grid_cov, f"grid 1/{grid.resolution}"
+    else:
+        coverage, source = found, "best found"
+    if not np.isfinite(coverage):
+        raise ValueError(f"instance {instance!r}: no run found a feasible mix, so there is no reference optimum")
+    return Reference(
+        instance, float(coverage), source, grid_cov, grid.resolution if grid else 0, grid.nfev if grid else 0, float(found)
+    )
+
+
+def _floor(values: FloatArray) -> FloatArray:
+    return np.where(np.isfinite(values), values, 0.0)
+
+
+def summarise(runs: Sequence[RunRecord], ref: Reference, method: str, budget: int, *, tol: float = SUCCESS_TOL) -> Summary:
+    """Summary of the runs of ``method`` on ``ref.instance`` at budget ``b``.
+
+    Grid runs are matched by their own budget (one deterministic run per budget); stochastic
+    runs are read at ``b`` evaluations of their longest run.
+    """
+    chosen = [r for r in runs if r.instance == ref.instance and r.method == method and (method != "grid" or r.budget == budget)]
+    if not chosen:
+        raise ValueError(f"no runs of method {method!r} on instance {ref.instance!r} at budget {budget}")
+    raw = np.array([r.best_at(budget) for r in chosen])
+    best = _floor(raw)
+    q25, median, q75 = np.percentile(best, [25, 50, 75])
+    return Summary(
+        instance=ref.instance,
+        method=method,
+        budget=budget,
+        runs=len(chosen),
+        median=float(median),
+        q25=float(q25),
+        q75=float(q75),
+        gap=float(ref.coverage - median),
+        success=float(np.mean(best >= ref.coverage - tol)),
+        seconds=float(np.median([r.seconds_at(budget) for r in chosen])),
+        feasible=float(np.mean(np.isfinite(raw))),
+    )
+
+
+def ecdf(runs: Sequence[RunRecord], refs: dict[str, Reference], method: str, evaluations: npt.ArrayLike,
+         precisions: Sequence[float] = TARGET_PRECISIONS) -> FloatArray:
+    """COCO-style ECDF: share of (run, target ``P* − Δ``) pairs reached within ``n`` evaluations.
+
+    Pools every run of ``method`` on the instances of ``refs``; returns one value per entry
+    of ``evaluations``.  Non-decreasing in ``n`` because each curve is a best-so-far.
+    """
+    n = np.asarray(evaluations, dtype=int)
+    chosen = [r for r in runs if r.method == method and r.instance in refs]
+    if not chosen:
+        raise ValueError(f"no runs of method {method!r} on instances {sorted(refs)}")
+    hits = np.zeros(n.size)
+    for r in chosen:
+        at = np.array([r.best_at(int(k)) if k >= 1 else -np.inf for k in n])
+        for delta in precisions:
+            hits += at >= refs[r.instance].coverage - delta
+    return hits / (len(chosen) * len(precisions))

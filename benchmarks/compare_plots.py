@@ -1,0 +1,94 @@
+"""Figures of the optimiser comparison (matplotlib, Agg): best-so-far curves and the COCO ECDF."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from benchmarks.compare_metrics import Reference, Summary, ecdf  # noqa: E402
+from benchmarks.compare_runs import RunRecord  # noqa: E402
+
+
+def save_atomic(fig: plt.Figure, path: Path) -> None:
+    """Save ``fig`` as PNG through a temporary file in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, format="png")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+
+
+def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[Summary], ref: Reference, methods: Sequence[str]) -> plt.Figure:
+    """Median best-so-far feasible ``P_cov(τ_0)`` vs evaluations, IQR shaded; grid as markers."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method in methods:
+        if method == "grid":
+            pts = sorted((s.budget, s.median) for s in summaries if s.instance == instance and s.method == "grid")
+            if pts:
+                ax.plot(*zip(*pts), "ks--", label="grid (finest 1/K within b)")
+            continue
+        chosen = [r for r in runs if r.instance == instance and r.method == method]
+        if not chosen:
+            continue
+        length = min(r.nfev for r in chosen)
+        stack = np.array([np.where(np.isfinite(r.curve[:length]), r.curve[:length], np.nan) for r in chosen])
+        x = np.arange(1, length + 1)
+        with np.errstate(all="ignore"):
+            q25, med, q75 = np.nanpercentile(stack, [25, 50, 75], axis=0)
+        (line,) = ax.plot(x, med, label=method)
+        ax.fill_between(x, q25, q75, color=line.get_color(), alpha=0.2)
+    ax.axhline(ref.coverage, color="grey", lw=0.8, ls=":", label=f"P* = {ref.coverage:.4f} ({ref.source})")
+    ax.set_xscale("log")
+    ax.set_xlabel("objective evaluations")
+    ax.set_ylabel("best-so-far feasible coverage P_cov(τ_0)")
+    finite = [s.q25 for s in summaries if s.instance == instance and s.q25 > 0]
+    if finite:
+        ax.set_ylim(max(0.0, min(finite) - 0.02), ref.coverage + 0.01)
+    ax.set_title(f"{instance}: median and IQR over seeds")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: Sequence[str], summaries: Sequence[Summary]) -> plt.Figure:
+    """ECDF of targets ``P* − Δ`` reached vs evaluations, pooled over instances and per instance."""
+    panels = [("all instances", refs)] + [(name, {name: ref}) for name, ref in refs.items()]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    longest = max(r.nfev for r in runs)
+    n = np.unique(np.geomspace(1, longest, 200).astype(int))
+    for ax, (title, subset) in zip(axes[0], panels):
+        for method in methods:
+            if method == "grid":
+                pts = []
+                for budget in sorted({s.budget for s in summaries if s.method == "grid"}):
+                    grid_runs = [r for r in runs if r.method == "grid" and r.budget == budget and r.instance in subset]
+                    if grid_runs:
+                        pts.append((budget, float(ecdf(grid_runs, subset, "grid", [budget])[0])))
+                if pts:
+                    ax.plot(*zip(*pts), "ks", label="grid")
+                continue
+            if any(r.method == method and r.instance in subset for r in runs):
+                ax.step(n, ecdf(runs, subset, method, n), where="post", label=method)
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("objective evaluations")
+        ax.set_title(title, fontsize=9)
+    axes[0][0].set_ylabel("share of (run, target) pairs reached")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,90 @@
+"""``edgeprefix compare``: optimisers side by side on the benchmark instances (issue 6 §2).
+
+Prints one table per instance (median / IQR of the best-so-far feasible ``P_cov(τ_0)``, gap to
+``P*``, success rate, wall time) or, with ``--json``, one JSON object; progress goes to stderr;
+``--out DIR`` receives CSVs, JSON and PNG figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from edgeprefix.commands._common import print_json
+
+
+def _csv_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _budgets(text: str) -> tuple[int, ...]:
+    out = []
+    for part in _csv_list(text):
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"budgets must be integers separated by commas, got {part!r}") from None
+    return tuple(out)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from benchmarks.compare import DEFAULT_BUDGETS, DEFAULT_INSTANCES, DEFAULT_METHODS
+
+    parser.add_argument("--instances", type=_csv_list, default=None, metavar="A,B",
+                        help=f"benchmark names or instance files (default: {','.join(DEFAULT_INSTANCES)})")
+    parser.add_argument("--methods", type=_csv_list, default=None, metavar="M,N", help=f"solvers (default: {','.join(DEFAULT_METHODS)})")
+    parser.add_argument("--budgets", type=_budgets, default=None, metavar="B1,B2",
+                        help=f"evaluation budgets (default: {','.join(map(str, DEFAULT_BUDGETS))})")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per stochastic method (default: 10)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default: 1)")
+    parser.add_argument("--grid-limit", type=int, default=5000, help="largest 1/20 lattice searched for the reference (default: 5000)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: paper_baseline + medium_forest, budgets 10,20, 2 seeds")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--out", type=Path, default=None, help="folder for runs.csv, summary.csv/json and PNG figures")
+
+
+def config_from_args(args: argparse.Namespace):  # -> CompareConfig
+    """The :class:`benchmarks.compare.CompareConfig` of the parsed arguments (``--quick`` sets smaller defaults)."""
+    from benchmarks.compare import DEFAULT_BUDGETS, DEFAULT_INSTANCES, DEFAULT_METHODS, QUICK_BUDGETS, QUICK_INSTANCES, CompareConfig
+
+    quick = bool(args.quick)
+    return CompareConfig(
+        instances=args.instances or (QUICK_INSTANCES if quick else DEFAULT_INSTANCES),
+        methods=args.methods or DEFAULT_METHODS,
+        budgets=args.budgets or (QUICK_BUDGETS if quick else DEFAULT_BUDGETS),
+        seeds=args.seeds if args.seeds is not None else (2 if quick else 10),
+        grid_limit=args.grid_limit,
+        jobs=args.jobs,
+    )
+
+
+def handle(args: argparse.Namespace) -> int:
+    from benchmarks.compare import render_table, run_comparison, stderr_progress, to_payload, write_outputs
+
+    config = config_from_args(args)
+    comparison = run_comparison(config, progress=stderr_progress())
+    written = write_outputs(comparison, args.out) if args.out is not None else []
+    if args.json:
+        payload = to_payload(comparison)
+        payload["written"] = [str(p) for p in written]
+        print_json(payload)
+    else:
+        print(render_table(comparison))
+        for path in written:
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("compare", help="compare the optimisers on the benchmark instances",
+                                   description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    parser.set_defaults(handler=handle)
+
+
+def build_standalone_parser() -> argparse.ArgumentParser:
+    """The same options for ``python -m benchmarks.compare``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return parser

@@ -1,0 +1,98 @@
+"""Smoke run of the optimiser comparison (benchmarks/compare.py, ``edgeprefix compare``)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.compare import CompareConfig, render_table, run_comparison, write_outputs
+from benchmarks.compare_runs import feasible_best_so_far, grid_resolution_for, lattice_size, load_benchmark
+from edgeprefix.cli import main as cli_main
+from formulations.placement import placement_problem
+
+BUDGETS = (8, 16)
+METHODS = ("spsa", "tpe", "cmaes", "qmc", "random", "grid")
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    config = CompareConfig(instances=("paper_baseline", "medium_forest"), methods=METHODS, budgets=BUDGETS, seeds=2)
+    return run_comparison(config)
+
+
+def test_every_instance_method_budget_is_summarised(comparison):
+    for name in ("paper_baseline", "medium_forest"):
+        for method in METHODS:
+            for b in BUDGETS:
+                s = comparison.summary(name, method, b)
+                assert s.runs == (1 if method == "grid" else 2)
+                assert 0.0 <= s.success <= 1.0 and 0.0 <= s.feasible <= 1.0
+                assert s.q25 <= s.median <= s.q75
+    assert "paper_baseline: P* =" in render_table(comparison)
+
+
+def test_reference_bounds_every_run_and_the_grid_is_close(comparison):
+    for name, ref in comparison.references.items():
+        assert all(r.best <= ref.coverage for r in comparison.runs if r.instance == name)
+        assert all(s.gap >= 0.0 for s in comparison.summaries if s.instance == name)
+    ref = comparison.references["paper_baseline"]
+    assert ref.grid_resolution == 20 and ref.grid_coverage is not None
+    # the 1/20 lattice is within one lattice step of the best mix found (coverage ≈ 0.82)
+    assert 0.0 <= ref.coverage - ref.grid_coverage < 0.01
+    assert comparison.references["medium_forest"].source == "best found"  # its 1/20 lattice is too large
+
+
+def test_anytime_medians_never_drop_with_budget(comparison):
+    for name in comparison.references:
+        for method in ("spsa", "tpe", "cmaes", "qmc", "random"):
+            small, large = (comparison.summary(name, method, b) for b in BUDGETS)
+            assert large.median >= small.median
+
+
+def test_ecdf_is_a_monotone_share(comparison):
+    n = np.arange(1, max(BUDGETS) + 1)
+    for method in ("spsa", "tpe", "cmaes", "qmc", "random"):
+        values = comparison.ecdf(method, n)
+        assert np.all(np.diff(values) >= 0) and 0.0 <= values[0] and values[-1] <= 1.0
+
+
+def test_outputs_are_written(comparison, tmp_path: Path):
+    written = write_outputs(comparison, tmp_path)
+    names = {p.name for p in written}
+    assert {"runs.csv", "summary.csv", "summary.json", "ecdf.png", "curves_paper_baseline.png", "curves_medium_forest.png"} <= names
+    for p in written:
+        assert p.stat().st_size > 0
+    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    stochastic = [r for r in rows if r["method"] != "grid"]
+    assert len(stochastic) == 2 * 5 * 2 * len(BUDGETS)
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries
+    assert json.loads((tmp_path / "summary.json").read_text())["references"]["paper_baseline"]["coverage"] > 0.8
+
+
+def test_grid_resolution_fits_the_budget():
+    problem = placement_problem(load_benchmark("paper_baseline"))
+    for budget in (5, 30, 100):
+        k = grid_resolution_for(problem, budget)
+        assert k >= 1 and 1 <= lattice_size(problem, k) <= budget
+
+
+def test_best_so_far_ignores_infeasible_points():
+    curve = feasible_best_so_far(np.array([False, True, False, True]), np.array([0.9, 0.5, 0.99, 0.4]))
+    assert curve[0] == -np.inf and curve.tolist()[1:] == [0.5, 0.5, 0.5]
+
+
+def test_cli_json_and_bad_method(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    code = cli_main(["compare", "--instances", "paper_baseline", "--methods", "random,grid", "--budgets", "4,8", "--seeds", "2",
+                     "--grid-limit", "50", "--json", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0
+    payload = json.loads(captured.out)
+    assert {s["method"] for s in payload["summaries"]} == {"random", "grid"}
+    assert "[1/" in captured.err  # progress lines on stderr
+    assert (tmp_path / "ecdf.png").is_file()
+    code = cli_main(["compare", "--methods", "simplex", "--quick"])
+    assert code == 2 and "methods" in capsys.readouterr().err
