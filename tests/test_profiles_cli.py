@@ -104,7 +104,7 @@ def test_mooncake_trace_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 0
     report = json.loads(text)
     assert report["forest"]["requests"] == 12031 and report["forest"]["roots"] == 1
-    assert report["seconds"]["ingest"] < 4.0  # < 2 s on an idle machine; slack for loaded CI
+    assert 0 < report["seconds"]["ingest"] <= report["seconds"]["total"]  # the time itself: benchmarks/timings.py
     assert 2 <= len(report["profiles"]) <= 4
     _evaluate_uniform(out)
 

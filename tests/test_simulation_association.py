@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -39,10 +37,8 @@ def _analytical(instance, policy):
 @pytest.mark.parametrize("policy", ["nearest", "prefix", "load_aware"])
 def test_sobol_mc_within_1e3_of_theorem1(baseline, policy):
     analytic, bias = _analytical(baseline, policy)
-    start = time.process_time()
     sample = simulate_instance_association(baseline, None, bias, samples=SAMPLES, seed=2026)
-    elapsed = time.process_time() - start
-    assert elapsed < 1.0
+    assert sample.association.shape == analytic.shape  # its run time: benchmarks/timings.py
     assert np.abs(sample.association - analytic).max() < 1e-3  # the paper's check (§13)
     np.testing.assert_allclose(sample.association.sum(axis=0), 1.0)
 
