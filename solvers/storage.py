@@ -10,6 +10,7 @@ files (one machine) and PostgreSQL URLs (many machines).
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,13 +73,15 @@ class SharedStorage:
         engine: dict[str, Any] = {"pool_pre_ping": True} if self.url.startswith("postgresql") else {}
         names = inspect.signature(optuna.storages.RDBStorage).parameters
         key = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in names else "failed_trial_callback"
-        return optuna.storages.RDBStorage(
-            self.url,
-            engine_kwargs=engine,
-            heartbeat_interval=self.heartbeat_interval,
-            grace_period=self.grace_period,
-            **{key: _retry_callback(self.max_retry)},
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are "experimental" since 2.9
+            return optuna.storages.RDBStorage(
+                self.url,
+                engine_kwargs=engine,
+                heartbeat_interval=self.heartbeat_interval,
+                grace_period=self.grace_period,
+                **{key: _retry_callback(self.max_retry)},
+            )
 
 
 def close(storage: optuna.storages.RDBStorage) -> None:

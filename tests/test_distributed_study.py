@@ -1,0 +1,172 @@
+"""Shared Optuna studies (MODEL.md §10.3): workers on PostgreSQL, a killed worker, resumption.
+
+The sampler is QMC with a fixed seed: its proposals ignore the values, so the study enqueues
+all ``BUDGET`` of them up front and the set of evaluated points does not depend on which
+worker takes which trial.  The stub objective sleeps, so a worker is killed mid-evaluation.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import pg
+from formulations.placement import placement_problem
+from solver_stubs import StubModel, baseline
+from solvers import solve
+from solvers.storage import SharedStorage, close
+from solvers.workers import WORKER_ATTR, WorkersFailed
+
+BUDGET, SEED = 10, 11
+OPTIMUM = np.array([0.3, 0.3, 0.4])
+GUARD = {"heartbeat_interval": 1, "grace_period": 2}
+
+
+@dataclass
+class SlowStub(StubModel):
+    """The stub objective, taking ``delay`` seconds per evaluation (long enough to be killed in)."""
+
+    delay: float = 0.6
+
+    def __call__(self, *args, **kwargs):
+        time.sleep(self.delay)
+        return super().__call__(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    for url in pg.postgres_url():
+        close(SharedStorage(url).open())  # create Optuna's tables once, before processes race to
+        yield url
+
+
+@pytest.fixture(scope="module")
+def single():
+    """The single-process run on the same seed (in memory, no storage)."""
+    return solve(placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM)), "qmc", budget=BUDGET, seed=SEED)
+
+
+def _kill_one_running_worker(url: str, study: str, after: int, report) -> None:
+    """Wait for ``after`` COMPLETE trials, then SIGKILL the worker of a trial being evaluated."""
+    storage = optuna.storages.RDBStorage(SharedStorage(url).url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+        except KeyError:
+            trials = []
+        done = sum(t.state == TrialState.COMPLETE for t in trials)
+        busy = [t for t in trials if t.state == TrialState.RUNNING and t.params and WORKER_ATTR in t.user_attrs]
+        if done >= after and busy:
+            victim = max(busy, key=lambda t: t.datetime_start)  # the latest start: furthest from its end
+            pid = int(victim.user_attrs[WORKER_ATTR].rsplit(":", 1)[1])
+            os.kill(pid, signal.SIGKILL)
+            report.send((pid, victim.number))
+            return
+        time.sleep(0.02)
+    report.send((None, None))
+
+
+def _start_killer(url: str, study: str, after: int):
+    receive, send = multiprocessing.get_context("fork").Pipe(duplex=False)
+    killer = multiprocessing.get_context("fork").Process(target=_kill_one_running_worker, args=(url, study, after, send))
+    killer.start()
+    return killer, receive
+
+
+def _trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name=study, storage=SharedStorage(url).url).get_trials()
+
+
+def _assert_each_proposal_once(trials, single) -> None:
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    evaluated = sorted(tuple(t.user_attrs["mix"]) for t in complete)
+    assert len(complete) == BUDGET
+    assert evaluated == sorted(tuple(p) for p in single.points.tolist())  # every proposal, each exactly once
+
+
+def test_two_workers_with_one_killed_record_every_trial_once(postgres, single):
+    study = f"kill-{uuid.uuid4().hex[:8]}"
+    problem = placement_problem(baseline(), evaluator=SlowStub(optimum=OPTIMUM))
+    killer, report = _start_killer(postgres, study, after=2)
+    try:
+        result = solve(problem, "qmc", budget=BUDGET, seed=SEED, storage=postgres, study_name=study, workers=2, **GUARD)
+    finally:
+        killer.join(timeout=60)
+    pid, killed = report.recv()
+    assert pid is not None, "no worker was caught evaluating a trial"
+    assert sorted(result.extras["worker_exit_codes"]) == [-signal.SIGKILL, 0]
+    trials = _trials(postgres, study)
+    _assert_each_proposal_once(trials, single)
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert [t.number for t in failed] == [killed]  # the trial the killed worker was evaluating ...
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == killed]
+    assert [t.state for t in retried] == [TrialState.COMPLETE]  # ... was evaluated once more, by the survivor
+    assert result.nfev == BUDGET and result.fun == single.fun
+    np.testing.assert_array_equal(result.points[np.argmax(result.values)], single.x)
+    np.testing.assert_allclose(result.x, single.x, rtol=0, atol=1e-15)  # the replayed best is re-scored (cleaned again)
+    # resuming the finished study adds nothing and reports the same best
+    again = solve(problem, "qmc", budget=BUDGET, seed=SEED, storage=postgres, study_name=study, workers=2, **GUARD)
+    assert len(_trials(postgres, study)) == len(trials)
+    assert again.nfev == BUDGET and again.extras["resumed_trials"] == BUDGET and again.fun == single.fun
+
+
+def test_killing_the_only_worker_then_resuming_loses_and_repeats_nothing(postgres, single):
+    study = f"resume-{uuid.uuid4().hex[:8]}"
+    problem = placement_problem(baseline(), evaluator=SlowStub(optimum=OPTIMUM, delay=0.4))
+    killer, report = _start_killer(postgres, study, after=3)
+    try:
+        with pytest.raises(WorkersFailed, match="run the same command again to resume"):
+            solve(problem, "qmc", budget=BUDGET, seed=SEED, storage=postgres, study_name=study, workers=1, **GUARD)
+    finally:
+        killer.join(timeout=60)
+    pid, killed = report.recv()
+    assert pid is not None
+    before = [t for t in _trials(postgres, study) if t.state == TrialState.COMPLETE]
+    assert 3 <= len(before) < BUDGET
+    resumed = solve(problem, "qmc", budget=BUDGET, seed=SEED, storage=postgres, study_name=study, workers=2, **GUARD)
+    trials = _trials(postgres, study)
+    _assert_each_proposal_once(trials, single)
+    assert [t.number for t in trials if t.state == TrialState.FAIL] == [killed]
+    assert resumed.extras["resumed_trials"] == len(before) and resumed.fun == single.fun
+
+
+def test_joining_with_another_definition_is_refused(tmp_path):
+    problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
+    storage = str(tmp_path / "shared.db")
+    first = solve(problem, "qmc", budget=4, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
+    assert first.nfev == 4
+    with pytest.raises(ValueError, match="was created with budget = 4, but this run has budget = 5"):
+        solve(problem, "qmc", budget=5, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
+    with pytest.raises(ValueError, match="was created with method = 'qmc', but this run has method = 'tpe'"):
+        solve(problem, "tpe", budget=4, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
+
+
+def test_adaptive_sampler_counts_complete_trials_across_workers(tmp_path):
+    problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
+    result = solve(problem, "tpe", budget=8, seed=SEED, storage=str(tmp_path / "tpe.db"), study_name="t", workers=2, **GUARD)
+    assert 8 <= result.nfev <= 9  # at most workers - 1 over when both ask at once
+    assert result.extras["worker_exit_codes"] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"workers": 2}, "workers=2 needs a storage"),
+        ({"storage": "x.db", "heartbeat_interval": 5, "grace_period": 5}, "grace_period > heartbeat_interval must hold"),
+        ({"storage": "x.db", "workers": -1}, "workers must be an integer >= 0, got -1"),
+    ],
+)
+def test_bad_shared_options_are_refused(options, message):
+    problem = placement_problem(baseline(), evaluator=StubModel())
+    with pytest.raises(ValueError, match=message):
+        solve(problem, "qmc", budget=4, seed=0, **options)
