@@ -1,0 +1,181 @@
+"""Sweeps over loads × densities × instances × seeds, one search per cell, on Dask distributed.
+
+Run ``python -m benchmarks.sweep INSTANCE... --loads 1,2 --densities 0.5,1 --seeds 0,1
+[--method grid] [--dask ADDRESS | --workers N | --serial] --out sweep.csv`` (``edgeprefix sweep``
+is the same).  Every cell is one task: build the instance with ``Λ = load`` and ``λ_b = density``,
+solve its placement problem with the given method and seed, and return one CSV row.  A row
+is a pure function of its cell (no timings in it), and rows are gathered in cell order, so the
+CSV is byte-for-byte the one the serial run (``--serial``) writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import itertools
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from formulations.objective import POLICIES
+from formulations.placement import placement_problem
+from placement.instance import atomic_write_text, load_instance
+from solvers import SOLVERS, solve
+from solvers.distributed import dask_client, map_ordered
+
+COLUMNS = (
+    "instance", "load", "density", "seed", "method", "policy", "objective", "coverage", "feasible",
+    "status", "evaluations", "mix",
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the sweep: instance (file or embedded name), ``Λ``, ``λ_b`` and seed."""
+
+    instance: str
+    load: float
+    density: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The grid of cells and the search run in each.
+
+    Parameters
+    ----------
+    instances : instance files or embedded names.
+    loads : request intensities ``Λ`` (``network.request_intensity``), each > 0.
+    densities : edge densities ``λ_b`` (``network.edge_density``), each > 0.
+    seeds : seeds of the search (a deterministic method gives the same row for every seed).
+    method, budget, options : passed to :func:`solvers.solve`.
+    policy, target : routing policy and ``τ_0`` (default: the instance's).
+    """
+
+    instances: tuple[str, ...]
+    loads: tuple[float, ...]
+    densities: tuple[float, ...]
+    seeds: tuple[int, ...] = (0,)
+    method: str = "grid"
+    budget: int | None = None
+    options: tuple[tuple[str, Any], ...] = field(default=())
+    policy: str = "load_aware"
+    target: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("instances", "loads", "densities", "seeds"):
+            if not getattr(self, key):
+                raise ValueError(f"sweep field {key} needs at least one value, got {getattr(self, key)!r}")
+        for key in ("loads", "densities"):
+            bad = [v for v in getattr(self, key) if not v > 0]
+            if bad:
+                raise ValueError(f"sweep field {key} must hold positive numbers, got {bad[0]!r}")
+        if self.method not in SOLVERS:
+            raise ValueError(f"unknown method {self.method!r} (valid: {list(SOLVERS)})")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {list(POLICIES)}, got {self.policy!r}")
+
+    def cells(self) -> list[Cell]:
+        """Every cell, instances outermost, seeds innermost."""
+        return [Cell(*values) for values in itertools.product(self.instances, self.loads, self.densities, self.seeds)]
+
+
+def run_cell(sweep: Sweep, cell: Cell) -> dict[str, Any]:
+    """Solve one cell and return its CSV row (floats as ``repr``, the mix as ``id=share;...``)."""
+    instance = load_instance(cell.instance).with_network(request_intensity=cell.load, edge_density=cell.density)
+    problem = placement_problem(instance, target=sweep.target, policy=sweep.policy)
+    result = solve(problem, sweep.method, budget=sweep.budget, seed=cell.seed, **dict(sweep.options))
+    return {
+        "instance": instance.name, "load": repr(cell.load), "density": repr(cell.density), "seed": cell.seed,
+        "method": sweep.method, "policy": sweep.policy, "objective": repr(result.fun), "coverage": repr(result.coverage),
+        "feasible": int(result.success), "status": result.status.value, "evaluations": result.nfev,
+        "mix": ";".join(f"{k}={v!r}" for k, v in result.mix.items()),
+    }
+
+
+def run_sweep(sweep: Sweep, client: Any = None) -> list[dict[str, Any]]:
+    """Rows of every cell in :meth:`Sweep.cells` order; one Dask task per cell when ``client`` is given."""
+    return map_ordered(partial(run_cell, sweep), sweep.cells(), client)
+
+
+def sweep_csv(rows: Sequence[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(",") if v.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sweep's command-line arguments (shared with ``edgeprefix sweep``)."""
+    parser.add_argument("instances", nargs="*", default=["paper_baseline"], metavar="INSTANCE", help="instance files or embedded names")
+    parser.add_argument("--loads", type=_floats, required=True, metavar="Λ,...", help="request intensities, comma-separated")
+    parser.add_argument("--densities", type=_floats, required=True, metavar="λ_b,...", help="edge densities, comma-separated")
+    parser.add_argument("--seeds", type=_ints, default=(0,), metavar="S,...", help="search seeds (default: 0)")
+    parser.add_argument("--method", choices=list(SOLVERS), default="grid", help="search method per cell (default: grid)")
+    parser.add_argument("--budget", type=int, default=None, metavar="N", help="evaluations per cell (grid: every point)")
+    parser.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (only with --method grid)")
+    parser.add_argument("--policy", choices=POLICIES, default="load_aware")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
+    where.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
+    parser.add_argument("--workers", type=int, default=None, metavar="N", help="LocalCluster worker processes (default: one per CPU)")
+    parser.add_argument("--out", default=None, metavar="FILE", help="write the CSV here (default: stdout)")
+
+
+def sweep_from_args(args: argparse.Namespace) -> Sweep:
+    options: tuple[tuple[str, Any], ...] = ()
+    if args.resolution is not None:
+        if args.method != "grid":
+            raise ValueError(f"--resolution applies to --method grid only, got --method {args.method}")
+        options = (("resolution", args.resolution),)
+    budget = args.budget
+    if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
+        raise ValueError(f"--method {args.method} needs --budget N (evaluations per cell)")
+    return Sweep(tuple(args.instances), args.loads, args.densities, args.seeds, args.method, budget, options, args.policy)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the sweep the arguments describe and write its CSV."""
+    sweep = sweep_from_args(args)
+    if args.serial:
+        if args.workers is not None:
+            raise ValueError(f"--workers applies to the Dask local cluster, not to --serial (got --workers {args.workers})")
+        rows = run_sweep(sweep)
+    else:
+        with dask_client(args.dask, args.workers) as client:
+            rows = run_sweep(sweep, client)
+    text = sweep_csv(rows)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(args.out, text)
+        print(f"{len(rows)} cells written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_from_args(args)
+    except ValueError as exc:
+        print(f"sweep: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
