@@ -23,6 +23,7 @@ COMMANDS = (
     "profiles",
     "reproduce",
     "compare",
+    "sweep",
 )
 
 EXIT_BAD_INPUT = 2

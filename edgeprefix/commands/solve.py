@@ -3,6 +3,9 @@
 With no instance it solves the embedded ``paper_baseline``.  ``--out DIR`` writes
 ``result.json``, ``history.csv`` and ``best_so_far.png`` (each atomically); Optuna methods
 then keep their study in ``DIR/study.db``, so re-running the same command resumes it.
+``--storage URL --study NAME --workers N`` shares an Optuna study between N processes here
+and any machine running the same command; ``--workers N`` or ``--dask ADDRESS`` runs the grid
+on Dask (see docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from formulations.objective import POLICIES
 from formulations.placement import placement_problem
 from placement.instance import atomic_write_text
 from solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
+from solvers.distributed import dask_client, grid_search
+from solvers.workers import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
+EXIT_WORKERS_FAILED = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "solve",
         help="find the coverage-maximising profile mix (SPSA, TPE, CMA-ES, QMC, grid)",
         description="Maximise TTFT coverage P_cov(τ_0; π) over the feasible profile mixes (MODEL.md §10.1). "
-        "Exit code 2 on bad input, 1 when no evaluated mix was stable.",
+        "Exit code 2 on bad input, 1 when no evaluated mix was stable, 3 when every worker died before the study was done.",
     )
     add_instance_argument(parser)
     add_search_arguments(parser, default_method="spsa", budget_help=f"black-box evaluations (default: {DEFAULT_BUDGET}; grid: every point)")
@@ -38,7 +44,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object (no progress bar)")
+    add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
+
+
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--storage``, ``--study``, ``--workers``, ``--dask``, ``--heartbeat`` and ``--grace``."""
+    group = parser.add_argument_group("many processes and machines (docs/distributed.md)")
+    group.add_argument("--storage", default=None, metavar="URL",
+                       help="Optuna study storage: SQLite path, sqlite:///... or postgresql://user:pw@host/db (default: DIR/study.db with --out)")
+    group.add_argument("--study", default=None, metavar="NAME", help="study name in the storage (default: edgeprefix)")
+    group.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="N worker processes here: Optuna methods share the --storage study, grid runs on a Dask LocalCluster")
+    group.add_argument("--dask", default=None, metavar="ADDRESS", help="run the grid on the Dask scheduler at ADDRESS")
+    group.add_argument("--heartbeat", type=int, default=None, metavar="SECONDS", help="heartbeat interval of running trials (default: 5)")
+    group.add_argument("--grace", type=int, default=None, metavar="SECONDS",
+                       help="seconds without heartbeat before a trial is retried elsewhere (default: 20)")
+
+
+def distributed_options(args: argparse.Namespace, options: dict[str, Any]) -> bool:
+    """Add the shared-study options to ``options``; ``True`` when the grid runs on Dask."""
+    resumable = SOLVERS[args.method].RESUMABLE
+    study_flags = {"--storage": args.storage, "--study": args.study, "--heartbeat": args.heartbeat, "--grace": args.grace}
+    if not resumable:
+        for flag, value in study_flags.items():
+            if value is not None:
+                raise ValueError(f"{flag} applies to the Optuna methods (tpe, cmaes, qmc), got --method {args.method}")
+        if args.method != "grid" and (args.workers is not None or args.dask is not None):
+            raise ValueError(f"--workers and --dask apply to the Optuna methods and grid, got --method {args.method}")
+        return args.method == "grid" and (args.workers is not None or args.dask is not None)
+    if args.dask is not None:
+        raise ValueError(f"--dask applies to --method grid (Optuna workers share --storage instead), got --method {args.method}")
+    for key, value in (("storage", args.storage), ("study_name", args.study), ("workers", args.workers),
+                       ("heartbeat_interval", args.heartbeat), ("grace_period", args.grace)):
+        if value is not None:
+            options[key] = value
+    return False
 
 
 def add_search_arguments(parser: argparse.ArgumentParser, *, default_method: str, budget_help: str) -> None:
@@ -87,9 +128,17 @@ def run(args: argparse.Namespace) -> int:
         budget = DEFAULT_BUDGET
     if args.out is not None and SOLVERS[args.method].RESUMABLE:
         options["storage"] = str(Path(args.out) / "study.db")
+    on_dask = distributed_options(args, options)
     bar = ProgressBar(budget) if not args.json and sys.stderr.isatty() else None
     try:
-        result = solve(problem, args.method, budget=budget, seed=args.seed, callback=bar, **options)
+        if on_dask:
+            with dask_client(args.dask, args.workers) as client:
+                result = grid_search(problem, client=client, budget=budget, callback=bar, **options)
+        else:
+            result = solve(problem, args.method, budget=budget, seed=args.seed, callback=bar, **options)
+    except WorkersFailed as exc:
+        print(f"edgeprefix solve: error: {exc}", file=sys.stderr)
+        return EXIT_WORKERS_FAILED
     finally:
         if bar is not None:
             bar.close()
