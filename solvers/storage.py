@@ -30,10 +30,12 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _retry_callback(max_retry: int) -> Callable[..., None]:
+def retry_callback(max_retry: int) -> Callable[..., None]:
     """Optuna's retry callback (``RetryHeartbeatStaleTrialCallback``, formerly ``RetryFailedTrialCallback``)."""
     cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
-    return cls(max_retry=max_retry)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return cls(max_retry=max_retry)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class SharedStorage:
                 engine_kwargs=engine,
                 heartbeat_interval=self.heartbeat_interval,
                 grace_period=self.grace_period,
-                **{key: _retry_callback(self.max_retry)},
+                **{key: retry_callback(self.max_retry)},
             )
 
 

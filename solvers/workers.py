@@ -23,6 +23,7 @@ trial is kept.
 
 from __future__ import annotations
 
+import datetime
 import multiprocessing
 import os
 import socket
@@ -39,7 +40,7 @@ from optuna.trial import TrialState
 from solvers.optuna_search import COVERAGE_ATTR, FEASIBLE_ATTR, MIX_ATTR, OptunaSolver, SearchBox, _quiet_optuna
 from solvers.projection import Projection
 from solvers.result import Status
-from solvers.storage import SharedStorage, close, redact
+from solvers.storage import SharedStorage, close, redact, retry_callback
 from solvers.tracking import Problem, Tracker
 
 WORKER_ATTR = "worker"  # user attribute: host:pid of the process evaluating the trial
@@ -174,6 +175,30 @@ def _objective(job: Job) -> Any:
     return objective
 
 
+def fail_orphans(study: optuna.Study, job: Job) -> int:
+    """Fail (and enqueue a retry of) RUNNING trials whose worker died before reaching the objective.
+
+    Optuna's stale check needs a heartbeat, and a worker writes its first one only after
+    ``ask`` (which for TPE includes the relative sampling).  A trial RUNNING for longer than
+    ``grace_period`` without the :data:`WORKER_ATTR` the objective sets first is such an orphan.
+    Returns how many this process failed (the row lock lets one process fail each).
+    """
+    now = datetime.datetime.now()
+    grace = datetime.timedelta(seconds=job.storage.grace_period)
+    retry = retry_callback(job.storage.max_retry)
+    failed = 0
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if WORKER_ATTR in trial.user_attrs or trial.datetime_start is None or now - trial.datetime_start <= grace:
+            continue
+        try:
+            study.tell(trial.number, state=TrialState.FAIL)
+        except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+            continue  # another process got there first
+        retry(study, trial)
+        failed += 1
+    return failed
+
+
 def states(study: optuna.Study) -> Counter[TrialState]:
     return Counter(t.state for t in study.get_trials(deepcopy=False))
 
@@ -190,6 +215,7 @@ def work(job: Job, index: int) -> int:
     try:
         while True:
             optuna.storages.fail_stale_trials(study)
+            fail_orphans(study, job)
             count = states(study)
             running = count[TrialState.RUNNING]
             open_slots = 0 if job.fixed else job.budget - count[TrialState.COMPLETE] - running

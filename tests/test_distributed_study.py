@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -23,8 +26,10 @@ import pg
 from formulations.placement import placement_problem
 from solver_stubs import StubModel, baseline
 from solvers import solve
+from solvers.optuna_search import QmcSolver
+from solvers.projection import Projection
 from solvers.storage import SharedStorage, close
-from solvers.workers import WORKER_ATTR, WorkersFailed
+from solvers.workers import WORKER_ATTR, Job, WorkersFailed, open_study, shared_storage
 
 BUDGET, SEED = 10, 11
 OPTIMUM = np.array([0.3, 0.3, 0.4])
@@ -47,6 +52,17 @@ def postgres():
     for url in pg.postgres_url():
         close(SharedStorage(url).open())  # create Optuna's tables once, before processes race to
         yield url
+
+
+@pytest.fixture()
+def sqlite_dir(tmp_path):
+    """A folder for SQLite studies, in memory-backed /dev/shm when there is one (commits skip the disk)."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        folder = tempfile.mkdtemp(prefix="edgeprefix-", dir="/dev/shm")
+        yield Path(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        yield tmp_path
 
 
 @pytest.fixture(scope="module")
@@ -140,20 +156,20 @@ def test_killing_the_only_worker_then_resuming_loses_and_repeats_nothing(postgre
     assert resumed.extras["resumed_trials"] == len(before) and resumed.fun == single.fun
 
 
-def test_joining_with_another_definition_is_refused(tmp_path):
+def test_joining_with_another_definition_is_refused(sqlite_dir):
     problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
-    storage = str(tmp_path / "shared.db")
-    first = solve(problem, "qmc", budget=4, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
-    assert first.nfev == 4
-    with pytest.raises(ValueError, match="was created with budget = 4, but this run has budget = 5"):
-        solve(problem, "qmc", budget=5, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
+    storage = str(sqlite_dir / "shared.db")
+    first = solve(problem, "qmc", budget=2, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
+    assert first.nfev == 2
+    with pytest.raises(ValueError, match="was created with budget = 2, but this run has budget = 3"):
+        solve(problem, "qmc", budget=3, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
     with pytest.raises(ValueError, match="was created with method = 'qmc', but this run has method = 'tpe'"):
-        solve(problem, "tpe", budget=4, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
+        solve(problem, "tpe", budget=2, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
 
 
-def test_adaptive_sampler_counts_complete_trials_across_workers(tmp_path):
+def test_adaptive_sampler_counts_complete_trials_across_workers(sqlite_dir):
     problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
-    result = solve(problem, "tpe", budget=8, seed=SEED, storage=str(tmp_path / "tpe.db"), study_name="t", workers=2, **GUARD)
+    result = solve(problem, "tpe", budget=8, seed=SEED, storage=str(sqlite_dir / "tpe.db"), study_name="t", workers=2, **GUARD)
     assert 8 <= result.nfev <= 9  # at most workers - 1 over when both ask at once
     assert result.extras["worker_exit_codes"] == [0, 0]
 
@@ -170,3 +186,26 @@ def test_bad_shared_options_are_refused(options, message):
     problem = placement_problem(baseline(), evaluator=StubModel())
     with pytest.raises(ValueError, match=message):
         solve(problem, "qmc", budget=4, seed=0, **options)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(sqlite_dir, single):
+    """A worker killed between ``ask`` and its first heartbeat leaves a RUNNING trial Optuna never calls stale."""
+    problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
+    storage = str(sqlite_dir / "orphan.db")
+    solver = QmcSolver(storage=storage, study_name="o", workers=1, **GUARD)
+    job = Job(solver, shared_storage(solver), problem, Projection(problem.constraints), _solver_seed(SEED), BUDGET)
+    rdb = job.storage.open()
+    orphan = open_study(job, rdb).ask()  # popped from the queue (RUNNING), no heartbeat, never evaluated
+    close(rdb)
+    time.sleep(GUARD["grace_period"] + 0.5)
+    result = solve(problem, "qmc", budget=BUDGET, seed=SEED, storage=storage, study_name="o", workers=1, **GUARD)
+    trials = _trials(storage, "o")
+    _assert_each_proposal_once(trials, single)
+    assert [t.number for t in trials if t.state == TrialState.FAIL] == [orphan.number]
+    assert result.fun == single.fun and result.extras["failed_trials"] == 1
+
+
+def _solver_seed(seed: int) -> int:
+    """The sampler seed ``solve(..., seed=seed)`` hands to an Optuna solver."""
+    return int(np.random.default_rng(seed).integers(2**31 - 1))
