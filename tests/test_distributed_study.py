@@ -189,6 +189,7 @@ def test_bad_shared_options_are_refused(options, message):
 
 
 @pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(sqlite_dir, single):
     """A worker killed between ``ask`` and its first heartbeat leaves a RUNNING trial Optuna never calls stale."""
     problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
