@@ -28,7 +28,7 @@ from solver_stubs import StubModel, baseline
 from solvers import solve
 from solvers.optuna_search import QmcSolver
 from solvers.projection import Projection
-from solvers.storage import SharedStorage, close
+from solvers.storage import SharedStorage, close, redact
 from solvers.workers import WORKER_ATTR, Job, WorkersFailed, open_study, shared_storage
 
 BUDGET, SEED = 10, 11
@@ -210,3 +210,12 @@ def test_a_trial_orphaned_before_its_first_heartbeat_is_retried(sqlite_dir, sing
 def _solver_seed(seed: int) -> int:
     """The sampler seed ``solve(..., seed=seed)`` hands to an Optuna solver."""
     return int(np.random.default_rng(seed).integers(2**31 - 1))
+
+
+def test_storage_urls_get_the_psycopg2_driver_and_hide_passwords(tmp_path):
+    assert SharedStorage("postgresql://u:secret@db:5432/s").url == "postgresql+psycopg2://u:secret@db:5432/s"
+    assert SharedStorage("postgresql+psycopg2://u@db/s").url == "postgresql+psycopg2://u@db/s"
+    assert SharedStorage(str(tmp_path / "a.db")).url == f"sqlite:///{tmp_path / 'a.db'}"
+    assert redact("postgresql://u:secret@db:5432/s") == "postgresql://u:***@db:5432/s"
+    with pytest.raises(ValueError, match="grace_period > heartbeat_interval must hold, but got grace_period=3"):
+        SharedStorage("x.db", heartbeat_interval=3, grace_period=3)
