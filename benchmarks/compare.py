@@ -177,11 +177,11 @@ def render_table(comparison: Comparison) -> str:
     lines = []
     for name, ref in comparison.references.items():
         lines.append(f"\n{name}: P* = {ref.coverage:.4f} ({ref.source}; best found {ref.best_found:.4f})")
-        head = f"{'method':<8}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'feasible':>9}{'time s':>9}"
+        head = f"{'method':<8}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'feasible':>9}{'time s':>9}"
         lines += [head, "-" * len(head)]
         for s in comparison.summaries:
             if s.instance == name:
-                lines.append(f"{s.method:<8}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.feasible:>9.2f}{s.seconds:>9.2f}")
+                lines.append(f"{s.method:<8}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.success_strict:>8.2f}{s.feasible:>9.2f}{s.seconds:>9.2f}")
     return "\n".join(lines).lstrip("\n")
 
 

@@ -38,8 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"evaluation budgets (default: {','.join(map(str, DEFAULT_BUDGETS))})")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per stochastic method (default: 10)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default: 1)")
-    parser.add_argument("--grid-limit", type=int, default=5000, help="largest 1/20 lattice searched for the reference (default: 5000)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: paper_baseline + medium_forest, budgets 10,20, 2 seeds")
+    parser.add_argument("--grid-limit", type=int, default=None,
+                        help="largest feasible 1/20 lattice searched exhaustively for the reference P* (default: 5000; --quick: 500)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: paper_baseline + medium_forest, budgets 10,20, 2 seeds, grid limit 500")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--out", type=Path, default=None, help="folder for runs.csv, summary.csv/json and PNG figures")
 
@@ -54,7 +55,7 @@ def config_from_args(args: argparse.Namespace):  # -> CompareConfig
         methods=args.methods or DEFAULT_METHODS,
         budgets=args.budgets or (QUICK_BUDGETS if quick else DEFAULT_BUDGETS),
         seeds=args.seeds if args.seeds is not None else (2 if quick else 10),
-        grid_limit=args.grid_limit,
+        grid_limit=args.grid_limit if args.grid_limit is not None else (500 if quick else 5000),
         jobs=args.jobs,
     )
 
