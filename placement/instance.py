@@ -36,7 +36,7 @@ from placement.workload import Prefix, PrefixForest, RequestType, _check_positiv
 
 FloatArray = npt.NDArray[np.float64]
 MIX_TOLERANCE = 1e-9  # |Σ_s π_s − 1| allowed
-EMBEDDED = ("paper_baseline",)
+EMBEDDED = ("paper_baseline", "paper_calibrated")
 
 
 @dataclass(frozen=True)
