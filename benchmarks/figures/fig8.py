@@ -1,0 +1,70 @@
+"""Fig. 8: TTFT coverage at ``τ = 0.8 s`` vs request intensity ``Λ`` for the three policies.
+
+Paper (Sec. VI): almost identical prefix and load-aware routing at light load; at ``Λ = 3``
+load-aware ≈ 0.69 vs queue-unaware ≈ 0.55, at ``Λ = 4`` ≈ 0.63 vs ≈ 0.23; nearest-node
+routing stays ≈ 0.52.  The load-aware fixed point is warm-started from the previous load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.calibration.targets import FIG8_PAPER, NEAREST_PLATEAU, TARGET
+from benchmarks.figures._common import finish, point, resolve_instance, result, series_xy
+from placement.evaluation import evaluate
+from placement.instance import Instance
+from placement.policies import POLICIES
+
+FIGURE = 8
+LOADS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5)
+QUICK_LOADS = (1.0, 2.0, 3.0, 4.0)
+
+
+def paper_value(policy: str, load: float) -> float | None:
+    """The paper's coverage for ``policy`` at ``Λ`` (nearest: ≈ 0.52 over the plotted range 1–4)."""
+    if policy == "nearest":
+        return NEAREST_PLATEAU if 1.0 <= load <= 4.0 else None
+    return FIG8_PAPER.get((policy, load))
+
+
+def sweep(instance: Instance, loads: tuple[float, ...], policies: tuple[str, ...] = POLICIES,
+          target: float = TARGET) -> dict[str, list[float]]:
+    """Coverage ``P_cov(τ)`` per policy along ``loads`` (load-aware warm-started)."""
+    out: dict[str, list[float]] = {p: [] for p in policies}
+    warm = None
+    for load in loads:
+        inst = instance.with_network(request_intensity=load)
+        for policy in policies:
+            ev = evaluate(inst, None, policy, warm_start=warm if policy == "load_aware" else None)
+            if policy == "load_aware":
+                warm = np.where(ev.active, ev.advertised_wait, 0.0)
+            out[policy].append(float(ev.coverage(target)))
+    return out
+
+
+def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
+        *, echo: bool = True) -> dict[str, Any]:
+    inst = resolve_instance(instance)
+    loads = QUICK_LOADS if quick else LOADS
+    cov = sweep(inst, loads)
+    points = [point(policy, load, value, paper_value(policy, load))
+              for policy in POLICIES for load, value in zip(loads, cov[policy])]
+    payload = result(FIGURE, f"coverage at τ = {TARGET} s vs request intensity Λ", points, instance=inst.name)
+
+    def draw(fig) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        for policy in POLICIES:
+            ax.plot(*series_xy(points, policy), marker="o", label=policy)
+        for (policy, load), value in FIG8_PAPER.items():
+            ax.plot([load], [value], "kx")
+        ax.axhline(NEAREST_PLATEAU, color="gray", lw=0.5, ls=":")
+        ax.set_xlabel("request intensity Λ [requests / unit area / s]")
+        ax.set_ylabel(f"TTFT coverage $P_{{cov}}({TARGET}\\,s)$")
+        ax.set_title("Fig. 8 (× = paper)")
+        ax.set_ylim(0, 1)
+        ax.legend()
+
+    return finish(payload, out, draw, echo=echo)
