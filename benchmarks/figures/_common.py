@@ -60,11 +60,11 @@ def result(figure: int, title: str, points: Iterable[Point], **extra: Any) -> di
 
 def table(payload: Mapping[str, Any]) -> str:
     """A fixed-width table of the points (paper's value and the difference where given)."""
-    lines = [f"Fig. {payload['figure']}: {payload['title']}", f"{'series':<28}{'x':>12}{'ours':>12}{'paper':>10}{'diff':>9}"]
+    lines = [f"Fig. {payload['figure']}: {payload['title']}", f"{'series':<28}{'x':>12}{'ours':>12}{'paper':>10}{'diff':>11}"]
     for p in payload["points"]:
         ours, paper = p["ours"], p["paper"]
         diff = ours - paper if isinstance(ours, (int, float)) and isinstance(paper, (int, float)) else None
-        lines.append(f"{str(p['series']):<28}{_cell(p['x']):>12}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>9}")
+        lines.append(f"{str(p['series']):<28}{_cell(p['x']):>12}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>11}")
     for note in payload.get("notes", ()):
         lines.append(f"note: {note}")
     return "\n".join(lines)
