@@ -1,0 +1,40 @@
+"""The calibration script: the shipped parameters reproduce the TOML and hit every target."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.calibration.__main__ import SHIPPED, main
+from benchmarks.calibration.loss import measure
+from benchmarks.calibration.model import build_instance
+from benchmarks.calibration.targets import TOLERANCE
+from placement.evaluation import evaluate
+from placement.instance import load_instance
+
+
+def test_embedded_toml_is_the_shipped_parameter_vector():
+    shipped, built = load_instance("paper_calibrated"), build_instance(SHIPPED)
+    assert shipped.concurrency.tolist() == built.concurrency.tolist() == [12, 11, 9]
+    np.testing.assert_allclose(shipped.service_time, built.service_time, rtol=1e-5)
+    for policy in ("load_aware", "prefix", "nearest"):
+        assert evaluate(shipped, None, policy).coverage(0.8) == pytest.approx(evaluate(built, None, policy).coverage(0.8), abs=1e-4)
+
+
+def test_every_calibrated_point_within_tolerance():
+    m = measure(SHIPPED)
+    assert len(m.points) == 11
+    assert np.all(np.abs(m.misses()) <= TOLERANCE)
+    fitted = [c for c in m.comparisons if not c[0].startswith("high")]
+    assert fitted and all(win > rival for _, _, win, rival in fitted)
+
+
+def test_check_command_reports_success(capsys):
+    assert main(["--check"]) == 0
+    assert "every fitted comparison holds: True" in capsys.readouterr().out
+
+
+def test_paper_baseline_untouched():
+    base = load_instance("paper_baseline")
+    assert base.concurrency.tolist() == [12, 12, 11]
+    assert evaluate(base.with_network(request_intensity=3.0), None, "prefix").coverage(0.8) == pytest.approx(0.544, abs=1e-3)
