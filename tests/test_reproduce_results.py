@@ -54,7 +54,7 @@ def test_fig7_concurrency_cost_moves_the_optimum_shallower():
 
 def test_fig9_long_popularity_lowers_offloading_and_spreads_the_long_type():
     r = fig9.run(quick=True, echo=False)
-    series = lambda name: [p["ours"] for p in r["points"] if p["series"] == name]  # noqa: E731
+    series = lambda name: [p["ours"] for p in r["points"] if p["series"] == name]
     offload = series("offload ratio")
     assert offload == sorted(offload, reverse=True)
     assert series("A[deep, long]") == sorted(series("A[deep, long]"), reverse=True)

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.calibration.model import DEFAULT_MIX, HIGH_LOAD_MIX, Parameters, build_instance
+from benchmarks.calibration.model import (
+    DEFAULT_MIX,
+    HIGH_LOAD_MIX,
+    Parameters,
+    build_instance,
+)
 from benchmarks.calibration.targets import (
     FIG8_PAPER,
     FIG10_LOADS,

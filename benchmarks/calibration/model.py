@@ -14,6 +14,7 @@ the fallback keeps ``π_min = 0.1``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ class Parameters:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if not (value == value and value > 0):
+            if not (math.isfinite(value) and value > 0):
                 raise InstanceError(f"calibration.{f.name}", f"must be > 0, got {value!r}")
         if not self.short_probability < 1:
             raise InstanceError("calibration.short_probability", f"must lie in (0, 1), got {self.short_probability!r}")

@@ -20,9 +20,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from placement.instance import Instance, atomic_write_text, load_instance  # noqa: E402
+from placement.instance import Instance, atomic_write_text, load_instance
 
 DEFAULT_INSTANCE = "paper_calibrated"
 Point = dict[str, Any]
@@ -64,7 +64,7 @@ def table(payload: Mapping[str, Any]) -> str:
     for p in payload["points"]:
         ours, paper = p["ours"], p["paper"]
         diff = ours - paper if isinstance(ours, (int, float)) and isinstance(paper, (int, float)) else None
-        lines.append(f"{str(p['series']):<28}{_cell(p['x']):>12}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>11}")
+        lines.append(f"{p['series']!s:<28}{_cell(p['x']):>12}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>11}")
     for note in payload.get("notes", ()):
         lines.append(f"note: {note}")
     return "\n".join(lines)

@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.calibration.targets import FIG10_LOADS, TARGET
-from benchmarks.figures._common import finish, point, resolve_instance, result, series_xy
+from benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+    series_xy,
+)
 from benchmarks.figures.fig10 import RESOLUTION, best_mix
 from placement.evaluation import evaluate
 from placement.instance import Instance
@@ -25,7 +31,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         *, echo: bool = True) -> dict[str, Any]:
     """Coverage of the adaptive and the fixed (light-load) mix; ``gain`` is adaptive − fixed per load."""
     inst = resolve_instance(instance)
-    k = 10 if quick else RESOLUTION
+    k = RESOLUTION
     fixed, _, _ = best_mix(inst, FIG10_LOADS["light"], k)
     points, gain, mixes = [], {}, {}
     for load in QUICK_LOADS if quick else LOADS:

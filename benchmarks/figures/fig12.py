@@ -12,8 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.calibration.targets import FIG12_INTENSITY, FIG12_PAPER, NEAREST_PLATEAU, TARGET
-from benchmarks.figures._common import finish, point, resolve_instance, result, series_xy
+from benchmarks.calibration.targets import (
+    FIG12_INTENSITY,
+    FIG12_PAPER,
+    NEAREST_PLATEAU,
+    TARGET,
+)
+from benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+    series_xy,
+)
 from placement.evaluation import evaluate
 from placement.instance import Instance
 

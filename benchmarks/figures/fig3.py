@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.figures._common import finish, point, resolve_instance, result, series_xy
+from benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+    series_xy,
+)
 from placement.instance import Instance
 
 FIGURE = 3

@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 
 from benchmarks.calibration.targets import FIG7_LOADS, TARGET
-from benchmarks.figures._common import finish, point, resolve_instance, result, series_xy
+from benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+    series_xy,
+)
 from placement.evaluation import evaluate
 from placement.instance import Instance, PlacementSpec
 from placement.profiles import Profile

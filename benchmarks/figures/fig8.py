@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 
 from benchmarks.calibration.targets import FIG8_PAPER, NEAREST_PLATEAU, TARGET
-from benchmarks.figures._common import finish, point, resolve_instance, result, series_xy
+from benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+    series_xy,
+)
 from placement.evaluation import evaluate
 from placement.instance import Instance
 from placement.policies import POLICIES
