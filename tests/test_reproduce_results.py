@@ -69,6 +69,10 @@ def test_fig10_best_candidate_keeps_twenty_percent_deep():
     assert best["light"]["mix"]["deep"] == pytest.approx(0.20)
     assert best["moderate"]["mix"]["deep"] == pytest.approx(0.20)
     assert best["high"]["mix"]["deep"] <= best["light"]["mix"]["deep"] + 1e-9
+    # the trade-off itself, on the decode-heavy variant without budget or cap: deep falls, shallow grows
+    dh = r["best_decode_heavy"]
+    assert dh["heavy"]["mix"]["deep"] < dh["light"]["mix"]["deep"]
+    assert dh["heavy"]["mix"]["shallow"] > dh["light"]["mix"]["shallow"]
 
 
 @pytest.mark.slow
