@@ -9,6 +9,7 @@ files (one machine) and PostgreSQL URLs (many machines).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import warnings
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from solvers.optuna_search import storage_url
 
@@ -30,12 +32,26 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def retry_callback(max_retry: int) -> Callable[..., None]:
-    """Optuna's retry callback (``RetryHeartbeatStaleTrialCallback``, formerly ``RetryFailedTrialCallback``)."""
+WORKER_ATTR = "worker"  # user attribute: host:pid of the process evaluating the trial (not copied to retries)
+
+
+def retry_callback(max_retry: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Optuna's retry callback (``RetryHeartbeatStaleTrialCallback``, formerly ``RetryFailedTrialCallback``).
+
+    The copy it enqueues keeps the dead trial's parameters and user attributes except
+    :data:`WORKER_ATTR`, which the next evaluating process sets anew.
+    """
     cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return cls(max_retry=max_retry)
+        retry = cls(max_retry=max_retry)
+
+    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        trial = copy.deepcopy(trial)
+        trial.user_attrs = {k: v for k, v in trial.user_attrs.items() if k != WORKER_ATTR}
+        retry(study, trial)
+
+    return callback
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,9 @@ from optuna.trial import TrialState
 from solvers.optuna_search import COVERAGE_ATTR, FEASIBLE_ATTR, MIX_ATTR, OptunaSolver, SearchBox, _quiet_optuna
 from solvers.projection import Projection
 from solvers.result import Status
-from solvers.storage import SharedStorage, close, redact, retry_callback
+from solvers.storage import WORKER_ATTR, SharedStorage, close, redact, retry_callback
 from solvers.tracking import Problem, Tracker
 
-WORKER_ATTR = "worker"  # user attribute: host:pid of the process evaluating the trial
 DEFINITION_PREFIX = "edgeprefix:"
 READY_KEY = "edgeprefix:ready"
 READY_TIMEOUT = 120.0  # seconds a joining process waits for the creator to enqueue
