@@ -173,7 +173,7 @@ def grid_throughput(quick: bool) -> list[GridThroughput]:
     from solvers import solve
 
     out = []
-    for name, k in (("paper_baseline", 10 if quick else 20), ("medium_forest", 3 if quick else 5)):
+    for name, k in (("paper_baseline", 10 if quick else 20), ("medium_forest", 3 if quick else 10)):
         problem = placement_problem(load_benchmark(name))
         result = solve(problem, "grid", budget=None, resolution=k)
         out.append(GridThroughput(name, k, result.nfev, result.seconds))
