@@ -57,3 +57,13 @@ def test_calibrated_instance_is_embedded_with_several_slot_deep_cache():
     assert inst.profile_ids == ("none", "shallow", "deep")
     assert inst.lengths.tolist() == [1024.0, 4096.0]
     assert inst.concurrency.tolist() == [12, 11, 9]  # deep caching costs three slots (M/M/9 tier)
+
+
+def test_instance_from_a_file(capsys, tmp_path):
+    from placement.instance import write_instance
+
+    path = tmp_path / "calibrated_copy.toml"
+    write_instance(load_instance("paper_calibrated"), path)
+    code, out, _ = run_cli(capsys, "reproduce", "--figure", "4", "--quick", "--json", "--instance", str(path))
+    assert code == 0
+    assert json.loads(out)["max_abs_error"] < 1e-3

@@ -62,7 +62,6 @@ def test_fig9_long_popularity_lowers_offloading_and_spreads_the_long_type():
     assert series("mean distance")[-1] != pytest.approx(series("mean distance")[0], abs=0.01)
 
 
-@pytest.mark.slow
 def test_fig10_best_candidate_keeps_twenty_percent_deep():
     r = fig10.run(quick=True, echo=False)
     best = r["best"]
@@ -75,7 +74,6 @@ def test_fig10_best_candidate_keeps_twenty_percent_deep():
     assert dh["heavy"]["mix"]["shallow"] > dh["light"]["mix"]["shallow"]
 
 
-@pytest.mark.slow
 def test_fig11_adaptive_never_below_fixed():
     r = fig11.run(quick=True, echo=False)
     assert all(g >= -1e-9 for g in r["gain"].values())
