@@ -107,6 +107,9 @@ def save_png(path: Path, draw: Plot, size: tuple[float, float] = (7.0, 4.5)) -> 
         os.close(fd)
         try:
             fig.savefig(tmp, dpi=120, format="png")
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual file mode
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
