@@ -4,7 +4,8 @@
 mix, Fig. 12 at ``Λ = FIG12_INTENSITY``) and on the structural comparisons of Fig. 10 (the
 light-load mix must beat the high-load mix at light and moderate load, and lose to it — and to
 its candidate neighbours — at high load).  :func:`loss` is the sum of squared misses plus a
-hinge penalty on every structural comparison that fails by less than a 0.003 margin.
+hinge penalty on every structural comparison that fails by less than a 0.003 margin, plus a
+hinge on every miss beyond ±0.02 (so no point sits at the edge of the ±0.03 band).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from placement.instance import Instance
 
 MARGIN = 0.003  # a structural comparison must hold by this much coverage
 STRUCTURE_WEIGHT = 10.0
+BAND = 0.02  # misses beyond ±0.02 pay an extra hinge (keeps every point well inside ±0.03)
+BAND_WEIGHT = 10.0
 LIGHT_MIX = tuple(DEFAULT_MIX.values())
 HIGH_MIX = tuple(HIGH_LOAD_MIX.values())
 HIGH_RIVALS = (LIGHT_MIX, (0.25, 0.65, 0.10), (0.40, 0.45, 0.15))  # candidate neighbours of the high-load mix
@@ -83,7 +86,8 @@ def measure(p: Parameters, high_load: float = FIG10_LOADS["high"]) -> Measuremen
 
 
 def loss(p: Parameters, high_load: float = FIG10_LOADS["high"], *, fit_high_load: bool = False) -> float:
-    """``Σ (ours − paper)² + 10 Σ max(0, rival − winner + 0.003)²`` (a large constant if ``p`` is invalid).
+    """``Σ d² + 10 Σ max(0, |d| − 0.02)² + 10 Σ max(0, rival − winner + 0.003)²`` with ``d = ours − paper``
+    (a large constant if ``p`` is invalid).
 
     The high-load comparisons enter only with ``fit_high_load`` (README.md explains why they
     cannot hold together with Fig. 8 under MODEL.md); they are always measured and reported.
@@ -95,4 +99,6 @@ def loss(p: Parameters, high_load: float = FIG10_LOADS["high"], *, fit_high_load
     short = m.shortfalls()
     if not fit_high_load:
         short = short[[i for i, c in enumerate(m.comparisons) if not c[0].startswith("high")]]
-    return float(np.sum(m.misses() ** 2) + STRUCTURE_WEIGHT * np.sum(short**2))
+    d = m.misses()
+    band = np.maximum(0.0, np.abs(d) - BAND)
+    return float(np.sum(d**2) + BAND_WEIGHT * np.sum(band**2) + STRUCTURE_WEIGHT * np.sum(short**2))
