@@ -19,13 +19,28 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from math import comb
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
-from benchmarks.compare_metrics import SUCCESS_TOL, Reference, Summary, ecdf, make_reference, summarise
-from benchmarks.compare_runs import RunRecord, grid_resolution_for, instance_label, lattice_size, load_benchmark, run_method
+from benchmarks.compare_metrics import (
+    SUCCESS_TOL,
+    Reference,
+    Summary,
+    ecdf,
+    make_reference,
+    summarise,
+)
+from benchmarks.compare_runs import (
+    RunRecord,
+    grid_resolution_for,
+    instance_label,
+    lattice_size,
+    load_benchmark,
+    run_method,
+)
 from formulations.placement import placement_problem
 from placement.instance import atomic_write_text
 from solvers.registry import method_names
@@ -128,8 +143,7 @@ def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
 
 
 def _small_lattice(n: int, limit: int) -> bool:
-    from math import comb
-
+    """Whether enumerating the unconstrained ``1/20`` lattice is cheap enough to count its feasible points."""
     return comb(REFERENCE_RESOLUTION + n - 1, n - 1) <= 200 * limit
 
 
@@ -258,11 +272,10 @@ def stderr_progress(stream: TextIO | None = None) -> Callable[[str], None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from edgeprefix.commands.compare import build_standalone_parser, config_from_args, handle
+    """``python -m benchmarks.compare ARGS`` is ``edgeprefix compare ARGS`` (bad input exits 2)."""
+    from edgeprefix.cli import main as cli_main
 
-    args = build_standalone_parser().parse_args(argv)
-    config_from_args(args)  # validate before any work
-    return handle(args)
+    return cli_main(["compare", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

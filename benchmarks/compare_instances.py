@@ -27,7 +27,13 @@ import numpy as np
 
 from benchmarks.synthetic import synthetic_instance
 from formulations.placement import placement_problem
-from placement.instance import Instance, PlacementSpec, atomic_write_text, default_instance, write_instance
+from placement.instance import (
+    Instance,
+    PlacementSpec,
+    atomic_write_text,
+    default_instance,
+    write_instance,
+)
 from solvers import solve
 
 INSTANCES_DIR = Path(__file__).resolve().parent / "instances"

@@ -10,11 +10,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from benchmarks.compare_metrics import Reference, Summary, ecdf  # noqa: E402
-from benchmarks.compare_runs import RunRecord  # noqa: E402
+from benchmarks.compare_metrics import Reference, Summary, ecdf
+from benchmarks.compare_runs import RunRecord
 
 
 def save_atomic(fig: plt.Figure, path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from math import comb
 from pathlib import Path
 
 import numpy as np
@@ -106,8 +107,6 @@ def grid_resolution_for(problem: PlacementProblem, budget: int) -> int:
     best = 0
     n = problem.dimension
     for k in range(1, MAX_GRID_RESOLUTION + 1):
-        from math import comb
-
         if comb(k + n - 1, n - 1) > 50 * budget:
             break
         size = lattice_size(problem, k)

@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -193,8 +194,9 @@ def machine() -> dict[str, object]:
 
 
 def render(rows: Sequence[SpeedRow], fits: Sequence[GrowthFit], grids: Sequence[GridThroughput], info: dict[str, object]) -> str:
-    lines = [f"machine: {info['cpu']} ({info['cores']} cores), Python {info['python']}, numpy {info['numpy']}, "
-             f"load average {info['load_average']}"]
+    machine_line = (f"machine: {info['cpu']} ({info['cores']} cores), Python {info['python']}, numpy {info['numpy']}, "
+                    f"load average {info['load_average']}")
+    lines = [machine_line]
     head = f"{'sweep':<9}{'|Q|':>5}{'|S|':>5}{'N':>4}{'ms':>9}{'maps':>6}{'ms/map':>9}{'quad ms':>10}{'ratio':>8}{'|Δcov|':>9}"
     lines += ["", head, "-" * len(head)]
     for r in rows:
@@ -229,8 +231,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-grid", action="store_true", help="skip the grid throughput")
     parser.add_argument("--out", default=None, help="folder for speed.json and speed.csv")
     args = parser.parse_args(argv)
-    import sys
-
     info_before = machine()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     rows = run_sweeps(mode, reference=not args.no_reference, progress=lambda s: print(s, file=sys.stderr, flush=True))

@@ -9,8 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.compare import CompareConfig, render_table, run_comparison, write_outputs
-from benchmarks.compare_runs import feasible_best_so_far, grid_resolution_for, lattice_size, load_benchmark
+from benchmarks.compare import (
+    CompareConfig,
+    render_table,
+    run_comparison,
+    write_outputs,
+)
+from benchmarks.compare_runs import (
+    feasible_best_so_far,
+    grid_resolution_for,
+    lattice_size,
+    load_benchmark,
+)
 from edgeprefix.cli import main as cli_main
 from formulations.placement import placement_problem
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgeprefix.commands._common import print_json
+
+if TYPE_CHECKING:
+    from benchmarks.compare import CompareConfig
 
 
 def _csv_list(text: str) -> tuple[str, ...]:
@@ -45,9 +49,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="folder for runs.csv, summary.csv/json and PNG figures")
 
 
-def config_from_args(args: argparse.Namespace):  # -> CompareConfig
+def config_from_args(args: argparse.Namespace) -> CompareConfig:
     """The :class:`benchmarks.compare.CompareConfig` of the parsed arguments (``--quick`` sets smaller defaults)."""
-    from benchmarks.compare import DEFAULT_BUDGETS, DEFAULT_INSTANCES, DEFAULT_METHODS, QUICK_BUDGETS, QUICK_INSTANCES, CompareConfig
+    from benchmarks.compare import (
+        DEFAULT_BUDGETS,
+        DEFAULT_INSTANCES,
+        DEFAULT_METHODS,
+        QUICK_BUDGETS,
+        QUICK_INSTANCES,
+        CompareConfig,
+    )
 
     quick = bool(args.quick)
     return CompareConfig(
@@ -61,7 +72,13 @@ def config_from_args(args: argparse.Namespace):  # -> CompareConfig
 
 
 def handle(args: argparse.Namespace) -> int:
-    from benchmarks.compare import render_table, run_comparison, stderr_progress, to_payload, write_outputs
+    from benchmarks.compare import (
+        render_table,
+        run_comparison,
+        stderr_progress,
+        to_payload,
+        write_outputs,
+    )
 
     config = config_from_args(args)
     comparison = run_comparison(config, progress=stderr_progress())
@@ -82,10 +99,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__.splitlines()[0])
     add_arguments(parser)
     parser.set_defaults(handler=handle)
-
-
-def build_standalone_parser() -> argparse.ArgumentParser:
-    """The same options for ``python -m benchmarks.compare``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return parser
