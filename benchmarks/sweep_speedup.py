@@ -45,10 +45,10 @@ def measure(instance: str, resolution: int, counts: Sequence[int], chunk: int, r
         for client in clients.values():
             client.run(lambda: None)  # every worker is up
         for _ in range(repeats):
-            for n in times:
+            for n, spent in times.items():
                 start = time.perf_counter()
                 result = grid_search(problem, resolution=resolution, chunk=chunk, client=clients.get(n))
-                times[n].append(time.perf_counter() - start)
+                spent.append(time.perf_counter() - start)
                 loads.append(_load())
                 text = history_csv(result, names)
                 reference, points = reference or text, result.nfev

@@ -82,7 +82,7 @@ class SharedStorage:
     def url(self) -> str:
         """SQLAlchemy URL; a bare ``postgresql://`` gets the ``psycopg2`` driver this package depends on."""
         url = storage_url(self.location)
-        if url.startswith("postgresql://") or url.startswith("postgres://"):
+        if url.startswith(("postgresql://", "postgres://")):
             url = "postgresql+psycopg2://" + url.split("://", 1)[1]
         return url
 

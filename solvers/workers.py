@@ -37,7 +37,14 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from solvers.optuna_search import COVERAGE_ATTR, FEASIBLE_ATTR, MIX_ATTR, OptunaSolver, SearchBox, _quiet_optuna
+from solvers.optuna_search import (
+    COVERAGE_ATTR,
+    FEASIBLE_ATTR,
+    MIX_ATTR,
+    OptunaSolver,
+    SearchBox,
+    _quiet_optuna,
+)
 from solvers.projection import Projection
 from solvers.result import Status
 from solvers.storage import WORKER_ATTR, SharedStorage, close, redact, retry_callback

@@ -84,5 +84,5 @@ def postgres_url() -> Iterator[str]:
         yield url
     finally:
         if stop:
-            subprocess.run(stop, capture_output=True, timeout=60)
+            subprocess.run(stop, capture_output=True, timeout=60, check=False)
         shutil.rmtree(folder, ignore_errors=True)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import optuna
+import pg
 import pytest
 from optuna.trial import TrialState
-
-import pg
-from formulations.placement import placement_problem
 from solver_stubs import StubModel, baseline
+
+from formulations.placement import placement_problem
 from solvers import solve
 from solvers.optuna_search import QmcSolver
 from solvers.projection import Projection
