@@ -34,7 +34,9 @@ from benchmarks.compare_metrics import (
     summarise,
 )
 from benchmarks.compare_runs import (
+    PER_BUDGET_METHODS,
     RunRecord,
+    anytime_runs,
     grid_resolution_for,
     instance_label,
     lattice_size,
@@ -109,7 +111,7 @@ class Comparison:
 
     def ecdf(self, method: str, evaluations: Sequence[int]) -> np.ndarray:
         """Pooled COCO ECDF of ``method`` at ``evaluations`` (see :func:`compare_metrics.ecdf`)."""
-        return ecdf(self.runs, self.references, method, evaluations)
+        return ecdf(anytime_runs(self.runs, method), self.references, method, evaluations)
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,8 @@ def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
                     k = grid_resolution_for(problem, b)
                     if k:
                         jobs.append(_Job(name, "grid", -1, b, k))
+            elif method in PER_BUDGET_METHODS:
+                jobs.extend(_Job(name, method, seed, b) for b in config.budgets for seed in range(config.seeds))
             else:
                 jobs.extend(_Job(name, method, seed, max(config.budgets)) for seed in range(config.seeds))
     return jobs, reference_points
@@ -175,7 +179,8 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
     for name in config.instances:
         for method in config.methods:
             for b in config.budgets:
-                if any(r.instance == labels[name] and r.method == method and (method != "grid" or r.budget == b) for r in comparison_runs):
+                if any(r.instance == labels[name] and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == b)
+                       for r in comparison_runs):
                     summaries.append(summarise(comparison_runs, refs[labels[name]], method, b, tol=config.tol))
     return Comparison(config, refs, tuple(summaries), tuple(comparison_runs))
 
@@ -215,7 +220,7 @@ def runs_csv(comparison: Comparison) -> str:
     writer.writerow(["instance", "method", "seed", "budget", "resolution", "evaluations", "best_coverage", "feasible", "seconds", "best_mix"])
     budgets = comparison.config.budgets
     for r in comparison.runs:
-        for b in ([r.budget] if r.method == "grid" else budgets):
+        for b in ([r.budget] if r.method in PER_BUDGET_METHODS else budgets):
             best = r.best_at(b)
             writer.writerow([r.instance, r.method, r.seed, b, r.resolution, min(b, r.nfev), f"{best:.10g}" if np.isfinite(best) else "",
                              int(np.isfinite(best)), f"{r.seconds_at(b):.4f}", " ".join(f"{v:.6g}" for v in r.best_mix) if b >= r.nfev else ""])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.compare_runs import RunRecord
+from benchmarks.compare_runs import PER_BUDGET_METHODS, RunRecord
 
 FloatArray = npt.NDArray[np.float64]
 SUCCESS_TOL = 0.005
@@ -88,10 +88,10 @@ def _floor(values: FloatArray) -> FloatArray:
 def summarise(runs: Sequence[RunRecord], ref: Reference, method: str, budget: int, *, tol: float = SUCCESS_TOL) -> Summary:
     """Summary of the runs of ``method`` on ``ref.instance`` at budget ``b``.
 
-    Grid runs are matched by their own budget (one deterministic run per budget); stochastic
-    runs are read at ``b`` evaluations of their longest run.
+    Methods of :data:`PER_BUDGET_METHODS` (SPSA, grid) are matched by their own budget (one run
+    per budget and seed); the others are read at ``b`` evaluations of their longest run.
     """
-    chosen = [r for r in runs if r.instance == ref.instance and r.method == method and (method != "grid" or r.budget == budget)]
+    chosen = [r for r in runs if r.instance == ref.instance and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == budget)]
     if not chosen:
         raise ValueError(f"no runs of method {method!r} on instance {ref.instance!r} at budget {budget}")
     raw = np.array([r.best_at(budget) for r in chosen])

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from benchmarks.compare_metrics import Reference, Summary, ecdf
-from benchmarks.compare_runs import RunRecord
+from benchmarks.compare_runs import RunRecord, anytime_runs
 
 
 def save_atomic(fig: plt.Figure, path: Path) -> None:
@@ -42,7 +42,7 @@ def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[
             if pts:
                 ax.plot(*zip(*pts), "ks--", label="grid (finest 1/K within b)")
             continue
-        chosen = [r for r in runs if r.instance == instance and r.method == method]
+        chosen = [r for r in anytime_runs(runs, method) if r.instance == instance]
         if not chosen:
             continue
         length = min(r.nfev for r in chosen)
@@ -50,8 +50,12 @@ def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[
         x = np.arange(1, length + 1)
         with np.errstate(all="ignore"):
             q25, med, q75 = np.nanpercentile(stack, [25, 50, 75], axis=0)
-        (line,) = ax.plot(x, med, label=method)
+        per_budget = method in ("spsa",)
+        (line,) = ax.plot(x, med, label=f"{method} (run at b = {length})" if per_budget else method)
         ax.fill_between(x, q25, q75, color=line.get_color(), alpha=0.2)
+        if per_budget:
+            pts = sorted((s.budget, s.median) for s in summaries if s.instance == instance and s.method == method)
+            ax.plot(*zip(*pts), "o", color=line.get_color(), label=f"{method}, own run per budget")
     ax.axhline(ref.coverage, color="grey", lw=0.8, ls=":", label=f"P* = {ref.coverage:.4f} ({ref.source})")
     ax.set_xscale("log")
     ax.set_xlabel("objective evaluations")
@@ -82,8 +86,9 @@ def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: 
                 if pts:
                     ax.plot(*zip(*pts), "ks", label="grid")
                 continue
-            if any(r.method == method and r.instance in subset for r in runs):
-                ax.step(n, ecdf(runs, subset, method, n), where="post", label=method)
+            curves = [r for r in anytime_runs(runs, method) if r.instance in subset]
+            if curves:
+                ax.step(n, ecdf(curves, subset, method, n), where="post", label=method)
         ax.set_xscale("log")
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("objective evaluations")

@@ -1,15 +1,17 @@
 """One optimiser run of the comparison, recorded as an anytime best-so-far curve (MODEL.md §10.3).
 
-A stochastic method (SPSA, TPE, CMA-ES, QMC, random) runs once per seed at the largest budget
-``B_max``; none of them reads the budget to set its steps, so its best-so-far after ``b``
-evaluations *is* the result of a run with budget ``b`` (the COCO "anytime" reading).  The grid
-depends on the budget: for each budget ``b`` it runs the finest lattice ``1/K`` whose feasible
-points fit in ``b`` (:func:`grid_resolution_for`).
+TPE, CMA-ES, QMC and random search run once per seed at the largest budget ``B_max``; none of
+them reads the budget, so their best-so-far after ``b`` evaluations *is* the result of a run
+with budget ``b`` (the COCO "anytime" reading).  The methods of :data:`PER_BUDGET_METHODS` read
+the budget and run once per budget: SPSA sets its gain constant ``A`` to 10 % of the expected
+iterations, and the grid runs the finest lattice ``1/K`` whose feasible points fit in ``b``
+(:func:`grid_resolution_for`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
@@ -25,6 +27,7 @@ from solvers.grid import feasible_lattice
 FloatArray = npt.NDArray[np.float64]
 INSTANCES_DIR = Path(__file__).resolve().parent / "instances"
 MAX_GRID_RESOLUTION = 200
+PER_BUDGET_METHODS = frozenset({"spsa", "grid"})  # their steps depend on the budget
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,17 @@ class RunRecord:
     def seconds_at(self, budget: int) -> float:
         """Wall seconds spent on the first ``budget`` evaluations."""
         return float(self.elapsed[min(budget, self.nfev) - 1]) if self.nfev else 0.0
+
+
+def anytime_runs(runs: Sequence[RunRecord], method: str) -> list[RunRecord]:
+    """Runs of ``method`` to draw as anytime curves: for a per-budget method, those at its largest budget."""
+    chosen = [r for r in runs if r.method == method]
+    if method in PER_BUDGET_METHODS and chosen:
+        top = {}
+        for r in chosen:
+            top[r.instance] = max(top.get(r.instance, 0), r.budget)
+        chosen = [r for r in chosen if r.budget == top[r.instance]]
+    return chosen
 
 
 def resolve_instance(name: str) -> Path | str:

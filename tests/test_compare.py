@@ -59,9 +59,15 @@ def test_reference_bounds_every_run_and_the_grid_is_close(comparison):
 
 def test_anytime_medians_never_drop_with_budget(comparison):
     for name in comparison.references:
-        for method in ("spsa", "tpe", "cmaes", "qmc", "random"):
+        for method in ("tpe", "cmaes", "qmc", "random"):  # SPSA and grid run once per budget
             small, large = (comparison.summary(name, method, b) for b in BUDGETS)
             assert large.median >= small.median
+
+
+def test_spsa_runs_once_per_budget(comparison):
+    spsa = [r for r in comparison.runs if r.method == "spsa" and r.instance == "paper_baseline"]
+    assert sorted(r.budget for r in spsa) == sorted(b for b in BUDGETS for _ in range(2))
+    assert all(r.nfev == r.budget for r in spsa)
 
 
 def test_ecdf_is_a_monotone_share(comparison):
