@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -16,10 +14,10 @@ def _batch_se(x, batches=50):
     return means.std(ddof=1) / np.sqrt(batches)
 
 
-def test_mm9_matches_erlang_c_fast():
-    start = time.process_time()
+def test_mm9_matches_erlang_c():
+    # 10⁶ customers (their wall time is measured by benchmarks/timings.py, not here)
     res = simulate_mmc(9 * 0.82, 1.0, 9, 1_000_000, seed=11)
-    assert time.process_time() - start < 5.0
+    assert res.waits.size == 1_000_000
     assert abs(res.wait_probability - res.erlang_wait_probability) < 5 * _batch_se(res.waits > 0)
     assert abs(res.mean_wait - res.erlang_mean_wait) < 5 * res.mean_wait_standard_error()
     # Kolmogorov distance within 5 batch standard errors of the ECDF at its largest gap (the atom)
