@@ -107,9 +107,7 @@ def association_alpha2(lam: FloatArray, b: FloatArray, *, jacobian: bool = False
         return out
     tail = np.empty_like(bs)
     tail[order, cols] = suffix  # ∫_{b_s}^∞ e^{−G}, per tier
-    rank = np.empty_like(order)
-    rank[order, cols] = np.arange(b.shape[0])[:, None]
-    later = np.where(rank[:, None, :] >= rank[None, :, :], tail[:, None, :], tail[None, :, :])
+    later = np.minimum(tail[:, None, :], tail[None, :, :])  # ∫ from max(b_s, b_t): the tail decreases in b
     scale = np.pi * lam
     cross = scale[:, None, None] * scale[None, :, None] * later
     return out, _with_diagonal(cross)

@@ -16,6 +16,7 @@ equilibrium exists; the report tells which method produced it and its final resi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -124,12 +125,13 @@ def _newton(
             step = np.linalg.solve(jac, -f)
         except np.linalg.LinAlgError:
             return v, f, False, step_count
-        norm = float(np.linalg.norm(f))
+        norm = math.sqrt(float(f @ f))
         length = 1.0
         while True:
             trial = v + length * step
             f_trial, jac_trial = residual_and_jacobian(trial)
-            if np.all(np.isfinite(f_trial)) and np.linalg.norm(f_trial) <= (1.0 - 1e-4 * length) * norm:
+            trial_norm = math.sqrt(float(f_trial @ f_trial))
+            if math.isfinite(trial_norm) and trial_norm <= (1.0 - 1e-4 * length) * norm:
                 break
             length *= 0.5
             if length < 1e-4:
@@ -149,7 +151,10 @@ def robust_solve(
 ) -> tuple[FloatArray, FixedPointReport]:
     """Safeguarded quasi-Newton solve of ``W = T(W)`` (see module notes).
 
-    ``w_shift`` (seconds) sets the smallest delay scale resolved by the log variable.
+    ``w_shift`` (seconds) sets the smallest delay scale resolved by the log variable;
+    :func:`placement.evaluation.evaluate` uses 5 % of the median service time ``1/μ_{s,q}``
+    (measured over 14 loads and instances: 86 evaluations in all, against 82–116 for 1 ms
+    and for 1 %, 2 %, 10 %, 20 % of the service time).
     ``jacobian(W) -> (T(W), ∂T/∂W)`` lets MINPACK use exact derivatives instead of ``|S|``
     finite differences per Jacobian (the difference between 60 and ~10 evaluations at 16
     profiles).
@@ -159,7 +164,8 @@ def robust_solve(
     if w0.size == 0:
         return w0, FixedPointReport("robust", True, 0, 0, 0.0)
     scale = max(1.0, float(np.max(np.abs(w0))))
-    if np.any(w0 != 0.0):  # a warm start may already be the equilibrium
+    if jacobian is None and np.any(w0 != 0.0):  # a warm start may already be the equilibrium
+        # (with a Jacobian, Newton's first evaluation makes the same test)
         first = float(np.max(np.abs(t(w0) - w0)))
         if first <= tol * scale:
             return w0, FixedPointReport("robust:warm-start", True, 0, t.calls, first)
@@ -188,7 +194,8 @@ def robust_solve(
         v_newton, f_newton, ok, steps = _newton(residual_and_jacobian, v0, lambda v, f: w_residual(v, f) <= 0.5 * tol * scale)
         if ok:
             w = np.exp(v_newton) - w_shift
-            return w, FixedPointReport("robust:newton", True, steps, t.calls, w_residual(v_newton, f_newton))
+            method = "robust:warm-start" if steps == 0 and np.any(w0 != 0.0) else "robust:newton"
+            return w, FixedPointReport(method, True, steps, t.calls, w_residual(v_newton, f_newton))
         v0 = v_newton if np.all(np.isfinite(v_newton)) else v0
     options = {"xtol": 1e-12, "maxfev": 200 * (w0.size + 1)}
     sol = root(residual_v, v0, method="hybr", options=options)
@@ -211,10 +218,11 @@ def solve_fixed_point(
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     record: bool = False,
     jacobian: Callable[[FloatArray], tuple[FloatArray, FloatArray]] | None = None,
+    w_shift: float = 1e-3,
 ) -> tuple[FloatArray, FixedPointReport]:
     """Dispatch by method name (``robust`` or ``damped``)."""
     if method == "damped":
         return damped_iteration(fn, start, damping=damping, tol=tol, max_iterations=max_iterations, record=record)
     if method == "robust":
-        return robust_solve(fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian)
+        return robust_solve(fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian, w_shift=w_shift)
     raise ValueError(f"method: unknown fixed-point method {method!r} (valid: {list(METHODS)})")
