@@ -352,7 +352,7 @@ def evaluate(
             max_iterations=max_iterations,
             record=record_history,
             jacobian=queue_map_jacobian if has_jacobian else None,
-            w_shift=0.05 * float(np.median(service)),
+            w_shift=0.05 * float(service.mean()),
         )
     else:
         w_adv = np.zeros(lam.size)

@@ -152,9 +152,9 @@ def robust_solve(
     """Safeguarded quasi-Newton solve of ``W = T(W)`` (see module notes).
 
     ``w_shift`` (seconds) sets the smallest delay scale resolved by the log variable;
-    :func:`placement.evaluation.evaluate` uses 5 % of the median service time ``1/μ_{s,q}``
-    (measured over 14 loads and instances: 86 evaluations in all, against 82–116 for 1 ms
-    and for 1 %, 2 %, 10 %, 20 % of the service time).
+    :func:`placement.evaluation.evaluate` uses 5 % of the mean service time ``1/μ_{s,q}``
+    (measured with the median over 14 loads and instances: 86 evaluations in all, against
+    82–116 for 1 ms and for 1 %, 2 %, 10 %, 20 % of the service time).
     ``jacobian(W) -> (T(W), ∂T/∂W)`` lets MINPACK use exact derivatives instead of ``|S|``
     finite differences per Jacobian (the difference between 60 and ~10 evaluations at 16
     profiles).

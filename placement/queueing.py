@@ -6,6 +6,8 @@ All functions are vectorised over tiers.  ``offered_load`` is ``a_s = λq_s / μ
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -52,10 +54,22 @@ def erlang_b(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
     return out
 
 
+def _erlang_c_scalar(a: float, c: float) -> float:
+    if not (0.0 <= a < c):
+        if a < 0 or not math.isfinite(a):
+            raise ValueError("offered_load: must be finite and >= 0")
+        return 1.0
+    b = _erlang_b_scalar(a, int(c))
+    return min(1.0, max(0.0, b / (1.0 - (a / c) * (1.0 - b))))
+
+
 def erlang_c(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
     """Waiting probability ``P^W`` (P-17) via ``P^W = E_c / (1 − ρ (1 − E_c))``; 1 when ``ρ ≥ 1``."""
     a = np.asarray(offered_load, dtype=float)
     c = np.asarray(servers, dtype=float)
+    if a.shape == c.shape and a.size <= _SCALAR_LIMIT and np.all(c == np.floor(c)) and np.all(c >= 0):
+        flat = [_erlang_c_scalar(x, k) for x, k in zip(a.ravel().tolist(), c.ravel().tolist())]
+        return np.array(flat, dtype=float).reshape(a.shape)
     b = erlang_b(a, c)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.where(c > 0, a / np.where(c > 0, c, 1.0), np.inf)
