@@ -368,10 +368,12 @@ def evaluate(
         decay = (c - work) / mean_service  # c μ − λq
         w_bar = np.where(stable_tier, pw / decay, np.inf)
 
-    def full(values: FloatArray, fill: float = np.nan) -> FloatArray:
-        out = np.full(pi.shape + values.shape[1:], fill)
-        out[active] = values
-        return out
+    per_tier = np.full((7, pi.size), np.nan)  # scatter the active tiers' vectors in one step
+    per_tier[:, active] = np.vstack([w_adv, arrivals, mean_service, rho, pw, w_bar, decay])
+    association_full = np.zeros((pi.size, g.shape[1]))
+    association_full[active] = a_active
+    bias_full = np.full((pi.size, g.shape[1]), np.nan)
+    bias_full[active] = bias
 
     return Evaluation(
         instance=instance,
@@ -380,15 +382,15 @@ def evaluate(
         target=tau,
         densities=lam_all,
         active=active,
-        association=full(a_active, 0.0),
-        bias=full(bias),
-        advertised_wait=full(w_adv),
-        arrival_rate=full(arrivals),
-        mean_service=full(mean_service),
-        utilization=full(rho),
-        wait_probability=full(pw),
-        mean_wait=full(w_bar),
-        decay=full(decay),
+        association=association_full,
+        bias=bias_full,
+        advertised_wait=per_tier[0],
+        arrival_rate=per_tier[1],
+        mean_service=per_tier[2],
+        utilization=per_tier[3],
+        wait_probability=per_tier[4],
+        mean_wait=per_tier[5],
+        decay=per_tier[6],
         stable=bool(np.all(stable_tier)),
         capacity_condition=capacity_condition(instance, pi),
         fixed_point=report,

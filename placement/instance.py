@@ -128,6 +128,7 @@ class Instance:
     probabilities: FloatArray = field(init=False, repr=False, compare=False)
     lengths: FloatArray = field(init=False, repr=False, compare=False)
     decodes: FloatArray = field(init=False, repr=False, compare=False)
+    _default_mix: FloatArray | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         forest = PrefixForest(self.prefixes)
@@ -165,7 +166,9 @@ class Instance:
         for key, value in values.items():
             object.__setattr__(self, key, value)
         if self.placement.mix is not None:
-            self.mix_vector(dict(self.placement.mix), field_name="placement.mix")
+            default = self.mix_vector(dict(self.placement.mix), field_name="placement.mix")
+            default.setflags(write=False)
+            object.__setattr__(self, "_default_mix", default)
         if not np.any(slots >= 1):
             raise InstanceError("gpu.memory", "no profile has concurrency c_s >= 1: raise M or lower m_run / κ")
 
@@ -201,7 +204,7 @@ class Instance:
         if mix is None:
             if self.placement.mix is None:
                 raise MixError(f"{field_name}: the instance has no default mix; pass one (e.g. --mix a=0.5,b=0.5)")
-            mix = dict(self.placement.mix)
+            return self._default_mix.copy()  # validated at construction
         ids = self.profile_ids
         if isinstance(mix, Mapping):
             unknown = [k for k in mix if k not in ids]
