@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,21 +12,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from benchmarks.compare_metrics import Reference, Summary, ecdf
+from placement.atomic import atomic_savefig
 from benchmarks.compare_runs import RunRecord, anytime_runs
 
 
 def save_atomic(fig: plt.Figure, path: Path) -> None:
     """Save ``fig`` as PNG through a temporary file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110, format="png")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_savefig(fig, path, dpi=110)
     finally:
         plt.close(fig)
 

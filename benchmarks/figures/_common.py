@@ -12,16 +12,18 @@ import csv
 import io
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from placement.atomic import atomic_savefig
+from placement.evaluation import evaluate
 from placement.instance import Instance, atomic_write_text, load_instance
 
 DEFAULT_INSTANCE = "paper_calibrated"
@@ -103,19 +105,24 @@ def save_png(path: Path, draw: Plot, size: tuple[float, float] = (7.0, 4.5)) -> 
     try:
         draw(fig)
         fig.tight_layout()
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp.png")
-        os.close(fd)
-        try:
-            fig.savefig(tmp, dpi=120, format="png")
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual file mode
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_savefig(fig, path, dpi=120)
     finally:
         plt.close(fig)
+
+
+def coverage_along(instances: Iterable[Instance], policies: Iterable[str], target: float) -> dict[str, list[float]]:
+    """``P_cov(τ)`` of every policy on each instance of a sweep (load-aware warm-started from the
+    previous point, as the paper's Fig. 6 remarks)."""
+    policies = tuple(policies)
+    out: dict[str, list[float]] = {p: [] for p in policies}
+    warm = None
+    for inst in instances:
+        for policy in policies:
+            ev = evaluate(inst, None, policy, warm_start=warm if policy == "load_aware" else None)
+            if policy == "load_aware":
+                warm = np.where(ev.active, ev.advertised_wait, 0.0)
+            out[policy].append(float(ev.coverage(target)))
+    return out
 
 
 def finish(payload: dict[str, Any], out: Path | str | None, draw: Plot | None, *, echo: bool = True,

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from benchmarks.calibration.targets import (
     FIG12_INTENSITY,
@@ -19,13 +18,13 @@ from benchmarks.calibration.targets import (
     TARGET,
 )
 from benchmarks.figures._common import (
+    coverage_along,
     finish,
     point,
     resolve_instance,
     result,
     series_xy,
 )
-from placement.evaluation import evaluate
 from placement.instance import Instance
 
 FIGURE = 12
@@ -37,16 +36,7 @@ POLICIES = ("load_aware", "prefix", "nearest")
 def sweep(instance: Instance, densities: tuple[float, ...], intensity: float = FIG12_INTENSITY,
           target: float = TARGET) -> dict[str, list[float]]:
     """Coverage per policy along ``λ_b`` at demand ``Λ = intensity``."""
-    out: dict[str, list[float]] = {p: [] for p in POLICIES}
-    warm = None
-    for density in densities:
-        inst = instance.with_network(edge_density=density, request_intensity=intensity)
-        for policy in POLICIES:
-            ev = evaluate(inst, None, policy, warm_start=warm if policy == "load_aware" else None)
-            if policy == "load_aware":
-                warm = np.where(ev.active, ev.advertised_wait, 0.0)
-            out[policy].append(float(ev.coverage(target)))
-    return out
+    return coverage_along((instance.with_network(edge_density=density, request_intensity=intensity) for density in densities), POLICIES, target)
 
 
 def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,

@@ -10,17 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from benchmarks.calibration.targets import FIG8_PAPER, NEAREST_PLATEAU, TARGET
 from benchmarks.figures._common import (
+    coverage_along,
     finish,
     point,
     resolve_instance,
     result,
     series_xy,
 )
-from placement.evaluation import evaluate
 from placement.instance import Instance
 from placement.policies import POLICIES
 
@@ -39,16 +38,7 @@ def paper_value(policy: str, load: float) -> float | None:
 def sweep(instance: Instance, loads: tuple[float, ...], policies: tuple[str, ...] = POLICIES,
           target: float = TARGET) -> dict[str, list[float]]:
     """Coverage ``P_cov(τ)`` per policy along ``loads`` (load-aware warm-started)."""
-    out: dict[str, list[float]] = {p: [] for p in policies}
-    warm = None
-    for load in loads:
-        inst = instance.with_network(request_intensity=load)
-        for policy in policies:
-            ev = evaluate(inst, None, policy, warm_start=warm if policy == "load_aware" else None)
-            if policy == "load_aware":
-                warm = np.where(ev.active, ev.advertised_wait, 0.0)
-            out[policy].append(float(ev.coverage(target)))
-    return out
+    return coverage_along((instance.with_network(request_intensity=load) for load in loads), policies, target)
 
 
 def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
