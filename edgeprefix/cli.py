@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -51,6 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args))
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as other Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ValueError as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"edgeprefix {args.command}: error: {message}", file=sys.stderr)
