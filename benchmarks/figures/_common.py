@@ -125,6 +125,28 @@ def coverage_along(instances: Iterable[Instance], policies: Iterable[str], targe
     return out
 
 
+def coverage_curves(points: list[dict[str, Any]], policies: Iterable[str], paper: Mapping[tuple[str, float], float],
+                    *, xlabel: str, title: str, target: float, plateau: float | None = None) -> Plot:
+    """A ``draw(fig)`` for coverage vs one swept parameter: one line per policy, the paper's
+    values as crosses, an optional horizontal plateau (Figs. 8 and 12)."""
+
+    def draw(fig) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        for policy in policies:
+            ax.plot(*series_xy(points, policy), marker="o", label=policy)
+        for (_, x), value in paper.items():
+            ax.plot([x], [value], "kx")
+        if plateau is not None:
+            ax.axhline(plateau, color="gray", lw=0.5, ls=":")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"TTFT coverage $P_{{cov}}({target}\\,s)$")
+        ax.set_title(title)
+        ax.set_ylim(0, 1)
+        ax.legend()
+
+    return draw
+
+
 def finish(payload: dict[str, Any], out: Path | str | None, draw: Plot | None, *, echo: bool = True,
            size: tuple[float, float] = (7.0, 4.5)) -> dict[str, Any]:
     """Print the table (when ``echo``), write ``figN.csv`` and ``figN.png`` into ``out`` (if given)."""

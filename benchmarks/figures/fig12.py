@@ -18,12 +18,12 @@ from benchmarks.calibration.targets import (
     TARGET,
 )
 from benchmarks.figures._common import (
+    coverage_curves,
     coverage_along,
     finish,
     point,
     resolve_instance,
     result,
-    series_xy,
 )
 from placement.instance import Instance
 
@@ -49,17 +49,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     payload = result(FIGURE, f"coverage at τ = {TARGET} s vs edge density λ_b (Λ = {intensity:g})", points,
                      instance=inst.name, intensity=intensity)
 
-    def draw(fig) -> None:
-        ax = fig.add_subplot(1, 1, 1)
-        for policy in POLICIES:
-            ax.plot(*series_xy(points, policy), marker="o", label=policy)
-        for (policy, d), value in FIG12_PAPER.items():
-            ax.plot([d], [value], "kx")
-        ax.axhline(NEAREST_PLATEAU, color="gray", lw=0.5, ls=":")
-        ax.set_xlabel("edge density λ_b [nodes / unit area]")
-        ax.set_ylabel(f"TTFT coverage $P_{{cov}}({TARGET}\\,s)$")
-        ax.set_title(f"Fig. 12 at Λ = {intensity:g} (× = paper)")
-        ax.set_ylim(0, 1)
-        ax.legend()
+    draw = coverage_curves(points, POLICIES, FIG12_PAPER, xlabel="edge density λ_b [nodes / unit area]", title=f"Fig. 12 at Λ = {intensity:g} (× = paper)",
+                           target=TARGET, plateau=NEAREST_PLATEAU)
 
     return finish(payload, out, draw, echo=echo)

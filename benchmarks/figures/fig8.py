@@ -13,12 +13,12 @@ from typing import Any
 
 from benchmarks.calibration.targets import FIG8_PAPER, NEAREST_PLATEAU, TARGET
 from benchmarks.figures._common import (
+    coverage_curves,
     coverage_along,
     finish,
     point,
     resolve_instance,
     result,
-    series_xy,
 )
 from placement.instance import Instance
 from placement.policies import POLICIES
@@ -50,17 +50,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
               for policy in POLICIES for load, value in zip(loads, cov[policy])]
     payload = result(FIGURE, f"coverage at τ = {TARGET} s vs request intensity Λ", points, instance=inst.name)
 
-    def draw(fig) -> None:
-        ax = fig.add_subplot(1, 1, 1)
-        for policy in POLICIES:
-            ax.plot(*series_xy(points, policy), marker="o", label=policy)
-        for (policy, load), value in FIG8_PAPER.items():
-            ax.plot([load], [value], "kx")
-        ax.axhline(NEAREST_PLATEAU, color="gray", lw=0.5, ls=":")
-        ax.set_xlabel("request intensity Λ [requests / unit area / s]")
-        ax.set_ylabel(f"TTFT coverage $P_{{cov}}({TARGET}\\,s)$")
-        ax.set_title("Fig. 8 (× = paper)")
-        ax.set_ylim(0, 1)
-        ax.legend()
+    draw = coverage_curves(points, POLICIES, FIG8_PAPER, xlabel="request intensity Λ [requests / unit area / s]", title="Fig. 8 (× = paper)",
+                           target=TARGET, plateau=NEAREST_PLATEAU)
 
     return finish(payload, out, draw, echo=echo)
