@@ -1,6 +1,6 @@
 """Optimiser comparison on the benchmark instances (issue 6 §2, MODEL.md §10.3).
 
-Run ``python -m benchmarks.compare`` or ``edgeprefix compare``.  For each instance × method
+Run ``python -m edgeprefix.benchmarks.compare`` or ``edgeprefix compare``.  For each instance × method
 at equal budgets of black-box evaluations over several seeds it reports the median and IQR of
 the best-so-far feasible coverage ``P_cov(τ_0)``, the gap to the reference optimum ``P*``, the
 share of seeds within 0.005 of ``P*`` and the wall time; it writes ``runs.csv`` (every run ×
@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from benchmarks.compare_metrics import (
+from edgeprefix.benchmarks.compare_metrics import (
     SUCCESS_TOL,
     Reference,
     Summary,
@@ -33,7 +33,7 @@ from benchmarks.compare_metrics import (
     make_reference,
     summarise,
 )
-from benchmarks.compare_runs import (
+from edgeprefix.benchmarks.compare_runs import (
     PER_BUDGET_METHODS,
     RunRecord,
     anytime_runs,
@@ -43,9 +43,9 @@ from benchmarks.compare_runs import (
     load_benchmark,
     run_method,
 )
-from formulations.placement import placement_problem
-from placement.instance import atomic_write_text
-from solvers.registry import method_names
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import atomic_write_text
+from edgeprefix.solvers.registry import method_names
 
 DEFAULT_INSTANCES = ("paper_baseline", "medium_forest", "mooncake_large")
 DEFAULT_METHODS = ("spsa", "tpe", "cmaes", "qmc", "random", "grid")
@@ -240,7 +240,7 @@ def summary_csv(comparison: Comparison) -> str:
 
 def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
-    from benchmarks.compare_plots import curves_figure, ecdf_figure, save_atomic
+    from edgeprefix.benchmarks.compare_plots import curves_figure, ecdf_figure, save_atomic
 
     written = []
     for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
@@ -277,7 +277,7 @@ def stderr_progress(stream: TextIO | None = None) -> Callable[[str], None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.compare ARGS`` is ``edgeprefix compare ARGS`` (bad input exits 2)."""
+    """``python -m edgeprefix.benchmarks.compare ARGS`` is ``edgeprefix compare ARGS`` (bad input exits 2)."""
     from edgeprefix.cli import main as cli_main
 
     return cli_main(["compare", *(sys.argv[1:] if argv is None else argv)])

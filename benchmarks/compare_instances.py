@@ -1,10 +1,10 @@
 """The benchmark instances of the optimiser comparison (MODEL.md §10.1) and how they are made.
 
-Run ``python -m benchmarks.compare_instances [--out DIR] [--skip-large]`` to (re)build the three
+Run ``python -m edgeprefix.benchmarks.compare_instances [--out DIR] [--skip-large]`` to (re)build the three
 files of ``benchmarks/instances/``:
 
 - ``paper_baseline.toml`` — the embedded instance, written with :func:`write_instance`;
-- ``medium_forest.toml`` — :func:`benchmarks.synthetic.synthetic_instance` (10 types, 7
+- ``medium_forest.toml`` — :func:`edgeprefix.benchmarks.synthetic.synthetic_instance` (10 types, 7
   profiles, ``α = 2``, ``Λ = 2``, seed 0) with a memory budget ``B̄`` and a fallback floor
   ``π_min`` chosen so that both bind at the optimum (checked by :func:`constraint_activity`);
   it has no default mix, so searches start from the projected uniform mix;
@@ -25,16 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.synthetic import synthetic_instance
-from formulations.placement import placement_problem
-from placement.instance import (
+from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import (
     Instance,
     PlacementSpec,
     atomic_write_text,
     default_instance,
     write_instance,
 )
-from solvers import solve
+from edgeprefix.solvers import solve
 
 INSTANCES_DIR = Path(__file__).resolve().parent / "instances"
 MOONCAKE_TRACE = Path("/work/shared/data/traces/mooncake/conversation_trace.jsonl")
@@ -147,7 +147,7 @@ def build_large(out: Path, trace: Path = MOONCAKE_TRACE) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.compare_instances", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.compare_instances", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=INSTANCES_DIR)
     parser.add_argument("--skip-large", action="store_true", help="do not rebuild the Mooncake instance")
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.compare_runs import PER_BUDGET_METHODS, RunRecord
+from edgeprefix.benchmarks.compare_runs import PER_BUDGET_METHODS, RunRecord
 
 FloatArray = npt.NDArray[np.float64]
 SUCCESS_TOL = 0.005

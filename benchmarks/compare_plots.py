@@ -11,9 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from benchmarks.compare_metrics import Reference, Summary, ecdf
-from placement.atomic import atomic_savefig
-from benchmarks.compare_runs import RunRecord, anytime_runs
+from edgeprefix.benchmarks.compare_metrics import Reference, Summary, ecdf
+from edgeprefix.placement.atomic import atomic_savefig
+from edgeprefix.benchmarks.compare_runs import RunRecord, anytime_runs
 
 
 def save_atomic(fig: plt.Figure, path: Path) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from formulations.placement import PlacementProblem, placement_problem
-from placement.instance import Instance, load_instance
-from solvers import Progress, solve
-from solvers.grid import feasible_lattice
+from edgeprefix.formulations.placement import PlacementProblem, placement_problem
+from edgeprefix.placement.model.instance import Instance, load_instance
+from edgeprefix.solvers import Progress, solve
+from edgeprefix.solvers.grid import feasible_lattice
 
 FloatArray = npt.NDArray[np.float64]
 INSTANCES_DIR = Path(__file__).resolve().parent / "instances"

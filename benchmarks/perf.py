@@ -1,8 +1,8 @@
 """Speed of one evaluation (fixed point + coverage at one τ) against a scipy.quad reference.
 
-Run ``python -m benchmarks.perf [--out DIR] [--quick]``.  For each case it reports the median
+Run ``python -m edgeprefix.benchmarks.perf [--out DIR] [--quick]``.  For each case it reports the median
 wall time of ``evaluate(...).coverage(τ_0)`` with the package's kernel and with
-:class:`benchmarks.reference_kernel.QuadReferenceKernel` plugged into the *same* robust
+:class:`edgeprefix.benchmarks.reference_kernel.QuadReferenceKernel` plugged into the *same* robust
 fixed-point method, the speed ratio, and the largest difference in coverage and association.
 For the 64 × 16 instance one reference association takes tens of seconds, so the reference is
 warm-started at the fast equilibrium with tolerance 1e-7 (it then needs one evaluation of the
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reference_kernel import QuadReferenceKernel
-from benchmarks.synthetic import synthetic_instance
-from placement.evaluation import Evaluation, evaluate
-from placement.instance import Instance, atomic_write_text, default_instance
+from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
+from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.placement.model.evaluation import Evaluation, evaluate
+from edgeprefix.placement.model.instance import Instance, atomic_write_text, default_instance
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def render(rows: list[dict[str, object]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.perf", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="folder for perf.json and perf.csv")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--no-reference", action="store_true", help="skip the scipy.quad reference")

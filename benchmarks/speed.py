@@ -1,7 +1,7 @@
 """Scaling study of one evaluation (fixed point + coverage) and grid-search throughput (issue 6 §3).
 
-Run ``python -m benchmarks.speed [--quick] [--no-reference] [--out DIR]``.  Three sweeps on seeded
-synthetic instances (:func:`benchmarks.synthetic.synthetic_instance`, ``α = 2.5`` so the
+Run ``python -m edgeprefix.benchmarks.speed [--quick] [--no-reference] [--out DIR]``.  Three sweeps on seeded
+synthetic instances (:func:`edgeprefix.benchmarks.synthetic.synthetic_instance`, ``α = 2.5`` so the
 quadrature path runs): request types ``|Q|``, profiles ``|S|`` and Gauss–Legendre nodes per
 segment ``N``.  Each row gives the median wall time of ``evaluate(...).coverage(τ_0)``, the
 fixed-point map evaluations it needed, the time per map evaluation, and — where one
@@ -30,11 +30,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from benchmarks.reference_kernel import QuadReferenceKernel
-from benchmarks.synthetic import synthetic_instance
-from placement.evaluation import evaluate
-from placement.instance import Instance, atomic_write_text
-from placement.spatial import AnalyticKernel
+from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
+from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance, atomic_write_text
+from edgeprefix.placement.model.spatial import AnalyticKernel
 
 ALPHA = 2.5
 BOUND_EXPONENTS = {"types": 1.0, "profiles": 2.0, "nodes": 1.0}  # O(|Q| |S|² N_r)
@@ -169,9 +169,9 @@ def fit_growth(rows: Sequence[SpeedRow]) -> list[GrowthFit]:
 
 def grid_throughput(quick: bool) -> list[GridThroughput]:
     """Points/s of the exhaustive grid on the benchmark instances."""
-    from benchmarks.compare_runs import load_benchmark
-    from formulations.placement import placement_problem
-    from solvers import solve
+    from edgeprefix.benchmarks.compare_runs import load_benchmark
+    from edgeprefix.formulations.placement import placement_problem
+    from edgeprefix.solvers import solve
 
     out = []
     for name, k in (("paper_baseline", 10 if quick else 20), ("medium_forest", 3 if quick else 10)):
@@ -224,7 +224,7 @@ def write(out: str | os.PathLike[str], rows: Sequence[SpeedRow], fits: Sequence[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.speed", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.speed", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, 2 repetitions (for the tests)")
     parser.add_argument("--no-reference", action="store_true", help="skip the scipy.quad reference")

@@ -1,6 +1,6 @@
 """Sweeps over loads × densities × instances × seeds, one search per cell, on Dask distributed.
 
-Run ``python -m benchmarks.sweep INSTANCE... --loads 1,2 --densities 0.5,1 --seeds 0,1
+Run ``python -m edgeprefix.benchmarks.sweep INSTANCE... --loads 1,2 --densities 0.5,1 --seeds 0,1
 [--method grid] [--dask ADDRESS | --workers N | --serial] --out sweep.csv`` (``edgeprefix sweep``
 is the same).  Every cell is one task: build the instance with ``Λ = load`` and ``λ_b = density``,
 solve its placement problem with the given method and seed, and return one CSV row.  A row
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from formulations.objective import POLICIES
-from formulations.placement import placement_problem
-from placement.instance import atomic_write_text, load_instance
-from solvers import SOLVERS, solve
-from solvers.distributed import dask_client, map_ordered
+from edgeprefix.formulations.objective import POLICIES
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import atomic_write_text, load_instance
+from edgeprefix.solvers import SOLVERS, solve
+from edgeprefix.solvers.distributed import dask_client, map_ordered
 
 COLUMNS = (
     "instance", "load", "density", "seed", "method", "policy", "objective", "coverage", "feasible",
@@ -52,7 +52,7 @@ class Sweep:
     loads : request intensities ``Λ`` (``network.request_intensity``), each > 0.
     densities : edge densities ``λ_b`` (``network.edge_density``), each > 0.
     seeds : seeds of the search (a deterministic method gives the same row for every seed).
-    method, budget, options : passed to :func:`solvers.solve`.
+    method, budget, options : passed to :func:`edgeprefix.solvers.solve`.
     policy, target : routing policy and ``τ_0`` (default: the instance's).
     """
 
@@ -167,7 +167,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.sweep", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

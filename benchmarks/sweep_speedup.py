@@ -1,6 +1,6 @@
 """Speed-up of the Dask grid over local workers (docs/distributed.md).
 
-Run ``python -m benchmarks.sweep_speedup [--instance FILE] [--resolution K] [--workers 1,2,4]``.
+Run ``python -m edgeprefix.benchmarks.sweep_speedup [--instance FILE] [--resolution K] [--workers 1,2,4]``.
 It scores the 1/K lattice of the instance serially (the chunked reference) and on one
 ``LocalCluster`` per worker count, timing from the first task to the gathered ``Result``
 (cluster start-up excluded, scattering the problem included).  The configurations are
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from edgeprefix.commands.solve import history_csv
-from formulations.placement import placement_problem
-from placement.instance import load_instance
-from solvers.distributed import dask_client, grid_search
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.solvers.distributed import dask_client, grid_search
 
 DEFAULT_INSTANCE = Path(__file__).parent / "instances" / "medium_forest.toml"
 
@@ -72,7 +72,7 @@ def table(rows: Sequence[dict[str, float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep_speedup", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.sweep_speedup", description=__doc__.splitlines()[0])
     parser.add_argument("--instance", default=str(DEFAULT_INSTANCE), help="instance file or embedded name (default: medium_forest)")
     parser.add_argument("--resolution", type=int, default=20, metavar="K", help="grid step 1/K (default: 20)")
     parser.add_argument("--chunk", type=int, default=64, metavar="N", help="lattice points per task (default: 64)")

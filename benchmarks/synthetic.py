@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.costs import QuadraticPrefill
-from placement.instance import Gpu, Instance, Network, PlacementSpec
-from placement.profiles import Profile
-from placement.workload import Prefix, RequestType
+from edgeprefix.placement.model.costs import QuadraticPrefill
+from edgeprefix.placement.model.instance import Gpu, Instance, Network, PlacementSpec
+from edgeprefix.placement.model.profiles import Profile
+from edgeprefix.placement.model.workload import Prefix, RequestType
 
 
 def synthetic_instance(

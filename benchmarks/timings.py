@@ -1,10 +1,10 @@
 """Wall and CPU times that used to be asserted in unit tests (they belong in benchmarks).
 
-Run ``python -m benchmarks.timings [--out DIR] [--repeats R]``.  Measures, each as the median over
+Run ``python -m edgeprefix.benchmarks.timings [--out DIR] [--repeats R]``.  Measures, each as the median over
 ``R`` repetitions (wall ``perf_counter`` and CPU ``process_time``):
 
 - ``mooncake_ingest`` — trace → radix forest for the Mooncake conversation trace (the profiles
-  command's "ingest" phase: :func:`placement.traces.read_trace` + :func:`placement.forest.build_forest`);
+  command's "ingest" phase: :func:`edgeprefix.placement.pipeline.traces.read_trace` + :func:`edgeprefix.placement.pipeline.forest.build_forest`);
 - ``association_mc`` — the 2·10⁵-sample nearest-distance Monte Carlo of ``paper_baseline``
   (MODEL.md §13, load-aware bias);
 - ``projection_call`` — one Euclidean projection onto the ``paper_baseline`` polytope (MODEL.md
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from placement.instance import atomic_write_text, default_instance
+from edgeprefix.placement.model.instance import atomic_write_text, default_instance
 
 MOONCAKE = Path("/work/shared/data/traces/mooncake/conversation_trace.jsonl")
 
@@ -59,8 +59,8 @@ def mooncake_ingest(repeats: int, trace: Path = MOONCAKE) -> Timing | None:
     """Read and build the forest of the Mooncake trace (``None`` when the trace is absent)."""
     if not trace.is_file():
         return None
-    from placement.forest import build_forest
-    from placement.traces import read_trace
+    from edgeprefix.placement.pipeline.forest import build_forest
+    from edgeprefix.placement.pipeline.traces import read_trace
 
     def run() -> None:
         build_forest(read_trace(trace, fmt="mooncake", block_size=512), block_size=512)
@@ -71,8 +71,8 @@ def mooncake_ingest(repeats: int, trace: Path = MOONCAKE) -> Timing | None:
 
 def association_mc(repeats: int) -> Timing:
     """2·10⁵ exact nearest-distance samples on ``paper_baseline`` at the load-aware bias."""
-    from placement.evaluation import evaluate
-    from placement.simulation.association_mc import simulate_instance_association
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.simulation.association_mc import simulate_instance_association
 
     inst = default_instance()
     bias = np.asarray(evaluate(inst, None, "load_aware").bias)
@@ -81,9 +81,9 @@ def association_mc(repeats: int) -> Timing:
 
 
 def projection_call(repeats: int, calls: int = 200) -> Timing:
-    """Per-call time of :class:`solvers.projection.Projection` on the ``paper_baseline`` polytope."""
-    from formulations.placement import placement_problem
-    from solvers.projection import Projection
+    """Per-call time of :class:`edgeprefix.solvers.projection.Projection` on the ``paper_baseline`` polytope."""
+    from edgeprefix.formulations.placement import placement_problem
+    from edgeprefix.solvers.projection import Projection
 
     projection = Projection(placement_problem(default_instance()).constraints)
     rng = np.random.default_rng(5)
@@ -100,7 +100,7 @@ def projection_call(repeats: int, calls: int = 200) -> Timing:
 
 def mmc_1e6(repeats: int) -> Timing:
     """FCFS M/M/9 at ``ρ = 0.82`` with 10⁶ customers."""
-    from placement.simulation.mmc import simulate_mmc
+    from edgeprefix.placement.simulation.mmc import simulate_mmc
 
     wall, cpu = _median_times(lambda: simulate_mmc(9 * 0.82, 1.0, 9, 1_000_000, seed=11), repeats)
     return Timing("mmc_1e6", wall, cpu, 1, 5.0, "CPU limit in tests/test_simulation_mmc.py")
@@ -121,7 +121,7 @@ def render(timings: list[Timing], load: tuple[float, float, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.timings", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.timings", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None, help="folder for timings.json")
     args = parser.parse_args(argv)

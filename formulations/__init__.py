@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from formulations.density import DensityPlanningProblem, build_density_model, density_problem
-from formulations.linear import LinearConstraints, read_linear_constraints
-from formulations.migration import (
+from edgeprefix.formulations.density import DensityPlanningProblem, build_density_model, density_problem
+from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
+from edgeprefix.formulations.migration import (
     Epoch,
     EpochProblem,
     MigrationPlan,
@@ -14,9 +14,9 @@ from formulations.migration import (
     migration_plan,
     transfer_bytes,
 )
-from formulations.migration_joint import JointMigrationProblem, build_joint_migration_model, joint_migration_problem
-from formulations.objective import CoverageObjective, Score
-from formulations.placement import PlacementProblem, build_placement_model, placement_problem
+from edgeprefix.formulations.migration_joint import JointMigrationProblem, build_joint_migration_model, joint_migration_problem
+from edgeprefix.formulations.objective import CoverageObjective, Score
+from edgeprefix.formulations.placement import PlacementProblem, build_placement_model, placement_problem
 
 __all__ = [
     "CoverageObjective",

@@ -4,7 +4,7 @@ Either for a given mix ``π`` or jointly (``min λ_b`` such that ``max_π P_cov 
 model declares ``λ_b ≥ 0``, the mix (a fixed ``Param`` or the §10.1 variables and
 constraints), the objective ``min λ_b`` and the reliability constraint as an
 ``ExternalFunction`` over the fixed point.  Bracketing and bisection on ``λ_b`` live in
-:mod:`solvers.density`.
+:mod:`edgeprefix.solvers.density`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 import pyomo.environ as pyo
 
-from formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
-from formulations.placement import PlacementProblem, declare_mix, placement_problem, share_caps
-from placement.instance import Instance
+from edgeprefix.formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
+from edgeprefix.formulations.placement import PlacementProblem, declare_mix, placement_problem, share_caps
+from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -21,7 +21,7 @@ import pyomo.environ as pyo
 from pyomo.repn import generate_standard_repn
 from scipy.optimize import linprog
 
-from placement.errors import InfeasibleConstraintsError
+from edgeprefix.placement.errors import InfeasibleConstraintsError
 
 FloatArray = npt.NDArray[np.float64]
 FEASIBILITY_TOLERANCE = 1e-8

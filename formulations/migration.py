@@ -27,12 +27,12 @@ import numpy as np
 import numpy.typing as npt
 import pyomo.environ as pyo
 
-from formulations.linear import LinearConstraints, read_linear_constraints
-from formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
-from formulations.placement import declare_mix, diagnose_infeasibility, share_caps
-from placement.instance import Instance, load_instance
-from placement.profiles import Profile, persistent_memory
-from placement.workload import PrefixForest
+from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
+from edgeprefix.formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
+from edgeprefix.formulations.placement import declare_mix, diagnose_infeasibility, share_caps
+from edgeprefix.placement.model.instance import Instance, load_instance
+from edgeprefix.placement.model.profiles import Profile, persistent_memory
+from edgeprefix.placement.model.workload import PrefixForest
 
 FloatArray = npt.NDArray[np.float64]
 BUDGET_SLACK = 1e-9  # tolerance on m_max when planning between two already-rounded mixes

@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 import pyomo.environ as pyo
 
-from formulations.linear import LinearConstraints, read_linear_constraints
-from formulations.migration import MigrationPlan, MigrationProblem, declare_flows, migration_plan, transfer_bytes
-from formulations.objective import INFEASIBLE_BASE, CoverageObjective, Score, clean_mix
-from formulations.placement import declare_mix, diagnose_infeasibility
+from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
+from edgeprefix.formulations.migration import MigrationPlan, MigrationProblem, declare_flows, migration_plan, transfer_bytes
+from edgeprefix.formulations.objective import INFEASIBLE_BASE, CoverageObjective, Score, clean_mix
+from edgeprefix.formulations.placement import declare_mix, diagnose_infeasibility
 
 FloatArray = npt.NDArray[np.float64]
 

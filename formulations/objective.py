@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from placement.instance import Instance
+from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
 INFEASIBLE_BASE = -1.0  # score offset of an unstable or non-converged point
@@ -29,8 +29,8 @@ Evaluator = Callable[..., Any]  # evaluate(instance, mix, policy, *, target=...,
 
 
 def default_evaluator() -> Evaluator:
-    """``placement.evaluation.evaluate`` (imported lazily: the model layer is optional at import)."""
-    from placement.evaluation import evaluate
+    """``edgeprefix.placement.model.evaluation.evaluate`` (imported lazily: the model layer is optional at import)."""
+    from edgeprefix.placement.model.evaluation import evaluate
 
     return evaluate
 

@@ -3,7 +3,7 @@
 The Pyomo model declares the decision ``π_s ∈ [0, π_s^max]`` and every linear constraint as a
 named rule with ``doc=``; the objective is a Pyomo ``ExternalFunction`` wrapping the fixed
 point (a black box no Pyomo solver can optimise).  Solvers read the linear part back with
-:func:`formulations.linear.read_linear_constraints` and search the black box themselves.
+:func:`edgeprefix.formulations.linear.read_linear_constraints` and search the black box themselves.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy.typing as npt
 import pyomo.environ as pyo
 from scipy.optimize import linprog
 
-from formulations.linear import LinearConstraints, read_linear_constraints
-from formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
-from placement.errors import InfeasibleConstraintsError
-from placement.instance import Instance
+from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
+from edgeprefix.formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
+from edgeprefix.placement.errors import InfeasibleConstraintsError
+from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -104,7 +104,7 @@ class PlacementProblem:
         return np.full(self.dimension, 1.0 / self.dimension)
 
     def clean(self, x: npt.ArrayLike) -> FloatArray:
-        """Snap a projected point onto the exact simplex (see :func:`formulations.objective.clean_mix`)."""
+        """Snap a projected point onto the exact simplex (see :func:`edgeprefix.formulations.objective.clean_mix`)."""
         return clean_mix(x, self.constraints.upper[: self.dimension])
 
     def score(self, x: npt.ArrayLike, warm_start: FloatArray | None = None) -> Score:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from solvers.api import DEFAULT_BUDGET, solve
-from solvers.density import DensityPlan, plan_density
-from solvers.migration import EpochDecision, MigrationSolution, solve_migration
-from solvers.projection import Projection
-from solvers.registry import SOLVERS, get_solver, method_names
-from solvers.result import Progress, Result, Status
+from edgeprefix.solvers.api import DEFAULT_BUDGET, solve
+from edgeprefix.solvers.density import DensityPlan, plan_density
+from edgeprefix.solvers.migration import EpochDecision, MigrationSolution, solve_migration
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.registry import SOLVERS, get_solver, method_names
+from edgeprefix.solvers.result import Progress, Result, Status
 
 __all__ = [
     "DEFAULT_BUDGET",

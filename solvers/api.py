@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from solvers.projection import Projection
-from solvers.registry import get_solver
-from solvers.result import Result, Status
-from solvers.tracking import Callback, Problem, StopSearch, Tracker
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.registry import get_solver
+from edgeprefix.solvers.result import Result, Status
+from edgeprefix.solvers.tracking import Callback, Problem, StopSearch, Tracker
 
 DEFAULT_BUDGET = 300
 
@@ -29,11 +29,11 @@ def solve(
 
     Parameters
     ----------
-    problem : a formulation (e.g. :class:`formulations.placement.PlacementProblem`); never mutated.
+    problem : a formulation (e.g. :class:`edgeprefix.formulations.placement.PlacementProblem`); never mutated.
     method : a registered name (``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
     budget : black-box evaluations allowed (``None``: only for methods that end on their own).
     seed : seed or generator; the only source of randomness.
-    callback : called with a :class:`solvers.result.Progress` after every evaluation;
+    callback : called with a :class:`edgeprefix.solvers.result.Progress` after every evaluation;
         returning ``True`` stops the search.
     projection : a projector to reuse (built from ``problem.constraints`` when omitted).
     options : method options (see each solver's fields); unknown names raise with the valid list.

@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from solvers.projection import Projection
-from solvers.result import Status
-from solvers.tracking import Problem, Tracker
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.result import Status
+from edgeprefix.solvers.tracking import Problem, Tracker
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Solver:
 
     ``run`` proposes mixes, projects them with ``projection`` and scores them with
     ``tracker.evaluate`` until it is done (returning a :class:`Status`) or the tracker raises
-    :class:`solvers.tracking.StopSearch`.
+    :class:`edgeprefix.solvers.tracking.StopSearch`.
     """
 
     name: ClassVar[str] = ""

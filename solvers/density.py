@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from formulations.density import DensityPlanningProblem
-from formulations.objective import Score
-from solvers.api import solve
+from edgeprefix.formulations.density import DensityPlanningProblem
+from edgeprefix.formulations.objective import Score
+from edgeprefix.solvers.api import solve
 
 FloatArray = npt.NDArray[np.float64]
 MAX_DOUBLINGS = 20
@@ -79,7 +79,7 @@ def plan_density(
 
     Parameters
     ----------
-    problem : from :func:`formulations.density.density_problem`.
+    problem : from :func:`edgeprefix.formulations.density.density_problem`.
     method, budget, seed, options : the placement search run at each density when joint
         (default: the 1/10 grid, ``resolution=10``); ignored for a fixed mix.
     rtol : relative width of the final bracket.

@@ -5,7 +5,7 @@ warm-starting every fixed point from the previous point *of the same chunk* (the
 starts cold).  A task is therefore a pure function of its chunk, and gathering the tasks in
 order gives the same scores, bit for bit, whether they ran on a cluster or one after the
 other in this process (``client=None``).  The standard grid search then walks the lattice
-over the gathered table, so the :class:`solvers.result.Result` (history, best point,
+over the gathered table, so the :class:`edgeprefix.solvers.result.Result` (history, best point,
 ``history.csv``) is the one a single-process run writes.  (The plain ``grid`` method warm-starts
 across chunk boundaries too; its values agree to about 1e-12.)
 """
@@ -24,12 +24,12 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from formulations.linear import LinearConstraints
-from formulations.objective import Score
-from solvers.api import solve
-from solvers.grid import GridSolver, feasible_lattice
-from solvers.result import Result
-from solvers.tracking import Callback, Problem
+from edgeprefix.formulations.linear import LinearConstraints
+from edgeprefix.formulations.objective import Score
+from edgeprefix.solvers.api import solve
+from edgeprefix.solvers.grid import GridSolver, feasible_lattice
+from edgeprefix.solvers.result import Result
+from edgeprefix.solvers.tracking import Callback, Problem
 
 FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")

@@ -16,11 +16,11 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from formulations.linear import LinearConstraints
-from solvers.base import Solver
-from solvers.projection import Projection
-from solvers.result import Status
-from solvers.tracking import Problem, Tracker
+from edgeprefix.formulations.linear import LinearConstraints
+from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.result import Status
+from edgeprefix.solvers.tracking import Problem, Tracker
 
 FloatArray = npt.NDArray[np.float64]
 FEASIBLE_TOL = 1e-9

@@ -1,9 +1,9 @@
-"""Deciding the epoch mixes of a :class:`~formulations.migration.MigrationProblem` (MODEL.md §10.5).
+"""Deciding the epoch mixes of a :class:`~edgeprefix.formulations.migration.MigrationProblem` (MODEL.md §10.5).
 
 By default epochs are decided in order (a receding horizon): epoch ``e`` maximises
 ``w_e P_cov^e(π) − γ bytes(π^{e−1} → π)`` under §10.1 and the node-change budget from the mix
 chosen for ``e − 1``; the plan ``m_{s→t}`` between consecutive mixes is then the transport LP
-(HiGHS through Pyomo).  Each epoch's search is an ordinary :func:`solvers.solve` run.
+(HiGHS through Pyomo).  Each epoch's search is an ordinary :func:`edgeprefix.solvers.solve` run.
 This is exact for one epoch; for several it is the greedy decomposition of the joint
 objective.  ``joint=True`` searches ``(π^1, …, π^E)`` at once instead, so it can trade
 coverage now for budget later.
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from formulations.migration import MigrationPlan, MigrationProblem
-from formulations.migration_joint import joint_migration_problem
-from solvers.api import DEFAULT_BUDGET, solve
-from solvers.result import Result
+from edgeprefix.formulations.migration import MigrationPlan, MigrationProblem
+from edgeprefix.formulations.migration_joint import joint_migration_problem
+from edgeprefix.solvers.api import DEFAULT_BUDGET, solve
+from edgeprefix.solvers.result import Result
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def solve_migration(
 ) -> MigrationSolution:
     """Decide ``π^1..π^E`` epoch by epoch with ``method`` (default the 1/20 grid) and plan each move.
 
-    With ``joint=True`` all epochs are searched at once (:mod:`formulations.migration_joint`;
+    With ``joint=True`` all epochs are searched at once (:mod:`edgeprefix.formulations.migration_joint`;
     ``budget`` is then the total, and the grid is refused: its product lattice is too large).
     """
     if joint:

@@ -5,7 +5,7 @@ A sampler proposes ``z`` in the bounding box of the free shares; the evaluated p
 database URL) the study persists after every trial, so a killed run resumes with every
 completed evaluation kept (replayed into the history, not re-scored) and any trial left
 running re-proposed.  With ``workers >= 1`` the study is shared by that many processes (and
-by any other machine that joins it), see :mod:`solvers.workers`.
+by any other machine that joins it), see :mod:`edgeprefix.solvers.workers`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from solvers.base import Solver
-from solvers.projection import Projection
-from solvers.result import Status
-from solvers.tracking import Problem, StopSearch, Tracker
+from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.result import Status
+from edgeprefix.solvers.tracking import Problem, StopSearch, Tracker
 
 MIX_ATTR, COVERAGE_ATTR, FEASIBLE_ATTR = "mix", "coverage", "feasible"
 
@@ -84,7 +84,7 @@ class OptunaSolver(Solver):
     storage : SQLite file path or database URL holding the study (``None``: in memory, nothing resumes).
     study_name : name of the study inside the storage.
     workers : ``0`` runs the ask/tell loop in this process; ``N >= 1`` starts ``N`` worker
-        processes on a shared study (needs ``storage``), see :mod:`solvers.workers`.
+        processes on a shared study (needs ``storage``), see :mod:`edgeprefix.solvers.workers`.
     heartbeat_interval, grace_period : seconds between heartbeats of a running trial, and
         without one before the trial counts as dead (shared studies only).
     max_retry : times a dead trial is proposed again (shared studies only).
@@ -118,7 +118,7 @@ class OptunaSolver(Solver):
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         seed = int(rng.integers(2**31 - 1))
         if self.workers:
-            from solvers.workers import run_shared  # imports this module
+            from edgeprefix.solvers.workers import run_shared  # imports this module
 
             with _quiet_optuna():
                 return run_shared(self, problem, projection, tracker, seed)

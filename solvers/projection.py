@@ -14,8 +14,8 @@ import cvxpy as cp
 import numpy as np
 import numpy.typing as npt
 
-from formulations.linear import LinearConstraints
-from placement.errors import InfeasibleConstraintsError
+from edgeprefix.formulations.linear import LinearConstraints
+from edgeprefix.placement.errors import InfeasibleConstraintsError
 
 FloatArray = npt.NDArray[np.float64]
 CLARABEL_OPTIONS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 200}

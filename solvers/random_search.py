@@ -7,10 +7,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from solvers.base import Solver
-from solvers.projection import Projection
-from solvers.result import Status
-from solvers.tracking import Problem, Tracker
+from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.result import Status
+from edgeprefix.solvers.tracking import Problem, Tracker
 
 
 @dataclass(frozen=True)

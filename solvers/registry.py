@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from solvers.base import Solver
-from solvers.grid import GridSolver
-from solvers.optuna_search import CmaEsSolver, QmcSolver, TpeSolver
-from solvers.random_search import RandomSolver
-from solvers.spsa import SpsaSolver
+from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.grid import GridSolver
+from edgeprefix.solvers.optuna_search import CmaEsSolver, QmcSolver, TpeSolver
+from edgeprefix.solvers.random_search import RandomSolver
+from edgeprefix.solvers.spsa import SpsaSolver
 
 SOLVERS: dict[str, type[Solver]] = {
     cls.name: cls for cls in (SpsaSolver, TpeSolver, CmaEsSolver, QmcSolver, GridSolver, RandomSolver)

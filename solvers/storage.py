@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import optuna
 from optuna.trial import FrozenTrial
 
-from solvers.optuna_search import storage_url
+from edgeprefix.solvers.optuna_search import storage_url
 
 
 def redact(url: str) -> str:

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from formulations.linear import LinearConstraints
-from formulations.objective import Score
-from solvers.result import Progress, Status
+from edgeprefix.formulations.linear import LinearConstraints
+from edgeprefix.formulations.objective import Score
+from edgeprefix.solvers.result import Progress, Status
 
 FloatArray = npt.NDArray[np.float64]
 Callback = Callable[[Progress], Any]

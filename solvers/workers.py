@@ -1,6 +1,6 @@
 """Many processes, one Optuna study (MODEL.md §10.3): N local workers, other machines join.
 
-:func:`run_shared` is what :class:`solvers.optuna_search.OptunaSolver` runs when
+:func:`run_shared` is what :class:`edgeprefix.solvers.optuna_search.OptunaSolver` runs when
 ``workers >= 1``:
 
 1. open the study in the shared storage, or create it.  The creator records the study's
@@ -37,7 +37,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from solvers.optuna_search import (
+from edgeprefix.solvers.optuna_search import (
     COVERAGE_ATTR,
     FEASIBLE_ATTR,
     MIX_ATTR,
@@ -45,10 +45,10 @@ from solvers.optuna_search import (
     SearchBox,
     _quiet_optuna,
 )
-from solvers.projection import Projection
-from solvers.result import Status
-from solvers.storage import WORKER_ATTR, SharedStorage, close, redact, retry_callback
-from solvers.tracking import Problem, Tracker
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.result import Status
+from edgeprefix.solvers.storage import WORKER_ATTR, SharedStorage, close, redact, retry_callback
+from edgeprefix.solvers.tracking import Problem, Tracker
 
 DEFINITION_PREFIX = "edgeprefix:"
 READY_KEY = "edgeprefix:ready"

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import copy
+import os
+import sys
 from typing import Any
 
-import pytest
+# `python -m pytest` at the repository root puts the checkout first on sys.path; there the
+# folder `edgeprefix/` (the CLI alone) would shadow the installed package, whose sub-packages
+# `edgeprefix.placement`, `.formulations`, ... are mapped from the sibling folders.  Test the
+# installed mapping, as a user imports it.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
 
-from placement.instance import default_instance, instance_from_mapping, instance_to_mapping
+import pytest  # noqa: E402
+
+from edgeprefix.placement.model.instance import default_instance, instance_from_mapping, instance_to_mapping  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""A cheap stand-in for ``placement.evaluation.evaluate`` used by the solver tests.
+"""A cheap stand-in for ``edgeprefix.placement.model.evaluation.evaluate`` used by the solver tests.
 
 ``P_cov(π) = 0.9 − ||π − π*||²`` with an interior optimum ``π*``; tier ``s`` has utilisation
 ``ρ_s = 0.4 + load_s · (1 − π_s)`` for a chosen ``load``, so a tier starved of nodes becomes
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from placement.instance import Instance, PlacementSpec, load_instance
+from edgeprefix.placement.model.instance import Instance, PlacementSpec, load_instance
 
 
 @dataclass(frozen=True)

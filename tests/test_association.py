@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.reference_kernel import QuadReferenceKernel
-from placement.association import association, association_alpha2, association_error, association_quadrature
-from placement.spatial import AnalyticKernel
+from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
+from edgeprefix.placement.model.association import association, association_alpha2, association_error, association_quadrature
+from edgeprefix.placement.model.spatial import AnalyticKernel
 
 
 def _random_case(rng, s=4, q=3):

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from formulations.placement import placement_problem
-from placement.evaluation import evaluate
-from placement.instance import default_instance, instance_to_mapping, load_instance
-from solvers import solve
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import default_instance, instance_to_mapping, load_instance
+from edgeprefix.solvers import solve
 
 FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "instances"
 

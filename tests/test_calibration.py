@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement.calibration import (
+from edgeprefix.placement.pipeline.calibration import (
     DEFAULT_CALIBRATION,
     DEFAULT_DECODE_PER_TOKEN,
     DEFAULT_PREFILL,
@@ -26,7 +26,7 @@ from placement.calibration import (
     read_measurements,
     splitwise_groups,
 )
-from placement.profiles import concurrency
+from edgeprefix.placement.model.profiles import concurrency
 
 SPLITWISE = Path(__file__).resolve().parents[2] / "shared/data/calibration/splitwise_perf_model.csv"
 needs_splitwise = pytest.mark.skipif(

@@ -47,7 +47,7 @@ def test_solve_out_dir_writes_result_history_and_plot_and_resumes(tmp_path, caps
 
 def test_solve_bad_input_exits_2_with_one_line(tmp_path, capsys):
     instance = tmp_path / "bad.toml"
-    from placement.instance import instance_from_mapping, instance_to_mapping, load_instance, write_instance
+    from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, load_instance, write_instance
 
     data = instance_to_mapping(load_instance())
     data["placement"]["max_share"] = {"none": 0.2, "shallow": 0.2, "deep": 0.2}
@@ -105,7 +105,7 @@ def test_progress_bar_draws_on_its_stream():
     import numpy as np
 
     from edgeprefix.commands.solve import ProgressBar
-    from solvers import Progress
+    from edgeprefix.solvers import Progress
 
     stream = io.StringIO()
     bar = ProgressBar(10, stream)

@@ -9,20 +9,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.compare import (
+from edgeprefix.benchmarks.compare import (
     CompareConfig,
     render_table,
     run_comparison,
     write_outputs,
 )
-from benchmarks.compare_runs import (
+from edgeprefix.benchmarks.compare_runs import (
     feasible_best_so_far,
     grid_resolution_for,
     lattice_size,
     load_benchmark,
 )
 from edgeprefix.cli import main as cli_main
-from formulations.placement import placement_problem
+from edgeprefix.formulations.placement import placement_problem
 
 BUDGETS = (8, 16)
 METHODS = ("spsa", "tpe", "cmaes", "qmc", "random", "grid")

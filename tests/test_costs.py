@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.costs import PiecewiseLinearPrefill, QuadraticPrefill, RadioCost
-from placement.errors import InstanceError
-from placement.evaluation import evaluate
-from placement.instance import load_instance, write_instance
+from edgeprefix.placement.model.costs import PiecewiseLinearPrefill, QuadraticPrefill, RadioCost
+from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import load_instance, write_instance
 
 
 def test_quadratic_with_intercept_is_zero_at_zero():

@@ -24,12 +24,12 @@ import pytest
 from optuna.trial import TrialState
 from solver_stubs import StubModel, baseline
 
-from formulations.placement import placement_problem
-from solvers import solve
-from solvers.optuna_search import QmcSolver
-from solvers.projection import Projection
-from solvers.storage import SharedStorage, close, redact
-from solvers.workers import WORKER_ATTR, Job, WorkersFailed, open_study, shared_storage
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.solvers import solve
+from edgeprefix.solvers.optuna_search import QmcSolver
+from edgeprefix.solvers.projection import Projection
+from edgeprefix.solvers.storage import SharedStorage, close, redact
+from edgeprefix.solvers.workers import WORKER_ATTR, Job, WorkersFailed, open_study, shared_storage
 
 BUDGET, SEED = 10, 11
 OPTIMUM = np.array([0.3, 0.3, 0.4])

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.reference_kernel import QuadReferenceKernel
-from placement.evaluation import evaluate
-from placement.queueing import mean_wait
+from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.queueing import mean_wait
 
 LOADS = [1.0, 2.0, 3.0, 4.0]
 

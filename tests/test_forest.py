@@ -7,8 +7,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from placement.forest import ForestBuilder, build_forest
-from placement.traces import TraceRecord, synthetic_records
+from edgeprefix.placement.pipeline.forest import ForestBuilder, build_forest
+from edgeprefix.placement.pipeline.traces import TraceRecord, synthetic_records
 
 B = 512
 

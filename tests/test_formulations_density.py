@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyomo.environ as pyo
 import pytest
 
-from formulations.density import density_problem
+from edgeprefix.formulations.density import density_problem
 from solver_stubs import baseline
-from solvers.density import plan_density
+from edgeprefix.solvers.density import plan_density
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def test_joint_answer_is_the_smallest_density_for_the_same_search(instance):
     plan = plan_density(problem, method="grid", resolution=5)
     assert plan.joint and plan.coverage >= 0.8
     assert problem.meets(problem.score(plan.edge_density, plan.x))
-    from solvers import solve
+    from edgeprefix.solvers import solve
 
     below = solve(problem.placement(0.98 * plan.edge_density), "grid", budget=None, resolution=5)
     assert not (below.success and below.coverage >= 0.8)

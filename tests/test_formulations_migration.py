@@ -7,16 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from formulations.migration import (
+from edgeprefix.formulations.migration import (
     Epoch,
     MigrationProblem,
     load_migration,
     migration_plan,
     transfer_bytes,
 )
-from placement.errors import InfeasibleConstraintsError
+from edgeprefix.placement.errors import InfeasibleConstraintsError
 from solver_stubs import baseline
-from solvers.migration import solve_migration
+from edgeprefix.solvers.migration import solve_migration
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_epochs_file_round_trip(tmp_path):
 
 
 def test_joint_search_stacks_the_epochs_and_meets_every_budget(instance):
-    from formulations.migration_joint import joint_migration_problem
+    from edgeprefix.formulations.migration_joint import joint_migration_problem
 
     problem = MigrationProblem(
         instance,

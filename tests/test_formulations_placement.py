@@ -8,10 +8,10 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 
-from formulations.linear import read_linear_constraints
-from formulations.objective import INFEASIBLE_BASE
-from formulations.placement import build_placement_model, placement_problem
-from placement.errors import InfeasibleConstraintsError
+from edgeprefix.formulations.linear import read_linear_constraints
+from edgeprefix.formulations.objective import INFEASIBLE_BASE
+from edgeprefix.formulations.placement import build_placement_model, placement_problem
+from edgeprefix.placement.errors import InfeasibleConstraintsError
 from solver_stubs import StubModel, baseline, unconstrained, with_placement
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement.costs import QuadraticPrefill
-from placement.forest import build_forest
-from placement.profile_generation import (
+from edgeprefix.placement.model.costs import QuadraticPrefill
+from edgeprefix.placement.pipeline.forest import build_forest
+from edgeprefix.placement.pipeline.profile_generation import (
     FALLBACK_ID,
     eligible_vertices,
     generate_profiles,
@@ -22,8 +22,9 @@ from placement.profile_generation import (
     request_types,
     value_scores,
 )
-from placement.traces import TraceRecord, read_trace, synthetic_records
-from placement.tree_knapsack import knapsack_dp, knapsack_model, solve_knapsack
+from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace, synthetic_records
+from edgeprefix.formulations.tree_knapsack import knapsack_model, solve_knapsack
+from edgeprefix.placement.pipeline.knapsack import knapsack_dp
 
 MOONCAKE = Path(__file__).resolve().parents[2] / "shared/data/traces/mooncake/conversation_trace.jsonl"
 G = QuadraticPrefill(linear=1.5e-4, quadratic=1.5e-8, intercept=0.04)
@@ -104,7 +105,7 @@ def test_generated_profiles_are_closed_within_cap_and_supported() -> None:
     forest = _synthetic_forest()
     cap, k_min = 0.3, 5
     ps = generate_profiles(forest, G, kappa=KAPPA, gpu_memory=8.0, cap=cap, decode_per_token=0.04,
-                           k_min=k_min, max_profiles=5)
+                           k_min=k_min, max_profiles=5, knapsack=solve_knapsack)
     assert ps.profiles[0].id == FALLBACK_ID and ps.vertices[0] == ()
     assert 2 <= len(ps.profiles) <= 5
     for verts, memory in zip(ps.vertices, ps.memory):
@@ -124,8 +125,8 @@ def test_knapsack_beats_greedy_and_matches_dp_on_a_trace_forest() -> None:
     eligible = eligible_vertices(forest, 2)
     values = marginal_values(forest, G)
     for cap in (0.05, 0.12, 0.3):
-        milp = knapsack_profile(forest, values, KAPPA, cap, eligible)
-        dp = knapsack_profile(forest, values, KAPPA, cap, eligible, exact_dp=True)
+        milp = knapsack_profile(forest, values, KAPPA, cap, eligible, knapsack=solve_knapsack)
+        dp = knapsack_profile(forest, values, KAPPA, cap, eligible)
         greedy = greedy_profile(forest, value_scores(forest, G, KAPPA), KAPPA, cap, eligible)
         assert values[list(milp)].sum() == pytest.approx(values[list(dp)].sum(), rel=1e-9)
         assert values[list(greedy)].sum() <= values[list(milp)].sum() * (1 + 1e-9)
@@ -155,7 +156,7 @@ def test_pruning_removes_exactly_the_dominated_profiles() -> None:
         ("ab", (0, a, b)),
         ("a_deep", tuple(sorted({0, a, *[c for c in forest.children(a) if forest.count[c] >= 1][:2]}))),
     ]
-    from placement.profile_generation import assemble, profile_metrics
+    from edgeprefix.placement.pipeline.profile_generation import assemble, profile_metrics
 
     for type_vertices in (None, [0, a], [0]):
         kept, removed = prune_dominated(forest, named, kappa=KAPPA, gpu_memory=4.0, type_vertices=type_vertices)
@@ -179,7 +180,7 @@ def test_mooncake_profiles_closed_and_within_cap() -> None:
     forest = build_forest(read_trace(MOONCAKE))
     gpu_memory, cap = 33.5, 2.0
     ps = generate_profiles(forest, G, kappa=KAPPA, gpu_memory=gpu_memory, cap=cap, decode_per_token=0.0445,
-                           ladder=(1.0, 0.5), n_families=1)
+                           ladder=(1.0, 0.5), n_families=1, knapsack=solve_knapsack)
     assert ps.profiles[0].id == FALLBACK_ID
     for verts, memory in zip(ps.vertices, ps.memory):
         assert is_ancestor_closed(forest, verts) and memory <= cap * (1 + 1e-9)
@@ -190,7 +191,7 @@ def test_mooncake_profiles_closed_and_within_cap() -> None:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_deepest_marked_ancestor_matches_a_plain_walk(seed: int) -> None:
-    from placement.profile_generation import _deepest_marked
+    from edgeprefix.placement.pipeline.profile_generation import _deepest_marked
 
     rng = np.random.default_rng(seed)
     parent = _random_forest(rng, 300)
@@ -209,7 +210,7 @@ def test_mooncake_knapsack_milp_equals_dp() -> None:
     forest = build_forest(read_trace(MOONCAKE))
     eligible = eligible_vertices(forest, 2)
     values = marginal_values(forest, G)
-    milp = knapsack_profile(forest, values, KAPPA, 0.5, eligible)
-    dp = knapsack_profile(forest, values, KAPPA, 0.5, eligible, exact_dp=True)
+    milp = knapsack_profile(forest, values, KAPPA, 0.5, eligible, knapsack=solve_knapsack)
+    dp = knapsack_profile(forest, values, KAPPA, 0.5, eligible)
     assert values[list(milp)].sum() == pytest.approx(values[list(dp)].sum(), rel=1e-9)
     assert profile_weight(forest, milp, KAPPA) <= 0.5 * (1 + 1e-9)

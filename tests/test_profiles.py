@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.profiles import Profile, concurrency, dominated_profiles, hit_depth, persistent_memory
-from placement.workload import Prefix, PrefixForest, RequestType
+from edgeprefix.placement.model.profiles import Profile, concurrency, dominated_profiles, hit_depth, persistent_memory
+from edgeprefix.placement.model.workload import Prefix, PrefixForest, RequestType
 
 FOREST = PrefixForest(
     (

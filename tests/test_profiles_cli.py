@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from edgeprefix.cli import main
-from placement.costs import PiecewiseLinearPrefill
-from placement.instance import instance_to_mapping, load_instance, write_instance
+from edgeprefix.placement.model.costs import PiecewiseLinearPrefill
+from edgeprefix.placement.model.instance import instance_to_mapping, load_instance, write_instance
 
 SHARED = Path(__file__).resolve().parents[2] / "shared/data"
 MOONCAKE = SHARED / "traces/mooncake/conversation_trace.jsonl"
@@ -24,7 +24,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def _evaluate_uniform(path: Path) -> None:
-    from placement.evaluation import evaluate
+    from edgeprefix.placement.model.evaluation import evaluate
 
     instance = load_instance(path)
     ok = [i for i, c in enumerate(instance.concurrency) if c >= 1]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.calibration.__main__ import SHIPPED, main
-from benchmarks.calibration.loss import measure
-from benchmarks.calibration.model import build_instance
-from benchmarks.calibration.targets import TOLERANCE
-from placement.evaluation import evaluate
-from placement.instance import load_instance
+from edgeprefix.benchmarks.calibration.__main__ import SHIPPED, main
+from edgeprefix.benchmarks.calibration.loss import measure
+from edgeprefix.benchmarks.calibration.model import build_instance
+from edgeprefix.benchmarks.calibration.targets import TOLERANCE
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import load_instance
 
 
 def test_embedded_toml_is_the_shipped_parameter_vector():

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from edgeprefix.cli import main
-from placement.instance import EMBEDDED, load_instance
+from edgeprefix.placement.model.instance import EMBEDDED, load_instance
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -60,7 +60,7 @@ def test_calibrated_instance_is_embedded_with_several_slot_deep_cache():
 
 
 def test_instance_from_a_file(capsys, tmp_path):
-    from placement.instance import write_instance
+    from edgeprefix.placement.model.instance import write_instance
 
     path = tmp_path / "calibrated_copy.toml"
     write_instance(load_instance("paper_calibrated"), path)

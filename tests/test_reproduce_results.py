@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.calibration.targets import TOLERANCE
-from benchmarks.figures import fig7, fig8, fig9, fig10, fig11, fig12
+from edgeprefix.benchmarks.calibration.targets import TOLERANCE
+from edgeprefix.benchmarks.figures import fig7, fig8, fig9, fig10, fig11, fig12
 
 
 @pytest.fixture(scope="module")

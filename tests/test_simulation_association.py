@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.instance import load_instance
-from placement.simulation.association_mc import simulate_association, simulate_instance_association
-from placement.simulation.reference import association_by_quadrature, serving_distance_cdf
+from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.simulation.association_mc import simulate_association, simulate_instance_association
+from edgeprefix.placement.simulation.reference import association_by_quadrature, serving_distance_cdf
 
 SAMPLES = 200_000
 
@@ -18,17 +18,17 @@ def baseline():
 
 
 def _analytical(instance, policy):
-    """A_{s,q} from placement.evaluation when present, else the local quadrature (prefix/nearest)."""
+    """A_{s,q} from placement.model.evaluation when present, else the local quadrature (prefix/nearest)."""
     pi = instance.mix_vector(None)
     try:
-        from placement.evaluation import evaluate
+        from edgeprefix.placement.model.evaluation import evaluate
     except ImportError:
         evaluate = None
     if evaluate is not None:
         ev = evaluate(instance, None, policy)
         return np.asarray(ev.association), np.asarray(ev.bias)
     if policy == "load_aware":
-        pytest.skip("placement.evaluation not available yet")
+        pytest.skip("placement.model.evaluation not available yet")
     bias = np.zeros_like(instance.residual_prefill) if policy == "nearest" else np.asarray(instance.residual_prefill)
     net = instance.network
     return association_by_quadrature(pi * net.edge_density, bias, net.radio_scale, net.radio_exponent), bias

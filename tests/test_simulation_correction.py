@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.evaluation import evaluate
-from placement.instance import load_instance
-from placement.simulation.correction import (
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.simulation.correction import (
     corrected_coverage,
     load_distribution,
     node_erlang_coverage,

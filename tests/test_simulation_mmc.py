@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.simulation.mmc import fcfs_waits, simulate_mmc
-from placement.simulation.reference import erlang_c, mm1_closed_forms, mmc_mean_wait
+from edgeprefix.placement.simulation.mmc import fcfs_waits, simulate_mmc
+from edgeprefix.placement.simulation.reference import erlang_c, mm1_closed_forms, mmc_mean_wait
 
 
 def _batch_se(x, batches=50):

@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from placement.instance import Gpu, load_instance
-from placement.simulation.layout import LayoutSpec, NodeAttributes, expected_record, sample_layout, verify_reuse
-from placement.simulation.network import SimulationSpec, simulate_network
-from placement.simulation.reference import mm1_closed_forms
-from placement.simulation.routers import BASELINES, OnlineRouter
+from edgeprefix.placement.model.instance import Gpu, load_instance
+from edgeprefix.placement.simulation.layout import LayoutSpec, NodeAttributes, expected_record, sample_layout, verify_reuse
+from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
+from edgeprefix.placement.simulation.reference import mm1_closed_forms
+from edgeprefix.placement.simulation.routers import BASELINES, OnlineRouter
 
 SMALL = SimulationSpec(horizon=20.0, warmup=10.0, layout=LayoutSpec(mean_nodes=120.0))
 
@@ -81,7 +81,7 @@ def test_verification_failure_never_reuses_mismatched_state(baseline, online):
 
 
 def test_hysteresis_closes_and_reopens_at_thresholds():
-    from placement.simulation.routers import hysteresis_step
+    from edgeprefix.placement.simulation.routers import hysteresis_step
 
     high, low = 1.2, 0.9
     loads = [0.5, 1.19, 1.2, 1.1, 0.95, 0.91, 0.9, 1.0, 1.19, 1.25, 0.3]
@@ -97,7 +97,7 @@ def test_hysteresis_closes_and_reopens_at_thresholds():
 
 
 def test_router_skips_closed_tiers_and_falls_back():
-    from placement.simulation.routers import CandidateView
+    from edgeprefix.placement.simulation.routers import CandidateView
 
     router = OnlineRouter("prefix", "telemetry", rho_high=1.0, rho_low=0.5, fallback=0)
 
@@ -172,7 +172,7 @@ def test_layout_exact_counts(baseline):
 
 @pytest.mark.slow
 def test_lambda1_simulation_agrees_with_analysis(baseline):
-    from placement.simulation.compare import VALIDATION_SPEC, compare_coverage
+    from edgeprefix.placement.simulation.compare import VALIDATION_SPEC, compare_coverage
 
     rows = compare_coverage(baseline, None, intensities=(1.0,), spec=VALIDATION_SPEC, replications=1, seed=1)
     for row in rows:
@@ -182,8 +182,8 @@ def test_lambda1_simulation_agrees_with_analysis(baseline):
 
 @pytest.mark.slow
 def test_network_association_matches_theorem1(baseline):
-    from placement.evaluation import evaluate
-    from placement.simulation.compare import analytical_router
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.simulation.compare import analytical_router
 
     inst = baseline.with_network(request_intensity=1.0)
     spec = SimulationSpec(horizon=30.0, warmup=1.0, layout=LayoutSpec(mean_nodes=2000.0, counts="exact"))
@@ -194,7 +194,7 @@ def test_network_association_matches_theorem1(baseline):
 
 
 def test_torus_has_no_edge_effect(baseline):
-    from placement.simulation.layout import edge_effect_check
+    from edgeprefix.placement.simulation.layout import edge_effect_check
 
     pi = baseline.mix_vector(None)
     layout = sample_layout(baseline, None, LayoutSpec(mean_nodes=2000.0, counts="exact"), seed=1)
@@ -206,8 +206,8 @@ def test_torus_has_no_edge_effect(baseline):
 
 @pytest.mark.slow
 def test_hotspot_prefix_overloads_deep_tier(baseline):
-    from placement.evaluation import evaluate
-    from placement.simulation.compare import analytical_router
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.simulation.compare import analytical_router
 
     inst = baseline.with_network(request_intensity=4.0)
     spec = SimulationSpec(horizon=40.0, warmup=40.0, layout=LayoutSpec(mean_nodes=300.0, counts="exact"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.simulation.routers import (
+from edgeprefix.placement.simulation.routers import (
     REJECT,
     CandidateView,
     DynamoKV,

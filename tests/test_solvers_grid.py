@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from formulations.placement import placement_problem
+from edgeprefix.formulations.placement import placement_problem
 from solver_stubs import StubModel, baseline, unconstrained
-from solvers import solve
-from solvers.grid import feasible_lattice, simplex_lattice
+from edgeprefix.solvers import solve
+from edgeprefix.solvers.grid import feasible_lattice, simplex_lattice
 
 
 @pytest.mark.parametrize("n, k", [(1, 5), (2, 7), (3, 20), (5, 10), (8, 6)])

@@ -6,9 +6,9 @@ import numpy as np
 import optuna
 import pytest
 
-from formulations.placement import placement_problem
+from edgeprefix.formulations.placement import placement_problem
 from solver_stubs import StubModel, baseline
-from solvers import Status, solve
+from edgeprefix.solvers import Status, solve
 
 
 @pytest.fixture()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from formulations.placement import placement_problem
+from edgeprefix.formulations.placement import placement_problem
 from solver_stubs import baseline
-from solvers import solve
+from edgeprefix.solvers import solve
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from formulations.linear import LinearConstraints
-from formulations.placement import placement_problem
-from placement.errors import InfeasibleConstraintsError
+from edgeprefix.formulations.linear import LinearConstraints
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.errors import InfeasibleConstraintsError
 from solver_stubs import StubModel, baseline
-from solvers.projection import Projection
+from edgeprefix.solvers.projection import Projection
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from formulations.placement import placement_problem
+from edgeprefix.formulations.placement import placement_problem
 from solver_stubs import StubModel, baseline
-from solvers import SOLVERS, Status, solve
+from edgeprefix.solvers import SOLVERS, Status, solve
 
 BUDGET = 24
 OPTIONS = {"grid": {"resolution": 6}}

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.sweep import Sweep, run_sweep, sweep_csv
-from benchmarks.synthetic import synthetic_instance
+from edgeprefix.benchmarks.sweep import Sweep, run_sweep, sweep_csv
+from edgeprefix.benchmarks.synthetic import synthetic_instance
 from edgeprefix.cli import main
 from edgeprefix.commands.solve import history_csv
-from formulations.placement import placement_problem
-from placement.instance import default_instance
-from solvers import solve
-from solvers.distributed import dask_client, grid_search
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import default_instance
+from edgeprefix.solvers import solve
+from edgeprefix.solvers.distributed import dask_client, grid_search
 
 SWEEP = Sweep(("paper_baseline",), loads=(1.0, 2.0), densities=(0.5, 1.0), seeds=(0, 1), method="random", budget=6)
 

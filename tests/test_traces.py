@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from placement.forest import ForestBuilder, build_forest
-from placement.traces import (
+from edgeprefix.placement.pipeline.forest import ForestBuilder, build_forest
+from edgeprefix.placement.pipeline.traces import (
     SkipLog,
     TraceError,
     lines_of,

@@ -1,9 +1,9 @@
 """Calibration of the embedded ``paper_calibrated`` instance (issue 6 §1).
 
-- :mod:`~benchmarks.calibration.targets`: the paper's numbers and the experiment settings;
-- :mod:`~benchmarks.calibration.model`: free parameters → instance (fixed design choices);
-- :mod:`~benchmarks.calibration.loss`: what is measured and minimised;
-- ``python -m benchmarks.calibration``: the search (Nelder–Mead over the package's own
+- :mod:`~edgeprefix.benchmarks.calibration.targets`: the paper's numbers and the experiment settings;
+- :mod:`~edgeprefix.benchmarks.calibration.model`: free parameters → instance (fixed design choices);
+- :mod:`~edgeprefix.benchmarks.calibration.loss`: what is measured and minimised;
+- ``python -m edgeprefix.benchmarks.calibration``: the search (Nelder–Mead over the package's own
   ``evaluate``), the report and ``--write``.
 
 The reasoning and the final numbers are in ``README.md`` next to this file.

@@ -1,8 +1,8 @@
-"""``python -m benchmarks.calibration [--check] [--budget N] [--write]``: calibrate ``paper_calibrated``.
+"""``python -m edgeprefix.benchmarks.calibration [--check] [--budget N] [--write]``: calibrate ``paper_calibrated``.
 
 Default: Nelder–Mead (``scipy.optimize.minimize``) over the seven free parameters of
-:class:`benchmarks.calibration.model.Parameters`, in log coordinates, from :data:`START`,
-minimising :func:`benchmarks.calibration.loss.loss`; then the table of every calibrated point
+:class:`edgeprefix.benchmarks.calibration.model.Parameters`, in log coordinates, from :data:`START`,
+minimising :func:`edgeprefix.benchmarks.calibration.loss.loss`; then the table of every calibrated point
 and structural comparison.  ``--check`` skips the search and reports the shipped instance's
 parameters (:data:`SHIPPED`).  ``--write`` writes the result to
 ``placement/data/paper_calibrated.toml``.  See ``README.md`` for the reasoning.
@@ -18,10 +18,10 @@ import numpy as np
 import tomli_w
 from scipy.optimize import minimize
 
-from benchmarks.calibration.loss import loss, measure
-from benchmarks.calibration.model import Parameters, instance_mapping
-from benchmarks.calibration.targets import FIG12_INTENSITY, TOLERANCE
-from placement.instance import atomic_write_text
+from edgeprefix.benchmarks.calibration.loss import loss, measure
+from edgeprefix.benchmarks.calibration.model import Parameters, instance_mapping
+from edgeprefix.benchmarks.calibration.targets import FIG12_INTENSITY, TOLERANCE
+from edgeprefix.placement.model.instance import atomic_write_text
 
 # The start of the last search round (README.md, "Search") and the shipped result.
 START = Parameters(radio_scale=0.221241, linear=3.23043e-4, quadratic=1.60031e-9, short_decode=0.959503,
@@ -33,7 +33,7 @@ TOML_PATH = Path(__file__).resolve().parents[2] / "placement" / "data" / "paper_
 HEADER = """\
 # paper_calibrated: the paper's Sec. VI reproduced jointly (issue 6 §1).
 #
-# Produced by `python -m benchmarks.calibration --write`; the reasoning, the search and every
+# Produced by `python -m edgeprefix.benchmarks.calibration --write`; the reasoning, the search and every
 # calibrated point are in benchmarks/calibration/README.md.  Units are normalised: λ_b = 1 is
 # one node per unit area, memory in units where one active sequence needs m_run = 1.
 # c = (12, 11, 9) for (none, shallow, deep): deep caching costs three concurrency slots.
@@ -100,7 +100,7 @@ def write(p: Parameters, path: Path = TOML_PATH) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.calibration", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report the shipped parameters without searching")
     parser.add_argument("--budget", type=int, default=600, help="Nelder–Mead loss evaluations (default 600)")
     parser.add_argument("--from-start", action="store_true", help="search from START (the last round's start) instead of SHIPPED")

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchmarks.calibration.model import (
+from edgeprefix.benchmarks.calibration.model import (
     DEFAULT_MIX,
     HIGH_LOAD_MIX,
     Parameters,
     build_instance,
 )
-from benchmarks.calibration.targets import (
+from edgeprefix.benchmarks.calibration.targets import (
     FIG8_PAPER,
     FIG10_LOADS,
     FIG12_INTENSITY,
@@ -29,9 +29,9 @@ from benchmarks.calibration.targets import (
     NEAREST_PLATEAU,
     TARGET,
 )
-from placement.errors import InstanceError
-from placement.evaluation import evaluate
-from placement.instance import Instance
+from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance
 
 MARGIN = 0.003  # a structural comparison must hold by this much coverage
 STRUCTURE_WEIGHT = 10.0

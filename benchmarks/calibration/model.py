@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from placement.errors import InstanceError
-from placement.instance import Instance, instance_from_mapping
+from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.model.instance import Instance, instance_from_mapping
 
 MEMORY = 12.5  # M
 DEEP_MEMORY = 3.0  # B_deep = κ ℓ_tool
@@ -70,7 +70,7 @@ class Parameters:
 
 
 def instance_mapping(p: Parameters, *, intensity: float = 3.0, density: float = 1.0, name: str = "paper_calibrated") -> dict[str, Any]:
-    """The schema mapping (``placement.instance``) of the calibrated instance."""
+    """The schema mapping (``edgeprefix.placement.model.instance``) of the calibrated instance."""
     kappa = DEEP_MEMORY / p.tool_depth
     budget = sum(HIGH_LOAD_MIX[s] * b for s, b in (("none", 0.0), ("shallow", kappa * p.system_depth), ("deep", DEEP_MEMORY)))
     return {

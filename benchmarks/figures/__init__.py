@@ -12,9 +12,9 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from placement.instance import Instance
+from edgeprefix.placement.model.instance import Instance
 
-FIGURES: dict[int, str] = {n: f"benchmarks.figures.fig{n}" for n in (1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)}
+FIGURES: dict[int, str] = {n: f"edgeprefix.benchmarks.figures.fig{n}" for n in (1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)}
 
 
 def run_figure(number: int, quick: bool = False, out: Path | str | None = None,

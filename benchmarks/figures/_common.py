@@ -22,9 +22,9 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from placement.atomic import atomic_savefig
-from placement.evaluation import evaluate
-from placement.instance import Instance, atomic_write_text, load_instance
+from edgeprefix.placement.atomic import atomic_savefig
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance, atomic_write_text, load_instance
 
 DEFAULT_INSTANCE = "paper_calibrated"
 Point = dict[str, Any]

@@ -1,6 +1,6 @@
 """Fig. 1-style map: one sampled network and the region each request type sends to each node.
 
-A PPP network is drawn on a torus (``placement.simulation.sample_layout``, fixed seed) with the
+A PPP network is drawn on a torus (``edgeprefix.placement.simulation.sample_layout``, fixed seed) with the
 instance's default mix.  For every location on a grid and every request type the router of
 MODEL.md §6 picks ``argmin_x ξ r_x^α + β_{s(x),q}`` with the load-aware biases of the
 operating point; the map colours each location by the chosen node's profile.  The table
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.figures._common import finish, point, resolve_instance, result
-from placement.evaluation import evaluate
-from placement.instance import Instance
-from placement.simulation import LayoutSpec, sample_layout
+from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.simulation import LayoutSpec, sample_layout
 
 FIGURE = 1
 NODES = 60  # mean node count of the drawn torus

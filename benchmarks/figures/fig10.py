@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.calibration.targets import FIG10_LOADS, FIG10_PAPER, TARGET
-from benchmarks.figures._common import finish, point, resolve_instance, result
-from benchmarks.figures.fig7 import DECODE_HEAVY_LOADS, decode_heavy
-from formulations.placement import placement_problem
-from placement.instance import Instance
-from solvers import solve
+from edgeprefix.benchmarks.calibration.targets import FIG10_LOADS, FIG10_PAPER, TARGET
+from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.benchmarks.figures.fig7 import DECODE_HEAVY_LOADS, decode_heavy
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import Instance
+from edgeprefix.solvers import solve
 
 FIGURE = 10
 RESOLUTION = 20  # K of the candidate lattice

@@ -13,18 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.calibration.targets import TARGET
-from benchmarks.figures._common import (
+from edgeprefix.benchmarks.calibration.targets import TARGET
+from edgeprefix.benchmarks.figures._common import (
     finish,
     point,
     resolve_instance,
     result,
     series_xy,
 )
-from benchmarks.figures.fig7 import decode_heavy
-from benchmarks.figures.fig10 import RESOLUTION, best_mix, unconstrained
-from placement.evaluation import evaluate
-from placement.instance import Instance
+from edgeprefix.benchmarks.figures.fig7 import decode_heavy
+from edgeprefix.benchmarks.figures.fig10 import RESOLUTION, best_mix, unconstrained
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance
 
 FIGURE = 11
 LOADS = (1.0, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0)

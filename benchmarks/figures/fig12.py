@@ -2,7 +2,7 @@
 
 Paper: load-aware coverage rises from ≈ 0.48 at ``λ_b = 0.5`` to ≈ 0.94 at ``λ_b = 3``; nearest
 saturates near 0.52.  The paper does not state the demand; the calibration fixes it
-(:data:`benchmarks.calibration.targets.FIG12_INTENSITY`).
+(:data:`edgeprefix.benchmarks.calibration.targets.FIG12_INTENSITY`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 
-from benchmarks.calibration.targets import (
+from edgeprefix.benchmarks.calibration.targets import (
     FIG12_INTENSITY,
     FIG12_PAPER,
     NEAREST_PLATEAU,
     TARGET,
 )
-from benchmarks.figures._common import (
+from edgeprefix.benchmarks.figures._common import (
     coverage_curves,
     coverage_along,
     finish,
@@ -25,7 +25,7 @@ from benchmarks.figures._common import (
     resolve_instance,
     result,
 )
-from placement.instance import Instance
+from edgeprefix.placement.model.instance import Instance
 
 FIGURE = 12
 DENSITIES = (0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0)

@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.figures._common import (
+from edgeprefix.benchmarks.figures._common import (
     finish,
     point,
     resolve_instance,
     result,
     series_xy,
 )
-from placement.instance import Instance
+from edgeprefix.placement.model.instance import Instance
 
 FIGURE = 3
 DEEP_WAITS = (0.0, 0.1, 0.2, 0.3, 0.4)  # W̄_t at the deep node, seconds (W̄_s = 0)

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.figures._common import finish, point, resolve_instance, result
-from placement.evaluation import evaluate
-from placement.instance import Instance
-from placement.simulation import simulate_instance_association
+from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.simulation import simulate_instance_association
 
 FIGURE = 4
 SAMPLES = 200_000

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.figures._common import finish, point, result
-from placement.instance import Instance
-from placement.queueing import erlang_c, waiting_cdf
-from placement.simulation import simulate_mmc
+from edgeprefix.benchmarks.figures._common import finish, point, result
+from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.queueing import erlang_c, waiting_cdf
+from edgeprefix.placement.simulation import simulate_mmc
 
 FIGURE = 5
 SERVERS = 9  # c

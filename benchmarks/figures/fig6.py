@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.figures._common import finish, point, resolve_instance, result
-from placement.evaluation import evaluate
-from placement.instance import Instance
-from placement.spatial import AnalyticKernel
+from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.spatial import AnalyticKernel
 
 FIGURE = 6
 INTENSITY = 3.0  # Λ of the operating point (Fig. 8's moderate load)

@@ -22,18 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.calibration.targets import FIG7_LOADS, TARGET
-from benchmarks.figures._common import (
+from edgeprefix.benchmarks.calibration.targets import FIG7_LOADS, TARGET
+from edgeprefix.benchmarks.figures._common import (
     finish,
     point,
     resolve_instance,
     result,
     series_xy,
 )
-from placement.evaluation import evaluate
-from placement.instance import Instance, PlacementSpec
-from placement.profiles import Profile
-from placement.workload import Prefix
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance, PlacementSpec
+from edgeprefix.placement.model.profiles import Profile
+from edgeprefix.placement.model.workload import Prefix
 
 FIGURE = 7
 DECODE_HEAVY = {"short": 2.5, "long": 1.5}  # D_q of the decode-heavy variant, seconds

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 
-from benchmarks.calibration.targets import FIG8_PAPER, NEAREST_PLATEAU, TARGET
-from benchmarks.figures._common import (
+from edgeprefix.benchmarks.calibration.targets import FIG8_PAPER, NEAREST_PLATEAU, TARGET
+from edgeprefix.benchmarks.figures._common import (
     coverage_curves,
     coverage_along,
     finish,
@@ -20,8 +20,8 @@ from benchmarks.figures._common import (
     resolve_instance,
     result,
 )
-from placement.instance import Instance
-from placement.policies import POLICIES
+from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.policies import POLICIES
 
 FIGURE = 8
 LOADS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5)

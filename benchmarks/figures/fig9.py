@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.calibration.targets import FIG10_LOADS, TARGET
-from benchmarks.figures._common import (
+from edgeprefix.benchmarks.calibration.targets import FIG10_LOADS, TARGET
+from edgeprefix.benchmarks.figures._common import (
     finish,
     point,
     resolve_instance,
     result,
     series_xy,
 )
-from placement.evaluation import evaluate
-from placement.instance import Instance
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import Instance
 
 FIGURE = 9
 PROBABILITIES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from placement.instance import Instance, load_instance
+from edgeprefix.placement.model.instance import Instance, load_instance
 
 
 def add_instance_argument(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from edgeprefix.commands._common import print_json
 
 if TYPE_CHECKING:
-    from benchmarks.compare import CompareConfig
+    from edgeprefix.benchmarks.compare import CompareConfig
 
 
 def _csv_list(text: str) -> tuple[str, ...]:
@@ -33,7 +33,7 @@ def _budgets(text: str) -> tuple[int, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from benchmarks.compare import DEFAULT_BUDGETS, DEFAULT_INSTANCES, DEFAULT_METHODS
+    from edgeprefix.benchmarks.compare import DEFAULT_BUDGETS, DEFAULT_INSTANCES, DEFAULT_METHODS
 
     parser.add_argument("--instances", type=_csv_list, default=None, metavar="A,B",
                         help=f"benchmark names or instance files (default: {','.join(DEFAULT_INSTANCES)})")
@@ -50,8 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> CompareConfig:
-    """The :class:`benchmarks.compare.CompareConfig` of the parsed arguments (``--quick`` sets smaller defaults)."""
-    from benchmarks.compare import (
+    """The :class:`edgeprefix.benchmarks.compare.CompareConfig` of the parsed arguments (``--quick`` sets smaller defaults)."""
+    from edgeprefix.benchmarks.compare import (
         DEFAULT_BUDGETS,
         DEFAULT_INSTANCES,
         DEFAULT_METHODS,
@@ -72,7 +72,7 @@ def config_from_args(args: argparse.Namespace) -> CompareConfig:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from benchmarks.compare import (
+    from edgeprefix.benchmarks.compare import (
         render_table,
         run_comparison,
         stderr_progress,

@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
-from placement.evaluation import Evaluation, evaluate
-from placement.fixed_point import METHODS
-from placement.policies import POLICIES
+from edgeprefix.placement.model.evaluation import Evaluation, evaluate
+from edgeprefix.placement.model.fixed_point import METHODS
+from edgeprefix.placement.model.policies import POLICIES
 
 EXIT_NOT_CONVERGED = 3
 

@@ -20,9 +20,9 @@ import argparse
 
 from edgeprefix.commands._common import fmt, print_json
 from edgeprefix.commands.solve import add_search_arguments, search_options
-from formulations.migration import load_migration
-from formulations.objective import POLICIES
-from solvers.migration import MigrationSolution, solve_migration
+from edgeprefix.formulations.migration import load_migration
+from edgeprefix.formulations.objective import POLICIES
+from edgeprefix.solvers.migration import MigrationSolution, solve_migration
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ import argparse
 
 from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
 from edgeprefix.commands.solve import add_search_arguments, search_options
-from formulations.density import density_problem
-from formulations.objective import POLICIES
-from solvers.density import DensityPlan, plan_density
+from edgeprefix.formulations.density import density_problem
+from edgeprefix.formulations.objective import POLICIES
+from edgeprefix.solvers.density import DensityPlan, plan_density
 
 
 def register(sub: argparse._SubParsersAction) -> None:

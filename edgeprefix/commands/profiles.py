@@ -9,10 +9,10 @@ Defaults (documented choices; each has a flag):
 - model Llama-2-70B (κ = 2·80·8·128·2 B = 320 KiB per token, 140 GB of weights) on
   4 × A100-80GB (tensor parallel 4); prefill ``g(n) = g_0 + a n + b n²`` and the decode time
   per token fitted on the Splitwise profile of that model/GPU/TP at batch size 1
-  (:data:`placement.calibration.DEFAULT_PREFILL`); ``--calibration`` refits from a CSV;
+  (:data:`edgeprefix.placement.pipeline.calibration.DEFAULT_PREFILL`); ``--calibration`` refits from a CSV;
 - per-sequence KV budget ``m_run`` = 16,384 tokens; memory is normalised so ``m_run = 1``;
 - memory cap for a profile: 25 % of the free GPU memory ``M``; minimum support k_min = 2;
-- network numbers as in :mod:`placement.trace_instance` (λ_b = 1, τ_0 = g(L̄), ξ for a 10 %
+- network numbers as in :mod:`edgeprefix.placement.pipeline.trace_instance` (λ_b = 1, τ_0 = g(L̄), ξ for a 10 %
   radio share of τ_0, Λ for 60 % utilisation of an all-fallback network).
 
 Without TRACE the embedded sample ``placement/data/sample_trace.jsonl`` is used.
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from edgeprefix.commands._common import print_json
-from placement.calibration import (
+from edgeprefix.placement.pipeline.calibration import (
     DEFAULT_CALIBRATION,
     DEFAULT_DECODE_PER_TOKEN,
     DEFAULT_PREFILL,
@@ -43,11 +43,12 @@ from placement.calibration import (
     piecewise_prefill,
     read_measurements,
 )
-from placement.forest import build_forest
-from placement.instance import Gpu, load_instance, write_instance
-from placement.profile_generation import generate_profiles
-from placement.trace_instance import DEFAULT_UTILISATION, instance_from_profiles
-from placement.traces import DEFAULT_BLOCK_SIZE, FORMATS, SkipLog, read_trace
+from edgeprefix.placement.pipeline.forest import build_forest
+from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
+from edgeprefix.formulations.tree_knapsack import solve_knapsack
+from edgeprefix.placement.pipeline.profile_generation import generate_profiles
+from edgeprefix.placement.pipeline.trace_instance import DEFAULT_UTILISATION, instance_from_profiles
+from edgeprefix.placement.pipeline.traces import DEFAULT_BLOCK_SIZE, FORMATS, SkipLog, read_trace
 
 SAMPLE = "sample_trace.jsonl"
 DEFAULT_CAP = "25%"
@@ -95,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _trace_path(arg: str | None) -> Any:
     if arg is None or arg == "sample":
-        return resources.files("placement").joinpath("data", SAMPLE)
+        return resources.files("edgeprefix.placement").joinpath("data", SAMPLE)
     return arg
 
 
@@ -165,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     profile_set = generate_profiles(
         forest, g, kappa=gpu.kv_per_token, gpu_memory=gpu.memory, cap=cap, decode_per_token=decode,
         max_profiles=args.max_profiles, k_min=args.min_support, n_families=args.families,
-        length_quantile=args.length_quantile,
+        length_quantile=args.length_quantile, knapsack=solve_knapsack,
     )
     name = args.name or Path(str(path)).name.split(".")[0]
     instance = instance_from_profiles(profile_set, g, gpu, name=name, target=args.target,

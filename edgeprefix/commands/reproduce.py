@@ -14,7 +14,7 @@ from edgeprefix.commands._common import print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from benchmarks.figures import FIGURES
+    from edgeprefix.benchmarks.figures import FIGURES
 
     parser = sub.add_parser(
         "reproduce",
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.figures import run_figure
+    from edgeprefix.benchmarks.figures import run_figure
 
     if args.json:
         with contextlib.redirect_stdout(io.StringIO()):  # keep stdout to the one JSON object

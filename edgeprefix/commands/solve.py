@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from placement.atomic import atomic_savefig
+from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, print_json
-from formulations.objective import POLICIES
-from formulations.placement import placement_problem
-from placement.instance import atomic_write_text
-from solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
-from solvers.distributed import dask_client, grid_search
-from solvers.workers import WorkersFailed
+from edgeprefix.formulations.objective import POLICIES
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import atomic_write_text
+from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
+from edgeprefix.solvers.distributed import dask_client, grid_search
+from edgeprefix.solvers.workers import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
 EXIT_WORKERS_FAILED = 3

@@ -22,19 +22,19 @@ from pathlib import Path
 
 import numpy as np
 
-from placement.atomic import atomic_savefig
+from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
-from placement.evaluation import evaluate
-from placement.simulation.association_mc import simulate_instance_association
-from placement.simulation.compare import (
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.simulation.association_mc import simulate_instance_association
+from edgeprefix.placement.simulation.compare import (
     ANALYTICAL_POLICIES,
     VALIDATION_SPEC,
     compare_coverage,
     policy_table,
     staleness_sweep,
 )
-from placement.simulation.layout import LayoutSpec, edge_effect_check, sample_layout
-from placement.simulation.mmc import simulate_mmc
+from edgeprefix.placement.simulation.layout import LayoutSpec, edge_effect_check, sample_layout
+from edgeprefix.placement.simulation.mmc import simulate_mmc
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from scipy.stats import qmc
 
 if TYPE_CHECKING:
-    from placement.instance import Instance
+    from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
 SAMPLERS = ("sobol", "random")

@@ -1,6 +1,6 @@
 """Analytical model vs simulation: the tables of issue 4 (MODEL.md §13).
 
-:func:`analytical_router` turns an :class:`~placement.evaluation.Evaluation` into the
+:func:`analytical_router` turns an :class:`~edgeprefix.placement.model.evaluation.Evaluation` into the
 online router's special case that *is* its policy (tier-level advertised delay, no
 admission control), so a simulation routes exactly by Theorem 1 and only the queues
 differ from the analysis.  :func:`compare_coverage` then puts, side by side, P-39, the
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from placement.evaluation import evaluate
-from placement.simulation.correction import VORONOI_SHAPE, corrected_coverage, node_erlang_coverage
-from placement.simulation.layout import LayoutSpec
-from placement.simulation.network import SimulationSpec, simulate_network
-from placement.simulation.routers import BASELINES, OnlineRouter
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.simulation.correction import VORONOI_SHAPE, corrected_coverage, node_erlang_coverage
+from edgeprefix.placement.simulation.layout import LayoutSpec
+from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
+from edgeprefix.placement.simulation.routers import BASELINES, OnlineRouter
 
 FloatArray = npt.NDArray[np.float64]
 ANALYTICAL_POLICIES = ("load_aware", "prefix", "nearest")

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from placement.queueing import erlang_c
-from placement.simulation.reference import joint_density, radial_grid
+from edgeprefix.placement.model.queueing import erlang_c
+from edgeprefix.placement.simulation.reference import joint_density, radial_grid
 
 FloatArray = npt.NDArray[np.float64]
 VORONOI_SHAPE = 3.5  # Gamma shape of the normalised Poisson–Voronoi cell area
@@ -49,7 +49,7 @@ def _route_sampled_requests(evaluation, mean_nodes: float, points_per_node: int,
     Returns ``(layout, kind, pick, node, r)``: request type, chosen profile, chosen node and its
     distance for every sampled request.
     """
-    from placement.simulation.layout import LayoutSpec, sample_layout  # local: avoid a cycle at import
+    from edgeprefix.placement.simulation.layout import LayoutSpec, sample_layout  # local: avoid a cycle at import
 
     inst = evaluation.instance
     layout = sample_layout(inst, evaluation.mix, LayoutSpec(mean_nodes=mean_nodes, counts="exact"), seed=rng)
@@ -131,7 +131,7 @@ def corrected_coverage(
 
     Parameters
     ----------
-    evaluation : a :class:`placement.evaluation.Evaluation` (association, ``β_{s,q}``,
+    evaluation : a :class:`edgeprefix.placement.model.evaluation.Evaluation` (association, ``β_{s,q}``,
         ``λ_s``, ``λq_s``, ``1/μ_s`` are taken from it; routing is unchanged).
     tau : target ``τ`` (default: the evaluation's).
     shape : Gamma shape ``k`` of the per-node load, scalar or per tier (``inf``: no

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from placement.simulation.reference import erlang_c, mmc_mean_wait, mmc_wait_cdf
+from edgeprefix.placement.simulation.reference import erlang_c, mmc_mean_wait, mmc_wait_cdf
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -1,6 +1,6 @@
 """Network discrete-event simulator with the online router (MODEL.md §1–§5, §8, §11).
 
-A PPP of edge nodes on a torus (:mod:`placement.simulation.layout`), each with its
+A PPP of edge nodes on a torus (:mod:`edgeprefix.placement.simulation.layout`), each with its
 profile, ``c_s`` servers and a FCFS queue; requests arrive as a space-time Poisson process
 of intensity ``Λ`` with types drawn from ``p_q``; the router picks among the nearest ``k``
 eligible nodes per profile, seeing telemetry refreshed every ``Δt``.  Service occupancy
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from placement.simulation.layout import Layout, LayoutSpec, sample_layout
-from placement.simulation.routers import REJECT, CandidateView, Router
+from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, sample_layout
+from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Router
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -271,9 +271,9 @@ def simulate_network(
 
     Parameters
     ----------
-    instance : the :class:`placement.instance.Instance` (``Λ``, ``λ_b``, ``ξ``, ``α``, ``g``, types).
+    instance : the :class:`edgeprefix.placement.model.instance.Instance` (``Λ``, ``λ_b``, ``ξ``, ``α``, ``g``, types).
     mix : profile mix ``π`` (mapping, array or ``None`` for the instance default).
-    router : an :class:`~placement.simulation.routers.OnlineRouter` or a baseline.
+    router : an :class:`~edgeprefix.placement.simulation.routers.OnlineRouter` or a baseline.
     spec : run length and telemetry settings.
     layout : a given network (else drawn with ``spec.layout`` from ``seed``).
     seed : seed or generator (the only randomness).

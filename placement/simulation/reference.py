@@ -1,6 +1,6 @@
 """Closed forms the simulators are checked against (MODEL.md §5, §6).
 
-Scalar fronts of the Erlang-C queue of :mod:`placement.queueing` (P-17 … P-20), the
+Scalar fronts of the Erlang-C queue of :mod:`edgeprefix.placement.model.queueing` (P-17 … P-20), the
 M/M/1 limits (an independent check), and the joint selection–distance density of
 Theorem 1 evaluated on a radial grid: the serving-distance CDF (which the evaluation does
 not expose) and an independent trapezoid check of ``A_{s,q}``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from placement import queueing
+from edgeprefix.placement.model import queueing
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -19,7 +19,7 @@ FloatArray = npt.NDArray[np.float64]
 def erlang_c(offered_load: float, servers: int) -> float:
     """Erlang-C waiting probability ``P^W`` of one M/M/c queue (P-17), as a float.
 
-    Thin scalar front of :func:`placement.queueing.erlang_c` (the single source of the
+    Thin scalar front of :func:`edgeprefix.placement.model.queueing.erlang_c` (the single source of the
     formula); checks its arguments.  Returns 1 for ``ρ >= 1``.
     """
     if int(servers) < 1:

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import nnls
 
-from placement.costs import PiecewiseLinearPrefill, QuadraticPrefill
+from edgeprefix.placement.model.costs import PiecewiseLinearPrefill, QuadraticPrefill
 
 FloatArray = npt.NDArray[np.float64]
 

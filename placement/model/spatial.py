@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from placement.association import (
+from edgeprefix.placement.model.association import (
     association_alpha2,
     association_error,
     association_quadrature,

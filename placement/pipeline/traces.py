@@ -8,7 +8,7 @@ its block-id list.
 
 Depth in tokens (choice, documented): block ``j`` (1-based) of a request of ``L`` input
 tokens ends at token ``min(j · block_size, L)``; only the last block of a request may be
-partial.  The forest (``placement.forest``) gives a block the smallest end seen over all
+partial.  The forest (``edgeprefix.placement.pipeline.forest``) gives a block the smallest end seen over all
 requests through it, so a vertex's depth never exceeds the length of any request below it.
 
 Malformed lines raise :class:`TraceError` naming the line number, or with

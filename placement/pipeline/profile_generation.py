@@ -1,6 +1,6 @@
 """Trace-driven cache profiles and request types (MODEL.md §9.2–9.6).
 
-From a :class:`~placement.forest.RadixForest`, a prefill law ``g`` and ``κ``:
+From a :class:`~edgeprefix.placement.pipeline.forest.RadixForest`, a prefill law ``g`` and ``κ``:
 
 - :func:`value_scores` — ``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / B_v`` with ``B_v = κ ℓ_v`` (P-48);
 - :func:`marginal_values` — ``val_v = Σ_{q through v} p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]``,
@@ -8,7 +8,7 @@ From a :class:`~placement.forest.RadixForest`, a prefill law ``g`` and ``κ``:
 - generators: :func:`greedy_profile` (Γ under a memory cap), :func:`family_profiles` (one per
   top-level branch below a shared root), :func:`knapsack_profile` (tree knapsack MILP);
 - :func:`request_types` — requests grouped by their deepest retained vertex (§9.4);
-- :func:`prune_dominated` — §9.5 through :func:`placement.profiles.dominated_profiles`;
+- :func:`prune_dominated` — §9.5 through :func:`edgeprefix.placement.model.profiles.dominated_profiles`;
 - :func:`generate_profiles` — all of the above with the empty fallback profile always first.
 
 "Requests" below are the per-leaf aggregates of the forest: the requests ending at the same
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from placement.forest import RadixForest
-from placement.profiles import Profile, concurrency, dominated_profiles, hit_depth, persistent_memory
-from placement.tree_knapsack import knapsack_dp, solve_knapsack
-from placement.workload import Prefix, PrefixForest, RequestType
+from edgeprefix.placement.pipeline.forest import RadixForest
+from edgeprefix.placement.model.profiles import Profile, concurrency, dominated_profiles, hit_depth, persistent_memory
+from edgeprefix.placement.pipeline.knapsack import KnapsackSolver, knapsack_dp
+from edgeprefix.placement.model.workload import Prefix, PrefixForest, RequestType
 
 FloatArray = npt.NDArray[np.float64]
 Prefill = Callable[[npt.ArrayLike], FloatArray]
@@ -173,16 +173,15 @@ def family_profiles(forest: RadixForest, scores: FloatArray, kappa: float, cap: 
 
 
 def knapsack_profile(forest: RadixForest, values: FloatArray, kappa: float, cap: float,
-                     eligible: npt.NDArray[np.bool_], *, exact_dp: bool = False) -> tuple[int, ...]:
-    """Tree knapsack (§9.3c) over the eligible (``n_v >= k_min``) vertices: the MILP
-    (HiGHS), or the exact DP when ``exact_dp``."""
+                     eligible: npt.NDArray[np.bool_], *, knapsack: KnapsackSolver = knapsack_dp) -> tuple[int, ...]:
+    """Tree knapsack (§9.3c) over the eligible (``n_v >= k_min``) vertices, solved by ``knapsack``
+    (the exact DP by default; :func:`edgeprefix.formulations.tree_knapsack.solve_knapsack` is the MILP)."""
     sub = np.flatnonzero(eligible)
     renumber = np.full(forest.n_vertices, -1, dtype=np.int64)
     renumber[sub] = np.arange(sub.size)
     parent = np.where(forest.parent[sub] >= 0, renumber[np.maximum(forest.parent[sub], 0)], -1)
     weights = kappa * forest.segment[sub]
-    solve = knapsack_dp if exact_dp else solve_knapsack
-    result = solve(parent, weights, values[sub], cap)
+    result = knapsack(parent, weights, values[sub], cap)
     return tuple(sorted(int(sub[i]) for i in result.selected))
 
 
@@ -258,7 +257,7 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
 class ProfileSet:
     """Generated profiles with their request types, in instance form.
 
-    ``prefixes``/``requests``/``profiles`` are ready for :class:`placement.instance.Instance`;
+    ``prefixes``/``requests``/``profiles`` are ready for :class:`edgeprefix.placement.model.instance.Instance`;
     ``memory`` ``B_s``, ``hits`` ``h_{s,q}`` ``(S, Q)`` and ``concurrency`` ``c_s`` are given
     for the GPU numbers used; ``pruned`` names the dominated profiles removed (§9.5).
     """
@@ -301,7 +300,7 @@ def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], 
 
 def profile_metrics(prefixes: tuple[Prefix, ...], requests: tuple[RequestType, ...], profiles: tuple[Profile, ...],
                     kappa: float, gpu_memory: float, runtime_per_sequence: float = 1.0) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int64]]:
-    """``B_s``, ``h_{s,q}`` and ``c_s`` through :mod:`placement.profiles` (one source of truth)."""
+    """``B_s``, ``h_{s,q}`` and ``c_s`` through :mod:`edgeprefix.placement.model.profiles` (one source of truth)."""
     tree = PrefixForest(prefixes)
     memory = persistent_memory(profiles, tree, kappa)
     return memory, hit_depth(profiles, requests, tree), concurrency(memory, gpu_memory, runtime_per_sequence)
@@ -345,12 +344,14 @@ def generate_profiles(
     ladder: Sequence[float] = (1.0, 0.5, 0.25),
     n_families: int = 2,
     length_quantile: float | None = None,
+    knapsack: KnapsackSolver = knapsack_dp,
 ) -> ProfileSet:
     """Candidate profiles → dedupe → drop infeasible (``c_s < 1``) → prune dominated → keep
     at most ``max_profiles`` (the empty fallback ``"none"`` always first).
 
     Candidates in preference order: tree knapsack at ``cap × ladder`` (``knapsack``,
-    ``knapsack_50`` ...), greedy on Γ at ``cap``, then one profile per top family.
+    ``knapsack_50`` ...), greedy on Γ at ``cap``, then one profile per top family.  ``knapsack``
+    solves the tree knapsack (exact DP by default; the CLI passes the HiGHS MILP).
     """
     if max_profiles < 1:
         raise ValueError(f"max_profiles must be >= 1, got {max_profiles!r}")
@@ -362,7 +363,7 @@ def generate_profiles(
     named: list[tuple[str, tuple[int, ...]]] = [(FALLBACK_ID, ())]
     for share in ladder:
         label = "knapsack" if share == 1 else f"knapsack_{round(100 * share)}"
-        named.append((label, knapsack_profile(forest, values, kappa, cap * share, eligible)))
+        named.append((label, knapsack_profile(forest, values, kappa, cap * share, eligible, knapsack=knapsack)))
     named.append(("greedy", greedy_profile(forest, scores, kappa, cap, eligible)))
     named.extend(family_profiles(forest, scores, kappa, cap, eligible, n_families))
     seen: set[tuple[int, ...]] = set()

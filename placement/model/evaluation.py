@@ -15,17 +15,17 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import brentq
 
-from placement.fixed_point import (
+from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
     DEFAULT_TOLERANCE,
     FixedPointReport,
     solve_fixed_point,
 )
-from placement.instance import Instance
-from placement.policies import check_policy, needs_fixed_point, policy_bias
-from placement.queueing import RHO_CLIP, advertised_wait, advertised_wait_and_slope, erlang_c
-from placement.spatial import AnalyticKernel, SpatialKernel
+from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.policies import check_policy, needs_fixed_point, policy_bias
+from edgeprefix.placement.model.queueing import RHO_CLIP, advertised_wait, advertised_wait_and_slope, erlang_c
+from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
 
 FloatArray = npt.NDArray[np.float64]
 

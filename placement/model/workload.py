@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.errors import InstanceError
+from edgeprefix.placement.errors import InstanceError
 
 PROBABILITY_TOLERANCE = 1e-9  # |Σ_q p_q − 1| allowed
 

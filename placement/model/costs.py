@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from placement.errors import InstanceError
+from edgeprefix.placement.errors import InstanceError
 
 FloatArray = npt.NDArray[np.float64]
 

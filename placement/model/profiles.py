@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from placement.errors import InstanceError
-from placement.workload import PrefixForest, RequestType, check_unique_ids
+from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.model.workload import PrefixForest, RequestType, check_unique_ids
 
 FloatArray = npt.NDArray[np.float64]
 

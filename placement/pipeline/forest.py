@@ -1,6 +1,6 @@
 """Streaming compressed radix forest of a trace (MODEL.md §9.1).
 
-:class:`ForestBuilder` ingests :class:`~placement.traces.TraceRecord` s one at a time.  It
+:class:`ForestBuilder` ingests :class:`~edgeprefix.placement.pipeline.traces.TraceRecord` s one at a time.  It
 keeps one compact entry per *unique block* (parent, position, token end, and the aggregates
 of the requests that end there) — never raw lines or per-request lists — so memory grows
 with the number of distinct prefix blocks, not with the number of requests.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from placement.traces import DEFAULT_BLOCK_SIZE, SkipLog, TraceError, TraceRecord
+from edgeprefix.placement.pipeline.traces import DEFAULT_BLOCK_SIZE, SkipLog, TraceError, TraceRecord
 
 IntArray = npt.NDArray[np.int64]
 _INF = array("d", [np.inf])

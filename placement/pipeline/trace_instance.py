@@ -1,4 +1,4 @@
-"""A solvable :class:`~placement.instance.Instance` from trace-generated profiles (MODEL.md §9).
+"""A solvable :class:`~edgeprefix.placement.model.instance.Instance` from trace-generated profiles (MODEL.md §9).
 
 Documented defaults for the parts a trace does not give (all overridable):
 
@@ -13,7 +13,7 @@ Documented defaults for the parts a trace does not give (all overridable):
   feasible profiles, no memory budget or share caps.
 
 Memory is normalised like ``paper_baseline`` (``m_run = 1``: one active sequence), see
-:class:`placement.calibration.Deployment`.
+:class:`edgeprefix.placement.pipeline.calibration.Deployment`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from placement.costs import PrefillModel
-from placement.instance import Gpu, Instance, Network, PlacementSpec
-from placement.profile_generation import FALLBACK_ID, ProfileSet
+from edgeprefix.placement.model.costs import PrefillModel
+from edgeprefix.placement.model.instance import Gpu, Instance, Network, PlacementSpec
+from edgeprefix.placement.pipeline.profile_generation import FALLBACK_ID, ProfileSet
 
 DEFAULT_UTILISATION = 0.6
 DEFAULT_RADIO_SHARE = 0.1

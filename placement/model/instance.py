@@ -21,10 +21,10 @@ import numpy as np
 import numpy.typing as npt
 import tomli_w
 
-from placement.atomic import atomic_write_text
-from placement.costs import PiecewiseLinearPrefill, PrefillModel, QuadraticPrefill, RadioCost
-from placement.errors import InstanceError, MixError
-from placement.profiles import (
+from edgeprefix.placement.atomic import atomic_write_text
+from edgeprefix.placement.model.costs import PiecewiseLinearPrefill, PrefillModel, QuadraticPrefill, RadioCost
+from edgeprefix.placement.errors import InstanceError, MixError
+from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,
     dominated_profiles,
@@ -32,7 +32,7 @@ from placement.profiles import (
     persistent_memory,
     validate_profiles,
 )
-from placement.workload import Prefix, PrefixForest, RequestType, _check_positive, validate_requests
+from edgeprefix.placement.model.workload import Prefix, PrefixForest, RequestType, _check_positive, validate_requests
 
 FloatArray = npt.NDArray[np.float64]
 MIX_TOLERANCE = 1e-9  # |Σ_s π_s − 1| allowed
@@ -434,7 +434,7 @@ def load_instance(source: str | os.PathLike[str] | None = None) -> Instance:
         source = "paper_baseline"
     text_source = str(source)
     if text_source in EMBEDDED:
-        text = resources.files("placement").joinpath("data", f"{text_source}.toml").read_text(encoding="utf-8")
+        text = resources.files("edgeprefix.placement").joinpath("data", f"{text_source}.toml").read_text(encoding="utf-8")
         return parse_instance_text(text, fmt="toml")
     path = Path(source)
     if not path.is_file():

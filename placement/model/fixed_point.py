@@ -152,7 +152,7 @@ def robust_solve(
     """Safeguarded quasi-Newton solve of ``W = T(W)`` (see module notes).
 
     ``w_shift`` (seconds) sets the smallest delay scale resolved by the log variable;
-    :func:`placement.evaluation.evaluate` uses 5 % of the mean service time ``1/μ_{s,q}``
+    :func:`edgeprefix.placement.model.evaluation.evaluate` uses 5 % of the mean service time ``1/μ_{s,q}``
     (measured with the median over 14 loads and instances: 86 evaluations in all, against
     82–116 for 1 ms and for 1 %, 2 %, 10 %, 20 % of the service time).
     ``jacobian(W) -> (T(W), ∂T/∂W)`` lets MINPACK use exact derivatives instead of ``|S|``
