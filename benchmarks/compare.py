@@ -1,6 +1,6 @@
-"""Optimiser comparison on the benchmark instances (issue 6 §2, MODEL.md §10.3).
+"""Optimiser comparison on the benchmark instances (docs/model.md §10.3).
 
-Run ``python -m edgeprefix.benchmarks.compare`` or ``edgeprefix compare``.  For each instance × method
+Run ``edgeprefix compare``.  For each instance × method
 at equal budgets of black-box evaluations over several seeds it reports the median and IQR of
 the best-so-far feasible coverage ``P_cov(τ_0)``, the gap to the reference optimum ``P*``, the
 share of seeds within 0.005 of ``P*`` and the wall time; it writes ``runs.csv`` (every run ×
@@ -240,7 +240,11 @@ def summary_csv(comparison: Comparison) -> str:
 
 def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
-    from edgeprefix.benchmarks.compare_plots import curves_figure, ecdf_figure, save_atomic
+    from edgeprefix.benchmarks.compare_plots import (
+        curves_figure,
+        ecdf_figure,
+        save_atomic,
+    )
 
     written = []
     for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
@@ -274,14 +278,3 @@ def stderr_progress(stream: TextIO | None = None) -> Callable[[str], None]:
         print(line, file=stream or sys.stderr, flush=True)
 
     return say
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m edgeprefix.benchmarks.compare ARGS`` is ``edgeprefix compare ARGS`` (bad input exits 2)."""
-    from edgeprefix.cli import main as cli_main
-
-    return cli_main(["compare", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The benchmark instances of the optimiser comparison (MODEL.md §10.1) and how they are made.
+"""The benchmark instances of the optimiser comparison (docs/model.md §10.1) and how they are made.
 
 Run ``python -m edgeprefix.benchmarks.compare_instances [--out DIR] [--skip-large]`` to (re)build the three
 files of ``benchmarks/instances/``:
@@ -25,26 +25,40 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
 from edgeprefix.benchmarks.synthetic import synthetic_instance
 from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.model.instance import (
+    Gpu,
     Instance,
     PlacementSpec,
     atomic_write_text,
     default_instance,
     write_instance,
 )
+from edgeprefix.placement.pipeline.calibration import (
+    DEFAULT_DECODE_PER_TOKEN,
+    DEFAULT_PREFILL,
+    LLAMA2_70B,
+    Deployment,
+)
+from edgeprefix.placement.pipeline.forest import build_forest
+from edgeprefix.placement.pipeline.profile_generation import generate_profiles
+from edgeprefix.placement.pipeline.trace_instance import instance_from_profiles
+from edgeprefix.placement.pipeline.traces import read_trace
 from edgeprefix.solvers import solve
 
 INSTANCES_DIR = Path(__file__).resolve().parent / "instances"
-MOONCAKE_TRACE = Path("/work/shared/data/traces/mooncake/conversation_trace.jsonl")
+
 MEDIUM_SEED = 0
 MEDIUM_TYPES = 10
 MEDIUM_PROFILES = 7
 MEDIUM_INTENSITY = 2.0  # Λ
 MEDIUM_MEMORY_BUDGET = 1.2  # B̄ (the optimum under π_min alone uses Σ π_s B_s ≈ 1.39; with no constraint ≈ 2.5)
 MEDIUM_FALLBACK_MIN = 0.45  # π_min (the optimum under B̄ alone has π_0 ≈ 0.39; with no constraint 0)
-LARGE_PROFILES_ARGS = ("--max-profiles", "14", "--families", "12", "--name", "mooncake_large")
+LARGE_PROFILES = {"max_profiles": 14, "families": 12}
+LARGE_PROFILES_ARGS = ("--max-profiles", "14", "--families", "12", "--name", "mooncake_large")  # the same, as CLI flags
 ACTIVITY_BUDGET = 400
 ACTIVITY_SEEDS = (0, 1, 2)
 ACTIVITY_METHODS = ("cmaes", "spsa")
@@ -140,10 +154,20 @@ def build_medium(out: Path) -> list[ConstraintActivity]:
 
 
 def build_large(out: Path, trace: Path = MOONCAKE_TRACE) -> int:
-    """Run ``edgeprefix profiles TRACE`` with :data:`LARGE_PROFILES_ARGS` into ``mooncake_large.toml``."""
-    from edgeprefix.cli import main as cli_main
-
-    return cli_main(["profiles", str(trace), *LARGE_PROFILES_ARGS, "--out", str(out / "mooncake_large.toml")])
+    """``mooncake_large.toml``: what ``edgeprefix profiles TRACE`` with :data:`LARGE_PROFILES_ARGS`
+    writes (the command's defaults: the embedded Llama-2-70B / 4 × A100 calibration, a memory cap of
+    25 % of ``M``, ``k_min = 2``, the HiGHS tree knapsack)."""
+    deployment = Deployment(gpu_bytes=4 * 80e9, model=LLAMA2_70B, sequence_tokens=16384.0)
+    gpu = Gpu(**deployment.normalised())
+    forest = build_forest(read_trace(trace))
+    profile_set = generate_profiles(
+        forest, DEFAULT_PREFILL, kappa=gpu.kv_per_token, gpu_memory=gpu.memory, cap=0.25 * gpu.memory,
+        decode_per_token=DEFAULT_DECODE_PER_TOKEN, max_profiles=LARGE_PROFILES["max_profiles"], k_min=2,
+        n_families=LARGE_PROFILES["families"], knapsack=solve_knapsack,
+    )
+    instance = instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name="mooncake_large")
+    write_instance(instance, out / "mooncake_large.toml")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

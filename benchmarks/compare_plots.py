@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from edgeprefix.benchmarks.compare_metrics import Reference, Summary, ecdf
-from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.benchmarks.compare_runs import RunRecord, anytime_runs
+from edgeprefix.placement.atomic import atomic_savefig
 
 
 def save_atomic(fig: plt.Figure, path: Path) -> None:

@@ -1,4 +1,4 @@
-"""One optimiser run of the comparison, recorded as an anytime best-so-far curve (MODEL.md §10.3).
+"""One optimiser run of the comparison, recorded as an anytime best-so-far curve (docs/model.md §10.3).
 
 TPE, CMA-ES, QMC and random search run once per seed at the largest budget ``B_max``; none of
 them reads the budget, so their best-so-far after ``b`` evaluations *is* the result of a run

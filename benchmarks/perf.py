@@ -28,7 +28,11 @@ import numpy as np
 from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
 from edgeprefix.benchmarks.synthetic import synthetic_instance
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
-from edgeprefix.placement.model.instance import Instance, atomic_write_text, default_instance
+from edgeprefix.placement.model.instance import (
+    Instance,
+    atomic_write_text,
+    default_instance,
+)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A straightforward reference spatial kernel: every Theorem 1 / coverage integral by ``scipy.integrate.quad``.
 
-It integrates the paper's form directly in the distance ``r`` (MODEL.md §6):
+It integrates the paper's form directly in the distance ``r`` (docs/model.md §6):
 ``f_{s,q}(r) = 2π λ_s r exp(−π λ_s r² − Σ_{t≠s} π λ_t d_{t|s,q}(r)²)`` with
 ``d_{t|s,q}(r)^α = max(0, r^α + b_{s,q} − b_{t,q})``, splitting the range at the kinks
 ``r = (b_{t,q} − b_{s,q})^{1/α}``.  It plugs into :func:`edgeprefix.placement.model.evaluation.evaluate` through

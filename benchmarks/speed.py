@@ -1,4 +1,4 @@
-"""Scaling study of one evaluation (fixed point + coverage) and grid-search throughput (issue 6 §3).
+"""Scaling study of one evaluation (fixed point + coverage) and grid-search throughput.
 
 Run ``python -m edgeprefix.benchmarks.speed [--quick] [--no-reference] [--out DIR]``.  Three sweeps on seeded
 synthetic instances (:func:`edgeprefix.benchmarks.synthetic.synthetic_instance`, ``α = 2.5`` so the
@@ -8,7 +8,7 @@ fixed-point map evaluations it needed, the time per map evaluation, and — wher
 ``scipy.integrate.quad`` evaluation takes a few seconds at most — the reference kernel's time on
 the same fixed point warm-started at the fast equilibrium (a lower bound on its cost) and the
 ratio.  The growth exponents are least-squares slopes of ``log(time per map evaluation)`` against
-``log |Q|``, ``log |S|`` and ``log N``, next to the exponents (1, 2, 1) of the MODEL.md bound
+``log |Q|``, ``log |S|`` and ``log N``, next to the exponents (1, 2, 1) of the docs/model.md bound
 ``O(|Q| |S|² N_r)`` for Theorem 1 written with its competitor sum.  Grid throughput is the
 ``1/K`` lattice of ``paper_baseline`` and ``medium_forest`` scored by ``solve(method="grid")``.
 Every ratio is measured in the same run; the load average is printed with the tables.

@@ -21,10 +21,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from edgeprefix.commands.solve import history_csv
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.model.instance import load_instance
 from edgeprefix.solvers.distributed import dask_client, grid_search
+from edgeprefix.solvers.result import history_csv
 
 DEFAULT_INSTANCE = Path(__file__).parent / "instances" / "medium_forest.toml"
 

@@ -6,8 +6,8 @@ Run ``python -m edgeprefix.benchmarks.timings [--out DIR] [--repeats R]``.  Meas
 - ``mooncake_ingest`` — trace → radix forest for the Mooncake conversation trace (the profiles
   command's "ingest" phase: :func:`edgeprefix.placement.pipeline.traces.read_trace` + :func:`edgeprefix.placement.pipeline.forest.build_forest`);
 - ``association_mc`` — the 2·10⁵-sample nearest-distance Monte Carlo of ``paper_baseline``
-  (MODEL.md §13, load-aware bias);
-- ``projection_call`` — one Euclidean projection onto the ``paper_baseline`` polytope (MODEL.md
+  (docs/model.md §13, load-aware bias);
+- ``projection_call`` — one Euclidean projection onto the ``paper_baseline`` polytope (docs/model.md
   §10.2), per call over 200 random points;
 - ``mmc_1e6`` — the FCFS M/M/9 simulation at ``ρ = 0.82`` with 10⁶ customers.
 
@@ -28,9 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE as MOONCAKE
 from edgeprefix.placement.model.instance import atomic_write_text, default_instance
-
-MOONCAKE = Path("/work/shared/data/traces/mooncake/conversation_trace.jsonl")
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,9 @@ def mooncake_ingest(repeats: int, trace: Path = MOONCAKE) -> Timing | None:
 def association_mc(repeats: int) -> Timing:
     """2·10⁵ exact nearest-distance samples on ``paper_baseline`` at the load-aware bias."""
     from edgeprefix.placement.model.evaluation import evaluate
-    from edgeprefix.placement.simulation.association_mc import simulate_instance_association
+    from edgeprefix.placement.simulation.association_mc import (
+        simulate_instance_association,
+    )
 
     inst = default_instance()
     bias = np.asarray(evaluate(inst, None, "load_aware").bias)

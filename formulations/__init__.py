@@ -1,8 +1,12 @@
-"""Problems declared as explicit Pyomo models with a black-box objective (MODEL.md §10)."""
+"""Problems declared as explicit Pyomo models with a black-box objective (docs/model.md §10)."""
 
 from __future__ import annotations
 
-from edgeprefix.formulations.density import DensityPlanningProblem, build_density_model, density_problem
+from edgeprefix.formulations.density import (
+    DensityPlanningProblem,
+    build_density_model,
+    density_problem,
+)
 from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
 from edgeprefix.formulations.migration import (
     Epoch,
@@ -14,9 +18,17 @@ from edgeprefix.formulations.migration import (
     migration_plan,
     transfer_bytes,
 )
-from edgeprefix.formulations.migration_joint import JointMigrationProblem, build_joint_migration_model, joint_migration_problem
+from edgeprefix.formulations.migration_joint import (
+    JointMigrationProblem,
+    build_joint_migration_model,
+    joint_migration_problem,
+)
 from edgeprefix.formulations.objective import CoverageObjective, Score
-from edgeprefix.formulations.placement import PlacementProblem, build_placement_model, placement_problem
+from edgeprefix.formulations.placement import (
+    PlacementProblem,
+    build_placement_model,
+    placement_problem,
+)
 
 __all__ = [
     "CoverageObjective",

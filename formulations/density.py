@@ -1,4 +1,4 @@
-"""Dual density planning (MODEL.md §10.4, P-51): ``min λ_b`` s.t. ``P_cov(τ_0; π, λ_b) ≥ ζ``.
+"""Dual density planning (docs/model.md §10.4, eq. (51)): ``min λ_b`` s.t. ``P_cov(τ_0; π, λ_b) ≥ ζ``.
 
 Either for a given mix ``π`` or jointly (``min λ_b`` such that ``max_π P_cov ≥ ζ``).  The Pyomo
 model declares ``λ_b ≥ 0``, the mix (a fixed ``Param`` or the §10.1 variables and
@@ -15,8 +15,18 @@ import numpy as np
 import numpy.typing as npt
 import pyomo.environ as pyo
 
-from edgeprefix.formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
-from edgeprefix.formulations.placement import PlacementProblem, declare_mix, placement_problem, share_caps
+from edgeprefix.formulations.objective import (
+    CoverageObjective,
+    Evaluator,
+    Score,
+    clean_mix,
+)
+from edgeprefix.formulations.placement import (
+    PlacementProblem,
+    declare_mix,
+    placement_problem,
+    share_caps,
+)
 from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]

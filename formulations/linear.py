@@ -1,4 +1,4 @@
-"""The linear part of a formulation, read back from its Pyomo model (MODEL.md §10.1–10.2).
+"""The linear part of a formulation, read back from its Pyomo model (docs/model.md §10.1–10.2).
 
 Solvers never see a second hand-written copy of the constraints: every formulation declares
 them once in a Pyomo :class:`~pyomo.environ.ConcreteModel`, and :func:`read_linear_constraints`

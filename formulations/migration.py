@@ -1,9 +1,9 @@
-"""Multi-epoch migration (MODEL.md §10.5, paper Sec. VII).
+"""Multi-epoch migration (docs/model.md §10.5, paper Sec. VII).
 
 Epochs ``e = 1..E`` carry their own workload (popularity ``p^e``, intensity ``Λ^e``) and weight
 ``w_e``; from the current mix ``π^0`` the decision is ``π^1..π^E``.  Between consecutive mixes
 the nodes switching profile are the flows ``m^e_{s→t} ≥ 0`` with ``Σ_t m_{s→t} = π^{e−1}_s``,
-``Σ_s m_{s→t} = π^e_t`` and the budget ``Σ_{s≠t} m_{s→t} ≤ m_max`` (P-53); moving costs the
+``Σ_s m_{s→t} = π^e_t`` and the budget ``Σ_{s≠t} m_{s→t} ≤ m_max`` (eq. (53)); moving costs the
 bytes of the states to load, ``Σ_{s≠t} m_{s→t} · bytes_{s→t}`` with
 ``bytes_{s→t} = Σ_{v ∈ C_t \\ C_s} κ_v (ℓ_v − ℓ_{parent(v)})`` (per node of the fleet, in the
 instance's memory units), weighted by ``γ``.
@@ -28,8 +28,17 @@ import numpy.typing as npt
 import pyomo.environ as pyo
 
 from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
-from edgeprefix.formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
-from edgeprefix.formulations.placement import declare_mix, diagnose_infeasibility, share_caps
+from edgeprefix.formulations.objective import (
+    CoverageObjective,
+    Evaluator,
+    Score,
+    clean_mix,
+)
+from edgeprefix.formulations.placement import (
+    declare_mix,
+    diagnose_infeasibility,
+    share_caps,
+)
 from edgeprefix.placement.model.instance import Instance, load_instance
 from edgeprefix.placement.model.profiles import Profile, persistent_memory
 from edgeprefix.placement.model.workload import PrefixForest
@@ -53,7 +62,7 @@ def transfer_bytes(instance: Instance) -> FloatArray:
 
 
 def declare_flows(model: pyo.Block, previous: Any, change_budget: float | None, *, slack: float = 0.0) -> None:
-    """Add flows ``m[s, t] ≥ 0`` from ``previous`` (``π^{e−1}``) to ``model.pi`` with the P-53 budget.
+    """Add flows ``m[s, t] ≥ 0`` from ``previous`` (``π^{e−1}``) to ``model.pi`` with the eq. (53) budget.
 
     ``previous`` is a fixed mix (array in profile order) or the previous epoch's ``pi`` variable.
     """

@@ -1,4 +1,4 @@
-"""The joint multi-epoch migration problem (MODEL.md §10.5): all of ``π^1..π^E`` at once.
+"""The joint multi-epoch migration problem (docs/model.md §10.5): all of ``π^1..π^E`` at once.
 
 ``max Σ_e w_e P_cov^e(π^e) − γ Σ_e bytes(π^{e−1} → π^e)`` subject to every epoch's §10.1
 constraints and the flows ``m^e_{s→t}`` with the per-epoch budget ``m_max`` linking
@@ -18,8 +18,19 @@ import numpy.typing as npt
 import pyomo.environ as pyo
 
 from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
-from edgeprefix.formulations.migration import MigrationPlan, MigrationProblem, declare_flows, migration_plan, transfer_bytes
-from edgeprefix.formulations.objective import INFEASIBLE_BASE, CoverageObjective, Score, clean_mix
+from edgeprefix.formulations.migration import (
+    MigrationPlan,
+    MigrationProblem,
+    declare_flows,
+    migration_plan,
+    transfer_bytes,
+)
+from edgeprefix.formulations.objective import (
+    INFEASIBLE_BASE,
+    CoverageObjective,
+    Score,
+    clean_mix,
+)
 from edgeprefix.formulations.placement import declare_mix, diagnose_infeasibility
 
 FloatArray = npt.NDArray[np.float64]

@@ -1,4 +1,4 @@
-"""The black-box objective shared by the formulations: coverage at the fixed point (MODEL.md §10.1).
+"""The black-box objective shared by the formulations: coverage at the fixed point (docs/model.md §10.1).
 
 A point ``π`` is evaluated through the load–association fixed point (§7) and scored by the
 TTFT coverage ``P_cov(τ_0; π)`` (§8).  The constraint ``ρ_s(π) < 1`` is only known through

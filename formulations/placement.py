@@ -1,4 +1,4 @@
-"""Placement (MODEL.md §10.1, P-49): ``max_π P_cov(τ_0; π)`` over the feasible mixes.
+"""Placement (docs/model.md §10.1, eq. (49)): ``max_π P_cov(τ_0; π)`` over the feasible mixes.
 
 The Pyomo model declares the decision ``π_s ∈ [0, π_s^max]`` and every linear constraint as a
 named rule with ``doc=``; the objective is a Pyomo ``ExternalFunction`` wrapping the fixed
@@ -17,7 +17,12 @@ import pyomo.environ as pyo
 from scipy.optimize import linprog
 
 from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
-from edgeprefix.formulations.objective import CoverageObjective, Evaluator, Score, clean_mix
+from edgeprefix.formulations.objective import (
+    CoverageObjective,
+    Evaluator,
+    Score,
+    clean_mix,
+)
 from edgeprefix.placement.errors import InfeasibleConstraintsError
 from edgeprefix.placement.model.instance import Instance
 

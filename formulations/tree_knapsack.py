@@ -12,7 +12,11 @@ import numpy as np
 import numpy.typing as npt
 import pyomo.environ as pyo
 
-from edgeprefix.placement.pipeline.knapsack import CAP_TOLERANCE, KnapsackResult, check_knapsack
+from edgeprefix.placement.pipeline.knapsack import (
+    CAP_TOLERANCE,
+    KnapsackResult,
+    check_knapsack,
+)
 
 SOLVERS = ("appsi_highs", "highs")
 # Exact optimum (zero gap).  On the Mooncake forest (~4k eligible vertices) HiGHS' presolve and

@@ -1,10 +1,14 @@
-"""Methods that search a formulation (MODEL.md §10.2–10.5): projection, SPSA, Optuna, grid."""
+"""Methods that search a formulation (docs/model.md §10.2–10.5): projection, SPSA, Optuna, grid."""
 
 from __future__ import annotations
 
 from edgeprefix.solvers.api import DEFAULT_BUDGET, solve
 from edgeprefix.solvers.density import DensityPlan, plan_density
-from edgeprefix.solvers.migration import EpochDecision, MigrationSolution, solve_migration
+from edgeprefix.solvers.migration import (
+    EpochDecision,
+    MigrationSolution,
+    solve_migration,
+)
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.registry import SOLVERS, get_solver, method_names
 from edgeprefix.solvers.result import Progress, Result, Status

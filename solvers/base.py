@@ -1,4 +1,4 @@
-"""The small contract every search method implements (MODEL.md §10.3)."""
+"""The small contract every search method implements (docs/model.md §10.3)."""
 
 from __future__ import annotations
 

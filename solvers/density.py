@@ -1,4 +1,4 @@
-"""Bracket, then bisect on ``λ_b`` (MODEL.md §10.4): the smallest density meeting ``ζ``.
+"""Bracket, then bisect on ``λ_b`` (docs/model.md §10.4): the smallest density meeting ``ζ``.
 
 Coverage grows with ``λ_b`` (nearer nodes, lighter queues), so the feasible densities form a
 ray ``[λ*, ∞)``.  From the instance's ``λ_b`` the bracket doubles (or halves) until it holds

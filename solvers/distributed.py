@@ -1,4 +1,4 @@
-"""Grid search on Dask distributed (MODEL.md §10.3): a ``LocalCluster`` or a scheduler address.
+"""Grid search on Dask distributed (docs/model.md §10.3): a ``LocalCluster`` or a scheduler address.
 
 The lattice is cut into chunks; each chunk is one task that scores its points in order,
 warm-starting every fixed point from the previous point *of the same chunk* (the first one

@@ -1,4 +1,4 @@
-"""Simplex grid at resolution 1/K (MODEL.md §10.3): the global reference.
+"""Simplex grid at resolution 1/K (docs/model.md §10.3): the global reference.
 
 Every lattice point ``π = k / K`` (``k ∈ N^{|S|}``, ``Σ k = K``) that meets the linear
 constraints is scored, in lexicographic order so neighbours warm-start each other.  The

@@ -1,4 +1,4 @@
-"""Deciding the epoch mixes of a :class:`~edgeprefix.formulations.migration.MigrationProblem` (MODEL.md §10.5).
+"""Deciding the epoch mixes of a :class:`~edgeprefix.formulations.migration.MigrationProblem` (docs/model.md §10.5).
 
 By default epochs are decided in order (a receding horizon): epoch ``e`` maximises
 ``w_e P_cov^e(π) − γ bytes(π^{e−1} → π)`` under §10.1 and the node-change budget from the mix

@@ -1,4 +1,4 @@
-"""Optuna samplers (TPE, CMA-ES, QMC) driven through ask/tell (MODEL.md §10.3).
+"""Optuna samplers (TPE, CMA-ES, QMC) driven through ask/tell (docs/model.md §10.3).
 
 A sampler proposes ``z`` in the bounding box of the free shares; the evaluated point is
 ``Proj(z)`` (CMA-ES and QMC ignore constraints).  With ``storage`` (a SQLite file path or a
@@ -10,11 +10,7 @@ by any other machine that joins it), see :mod:`edgeprefix.solvers.workers`.
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -22,57 +18,18 @@ import optuna
 from optuna.trial import TrialState
 
 from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.optuna_common import (
+    COVERAGE_ATTR,
+    FEASIBLE_ATTR,
+    MIX_ATTR,
+    SearchBox,
+    quiet_optuna,
+    storage_url,
+)
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
 from edgeprefix.solvers.tracking import Problem, StopSearch, Tracker
-
-MIX_ATTR, COVERAGE_ATTR, FEASIBLE_ATTR = "mix", "coverage", "feasible"
-
-
-@contextlib.contextmanager
-def _quiet_optuna() -> Iterator[None]:
-    """Silence Optuna's per-trial INFO logs and experimental warnings for the run only."""
-    previous = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            yield
-    finally:
-        optuna.logging.set_verbosity(previous)
-
-
-def storage_url(path: str | Path) -> str:
-    """SQLite URL of a study file (its folder is created); a database URL passes through."""
-    if "://" in str(path):
-        return str(path)
-    target = Path(path).resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{target}"
-
-
-@dataclass(frozen=True)
-class SearchBox:
-    """The bounding box ``[lower, upper]`` of the decision ``z`` (shape ``(n,)``) that samplers explore."""
-
-    lower: np.ndarray
-    upper: np.ndarray
-    names: tuple[str, ...]
-
-    @classmethod
-    def of(cls, problem: Problem, projection: Projection) -> SearchBox:
-        cons = projection.constraints
-        k = problem.dimension
-        lower = np.where(np.isfinite(cons.lower[:k]), cons.lower[:k], 0.0)
-        upper = np.where(np.isfinite(cons.upper[:k]), cons.upper[:k], 1.0)
-        return cls(lower, upper, tuple(problem.variable_names))
-
-    def suggest(self, trial: optuna.Trial) -> np.ndarray:
-        """``z`` proposed by ``trial``: one ``z_<profile>`` parameter per free coordinate."""
-        z = self.lower.copy()
-        for i in np.flatnonzero(self.upper > self.lower):
-            z[i] = trial.suggest_float(f"z_{self.names[i]}", float(self.lower[i]), float(self.upper[i]))
-        return z
+from edgeprefix.solvers.workers import run_shared
 
 
 @dataclass(frozen=True)
@@ -118,11 +75,9 @@ class OptunaSolver(Solver):
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         seed = int(rng.integers(2**31 - 1))
         if self.workers:
-            from edgeprefix.solvers.workers import run_shared  # imports this module
-
-            with _quiet_optuna():
+            with quiet_optuna():
                 return run_shared(self, problem, projection, tracker, seed)
-        with _quiet_optuna():
+        with quiet_optuna():
             storage = None if self.storage is None else optuna.storages.RDBStorage(storage_url(self.storage))
             earlier = self._count_trials(storage)
             study = optuna.create_study(

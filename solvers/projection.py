@@ -1,4 +1,4 @@
-"""Euclidean projection onto the linear part of a formulation (MODEL.md §10.2, P-50).
+"""Euclidean projection onto the linear part of a formulation (docs/model.md §10.2, eq. (50)).
 
 ``Proj(z) = argmin_x ||x_π − z||²`` subject to the rows and bounds read from the Pyomo model
 (auxiliary columns such as migration flows are free).  The cvxpy problem is parametrised

@@ -1,8 +1,10 @@
-"""The one result type of every search (MODEL.md §10.3), its statuses and their messages."""
+"""The one result type of every search (docs/model.md §10.3), its statuses and their messages."""
 
 from __future__ import annotations
 
+import csv
 import enum
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,3 +115,17 @@ class Result:
             "history": self.best_coverage_history.tolist(),
             "extras": {k: v for k, v in self.extras.items()},
         }
+
+
+def history_csv(result: Result, names: tuple[str, ...]) -> str:
+    """One row per evaluation: value, coverage, feasibility, best-so-far and the mix."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["evaluation", "objective", "coverage", "feasible", "best_objective", "best_coverage", *names])
+    best_coverage = result.best_coverage_history
+    for i in range(result.nfev):
+        writer.writerow([
+            i + 1, repr(float(result.values[i])), repr(float(result.coverages[i])), int(result.feasible[i]),
+            repr(float(result.history[i])), repr(float(best_coverage[i])), *(repr(float(v)) for v in result.points[i]),
+        ])
+    return out.getvalue()

@@ -1,4 +1,4 @@
-"""Projected SPSA (MODEL.md §10.3, Algorithm 1) with Spall's gain sequences.
+"""Projected SPSA (docs/model.md §10.3, Algorithm 1) with Spall's gain sequences.
 
 Each iteration draws ``Δ_k ∈ {±1}^{|S|}`` (not all of one sign: that direction leaves the simplex), scores the pair ``π± = Proj(π_k ± c_k Δ_k)``, forms
 ``ĝ_k = (F(π+) − F(π−)) / (2 c_k) · Δ_k`` and steps ``π_{k+1} = Proj(π_k + a_k ĝ_k)`` with

@@ -1,4 +1,4 @@
-"""Optuna storages that many processes share: heartbeats and retried dead trials (MODEL.md §10.3).
+"""Optuna storages that many processes share: heartbeats and retried dead trials (docs/model.md §10.3).
 
 A running trial writes a heartbeat every ``heartbeat_interval`` seconds.  A trial whose
 heartbeat is older than ``grace_period`` belongs to a dead worker: the next worker that starts
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import optuna
 from optuna.trial import FrozenTrial
 
-from edgeprefix.solvers.optuna_search import storage_url
+from edgeprefix.solvers.optuna_common import storage_url
 
 
 def redact(url: str) -> str:

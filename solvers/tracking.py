@@ -2,7 +2,7 @@
 
 A :class:`Tracker` lives for one ``solve`` call.  Methods call :meth:`Tracker.evaluate` with a
 feasible mix; the tracker scores it (warm-starting the fixed point from the previous
-evaluation, MODEL.md §7), records it, and raises :class:`StopSearch` when the budget is
+evaluation, docs/model.md §7), records it, and raises :class:`StopSearch` when the budget is
 spent or the callback asks to stop.
 """
 

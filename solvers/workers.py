@@ -1,4 +1,4 @@
-"""Many processes, one Optuna study (MODEL.md §10.3): N local workers, other machines join.
+"""Many processes, one Optuna study (docs/model.md §10.3): N local workers, other machines join.
 
 :func:`run_shared` is what :class:`edgeprefix.solvers.optuna_search.OptunaSolver` runs when
 ``workers >= 1``:
@@ -31,24 +31,32 @@ import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from edgeprefix.solvers.optuna_search import (
+from edgeprefix.solvers.optuna_common import (
     COVERAGE_ATTR,
     FEASIBLE_ATTR,
     MIX_ATTR,
-    OptunaSolver,
     SearchBox,
-    _quiet_optuna,
+    quiet_optuna,
 )
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
-from edgeprefix.solvers.storage import WORKER_ATTR, SharedStorage, close, redact, retry_callback
+from edgeprefix.solvers.storage import (
+    WORKER_ATTR,
+    SharedStorage,
+    close,
+    redact,
+    retry_callback,
+)
 from edgeprefix.solvers.tracking import Problem, Tracker
+
+if TYPE_CHECKING:
+    from edgeprefix.solvers.optuna_search import OptunaSolver
 
 DEFINITION_PREFIX = "edgeprefix:"
 READY_KEY = "edgeprefix:ready"
@@ -242,7 +250,7 @@ def work(job: Job, index: int) -> int:
 
 
 def _worker_main(job: Job, index: int) -> None:
-    with _quiet_optuna():
+    with quiet_optuna():
         work(job, index)
 
 

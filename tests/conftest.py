@@ -16,7 +16,11 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
 
 import pytest  # noqa: E402
 
-from edgeprefix.placement.model.instance import default_instance, instance_from_mapping, instance_to_mapping  # noqa: E402
+from edgeprefix.placement.model.instance import (  # noqa: E402
+    default_instance,
+    instance_from_mapping,
+    instance_to_mapping,
+)
 
 
 @pytest.fixture(scope="session")

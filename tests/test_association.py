@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
-from edgeprefix.placement.model.association import association, association_alpha2, association_error, association_quadrature
+from edgeprefix.placement.model.association import (
+    association,
+    association_alpha2,
+    association_error,
+    association_quadrature,
+)
 from edgeprefix.placement.model.spatial import AnalyticKernel
 
 

@@ -10,7 +10,11 @@ import pytest
 
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.model.evaluation import evaluate
-from edgeprefix.placement.model.instance import default_instance, instance_to_mapping, load_instance
+from edgeprefix.placement.model.instance import (
+    default_instance,
+    instance_to_mapping,
+    load_instance,
+)
 from edgeprefix.solvers import solve
 
 FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "instances"

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS as SPLITWISE
+from edgeprefix.placement.model.profiles import concurrency
 from edgeprefix.placement.pipeline.calibration import (
     DEFAULT_CALIBRATION,
     DEFAULT_DECODE_PER_TOKEN,
@@ -26,12 +28,7 @@ from edgeprefix.placement.pipeline.calibration import (
     read_measurements,
     splitwise_groups,
 )
-from edgeprefix.placement.model.profiles import concurrency
 
-SPLITWISE = Path(__file__).resolve().parents[2] / "shared/data/calibration/splitwise_perf_model.csv"
-needs_splitwise = pytest.mark.skipif(
-    not SPLITWISE.is_file(), reason=f"Splitwise profile not found at {SPLITWISE} (shared data is absent)"
-)
 SIZES = np.array([128, 256, 512, 1024, 2048, 4096, 8192], dtype=float)
 
 
@@ -73,7 +70,6 @@ def test_plain_csv_and_piecewise_table(tmp_path: Path) -> None:
         read_measurements(tmp_path / "cols.csv")
 
 
-@needs_splitwise
 def test_splitwise_groups_fit_and_default_constants() -> None:
     groups = splitwise_groups(SPLITWISE)
     assert ("llama2-70b", "a100-80gb", 2) in groups and len(groups) == 12
@@ -84,7 +80,7 @@ def test_splitwise_groups_fit_and_default_constants() -> None:
     m = read_measurements(SPLITWISE, model="llama2-70b", hardware="a100-80gb", tensor_parallel=2)
     assert m.tokens.size == 75 and set(m.tokens.tolist()) == set(SIZES.tolist()) and m.seconds.min() > 0.05  # ms → s
     table = fit_table(SPLITWISE)
-    for row in table.values():  # the intercept always helps (MODEL.md §3)
+    for row in table.values():  # the intercept always helps (docs/model.md §3)
         assert row["rms_relative_intercept"] < row["rms_relative"] < 0.35
     ols = fit_table(SPLITWISE, weighting="absolute")[("llama2-70b", "a100-80gb", 2)]
     assert ols["intercept"] == pytest.approx(0.025, abs=0.003) and ols["linear"] == pytest.approx(3.4e-4, rel=0.05)

@@ -81,16 +81,17 @@ def test_non_convergence_exits_3(capsys):
     code = main(["evaluate", "--method", "damped", "--intensity", "4", "--json"])
     captured = capsys.readouterr()
     if json.loads(captured.out)["fixed_point"]["converged"]:
-        pytest.fail("the paper's damped iteration was expected not to converge at Λ = 4 (MODEL.md §7)")
+        pytest.fail("the paper's damped iteration was expected not to converge at Λ = 4 (docs/model.md §7)")
     assert code == 3 and "did not converge" in captured.err
 
 
-def test_closed_pipe_ends_quietly():
+def test_closed_pipe_ends_quietly(tmp_path):
     import subprocess
     import sys
 
     proc = subprocess.run(
         f"{sys.executable} -m edgeprefix.cli evaluate --json | head -c 10",
+        cwd=tmp_path,
         shell=True, capture_output=True, text=True, check=False,
     )
     assert proc.stdout.startswith("{")

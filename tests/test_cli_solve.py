@@ -1,4 +1,4 @@
-"""The solve, plan-density and migrate commands (issue 3 public contract)."""
+"""The solve, plan-density and migrate commands (their JSON keys are a public contract)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,12 @@ def test_solve_out_dir_writes_result_history_and_plot_and_resumes(tmp_path, caps
 
 def test_solve_bad_input_exits_2_with_one_line(tmp_path, capsys):
     instance = tmp_path / "bad.toml"
-    from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, load_instance, write_instance
+    from edgeprefix.placement.model.instance import (
+        instance_from_mapping,
+        instance_to_mapping,
+        load_instance,
+        write_instance,
+    )
 
     data = instance_to_mapping(load_instance())
     data["placement"]["max_share"] = {"none": 0.2, "shallow": 0.2, "deep": 0.2}

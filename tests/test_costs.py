@@ -5,8 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.placement.model.costs import PiecewiseLinearPrefill, QuadraticPrefill, RadioCost
 from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.model.costs import (
+    PiecewiseLinearPrefill,
+    QuadraticPrefill,
+    RadioCost,
+)
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance, write_instance
 

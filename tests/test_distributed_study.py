@@ -1,4 +1,4 @@
-"""Shared Optuna studies (MODEL.md §10.3): workers on PostgreSQL, a killed worker, resumption.
+"""Shared Optuna studies (docs/model.md §10.3): workers on PostgreSQL, a killed worker, resumption.
 
 The sampler is QMC with a fixed seed: its proposals ignore the values, so the study enqueues
 all ``BUDGET`` of them up front and the set of evaluated points does not depend on which
@@ -29,7 +29,13 @@ from edgeprefix.solvers import solve
 from edgeprefix.solvers.optuna_search import QmcSolver
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.storage import SharedStorage, close, redact
-from edgeprefix.solvers.workers import WORKER_ATTR, Job, WorkersFailed, open_study, shared_storage
+from edgeprefix.solvers.workers import (
+    WORKER_ATTR,
+    Job,
+    WorkersFailed,
+    open_study,
+    shared_storage,
+)
 
 BUDGET, SEED = 10, 11
 OPTIMUM = np.array([0.3, 0.3, 0.4])

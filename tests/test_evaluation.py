@@ -1,4 +1,4 @@
-"""evaluate(): fixed point, policies and the metrics of MODEL.md §8."""
+"""evaluate(): fixed point, policies and the metrics of docs/model.md §8."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def test_coverage_and_mean_ttft_match_a_monte_carlo_of_the_same_model(baseline, 
 
 
 def test_prototype_calibration_points(baseline):
-    """Issue 2's prototype numbers (α = 2 closed form).  Load-aware at Λ = 4 is the one place the
+    """The source specification's prototype numbers (α = 2 closed form).  Load-aware at Λ = 4 is the one place the
     prototype differs: its 0.605 was not an equilibrium (see docs/model-notes.md); the scipy.quad
     reference above confirms our 0.612 to 1e-7."""
     expect = {

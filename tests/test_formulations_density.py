@@ -1,12 +1,12 @@
-"""Dual density planning (MODEL.md §10.4): the smallest λ_b meeting ζ."""
+"""Dual density planning (docs/model.md §10.4): the smallest λ_b meeting ζ."""
 
 from __future__ import annotations
 
 import pyomo.environ as pyo
 import pytest
+from solver_stubs import baseline
 
 from edgeprefix.formulations.density import density_problem
-from solver_stubs import baseline
 from edgeprefix.solvers.density import plan_density
 
 

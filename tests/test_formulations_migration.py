@@ -1,4 +1,4 @@
-"""Multi-epoch migration (MODEL.md §10.5): transport LP, bytes, budgets, epoch decisions."""
+"""Multi-epoch migration (docs/model.md §10.5): transport LP, bytes, budgets, epoch decisions."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from solver_stubs import baseline
 
 from edgeprefix.formulations.migration import (
     Epoch,
@@ -15,7 +16,6 @@ from edgeprefix.formulations.migration import (
     transfer_bytes,
 )
 from edgeprefix.placement.errors import InfeasibleConstraintsError
-from solver_stubs import baseline
 from edgeprefix.solvers.migration import solve_migration
 
 

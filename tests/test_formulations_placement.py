@@ -1,4 +1,4 @@
-"""The placement formulation (MODEL.md §10.1): constraints read back from Pyomo, penalty, errors."""
+"""The placement formulation (docs/model.md §10.1): constraints read back from Pyomo, penalty, errors."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import dataclasses
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from solver_stubs import StubModel, baseline, unconstrained, with_placement
 
 from edgeprefix.formulations.linear import read_linear_constraints
 from edgeprefix.formulations.objective import INFEASIBLE_BASE
 from edgeprefix.formulations.placement import build_placement_model, placement_problem
 from edgeprefix.placement.errors import InfeasibleConstraintsError
-from solver_stubs import StubModel, baseline, unconstrained, with_placement
 
 
 def test_constraints_are_read_from_the_pyomo_model():

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from edgeprefix.placement.errors import InstanceError, MixError
-from edgeprefix.placement.model.instance import instance_to_mapping, load_instance, write_instance
+from edgeprefix.placement.model.instance import (
+    instance_to_mapping,
+    load_instance,
+    write_instance,
+)
 
 
 def test_embedded_default_matches_the_documented_numbers(baseline):

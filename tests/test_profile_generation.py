@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE as MOONCAKE
+from edgeprefix.formulations.tree_knapsack import knapsack_model, solve_knapsack
 from edgeprefix.placement.model.costs import QuadraticPrefill
 from edgeprefix.placement.pipeline.forest import build_forest
+from edgeprefix.placement.pipeline.knapsack import knapsack_dp
 from edgeprefix.placement.pipeline.profile_generation import (
     FALLBACK_ID,
     eligible_vertices,
@@ -22,11 +23,12 @@ from edgeprefix.placement.pipeline.profile_generation import (
     request_types,
     value_scores,
 )
-from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace, synthetic_records
-from edgeprefix.formulations.tree_knapsack import knapsack_model, solve_knapsack
-from edgeprefix.placement.pipeline.knapsack import knapsack_dp
+from edgeprefix.placement.pipeline.traces import (
+    TraceRecord,
+    read_trace,
+    synthetic_records,
+)
 
-MOONCAKE = Path(__file__).resolve().parents[2] / "shared/data/traces/mooncake/conversation_trace.jsonl"
 G = QuadraticPrefill(linear=1.5e-4, quadratic=1.5e-8, intercept=0.04)
 KAPPA = 1.0 / 16384
 B = 512
@@ -156,7 +158,10 @@ def test_pruning_removes_exactly_the_dominated_profiles() -> None:
         ("ab", (0, a, b)),
         ("a_deep", tuple(sorted({0, a, *[c for c in forest.children(a) if forest.count[c] >= 1][:2]}))),
     ]
-    from edgeprefix.placement.pipeline.profile_generation import assemble, profile_metrics
+    from edgeprefix.placement.pipeline.profile_generation import (
+        assemble,
+        profile_metrics,
+    )
 
     for type_vertices in (None, [0, a], [0]):
         kept, removed = prune_dominated(forest, named, kappa=KAPPA, gpu_memory=4.0, type_vertices=type_vertices)
@@ -175,7 +180,6 @@ def test_pruning_removes_exactly_the_dominated_profiles() -> None:
     assert removed == []
 
 
-@pytest.mark.skipif(not MOONCAKE.is_file(), reason=f"Mooncake trace not found at {MOONCAKE} (shared data is absent)")
 def test_mooncake_profiles_closed_and_within_cap() -> None:
     forest = build_forest(read_trace(MOONCAKE))
     gpu_memory, cap = 33.5, 2.0
@@ -205,7 +209,6 @@ def test_deepest_marked_ancestor_matches_a_plain_walk(seed: int) -> None:
     assert _deepest_marked(parent, marked).tolist() == expected
 
 
-@pytest.mark.skipif(not MOONCAKE.is_file(), reason=f"Mooncake trace not found at {MOONCAKE} (shared data is absent)")
 def test_mooncake_knapsack_milp_equals_dp() -> None:
     forest = build_forest(read_trace(MOONCAKE))
     eligible = eligible_vertices(forest, 2)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeprefix.placement.model.profiles import Profile, concurrency, dominated_profiles, hit_depth, persistent_memory
+from edgeprefix.placement.model.profiles import (
+    Profile,
+    concurrency,
+    dominated_profiles,
+    hit_depth,
+    persistent_memory,
+)
 from edgeprefix.placement.model.workload import Prefix, PrefixForest, RequestType
 
 FOREST = PrefixForest(

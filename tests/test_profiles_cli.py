@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE as MOONCAKE
+from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS as SPLITWISE
 from edgeprefix.cli import main
 from edgeprefix.placement.model.costs import PiecewiseLinearPrefill
-from edgeprefix.placement.model.instance import instance_to_mapping, load_instance, write_instance
-
-SHARED = Path(__file__).resolve().parents[2] / "shared/data"
-MOONCAKE = SHARED / "traces/mooncake/conversation_trace.jsonl"
-SPLITWISE = SHARED / "calibration/splitwise_perf_model.csv"
+from edgeprefix.placement.model.instance import (
+    instance_to_mapping,
+    load_instance,
+    write_instance,
+)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -58,8 +60,6 @@ def test_sample_trace_writes_an_instance_that_round_trips_and_solves(tmp_path: P
 
 
 def test_text_report_and_calibration_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if not SPLITWISE.is_file():
-        pytest.skip(f"Splitwise profile not found at {SPLITWISE} (shared data is absent)")
     out = tmp_path / "t.toml"
     code, text, _ = _run(capsys, "sample", "--calibration", str(SPLITWISE), "--tensor-parallel", "2",
                          "--prefill-law", "table", "--out", str(out), "--max-profiles", "3")
@@ -97,7 +97,6 @@ def test_malformed_trace_names_the_line_or_is_skipped(tmp_path: Path, capsys: py
     assert code == 2 and "does not exist" in err
 
 
-@pytest.mark.skipif(not MOONCAKE.is_file(), reason=f"Mooncake trace not found at {MOONCAKE} (shared data is absent)")
 def test_mooncake_trace_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "mooncake.toml"
     code, text, _ = _run(capsys, str(MOONCAKE), "--memory-cap", "5%", "--max-profiles", "4", "--out", str(out), "--json")

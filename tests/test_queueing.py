@@ -9,7 +9,13 @@ import pytest
 from scipy import stats
 
 from edgeprefix.placement.model import queueing as qmod
-from edgeprefix.placement.model.queueing import advertised_wait, erlang_b, erlang_c, mean_wait, waiting_cdf
+from edgeprefix.placement.model.queueing import (
+    advertised_wait,
+    erlang_b,
+    erlang_c,
+    mean_wait,
+    waiting_cdf,
+)
 
 
 @pytest.mark.parametrize("rho", [0.1, 0.5, 0.9, 0.99])

@@ -1,6 +1,6 @@
 """Figs. 7–12 in smoke mode on ``paper_calibrated``: the paper's points and structural claims.
 
-Where the calibrated instance cannot show a claim under MODEL.md (Fig. 7's moving optimum,
+Where the calibrated instance cannot show a claim under docs/model.md (Fig. 7's moving optimum,
 Fig. 10's smaller deep share at high load), the test pins what does hold and the documented
 reason (``benchmarks/calibration/README.md``).
 """

@@ -1,4 +1,4 @@
-"""Exact nearest-distance Monte Carlo vs Theorem 1 (MODEL.md §6, §13)."""
+"""Exact nearest-distance Monte Carlo vs Theorem 1 (docs/model.md §6, §13)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from edgeprefix.placement.model.instance import load_instance
-from edgeprefix.placement.simulation.association_mc import simulate_association, simulate_instance_association
-from edgeprefix.placement.simulation.reference import association_by_quadrature, serving_distance_cdf
+from edgeprefix.placement.simulation.association_mc import (
+    simulate_association,
+    simulate_instance_association,
+)
+from edgeprefix.placement.simulation.reference import (
+    association_by_quadrature,
+    serving_distance_cdf,
+)
 
 SAMPLES = 200_000
 

@@ -1,4 +1,4 @@
-"""FCFS M/M/c simulation vs Erlang C and the M/M/1 closed forms (MODEL.md §5, §13)."""
+"""FCFS M/M/c simulation vs Erlang C and the M/M/1 closed forms (docs/model.md §5, §13)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 from edgeprefix.placement.simulation.mmc import fcfs_waits, simulate_mmc
-from edgeprefix.placement.simulation.reference import erlang_c, mm1_closed_forms, mmc_mean_wait
+from edgeprefix.placement.simulation.reference import (
+    erlang_c,
+    mm1_closed_forms,
+    mmc_mean_wait,
+)
 
 
 def _batch_se(x, batches=50):

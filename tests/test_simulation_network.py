@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from edgeprefix.placement.model.instance import Gpu, load_instance
-from edgeprefix.placement.simulation.layout import LayoutSpec, NodeAttributes, expected_record, sample_layout, verify_reuse
+from edgeprefix.placement.simulation.layout import (
+    LayoutSpec,
+    NodeAttributes,
+    expected_record,
+    sample_layout,
+    verify_reuse,
+)
 from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
 from edgeprefix.placement.simulation.reference import mm1_closed_forms
 from edgeprefix.placement.simulation.routers import BASELINES, OnlineRouter
@@ -172,7 +178,10 @@ def test_layout_exact_counts(baseline):
 
 @pytest.mark.slow
 def test_lambda1_simulation_agrees_with_analysis(baseline):
-    from edgeprefix.placement.simulation.compare import VALIDATION_SPEC, compare_coverage
+    from edgeprefix.placement.simulation.compare import (
+        VALIDATION_SPEC,
+        compare_coverage,
+    )
 
     rows = compare_coverage(baseline, None, intensities=(1.0,), spec=VALIDATION_SPEC, replications=1, seed=1)
     for row in rows:

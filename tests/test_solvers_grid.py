@@ -1,4 +1,4 @@
-"""The simplex lattice (MODEL.md §10.3): counts, feasibility, exhaustive search."""
+"""The simplex lattice (docs/model.md §10.3): counts, feasibility, exhaustive search."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from solver_stubs import StubModel, baseline, unconstrained
 
 from edgeprefix.formulations.placement import placement_problem
-from solver_stubs import StubModel, baseline, unconstrained
 from edgeprefix.solvers import solve
 from edgeprefix.solvers.grid import feasible_lattice, simplex_lattice
 

@@ -1,13 +1,13 @@
-"""A study in SQLite storage resumes with every earlier trial kept (MODEL.md §10.3, Optuna)."""
+"""A study in SQLite storage resumes with every earlier trial kept (docs/model.md §10.3, Optuna)."""
 
 from __future__ import annotations
 
 import numpy as np
 import optuna
 import pytest
+from solver_stubs import StubModel, baseline
 
 from edgeprefix.formulations.placement import placement_problem
-from solver_stubs import StubModel, baseline
 from edgeprefix.solvers import Status, solve
 
 

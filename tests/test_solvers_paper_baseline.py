@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from solver_stubs import baseline
 
 from edgeprefix.formulations.placement import placement_problem
-from solver_stubs import baseline
 from edgeprefix.solvers import solve
 
 

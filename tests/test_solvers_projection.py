@@ -1,4 +1,4 @@
-"""Projection onto the linear constraints (MODEL.md §10.2): feasibility, idempotence, KKT answer."""
+"""Projection onto the linear constraints (docs/model.md §10.2): feasibility, idempotence, KKT answer."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 from scipy.optimize import minimize
+from solver_stubs import StubModel, baseline
 
 from edgeprefix.formulations.linear import LinearConstraints
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import InfeasibleConstraintsError
-from solver_stubs import StubModel, baseline
 from edgeprefix.solvers.projection import Projection
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from solver_stubs import StubModel, baseline
 
 from edgeprefix.formulations.placement import placement_problem
-from solver_stubs import StubModel, baseline
 from edgeprefix.solvers import SOLVERS, Status, solve
 
 BUDGET = 24

@@ -1,4 +1,4 @@
-"""Grid search and sweeps on Dask (MODEL.md §10.3): the gathered CSV is byte-for-byte the serial one."""
+"""Grid search and sweeps on Dask (docs/model.md §10.3): the gathered CSV is byte-for-byte the serial one."""
 
 from __future__ import annotations
 

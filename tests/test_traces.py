@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE as MOONCAKE
 from edgeprefix.placement.pipeline.forest import ForestBuilder, build_forest
 from edgeprefix.placement.pipeline.traces import (
     SkipLog,
@@ -19,11 +20,6 @@ from edgeprefix.placement.pipeline.traces import (
     record_to_mooncake_json,
     synthetic_records,
     token_block_ids,
-)
-
-MOONCAKE = Path(__file__).resolve().parents[2] / "shared/data/traces/mooncake/conversation_trace.jsonl"
-needs_mooncake = pytest.mark.skipif(
-    not MOONCAKE.is_file(), reason=f"Mooncake trace not found at {MOONCAKE} (shared data is absent)"
 )
 
 
@@ -112,7 +108,6 @@ def test_token_format_blocks_and_token_level() -> None:
         list(read_trace(lines_of(json.dumps({"tokens": [1, -2]})), fmt="tokens"))
 
 
-@needs_mooncake
 def test_mooncake_trace_forest_matches_independent_counts() -> None:
     counter: Counter[int] = Counter()
     lengths = []
@@ -137,7 +132,6 @@ def test_mooncake_trace_forest_matches_independent_counts() -> None:
     assert int(forest.ends.sum()) == 12031
 
 
-@needs_mooncake
 def test_mooncake_path_blocks_match_every_request() -> None:
     forest = build_forest(read_trace(MOONCAKE))
     bottom = {b: v for v, b in enumerate(forest.bottom_block.tolist())}

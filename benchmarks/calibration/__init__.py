@@ -1,4 +1,4 @@
-"""Calibration of the embedded ``paper_calibrated`` instance (issue 6 §1).
+"""Calibration of the embedded ``paper_calibrated`` instance.
 
 - :mod:`~edgeprefix.benchmarks.calibration.targets`: the paper's numbers and the experiment settings;
 - :mod:`~edgeprefix.benchmarks.calibration.model`: free parameters → instance (fixed design choices);

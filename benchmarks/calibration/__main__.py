@@ -31,7 +31,7 @@ SHIPPED = Parameters(radio_scale=0.220581, linear=3.24560e-4, quadratic=1.00147e
 TOML_PATH = Path(__file__).resolve().parents[2] / "placement" / "data" / "paper_calibrated.toml"
 
 HEADER = """\
-# paper_calibrated: the paper's Sec. VI reproduced jointly (issue 6 §1).
+# paper_calibrated: the paper's Sec. VI reproduced jointly.
 #
 # Produced by `python -m edgeprefix.benchmarks.calibration --write`; the reasoning, the search and every
 # calibrated point are in benchmarks/calibration/README.md.  Units are normalised: λ_b = 1 is

@@ -90,7 +90,7 @@ def loss(p: Parameters, high_load: float = FIG10_LOADS["high"], *, fit_high_load
     (a large constant if ``p`` is invalid).
 
     The high-load comparisons enter only with ``fit_high_load`` (README.md explains why they
-    cannot hold together with Fig. 8 under MODEL.md); they are always measured and reported.
+    cannot hold together with Fig. 8 under docs/model.md); they are always measured and reported.
     """
     try:
         m = measure(p, high_load)

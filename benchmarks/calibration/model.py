@@ -1,6 +1,6 @@
 """The calibrated family of instances: free parameters → a 3-profile, 2-type instance.
 
-Fixed by design (MODEL.md §1–4 and issue 6): ``α = 2``, ``τ = 0.8 s``, ``λ_b = 1`` (units),
+Fixed by design (docs/model.md §1–4 and the calibration README): ``α = 2``, ``τ = 0.8 s``, ``λ_b = 1`` (units),
 ``m_run = 1``, ``M = 12.5`` and ``κ`` chosen so that ``B_deep = 3`` and ``B_shallow = 1``:
 ``c = (12, 11, 9)`` for (none, shallow, deep) — deep caching costs three concurrency slots and
 the deep tier is an M/M/9 queue (Fig. 5).  The system prompt is a third of the deep path

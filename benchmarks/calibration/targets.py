@@ -1,4 +1,4 @@
-"""The paper's reported numbers (Sec. VI, MODEL.md §13) and the experiment settings we fix.
+"""The paper's reported numbers (Sec. VI, docs/model.md §13) and the experiment settings we fix.
 
 One source of truth for the calibration loss, the figure tables and the tests.  Coverage is
 always at the TTFT target ``τ = 0.8 s``.

@@ -1,4 +1,4 @@
-"""The paper's figures reproduced (issue 6 §1): one module per figure, ``run(quick, out, instance)``.
+"""The paper's figures reproduced: one module per figure, ``run(quick, out, instance)``.
 
 ``FIGURES`` maps the figure number to its module; :func:`run_figure` imports and runs one.
 Every ``run`` returns ``{"figure": N, "title": ..., "points": [{"series", "x", "ours", "paper"}], ...}``,

@@ -24,7 +24,11 @@ import matplotlib.pyplot as plt
 
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.model.evaluation import evaluate
-from edgeprefix.placement.model.instance import Instance, atomic_write_text, load_instance
+from edgeprefix.placement.model.instance import (
+    Instance,
+    atomic_write_text,
+    load_instance,
+)
 
 DEFAULT_INSTANCE = "paper_calibrated"
 Point = dict[str, Any]

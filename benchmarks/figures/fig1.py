@@ -2,7 +2,7 @@
 
 A PPP network is drawn on a torus (``edgeprefix.placement.simulation.sample_layout``, fixed seed) with the
 instance's default mix.  For every location on a grid and every request type the router of
-MODEL.md §6 picks ``argmin_x ξ r_x^α + β_{s(x),q}`` with the load-aware biases of the
+docs/model.md §6 picks ``argmin_x ξ r_x^α + β_{s(x),q}`` with the load-aware biases of the
 operating point; the map colours each location by the chosen node's profile.  The table
 reports, per type, the share of the area sent to each profile (a spatial estimate of
 ``A_{s,q}``, for comparison with Theorem 1).
@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+)
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.simulation import LayoutSpec, sample_layout

@@ -1,7 +1,7 @@
 """Fig. 10: the best profile mix among the feasible candidates vs load.
 
 The candidate set is the 1/K simplex lattice (K = 20, 5 % steps) under the instance's linear
-constraints of MODEL.md §10.1 (memory budget ``B̄``, fallback share ``π_min``, caps
+constraints of docs/model.md §10.1 (memory budget ``B̄``, fallback share ``π_min``, caps
 ``π_s^max``); the package's ``grid`` solver scores every candidate at its load-aware fixed
 point and keeps the best stable one.  Paper: 20 % deep at light and moderate load; 15 % deep
 and 50 % shallow at high load.
@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 
 from edgeprefix.benchmarks.calibration.targets import FIG10_LOADS, FIG10_PAPER, TARGET
-from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+)
 from edgeprefix.benchmarks.figures.fig7 import DECODE_HEAVY_LOADS, decode_heavy
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.model.instance import Instance

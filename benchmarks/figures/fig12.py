@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 from edgeprefix.benchmarks.calibration.targets import (
     FIG12_INTENSITY,
     FIG12_PAPER,
@@ -18,8 +17,8 @@ from edgeprefix.benchmarks.calibration.targets import (
     TARGET,
 )
 from edgeprefix.benchmarks.figures._common import (
-    coverage_curves,
     coverage_along,
+    coverage_curves,
     finish,
     point,
     resolve_instance,

@@ -1,4 +1,4 @@
-"""Fig. 3-style pairwise preference boundary (P-46) for two candidate nodes.
+"""Fig. 3-style pairwise preference boundary (eq. (46)) for two candidate nodes.
 
 For the longest request type, a deep-prefix node at distance ``r_t`` beats a node of the
 fallback (uncached) profile at ``r_s`` iff
@@ -28,7 +28,7 @@ DEEP_WAITS = (0.0, 0.1, 0.2, 0.3, 0.4)  # W̄_t at the deep node, seconds (W̄_s
 
 
 def boundary(instance: Instance, r_s: np.ndarray, wait_t: float, wait_s: float = 0.0) -> np.ndarray:
-    """``r_t*(r_s)`` of P-46 for the longest type, deepest vs fallback profile (0 where never preferred)."""
+    """``r_t*(r_s)`` of eq. (46) for the longest type, deepest vs fallback profile (0 where never preferred)."""
     q = int(np.argmax(instance.lengths))
     deep = int(np.argmax(instance.hit_depth[:, q]))
     fall = instance.fallback_index if instance.fallback_index is not None else int(np.argmin(instance.hit_depth[:, q]))
@@ -46,7 +46,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         for r, rt in zip(r_s, boundary(inst, r_s, w)):
             points.append(point(f"W_deep={w:g}s", float(r), float(rt)))
     advantage = {w: float(boundary(inst, np.array([0.0]), w)[0]) for w in DEEP_WAITS}
-    payload = result(FIGURE, "P-46 boundary: farthest preferred deep node r_t* vs fallback node distance r_s",
+    payload = result(FIGURE, "eq. (46) boundary: farthest preferred deep node r_t* vs fallback node distance r_s",
                      points, instance=inst.name, advantage_at_zero=advantage)
 
     def draw(fig) -> None:

@@ -1,8 +1,8 @@
 """Fig. 4: association per profile, Theorem 1 against an exact nearest-distance Monte Carlo.
 
 At the load-aware operating point of the instance's default mix, the analytical ``A_{s,q}``
-(P-25) of every request type is compared with ``2·10⁵`` samples of the exact nearest
-distances ``R_s = sqrt(−ln U / (π λ_s))`` (P-52) routed by the same biases ``β_{s,q}``.  The
+(eq. (25)) of every request type is compared with ``2·10⁵`` samples of the exact nearest
+distances ``R_s = sqrt(−ln U / (π λ_s))`` (eq. (52)) routed by the same biases ``β_{s,q}``.  The
 paper reports a max abs error below ``10⁻³``; it also reads the bars: the longest request
 prefers the deepest profile, the shortest spreads over the shallow and uncached ones.
 """
@@ -14,7 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+)
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.simulation import simulate_instance_association

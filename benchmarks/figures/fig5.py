@@ -1,4 +1,4 @@
-"""Fig. 5: M/M/9 waiting-time CDF at ``ρ ≈ 0.82``, Erlang C (P-19/20) vs FCFS event simulation."""
+"""Fig. 5: M/M/9 waiting-time CDF at ``ρ ≈ 0.82``, Erlang C (eqs. (19)–(20)) vs FCFS event simulation."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
         fine = np.linspace(0.0, 3.0, 300)
-        ax.plot(fine, waiting_cdf(fine, pw, decay), label="Erlang C (P-19/20)")
+        ax.plot(fine, waiting_cdf(fine, pw, decay), label="Erlang C (eqs. (19)–(20))")
         ax.step(fine, np.searchsorted(waits, fine, side="right") / waits.size, where="post", ls="--", label="event simulation")
         ax.set_xlabel("waiting time w [1/μ]")
         ax.set_ylabel("$F_W(w)$")

@@ -1,6 +1,6 @@
-"""Fig. 6: per-tier mean wait ``W̄_s`` across fixed-point iterations (MODEL.md §7).
+"""Fig. 6: per-tier mean wait ``W̄_s`` across fixed-point iterations (docs/model.md §7).
 
-The paper's damped iteration (P-34, ``η = 0.3`` from ``W̄⁰ = 0``) and the package's robust
+The paper's damped iteration (eq. (34), ``η = 0.3`` from ``W̄⁰ = 0``) and the package's robust
 solver (Newton on the log-delay residual) are run on the same operating point; the robust
 path is read from the association calls it makes (a recording kernel), the damped one from
 its own history.  The paper's reading: the deep tier first attracts the long requests and
@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.benchmarks.figures._common import finish, point, resolve_instance, result
+from edgeprefix.benchmarks.figures._common import (
+    finish,
+    point,
+    resolve_instance,
+    result,
+)
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.spatial import AnalyticKernel

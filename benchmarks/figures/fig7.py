@@ -2,7 +2,7 @@
 
 Every node caches the first ``d`` tokens of the deepest shared path (a single tier, so all
 routing policies coincide); persistent memory ``B = κ d`` lowers the concurrency
-``c = floor((M − κ d)/m_run)`` (MODEL.md §3).  A type ``q`` then hits
+``c = floor((M − κ d)/m_run)`` (docs/model.md §3).  A type ``q`` then hits
 ``h_q = min(d, its shared depth with that path)``.  Paper: at light load deeper reuse helps;
 at moderate and heavy load the optimum moves shallower (concurrency becomes the bottleneck)
 and past it extra static cache raises the queue delay or makes the tier unstable.

@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
-from edgeprefix.benchmarks.calibration.targets import FIG8_PAPER, NEAREST_PLATEAU, TARGET
+from edgeprefix.benchmarks.calibration.targets import (
+    FIG8_PAPER,
+    NEAREST_PLATEAU,
+    TARGET,
+)
 from edgeprefix.benchmarks.figures._common import (
-    coverage_curves,
     coverage_along,
+    coverage_curves,
     finish,
     point,
     resolve_instance,

@@ -3,7 +3,7 @@
 The longest type's probability ``p_long`` grows (the others are rescaled in proportion) while
 the mix stays the instance's default.  Reported: the association of the long type per profile,
 the load-aware fallback use (share of all requests served by the uncached profile), the
-offloading ratio ``η_off`` (P-45) and the mean serving distance ``R̄``.  Paper: the router uses
+offloading ratio ``η_off`` (eq. (45)) and the mean serving distance ``R̄``.  Paper: the router uses
 the high-concurrency fallback more, ``η_off`` falls (deep capacity does not scale with demand)
 and ``R̄`` shifts with the association balance.
 """

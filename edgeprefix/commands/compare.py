@@ -1,4 +1,4 @@
-"""``edgeprefix compare``: optimisers side by side on the benchmark instances (issue 6 §2).
+"""``edgeprefix compare``: optimisers side by side on the benchmark instances.
 
 Prints one table per instance (median / IQR of the best-so-far feasible ``P_cov(τ_0)``, gap to
 ``P*``, success rate, wall time) or, with ``--json``, one JSON object; progress goes to stderr;
@@ -33,7 +33,11 @@ def _budgets(text: str) -> tuple[int, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from edgeprefix.benchmarks.compare import DEFAULT_BUDGETS, DEFAULT_INSTANCES, DEFAULT_METHODS
+    from edgeprefix.benchmarks.compare import (
+        DEFAULT_BUDGETS,
+        DEFAULT_INSTANCES,
+        DEFAULT_METHODS,
+    )
 
     parser.add_argument("--instances", type=_csv_list, default=None, metavar="A,B",
                         help=f"benchmark names or instance files (default: {','.join(DEFAULT_INSTANCES)})")

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
+from edgeprefix.commands._common import (
+    add_instance_argument,
+    fmt,
+    instance_from_args,
+    parse_mix,
+    print_json,
+)
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.policies import POLICIES
@@ -17,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "evaluate",
         help="evaluate a profile mix: association, queues, TTFT coverage",
-        description="Evaluate a profile mix at its load–association fixed point (MODEL.md §5–8). "
+        description="Evaluate a profile mix at its load–association fixed point (docs/model.md §5–8). "
         "Exit code 2 on bad input, 3 when the fixed point does not converge.",
     )
     add_instance_argument(parser)
@@ -53,7 +59,7 @@ def render(ev: Evaluation) -> str:
     fp = d["fixed_point"]
     lines = [
         f"instance {d['instance']}  policy {d['policy']}  target τ = {d['target']:g} s",
-        f"mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
+        "mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
         "",
         f"TTFT coverage P_cov(τ)      {fmt(d['coverage'])}",
         f"queue-free bound            {fmt(d['coverage_queue_free'])}",

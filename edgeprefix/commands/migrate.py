@@ -1,4 +1,4 @@
-"""``edgeprefix migrate``: epoch mixes and the migration plans between them (MODEL.md §10.5).
+"""``edgeprefix migrate``: epoch mixes and the migration plans between them (docs/model.md §10.5).
 
 The epochs file (TOML, or JSON by suffix)::
 
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "migrate",
         help="decide per-epoch mixes under a node-change budget and plan the migrations",
         description="Per-epoch profile mixes maximising w_e P_cov^e − γ·bytes under the node-change budget m_max, "
-        "and the transport-LP migration plan m_{s→t} between consecutive mixes (MODEL.md §10.5).",
+        "and the transport-LP migration plan m_{s→t} between consecutive mixes (docs/model.md §10.5).",
     )
     parser.add_argument("epochs_file", metavar="EPOCHS_FILE", help="TOML or JSON file with the epochs, current mix, budget and γ")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")

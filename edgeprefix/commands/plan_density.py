@@ -1,10 +1,16 @@
-"""``edgeprefix plan-density``: the fewest edge nodes meeting a coverage target (MODEL.md §10.4)."""
+"""``edgeprefix plan-density``: the fewest edge nodes meeting a coverage target (docs/model.md §10.4)."""
 
 from __future__ import annotations
 
 import argparse
 
-from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
+from edgeprefix.commands._common import (
+    add_instance_argument,
+    fmt,
+    instance_from_args,
+    parse_mix,
+    print_json,
+)
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.density import density_problem
 from edgeprefix.formulations.objective import POLICIES
@@ -15,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "plan-density",
         help="smallest edge density λ_b whose TTFT coverage reaches ζ",
-        description="Minimise λ_b subject to P_cov(τ_0; π, λ_b) ≥ ζ (MODEL.md §10.4) by bracketing and bisection. "
+        description="Minimise λ_b subject to P_cov(τ_0; π, λ_b) ≥ ζ (docs/model.md §10.4) by bracketing and bisection. "
         "With --mix the mix is fixed; without it the best mix is searched at every density "
         "(default: the 1/10 grid).",
     )

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from edgeprefix.commands._common import print_json
+from edgeprefix.formulations.tree_knapsack import solve_knapsack
+from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
 from edgeprefix.placement.pipeline.calibration import (
     DEFAULT_CALIBRATION,
     DEFAULT_DECODE_PER_TOKEN,
@@ -44,11 +46,17 @@ from edgeprefix.placement.pipeline.calibration import (
     read_measurements,
 )
 from edgeprefix.placement.pipeline.forest import build_forest
-from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
-from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.pipeline.profile_generation import generate_profiles
-from edgeprefix.placement.pipeline.trace_instance import DEFAULT_UTILISATION, instance_from_profiles
-from edgeprefix.placement.pipeline.traces import DEFAULT_BLOCK_SIZE, FORMATS, SkipLog, read_trace
+from edgeprefix.placement.pipeline.trace_instance import (
+    DEFAULT_UTILISATION,
+    instance_from_profiles,
+)
+from edgeprefix.placement.pipeline.traces import (
+    DEFAULT_BLOCK_SIZE,
+    FORMATS,
+    SkipLog,
+    read_trace,
+)
 
 SAMPLE = "sample_trace.jsonl"
 DEFAULT_CAP = "25%"
@@ -58,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "profiles",
         help="build cache profiles and an instance from a request trace",
-        description="Trace → prefix forest → cache profiles → calibrated instance (MODEL.md §9). "
+        description="Trace → prefix forest → cache profiles → calibrated instance (docs/model.md §9). "
         "Exit code 2 on bad input (a malformed line names its number).",
     )
     parser.add_argument("trace", nargs="?", default=None, metavar="TRACE",

@@ -1,4 +1,4 @@
-"""``edgeprefix reproduce``: one of the paper's figures (issue 6 §1), table + CSV + PNG.
+"""``edgeprefix reproduce``: one of the paper's figures, table + CSV + PNG.
 
 ``--json`` prints ``{"figure": N, "points": [{"series", "x", "ours", "paper"}], ...}`` (extra
 keys allowed) instead of the table, so the numbers can be checked by a script.

@@ -1,4 +1,4 @@
-"""``edgeprefix solve``: the best profile mix of an instance (MODEL.md §10.1–10.3).
+"""``edgeprefix solve``: the best profile mix of an instance (docs/model.md §10.1–10.3).
 
 With no instance it solves the embedded ``paper_baseline``.  ``--out DIR`` writes
 ``result.json``, ``history.csv`` and ``best_so_far.png`` (each atomically); Optuna methods
@@ -11,20 +11,24 @@ on Dask (see docs/distributed.md).
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from edgeprefix.placement.atomic import atomic_savefig
-from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, print_json
+from edgeprefix.commands._common import (
+    add_instance_argument,
+    fmt,
+    instance_from_args,
+    print_json,
+)
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.model.instance import atomic_write_text
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
+from edgeprefix.solvers.result import history_csv
 from edgeprefix.solvers.workers import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
@@ -35,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "solve",
         help="find the coverage-maximising profile mix (SPSA, TPE, CMA-ES, QMC, grid)",
-        description="Maximise TTFT coverage P_cov(τ_0; π) over the feasible profile mixes (MODEL.md §10.1). "
+        description="Maximise TTFT coverage P_cov(τ_0; π) over the feasible profile mixes (docs/model.md §10.1). "
         "Exit code 2 on bad input, 1 when no evaluated mix was stable, 3 when every worker died before the study was done.",
     )
     add_instance_argument(parser)
@@ -168,20 +172,6 @@ def render(payload: dict[str, Any], result: Result) -> str:
     if extras.get("resumed_trials"):
         lines.append(f"resumed {extras['resumed_trials']} earlier trials")
     return "\n".join(lines)
-
-
-def history_csv(result: Result, names: tuple[str, ...]) -> str:
-    """One row per evaluation: value, coverage, feasibility, best-so-far and the mix."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["evaluation", "objective", "coverage", "feasible", "best_objective", "best_coverage", *names])
-    best_coverage = result.best_coverage_history
-    for i in range(result.nfev):
-        writer.writerow([
-            i + 1, repr(float(result.values[i])), repr(float(result.coverages[i])), int(result.feasible[i]),
-            repr(float(result.history[i])), repr(float(best_coverage[i])), *(repr(float(v)) for v in result.points[i]),
-        ])
-    return out.getvalue()
 
 
 def write_plot(path: Path, result: Result) -> None:

@@ -1,4 +1,4 @@
-"""``edgeprefix validate``: the analytical model against simulation (MODEL.md §11, §13).
+"""``edgeprefix validate``: the analytical model against simulation (docs/model.md §11, §13).
 
 Three checks, each printed as analytical vs simulated with its error:
 
@@ -6,7 +6,7 @@ Three checks, each printed as analytical vs simulated with its error:
    the three policies;
 2. queue tail — an event-driven FCFS M/M/c run per active tier at the load-aware
    operating point vs Erlang C (``P^W``, ``W̄``, Kolmogorov distance of the wait CDF);
-3. coverage — the network simulator vs P-39, the Gamma-law correction and the
+3. coverage — the network simulator vs eq. (39), the Gamma-law correction and the
    node-level Erlang-C coverage at ``--intensities``.
 
 ``--baselines`` adds the policy table (analytical policies, online router, production
@@ -22,8 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeprefix.commands._common import (
+    add_instance_argument,
+    fmt,
+    instance_from_args,
+    parse_mix,
+    print_json,
+)
 from edgeprefix.placement.atomic import atomic_savefig
-from edgeprefix.commands._common import add_instance_argument, fmt, instance_from_args, parse_mix, print_json
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.simulation.association_mc import simulate_instance_association
 from edgeprefix.placement.simulation.compare import (
@@ -33,7 +39,11 @@ from edgeprefix.placement.simulation.compare import (
     policy_table,
     staleness_sweep,
 )
-from edgeprefix.placement.simulation.layout import LayoutSpec, edge_effect_check, sample_layout
+from edgeprefix.placement.simulation.layout import (
+    LayoutSpec,
+    edge_effect_check,
+    sample_layout,
+)
 from edgeprefix.placement.simulation.mmc import simulate_mmc
 
 
@@ -51,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "validate",
         help="check the analytical model against Monte Carlo and discrete-event simulation",
-        description="Analytical vs simulated association, queue tail and TTFT coverage (MODEL.md §13).",
+        description="Analytical vs simulated association, queue tail and TTFT coverage (docs/model.md §13).",
     )
     add_instance_argument(parser)
     parser.add_argument("--mix", default=None, help="profile shares, e.g. none=0.18,shallow=0.54,deep=0.28 (default: the instance's)")
@@ -183,8 +193,8 @@ def render(report: dict, instance) -> str:
     lines += ["", "edge-effect check (torus): KS of nearest-node distance vs Rayleigh(λ_s); reference 1.36/√n_s",
               "  " + "  ".join(f"{sid}: {fmt(d['kolmogorov'], 3)} (ref {fmt(d['reference'], 3)})"
                                for sid, d in report["edge_effect"].items())]
-    lines += ["", "TTFT coverage: network simulation vs analysis (P-39), Gamma-law correction, node-level Erlang C",
-              f"{'Λ':>4} {'policy':<11}{'sim':>8}{'± SE':>8}{'P-39':>8}{'err':>8}{'Gamma':>8}{'err':>8}{'node':>8}{'err':>8}  closest"]
+    lines += ["", "TTFT coverage: network simulation vs analysis (eq. (39)), Gamma-law correction, node-level Erlang C",
+              f"{'Λ':>4} {'policy':<11}{'sim':>8}{'± SE':>8}{'eq. (39)':>8}{'err':>8}{'Gamma':>8}{'err':>8}{'node':>8}{'err':>8}  closest"]
     for d in report["coverage"]:
         lines.append(f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>8.4f}{d['simulated_se']:>8.4f}"
                      f"{d['analytical']:>8.4f}{d['error_analytical']:>+8.4f}{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
@@ -192,7 +202,7 @@ def render(report: dict, instance) -> str:
     if "policies" in report:
         ids = instance.profile_ids
         lines += ["", "policies (simulated): coverage, TTFT quantiles [s], per-tier utilisation",
-                  f"{'Λ':>4} {'router':<19}{'cov':>7}{'P-39':>7}{'p50':>7}{'p95':>7}{'p99':>7}{'rej':>6}  " + " ".join(f"{s:>8}" for s in ids)]
+                  f"{'Λ':>4} {'router':<19}{'cov':>7}{'eq. (39)':>7}{'p50':>7}{'p95':>7}{'p99':>7}{'rej':>6}  " + " ".join(f"{s:>8}" for s in ids)]
         for d in report["policies"]:
             util = " ".join(f"{d['tiers'][s]['utilization']:>8.3f}" for s in ids)
             lines.append(f"{d['intensity']:>4g} {d['router']:<19}{d['coverage']:>7.3f}{fmt(d['analytical_coverage'], 3):>7}"
@@ -263,7 +273,7 @@ def write_plots(report: dict, instance, out: Path) -> list[str]:
             continue
         lam = [d["intensity"] for d in rows]
         color = f"C{i}"
-        ax.plot(lam, [d["analytical"] for d in rows], "-", color=color, label=f"{policy} P-39")
+        ax.plot(lam, [d["analytical"] for d in rows], "-", color=color, label=f"{policy} eq. (39)")
         ax.plot(lam, [d["gamma"] for d in rows], ":", color=color, label=f"{policy} Gamma")
         ax.plot(lam, [d["node_erlang"] for d in rows], "--", color=color, label=f"{policy} node Erlang")
         ax.errorbar(lam, [d["simulated"] for d in rows], yerr=[2 * d["simulated_se"] for d in rows], fmt="o",

@@ -1,4 +1,4 @@
-"""Theorem 1: association probabilities and tier integrals (MODEL.md §6).
+"""Theorem 1: association probabilities and tier integrals (docs/model.md §6).
 
 Notation.  For request type ``q`` the nearest profile-``s`` node at distance ``r`` costs
 ``J = ξ r^α + β_{s,q}``.  With the *cost coordinate* ``y = r^α + b_{s,q}``, ``b = β/ξ``, every

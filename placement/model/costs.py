@@ -1,4 +1,4 @@
-"""Radio and prefill cost models (MODEL.md §3).
+"""Radio and prefill cost models (docs/model.md §3).
 
 ``T_com(r) = ξ r^α`` and the prefill law ``g(n)``.  Any nondecreasing vectorised callable with
 ``g(0) = 0`` can be used as ``g``; two are provided: the calibrated quadratic form (with an

@@ -1,4 +1,4 @@
-"""One evaluation of a placement: fixed point, queues and every metric of MODEL.md §8.
+"""One evaluation of a placement: fixed point, queues and every metric of docs/model.md §8.
 
 ``evaluate(instance, mix, policy)`` returns a frozen :class:`Evaluation`.  Coverage is kept as a
 function of the target (``Evaluation.coverage(τ)``); the scalar metrics are computed once.
@@ -23,8 +23,17 @@ from edgeprefix.placement.model.fixed_point import (
     solve_fixed_point,
 )
 from edgeprefix.placement.model.instance import Instance
-from edgeprefix.placement.model.policies import check_policy, needs_fixed_point, policy_bias
-from edgeprefix.placement.model.queueing import RHO_CLIP, advertised_wait, advertised_wait_and_slope, erlang_c
+from edgeprefix.placement.model.policies import (
+    check_policy,
+    needs_fixed_point,
+    policy_bias,
+)
+from edgeprefix.placement.model.queueing import (
+    RHO_CLIP,
+    advertised_wait,
+    advertised_wait_and_slope,
+    erlang_c,
+)
 from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
 
 FloatArray = npt.NDArray[np.float64]
@@ -51,7 +60,7 @@ class Evaluation:
     mean_wait: FloatArray  # W̄_s of Erlang C (inf when unstable)
     decay: FloatArray  # c_s μ_s − λq_s (≤ 0 when unstable)
     stable: bool  # every active tier has ρ_s < 1
-    capacity_condition: bool  # necessary condition P-35
+    capacity_condition: bool  # necessary condition eq. (35)
     fixed_point: FixedPointReport | None
     kernel: SpatialKernel = field(repr=False)
 
@@ -111,11 +120,11 @@ class Evaluation:
         return out
 
     def coverage(self, tau: float | npt.ArrayLike | None = None) -> float | FloatArray:
-        """TTFT coverage ``P_cov(τ)`` (P-39); scalar in, scalar out; array in, array out."""
+        """TTFT coverage ``P_cov(τ)`` (eq. (39)); scalar in, scalar out; array in, array out."""
         return self._curve(tau, queue=True)
 
     def coverage_queue_free(self, tau: float | npt.ArrayLike | None = None) -> float | FloatArray:
-        """Queue-free upper bound: P-39 with ``F_W ≡ 1``."""
+        """Queue-free upper bound: eq. (39) with ``F_W ≡ 1``."""
         return self._curve(tau, queue=False)
 
     def _curve(self, tau: float | npt.ArrayLike | None, queue: bool) -> float | FloatArray:
@@ -143,7 +152,7 @@ class Evaluation:
         return float(self.coverage(np.inf))
 
     def ttft_quantile(self, reliability: float) -> float:
-        """``τ_ζ = inf{τ : P_cov(τ) ≥ ζ}`` (P-43); ``inf`` when unstable tiers make ``ζ`` unreachable."""
+        """``τ_ζ = inf{τ : P_cov(τ) ≥ ζ}`` (eq. (43)); ``inf`` when unstable tiers make ``ζ`` unreachable."""
         if not 0.0 < reliability < 1.0:
             raise ValueError(f"reliability: ζ must lie in (0, 1), got {reliability!r}")
         if self.max_coverage < reliability:
@@ -156,7 +165,7 @@ class Evaluation:
     # -- scalar metrics ---------------------------------------------------------------------
     @property
     def mean_ttft(self) -> float:
-        """``T̄`` (P-42): mean radio + residual prefill + Erlang-C mean wait; ``inf`` if unstable."""
+        """``T̄`` (eq. (42)): mean radio + residual prefill + Erlang-C mean wait; ``inf`` if unstable."""
         inst, act = self.instance, self.active
         a = self.association[act]
         per_pair = self.mean_radio[act] + a * (inst.residual_prefill[act] + self.mean_wait[act][:, None])
@@ -165,13 +174,13 @@ class Evaluation:
 
     @property
     def mean_prefix_depth(self) -> float:
-        """``H̄ = Σ_q p_q Σ_s A_{s,q} h_{s,q}`` (P-44), tokens."""
+        """``H̄ = Σ_q p_q Σ_s A_{s,q} h_{s,q}`` (eq. (44)), tokens."""
         inst = self.instance
         return float((inst.probabilities * (self.association * inst.hit_depth).sum(axis=0)).sum())
 
     @property
     def offload_ratio(self) -> float:
-        """``η_off = Σ_q p_q Σ_s A_{s,q} Δ_{s,q} / Σ_q p_q g(L_q)`` (P-45)."""
+        """``η_off = Σ_q p_q Σ_s A_{s,q} Δ_{s,q} / Σ_q p_q g(L_q)`` (eq. (45))."""
         inst = self.instance
         saved = (inst.probabilities * (self.association * inst.saving).sum(axis=0)).sum()
         total = (inst.probabilities * inst.full_prefill).sum()
@@ -245,7 +254,7 @@ class Evaluation:
 
 
 def capacity_condition(instance: Instance, mix: FloatArray) -> bool:
-    """Necessary stability condition P-35: ``Λ Σ_q p_q min_{s:π_s>0} 1/μ_{s,q} < λ_b Σ_s π_s c_s``."""
+    """Necessary stability condition eq. (35): ``Λ Σ_q p_q min_{s:π_s>0} 1/μ_{s,q} < λ_b Σ_s π_s c_s``."""
     active = mix > 0
     demand = instance.network.request_intensity * (instance.probabilities * instance.service_time[active].min(axis=0)).sum()
     supply = instance.network.edge_density * float((mix * instance.concurrency).sum())
@@ -267,7 +276,7 @@ def evaluate(
     kernel: SpatialKernel | None = None,
     record_history: bool = False,
 ) -> Evaluation:
-    """Evaluate a profile mix ``π`` under a routing policy (MODEL.md §5–8).
+    """Evaluate a profile mix ``π`` under a routing policy (docs/model.md §5–8).
 
     Parameters
     ----------
@@ -358,7 +367,7 @@ def evaluate(
         w_adv = np.zeros(lam.size)
     bias = policy_bias(policy, g, w_adv)
     a_active = assoc(bias)
-    arrivals, work, mean_service = loads(a_active)  # λq_s, a_s, 1/μ_s (MODEL.md §5)
+    arrivals, work, mean_service = loads(a_active)  # λq_s, a_s, 1/μ_s (docs/model.md §5)
     if not needs_fixed_point(policy):
         w_adv = advertised_wait(work, c, mean_service, rho_clip)
     rho = work / c

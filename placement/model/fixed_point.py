@@ -1,8 +1,8 @@
-"""Load–association fixed point ``W̄ = 𝒬(𝒜(W̄))`` (MODEL.md §7, P-33 to P-36).
+"""Load–association fixed point ``W̄ = 𝒬(𝒜(W̄))`` (docs/model.md §7, eqs. (33)–(36)).
 
 Two methods solve the same residual ``F(W) = W − T(W)`` over the active tiers:
 
-* ``damped`` — the paper's iteration ``W^{k+1} = (1 − η) W^k + η T(W^k)`` (P-34), from ``W^0 = 0``
+* ``damped`` — the paper's iteration ``W^{k+1} = (1 − η) W^k + η T(W^k)`` (eq. (34)), from ``W^0 = 0``
   or a warm start, stopped when ``max_s |T(W^k) − W^k| ≤ ε`` (then ``|W^{k+1} − W^k| ≤ ηε``) or
   after ``max_iterations`` (reported as not converged).
 * ``robust`` — on ``F`` written in ``v = log(W + w_shift)``, warm-started: Newton's method with
@@ -64,7 +64,7 @@ def damped_iteration(
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     record: bool = False,
 ) -> tuple[FloatArray, FixedPointReport]:
-    """The paper's damped iteration (P-34) with the stopping rule of P-36."""
+    """The paper's damped iteration (eq. (34)) with the stopping rule of eq. (36)."""
     if not 0.0 < damping <= 1.0:
         raise ValueError(f"damping: η must lie in (0, 1], got {damping!r}")
     t = _Counted(fn)

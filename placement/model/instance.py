@@ -22,8 +22,13 @@ import numpy.typing as npt
 import tomli_w
 
 from edgeprefix.placement.atomic import atomic_write_text
-from edgeprefix.placement.model.costs import PiecewiseLinearPrefill, PrefillModel, QuadraticPrefill, RadioCost
 from edgeprefix.placement.errors import InstanceError, MixError
+from edgeprefix.placement.model.costs import (
+    PiecewiseLinearPrefill,
+    PrefillModel,
+    QuadraticPrefill,
+    RadioCost,
+)
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,
@@ -32,7 +37,13 @@ from edgeprefix.placement.model.profiles import (
     persistent_memory,
     validate_profiles,
 )
-from edgeprefix.placement.model.workload import Prefix, PrefixForest, RequestType, _check_positive, validate_requests
+from edgeprefix.placement.model.workload import (
+    Prefix,
+    PrefixForest,
+    RequestType,
+    _check_positive,
+    validate_requests,
+)
 
 FloatArray = npt.NDArray[np.float64]
 MIX_TOLERANCE = 1e-9  # |Σ_s π_s − 1| allowed
@@ -72,7 +83,7 @@ class Gpu:
 
 @dataclass(frozen=True)
 class PlacementSpec:
-    """Constraints and defaults of the placement problems (MODEL.md §10.1)."""
+    """Constraints and defaults of the placement problems (docs/model.md §10.1)."""
 
     target: float  # τ_0, seconds
     memory_budget: float | None = None  # B̄
@@ -151,7 +162,7 @@ class Instance:
             raise InstanceError("prefill", "g(n) must return finite nonnegative seconds of the input's shape")
         probe = np.linspace(0.0, float(lengths.max()), 257)
         if np.any(np.diff(np.asarray(self.prefill(probe), dtype=float)) < -1e-12):
-            raise InstanceError("prefill", "g(n) must be nondecreasing in the uncached tokens n (MODEL.md §3)")
+            raise InstanceError("prefill", "g(n) must be nondecreasing in the uncached tokens n (docs/model.md §3)")
         values = {
             "hit_depth": _readonly(h),
             "memory": _readonly(memory),
@@ -192,7 +203,7 @@ class Instance:
         return self.full_prefill[None, :] - self.residual_prefill
 
     def dominated(self) -> npt.NDArray[np.bool_]:
-        """Mask of dominated profiles (MODEL.md §9.5)."""
+        """Mask of dominated profiles (docs/model.md §9.5)."""
         return dominated_profiles(self.memory, self.hit_depth, self.concurrency)
 
     # -- mixes ------------------------------------------------------------------------------

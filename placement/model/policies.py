@@ -1,4 +1,4 @@
-"""Routing policies compared in the paper (Sec. VI, MODEL.md §6).
+"""Routing policies compared in the paper (Sec. VI, docs/model.md §6).
 
 Each policy is the tier bias ``β_{s,q}`` that the router adds to the radio cost ``ξ r^α``:
 

@@ -1,4 +1,4 @@
-"""Cache profiles: ancestor-closed prefix sets and their derived quantities (MODEL.md §2–3).
+"""Cache profiles: ancestor-closed prefix sets and their derived quantities (docs/model.md §2–3).
 
 Arrays are indexed ``[s, q]`` (profile, request type) everywhere.
 """
@@ -11,7 +11,11 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import InstanceError
-from edgeprefix.placement.model.workload import PrefixForest, RequestType, check_unique_ids
+from edgeprefix.placement.model.workload import (
+    PrefixForest,
+    RequestType,
+    check_unique_ids,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -76,7 +80,7 @@ def concurrency(memory: FloatArray, gpu_memory: float, runtime_per_sequence: flo
 
 
 def dominated_profiles(memory: FloatArray, hits: FloatArray, slots: npt.ArrayLike) -> npt.NDArray[np.bool_]:
-    """MODEL.md §9.5: ``s`` is dominated if some ``t`` has ``B_t ≤ B_s``, ``h_{t,q} ≥ h_{s,q}`` ∀q
+    """docs/model.md §9.5: ``s`` is dominated if some ``t`` has ``B_t ≤ B_s``, ``h_{t,q} ≥ h_{s,q}`` ∀q
     and ``c_t ≥ c_s`` with at least one strict inequality. Identical profiles do not dominate
     each other. Returns a boolean mask of shape ``(S,)``."""
     c = np.asarray(slots, dtype=float)

@@ -1,4 +1,4 @@
-"""Erlang-C queue of one node (MODEL.md §5): ``M/M/c_s`` with effective service rate ``μ_s``.
+"""Erlang-C queue of one node (docs/model.md §5): ``M/M/c_s`` with effective service rate ``μ_s``.
 
 All functions are vectorised over tiers.  ``offered_load`` is ``a_s = λq_s / μ_s`` and
 ``servers`` is ``c_s``; ``ρ_s = a_s / c_s``.
@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-RHO_CLIP = 0.99  # ρ_clip: above it the advertised delay continues linearly (MODEL.md §7)
+RHO_CLIP = 0.99  # ρ_clip: above it the advertised delay continues linearly (docs/model.md §7)
 
 
 _SCALAR_LIMIT = 64  # below this many queues the recursion runs on Python floats (faster)
@@ -64,7 +64,7 @@ def _erlang_c_scalar(a: float, c: float) -> float:
 
 
 def erlang_c(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
-    """Waiting probability ``P^W`` (P-17) via ``P^W = E_c / (1 − ρ (1 − E_c))``; 1 when ``ρ ≥ 1``."""
+    """Waiting probability ``P^W`` (eq. (17)) via ``P^W = E_c / (1 − ρ (1 − E_c))``; 1 when ``ρ ≥ 1``."""
     a = np.asarray(offered_load, dtype=float)
     c = np.asarray(servers, dtype=float)
     if a.shape == c.shape and a.size <= _SCALAR_LIMIT and np.all(c == np.floor(c)) and np.all(c >= 0):
@@ -91,7 +91,7 @@ def _erlang_c_and_slope(a: FloatArray, c: FloatArray) -> tuple[FloatArray, Float
 
 
 def mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike) -> FloatArray:
-    """``W̄ = P^W / (c μ − λ) = P^W / (c − a) · (1/μ)`` (P-18); ``inf`` when ``ρ ≥ 1``."""
+    """``W̄ = P^W / (c μ − λ) = P^W / (c − a) · (1/μ)`` (eq. (18)); ``inf`` when ``ρ ≥ 1``."""
     a = np.asarray(offered_load, dtype=float)
     c = np.asarray(servers, dtype=float)
     m = np.asarray(mean_service, dtype=float)
@@ -102,9 +102,9 @@ def mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service:
 
 
 def waiting_cdf(wait: npt.ArrayLike, wait_probability: npt.ArrayLike, decay: npt.ArrayLike) -> FloatArray:
-    """``F_W(w) = 1 − P^W exp(−(cμ − λ) w)`` for ``w ≥ 0`` and 0 below (P-19/20).
+    """``F_W(w) = 1 − P^W exp(−(cμ − λ) w)`` for ``w ≥ 0`` and 0 below (eqs. (19)–(20)).
 
-    ``decay`` is ``cμ − λ``; an unstable tier (``decay <= 0``) has ``F_W ≡ 0`` (MODEL.md §5 choice).
+    ``decay`` is ``cμ − λ``; an unstable tier (``decay <= 0``) has ``F_W ≡ 0`` (docs/model.md §5 choice).
     """
     w = np.asarray(wait, dtype=float)
     pw = np.asarray(wait_probability, dtype=float)
@@ -144,7 +144,7 @@ def advertised_wait(
 
     For ``ρ ≥ ρ_clip`` the Erlang-C mean wait is extended with its slope at ``ρ_clip`` (in the
     offered load, ``dE/da = E (c/a − 1 + E)`` for Erlang B), so the map ``W ↦ 𝒬(𝒜(W))`` is
-    continuous and increasing in load (MODEL.md §7 choice).  Tiers with ``c = 0`` advertise
+    continuous and increasing in load (docs/model.md §7 choice).  Tiers with ``c = 0`` advertise
     ``+inf``.  This is on the fixed point's hot path: a few tiers run on Python floats.
     """
     if not 0.0 < rho_clip < 1.0:

@@ -5,7 +5,7 @@ A kernel computes, for the active tiers ``λ_s`` and cost offsets ``b_{s,q} = β
 * ``association`` — ``A_{s,q} = ∫ e^{−G_q} dG_{s,q}`` (Theorem 1);
 * ``truncated`` — ``P1 = ∫_{u ≤ u_cut} e^{−G_q} dG_{s,q}`` and
   ``P2 = ∫_{u ≤ u_cut} e^{−G_q} e^{−θ_s ξ (u_cut − u)} dG_{s,q}`` with ``u = r^α``, from which the
-  coverage of P-39 is ``Σ_q p_q Σ_s (P1 − P^W_s P2)`` (``F_W(w) = 1 − P^W e^{−θ w}``);
+  coverage of eq. (39) is ``Σ_q p_q Σ_s (P1 − P^W_s P2)`` (``F_W(w) = 1 − P^W e^{−θ w}``);
 * ``moments`` — ``E[r^α; s, q]`` and ``E[r; s, q]`` (for mean TTFT and ``R̄_{s,q}``).
 
 :class:`AnalyticKernel` is the package's fast kernel (α = 2 closed form, shared-axis
@@ -27,8 +27,8 @@ from edgeprefix.placement.model.association import (
     association_quadrature,
     association_quadrature_jacobian,
     default_nodes,
-    truncated_alpha2,
     tier_grid,
+    truncated_alpha2,
 )
 
 FloatArray = npt.NDArray[np.float64]

@@ -1,4 +1,4 @@
-"""Prefix forest and request types (MODEL.md §2).
+"""Prefix forest and request types (docs/model.md §2).
 
 A vertex ``v`` is an exact reusable prefix of cumulative depth ``ℓ_v`` tokens; a request
 type ``q`` has probability ``p_q``, input length ``L_q``, decode occupancy ``D_q`` and a

@@ -1,10 +1,10 @@
-"""Calibration of the prefill law, KV size and concurrency (MODEL.md §2–3, paper Table IV).
+"""Calibration of the prefill law, KV size and concurrency (docs/model.md §2–3, paper Table IV).
 
 - ``g(n) = a n + b n²`` or ``g_0 + a n + b n²`` by non-negative least squares on *relative*
   residuals (each row divided by its measured time), so the fit minimises the RMS relative
   error it reports; a piecewise-linear table is the non-parametric alternative.
 - Measured timings are read from a plain ``tokens,seconds`` CSV or from the Splitwise
-  profile (``shared/data/calibration/splitwise_perf_model.csv``: ``prompt_size`` tokens,
+  profile (``benchmarks/data/splitwise_perf_model.csv`` in the repository: ``prompt_size`` tokens,
   ``prompt_time`` ms), filtered by model, hardware, tensor-parallel degree and batch size 1.
 - ``κ = 2 N_L N_H d_H b_e`` bytes per token from a Hugging Face style ``config.json`` on disk.
 - ``c = floor((M − W − B_s) / m_run)`` from GPU memory, weights and the per-sequence budget.
@@ -86,7 +86,7 @@ def fit_prefill(
     Parameters
     ----------
     tokens, seconds : measured prefill times (seconds) of ``n`` input tokens.
-    intercept : also fit the fixed per-request overhead ``g_0`` (MODEL.md §3).
+    intercept : also fit the fixed per-request overhead ``g_0`` (docs/model.md §3).
     weighting : ``"relative"`` minimises the RMS relative error (the reported error);
         ``"absolute"`` is ordinary least squares on seconds.
     """

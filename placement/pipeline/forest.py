@@ -1,4 +1,4 @@
-"""Streaming compressed radix forest of a trace (MODEL.md §9.1).
+"""Streaming compressed radix forest of a trace (docs/model.md §9.1).
 
 :class:`ForestBuilder` ingests :class:`~edgeprefix.placement.pipeline.traces.TraceRecord` s one at a time.  It
 keeps one compact entry per *unique block* (parent, position, token end, and the aggregates
@@ -27,7 +27,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.pipeline.traces import DEFAULT_BLOCK_SIZE, SkipLog, TraceError, TraceRecord
+from edgeprefix.placement.pipeline.traces import (
+    DEFAULT_BLOCK_SIZE,
+    SkipLog,
+    TraceError,
+    TraceRecord,
+)
 
 IntArray = npt.NDArray[np.int64]
 _INF = array("d", [np.inf])
@@ -267,7 +272,7 @@ class RadixForest:
 
     @property
     def ids(self) -> tuple[str, ...]:
-        """Vertex ids ``h<bottom block id>`` (hashes only: MODEL.md §9.6)."""
+        """Vertex ids ``h<bottom block id>`` (hashes only: docs/model.md §9.6)."""
         return tuple(f"h{b}" for b in self.bottom_block.tolist())
 
     @property

@@ -1,8 +1,8 @@
-"""Trace-driven cache profiles and request types (MODEL.md §9.2–9.6).
+"""Trace-driven cache profiles and request types (docs/model.md §9.2–9.6).
 
 From a :class:`~edgeprefix.placement.pipeline.forest.RadixForest`, a prefill law ``g`` and ``κ``:
 
-- :func:`value_scores` — ``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / B_v`` with ``B_v = κ ℓ_v`` (P-48);
+- :func:`value_scores` — ``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / B_v`` with ``B_v = κ ℓ_v`` (eq. (48));
 - :func:`marginal_values` — ``val_v = Σ_{q through v} p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]``,
   which add up along a path to ``Σ_q p_q Δ_{s,q}`` (§9.3c);
 - generators: :func:`greedy_profile` (Γ under a memory cap), :func:`family_profiles` (one per
@@ -26,10 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.pipeline.forest import RadixForest
-from edgeprefix.placement.model.profiles import Profile, concurrency, dominated_profiles, hit_depth, persistent_memory
-from edgeprefix.placement.pipeline.knapsack import KnapsackSolver, knapsack_dp
+from edgeprefix.placement.model.profiles import (
+    Profile,
+    concurrency,
+    dominated_profiles,
+    hit_depth,
+    persistent_memory,
+)
 from edgeprefix.placement.model.workload import Prefix, PrefixForest, RequestType
+from edgeprefix.placement.pipeline.forest import RadixForest
+from edgeprefix.placement.pipeline.knapsack import KnapsackSolver, knapsack_dp
 
 FloatArray = npt.NDArray[np.float64]
 Prefill = Callable[[npt.ArrayLike], FloatArray]
@@ -62,7 +68,7 @@ def _leaf_ancestor_pairs(forest: RadixForest, leaves: np.ndarray) -> tuple[np.nd
 
 
 def value_scores(forest: RadixForest, g: Prefill, kappa: float) -> FloatArray:
-    """``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / (κ ℓ_v)`` (P-48): saved prefill per persistent byte."""
+    """``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / (κ ℓ_v)`` (eq. (48)): saved prefill per persistent byte."""
     length = forest.mean_length
     saved = np.asarray(g(length)) - np.asarray(g(np.maximum(length - forest.depth, 0.0)))
     return forest.popularity * saved / forest.state_size(kappa)

@@ -1,4 +1,4 @@
-"""A solvable :class:`~edgeprefix.placement.model.instance.Instance` from trace-generated profiles (MODEL.md §9).
+"""A solvable :class:`~edgeprefix.placement.model.instance.Instance` from trace-generated profiles (docs/model.md §9).
 
 Documented defaults for the parts a trace does not give (all overridable):
 

@@ -1,4 +1,4 @@
-"""Trace readers: Mooncake-style block-hash JSONL and token-id JSONL (MODEL.md §9.1).
+"""Trace readers: Mooncake-style block-hash JSONL and token-id JSONL (docs/model.md §9.1).
 
 Both readers are streaming generators: they read one line at a time, never keep raw lines,
 and yield one :class:`TraceRecord` per request with its source line number.  A request is

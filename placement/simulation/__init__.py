@@ -1,4 +1,4 @@
-"""Simulators that validate the analytical model (MODEL.md §11, §13).
+"""Simulators that validate the analytical model (docs/model.md §11, §13).
 
 - :mod:`~edgeprefix.placement.simulation.association_mc`: exact nearest-distance Monte Carlo of ``A_{s,q}``;
 - :mod:`~edgeprefix.placement.simulation.mmc`: FCFS M/M/c simulation vs Erlang C;
@@ -11,11 +11,30 @@
 
 from __future__ import annotations
 
-from edgeprefix.placement.simulation.association_mc import AssociationSample, simulate_association, simulate_instance_association
-from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, NodeAttributes, StateRecord, sample_layout, verify_reuse
+from edgeprefix.placement.simulation.association_mc import (
+    AssociationSample,
+    simulate_association,
+    simulate_instance_association,
+)
+from edgeprefix.placement.simulation.layout import (
+    Layout,
+    LayoutSpec,
+    NodeAttributes,
+    StateRecord,
+    sample_layout,
+    verify_reuse,
+)
 from edgeprefix.placement.simulation.mmc import MMcComparison, fcfs_waits, simulate_mmc
-from edgeprefix.placement.simulation.network import NetworkResult, SimulationSpec, simulate_network
-from edgeprefix.placement.simulation.routers import BASELINES, OnlineRouter, hysteresis_step
+from edgeprefix.placement.simulation.network import (
+    NetworkResult,
+    SimulationSpec,
+    simulate_network,
+)
+from edgeprefix.placement.simulation.routers import (
+    BASELINES,
+    OnlineRouter,
+    hysteresis_step,
+)
 
 __all__ = [
     "AssociationSample",

@@ -1,4 +1,4 @@
-"""Exact nearest-distance Monte Carlo of the association law (MODEL.md §6, §13, P-52).
+"""Exact nearest-distance Monte Carlo of the association law (docs/model.md §6, §13, eq. (52)).
 
 No finite window: the distance to the nearest node of each tier is drawn exactly,
 ``R_s = sqrt(−ln U / (π λ_s))``, and every sample is routed by the biased rule
@@ -133,7 +133,7 @@ def simulate_association(
     seed: int | np.random.Generator | None = None,
     sampler: str = "sobol",
 ) -> AssociationSample:
-    """Monte Carlo association ``A_{s,q}`` (Theorem 1 check, P-52).
+    """Monte Carlo association ``A_{s,q}`` (Theorem 1 check, eq. (52)).
 
     Parameters
     ----------

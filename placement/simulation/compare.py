@@ -1,9 +1,9 @@
-"""Analytical model vs simulation: the tables of issue 4 (MODEL.md §13).
+"""Analytical model vs simulation: the validation tables (docs/model.md §13).
 
 :func:`analytical_router` turns an :class:`~edgeprefix.placement.model.evaluation.Evaluation` into the
 online router's special case that *is* its policy (tier-level advertised delay, no
 admission control), so a simulation routes exactly by Theorem 1 and only the queues
-differ from the analysis.  :func:`compare_coverage` then puts, side by side, P-39, the
+differ from the analysis.  :func:`compare_coverage` then puts, side by side, eq. (39), the
 Gamma-law correction, the node-level Erlang-C coverage and the simulated coverage.
 """
 
@@ -16,7 +16,11 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.model.evaluation import evaluate
-from edgeprefix.placement.simulation.correction import VORONOI_SHAPE, corrected_coverage, node_erlang_coverage
+from edgeprefix.placement.simulation.correction import (
+    VORONOI_SHAPE,
+    corrected_coverage,
+    node_erlang_coverage,
+)
 from edgeprefix.placement.simulation.layout import LayoutSpec
 from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
 from edgeprefix.placement.simulation.routers import BASELINES, OnlineRouter
@@ -38,7 +42,7 @@ class CoverageRow:
 
     Attributes
     ----------
-    analytical : P-39 (every node of a tier has the tier's Poisson load).
+    analytical : eq. (39) (every node of a tier has the tier's Poisson load).
     gamma : :func:`corrected_coverage` with the Voronoi Gamma shape.
     node_erlang : :func:`node_erlang_coverage` (per-node loads and distances jointly sampled).
     simulated : mean coverage over the replications; ``simulated_se`` its standard error

@@ -1,4 +1,4 @@
-"""Per-node load correction of the analytical coverage (MODEL.md §5, §8; issue 4).
+"""Per-node load correction of the analytical coverage (docs/model.md §5, §8).
 
 The analysis gives every node of tier ``s`` the same Poisson arrival rate ``λq_s``.  In a
 PPP the serving regions differ in size, so node loads differ: write the rate of a node as
@@ -9,8 +9,8 @@ probability proportional to its load, so the load it meets is size-biased:
 
 ``F̃_{W_s}(w) = E_X[ 1{ρ_s X < 1} (1 − P^W(a_s X, c_s) exp(−(c_s μ_s − λq_s X) w)) ]``,
 
-(an overloaded node, ``ρ_s X ≥ 1``, contributes nothing, as in MODEL.md §5) and coverage is
-P-39 with ``F̃`` in place of ``F_W``.  Optionally the multi-class service variability is
+(an overloaded node, ``ρ_s X ≥ 1``, contributes nothing, as in docs/model.md §5) and coverage is
+eq. (39) with ``F̃`` in place of ``F_W``.  Optionally the multi-class service variability is
 added the Allen–Cunneen way (decay rate scaled by ``2 / (1 + C_S²)``).
 """
 
@@ -49,7 +49,10 @@ def _route_sampled_requests(evaluation, mean_nodes: float, points_per_node: int,
     Returns ``(layout, kind, pick, node, r)``: request type, chosen profile, chosen node and its
     distance for every sampled request.
     """
-    from edgeprefix.placement.simulation.layout import LayoutSpec, sample_layout  # local: avoid a cycle at import
+    from edgeprefix.placement.simulation.layout import (  # local: avoid a cycle at import
+        LayoutSpec,
+        sample_layout,
+    )
 
     inst = evaluation.instance
     layout = sample_layout(inst, evaluation.mix, LayoutSpec(mean_nodes=mean_nodes, counts="exact"), seed=rng)
@@ -135,7 +138,7 @@ def corrected_coverage(
         ``λ_s``, ``λq_s``, ``1/μ_s`` are taken from it; routing is unchanged).
     tau : target ``τ`` (default: the evaluation's).
     shape : Gamma shape ``k`` of the per-node load, scalar or per tier (``inf``: no
-        correction, which reproduces P-39).
+        correction, which reproduces eq. (39)).
     size_biased : average over the load seen by a request (default) or by a node.
     scv : also scale the waiting decay by ``2/(1 + C_S²)`` (multi-class service).
     load_factors : optional per-tier samples of the per-node load factor ``X`` (e.g. from

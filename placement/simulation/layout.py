@@ -1,4 +1,4 @@
-"""Network layouts for the discrete-event simulator (MODEL.md §1, §4, §11).
+"""Network layouts for the discrete-event simulator (docs/model.md §1, §4, §11).
 
 Nodes are a PPP of density ``λ_b`` on a torus of side ``√(N̄ / λ_b)`` (no edge effects:
 every node sees the same geometry; :func:`edge_effect_check` measures it).  Each node
@@ -23,7 +23,7 @@ POSITION_ENCODING = "rope"
 
 @dataclass(frozen=True)
 class NodeAttributes:
-    """What candidate filtering compares (MODEL.md §11)."""
+    """What candidate filtering compares (docs/model.md §11)."""
 
     model: str = "model"
     tokenizer: str = "tokenizer"
@@ -38,7 +38,7 @@ class NodeAttributes:
 
 @dataclass(frozen=True)
 class StateRecord:
-    """The identity of one cached prefix state, verified before reuse (MODEL.md §11)."""
+    """The identity of one cached prefix state, verified before reuse (docs/model.md §11)."""
 
     model: str
     tokenizer: str
@@ -168,7 +168,7 @@ class Layout:
 
 
 def sample_layout(instance, mix, spec: LayoutSpec = LayoutSpec(), *, seed=None) -> Layout:
-    """Draw a PPP network for ``instance`` with profile mix ``π`` (MODEL.md §4).
+    """Draw a PPP network for ``instance`` with profile mix ``π`` (docs/model.md §4).
 
     The node count is Poisson(N̄); profiles are independent marks with law ``π``.
     """

@@ -1,4 +1,4 @@
-"""Event-driven FCFS M/M/c simulation, checked against Erlang C (MODEL.md §5, §13).
+"""Event-driven FCFS M/M/c simulation, checked against Erlang C (docs/model.md §5, §13).
 
 FCFS with ``c`` identical servers admits an exact one-pass recursion: customers start in
 arrival order, each on the server that frees first, so with a heap of the ``c`` server
@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.simulation.reference import erlang_c, mmc_mean_wait, mmc_wait_cdf
+from edgeprefix.placement.simulation.reference import (
+    erlang_c,
+    mmc_mean_wait,
+    mmc_wait_cdf,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -59,8 +63,8 @@ class MMcComparison:
     ----------
     waits : simulated waiting times after warm-up.
     wait_probability, mean_wait : simulated ``P(W > 0)`` and ``W̄``.
-    erlang_wait_probability, erlang_mean_wait : ``P^W`` (P-17) and ``W̄`` (P-18).
-    kolmogorov : ``sup_w |F̂_W(w) − F_W(w)|`` against P-19/20.
+    erlang_wait_probability, erlang_mean_wait : ``P^W`` (eq. (17)) and ``W̄`` (eq. (18)).
+    kolmogorov : ``sup_w |F̂_W(w) − F_W(w)|`` against eqs. (19)–(20).
     utilization : ``ρ = λq / (c μ)``.
     """
 

@@ -1,11 +1,11 @@
-"""Network discrete-event simulator with the online router (MODEL.md §1–§5, §8, §11).
+"""Network discrete-event simulator with the online router (docs/model.md §1–§5, §8, §11).
 
 A PPP of edge nodes on a torus (:mod:`edgeprefix.placement.simulation.layout`), each with its
 profile, ``c_s`` servers and a FCFS queue; requests arrive as a space-time Poisson process
 of intensity ``Λ`` with types drawn from ``p_q``; the router picks among the nearest ``k``
 eligible nodes per profile, seeing telemetry refreshed every ``Δt``.  Service occupancy
 of a request at node ``x`` is exponential with mean ``g(L_q − h^ver_{x,q}) + D_q`` (the
-per-type mean of MODEL.md §5; ``h^ver`` after verification) and its TTFT is
+per-type mean of docs/model.md §5; ``h^ver`` after verification) and its TTFT is
 ``ξ r^α + g(L_q − h^ver) + W``.
 
 FCFS with known service requirements lets each node keep only a heap of its ``c`` server
@@ -363,7 +363,7 @@ def _serve_static(instance, layout, req, chosen, lengths, decodes):
 
 
 def _route_online(instance, layout, req, cand, dist, router, spec, rng):
-    """Per-request routing with telemetry, admission and verification (MODEL.md §11).
+    """Per-request routing with telemetry, admission and verification (docs/model.md §11).
 
     Everything that does not depend on telemetry (radio cost, advertised hits and
     prefill, servers, memory) is gathered for all requests at once; the loop only reads

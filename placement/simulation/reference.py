@@ -1,6 +1,6 @@
-"""Closed forms the simulators are checked against (MODEL.md §5, §6).
+"""Closed forms the simulators are checked against (docs/model.md §5, §6).
 
-Scalar fronts of the Erlang-C queue of :mod:`edgeprefix.placement.model.queueing` (P-17 … P-20), the
+Scalar fronts of the Erlang-C queue of :mod:`edgeprefix.placement.model.queueing` (eq. (17) … eq. (20)), the
 M/M/1 limits (an independent check), and the joint selection–distance density of
 Theorem 1 evaluated on a radial grid: the serving-distance CDF (which the evaluation does
 not expose) and an independent trapezoid check of ``A_{s,q}``.
@@ -17,7 +17,7 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def erlang_c(offered_load: float, servers: int) -> float:
-    """Erlang-C waiting probability ``P^W`` of one M/M/c queue (P-17), as a float.
+    """Erlang-C waiting probability ``P^W`` of one M/M/c queue (eq. (17)), as a float.
 
     Thin scalar front of :func:`edgeprefix.placement.model.queueing.erlang_c` (the single source of the
     formula); checks its arguments.  Returns 1 for ``ρ >= 1``.
@@ -30,14 +30,14 @@ def erlang_c(offered_load: float, servers: int) -> float:
 
 
 def mmc_mean_wait(arrival_rate: float, service_rate: float, servers: int) -> float:
-    """Mean FCFS wait ``W̄ = P^W / (c μ − λq)`` (P-18); ``inf`` when ``ρ >= 1``."""
+    """Mean FCFS wait ``W̄ = P^W / (c μ − λq)`` (eq. (18)); ``inf`` when ``ρ >= 1``."""
     return float(queueing.mean_wait(arrival_rate / service_rate, int(servers), 1.0 / service_rate))
 
 
 def mmc_wait_cdf(w: npt.ArrayLike, arrival_rate: float, service_rate: float, servers: int) -> FloatArray:
-    """Waiting-time CDF ``F_W(w) = 1 − P^W exp(−(c μ − λq) w)`` for ``w >= 0`` (P-19/20).
+    """Waiting-time CDF ``F_W(w) = 1 − P^W exp(−(c μ − λq) w)`` for ``w >= 0`` (eqs. (19)–(20)).
 
-    0 for ``w < 0``; identically 0 for an unstable queue (MODEL.md §5 choice).
+    0 for ``w < 0``; identically 0 for an unstable queue (docs/model.md §5 choice).
     """
     pw = erlang_c(arrival_rate / service_rate, servers)
     return queueing.waiting_cdf(w, pw, int(servers) * service_rate - arrival_rate)

@@ -1,4 +1,4 @@
-"""Routers of the network simulator: the online router of MODEL.md §11 and baselines.
+"""Routers of the network simulator: the online router of docs/model.md §11 and baselines.
 
 Every router sees a :class:`CandidateView` (the nearest ``k`` eligible nodes per profile,
 after candidate filtering, with their telemetry) and returns the index of the chosen
@@ -87,7 +87,7 @@ class Router(Protocol):
 
 
 def hysteresis_step(closed: npt.ArrayLike, load: npt.ArrayLike, high: float, low: float) -> npt.NDArray[np.bool_]:
-    """Admission state after observing ``load`` (MODEL.md §11).
+    """Admission state after observing ``load`` (docs/model.md §11).
 
     An open node/tier closes when ``load >= ρ_high``; a closed one reopens when
     ``load <= ρ_low`` (``ρ_low < ρ_high``); in between it keeps its state.
@@ -99,7 +99,7 @@ def hysteresis_step(closed: npt.ArrayLike, load: npt.ArrayLike, high: float, low
 
 @dataclass(frozen=True)
 class OnlineRouter:
-    """The online router of MODEL.md §11.
+    """The online router of docs/model.md §11.
 
     Parameters
     ----------
@@ -169,7 +169,7 @@ class OnlineRouter:
         return bias
 
     def cost(self, view: CandidateView) -> FloatArray:
-        """``Ĉ_{x,q}`` per candidate (MODEL.md §11)."""
+        """``Ĉ_{x,q}`` per candidate (docs/model.md §11)."""
         cost = view.radio.copy()
         if self.policy == "nearest":
             return cost
