@@ -25,6 +25,7 @@ COMMANDS = (
     "reproduce",
     "compare",
     "sweep",
+    "instance",
 )
 
 EXIT_BAD_INPUT = 2

@@ -145,7 +145,7 @@ def test_coverage_and_mean_ttft_match_a_monte_carlo_of_the_same_model(baseline, 
 
 def test_prototype_calibration_points(baseline):
     """The source specification's prototype numbers (α = 2 closed form).  Load-aware at Λ = 4 is the one place the
-    prototype differs: its 0.605 was not an equilibrium (see docs/model-notes.md); the scipy.quad
+    prototype differs: its 0.605 was not an equilibrium (docs/model.md, departure D3); the scipy.quad
     reference above confirms our 0.612 to 1e-7."""
     expect = {
         (3.0, 1.0, "load_aware"): 0.668,

@@ -1,4 +1,4 @@
-"""Per-node load correction of the analytical coverage (docs/model.md §5, §8).
+"""Per-node load correction of the analytical coverage (docs/model.md §13.1).
 
 The analysis gives every node of tier ``s`` the same Poisson arrival rate ``λq_s``.  In a
 PPP the serving regions differ in size, so node loads differ: write the rate of a node as

@@ -1,0 +1,253 @@
+"""The instance JSON Schema: valid, accepts every shipped instance, rejects what the loader rejects,
+and docs/instances.md is generated from it; ``edgeprefix instance show|schema`` round-trips."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from edgeprefix.cli import main
+from edgeprefix.commands import instance as instance_command
+from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.model.instance import (
+    EMBEDDED,
+    instance_from_mapping,
+    instance_to_mapping,
+    load_instance,
+)
+from edgeprefix.placement.model.instance_schema import field_reference, fields, instance_schema, schema_text
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "instances.md"
+VALIDATOR = jsonschema.Draft202012Validator(instance_schema())
+
+
+def embedded_text(name: str) -> str:
+    return resources.files("edgeprefix.placement").joinpath("data", f"{name}.toml").read_text(encoding="utf-8")
+
+
+def shipped() -> list[tuple[str, dict[str, Any]]]:
+    out = [(name, tomllib.loads(embedded_text(name))) for name in EMBEDDED]
+    out += [(p.name, tomllib.loads(p.read_text(encoding="utf-8"))) for p in sorted((ROOT / "benchmarks" / "instances").glob("*.toml"))]
+    return out
+
+
+def schema_errors(data: Any) -> list[str]:
+    return [e.message for e in VALIDATOR.iter_errors(data)]
+
+
+def test_the_schema_is_a_valid_draft_2020_12_schema():
+    schema = instance_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert json.loads(schema_text()) == schema
+
+
+def test_the_command_lists_the_loaders_embedded_instances():
+    assert instance_command.EMBEDDED == EMBEDDED
+
+
+@pytest.mark.parametrize("name,data", shipped(), ids=[name for name, _ in shipped()])
+def test_every_shipped_instance_is_valid(name, data):
+    assert len(shipped()) >= 5  # two embedded, three benchmark instances
+    assert schema_errors(data) == []
+    instance = instance_from_mapping(data)  # and the loader agrees
+    assert schema_errors(json.loads(json.dumps(instance_to_mapping(instance)))) == []
+
+
+def test_an_instance_written_by_profiles_is_valid(tmp_path, capsys):
+    out = tmp_path / "trace.toml"
+    assert main(["profiles", "--out", str(out), "--json"]) == 0
+    capsys.readouterr()
+    data = tomllib.loads(out.read_text(encoding="utf-8"))
+    assert schema_errors(data) == []
+    load_instance(out)
+
+
+def test_the_documented_example_loads():
+    toml = re.search(r"```toml\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL).group(1)
+    data = tomllib.loads(toml)
+    assert schema_errors(data) == []
+    assert instance_from_mapping(data).name == "two-tier"
+
+
+# ---------------------------------------------------------------------------------------------
+# Mutations: drop every required field, retype every field, add an unknown field at every level
+# ---------------------------------------------------------------------------------------------
+def _split(path: str) -> list[str | int]:
+    steps: list[str | int] = []
+    for part in path.split("."):
+        if part.endswith("[]"):
+            steps += [part[:-2], 0]
+        else:
+            steps.append(part)
+    return steps
+
+
+def _locate(data: dict[str, Any], steps: list[str | int]) -> tuple[Any, str | int] | None:
+    """The container and key of ``steps`` in ``data`` (the first list item that has the key)."""
+    node: Any = data
+    for i, step in enumerate(steps[:-1]):
+        if step == 0 and isinstance(node, list):
+            rest = steps[i + 1 :]
+            for item in node:
+                found = _locate(item, rest) if isinstance(item, dict) else None
+                if found is not None:
+                    return found
+            return None
+        if not isinstance(node, dict) or step not in node:
+            return None
+        node = node[step]
+    return (node, steps[-1]) if isinstance(node, dict) and steps[-1] in node else None
+
+
+def _wrong_value(value: Any) -> Any:
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        return "not a number"
+    if isinstance(value, str):
+        return 1.5
+    return "not a table or list"
+
+
+def examples() -> list[tuple[str, dict[str, Any]]]:
+    """paper_baseline, and a variant with a prefill table and a per-prefix κ_v (every optional field)."""
+    base = tomllib.loads(embedded_text("paper_baseline"))
+    variant = copy.deepcopy(base)
+    variant["prefill"] = {"table": {"tokens": [0, 1024, 4096], "seconds": [0.0, 0.2, 1.2]}}
+    variant["prefixes"][1]["kv_per_token"] = 0.0005
+    variant["name"] = "variant"
+    instance_from_mapping(variant)  # both are valid
+    return [("", base), ("table: ", variant)]
+
+
+def mutations() -> Iterator[tuple[str, dict[str, Any]]]:
+    for label, base in examples():
+        for name, data in _mutations(base):
+            yield label + name, data
+
+
+def _mutations(base: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for field in fields():
+        steps = _split(field.path)
+        place = _locate(base, steps)
+        if place is None:
+            continue
+        if field.required:
+            data = copy.deepcopy(base)
+            container, key = _locate(data, steps)  # type: ignore[misc]
+            del container[key]
+            yield f"drop {field.path}", data
+        data = copy.deepcopy(base)
+        container, key = _locate(data, steps)  # type: ignore[misc]
+        container[key] = _wrong_value(container[key])
+        yield f"retype {field.path}", data
+        if isinstance(place[0][place[1]], (int, float)) and not isinstance(place[0][place[1]], bool):
+            data = copy.deepcopy(base)
+            container, key = _locate(data, steps)  # type: ignore[misc]
+            container[key] = True
+            yield f"boolean {field.path}", data
+    for where in ("", "network", "gpu", "prefill", "placement", "prefixes[]", "requests[]", "profiles[]"):
+        data = copy.deepcopy(base)
+        node: Any = data
+        for step in _split(where) if where else []:
+            node = node[step]
+        node["unknown_field"] = 1.0
+        yield f"unknown field in {where or 'the top level'}", data
+
+
+MUTATIONS = list(mutations())
+
+
+def test_the_mutations_cover_every_field_of_the_example():
+    names = {name for name, _ in MUTATIONS}
+    assert "drop network.radio_scale" in names and "retype requests[].path" in names
+    assert "retype prefixes[].parent" in names and "boolean prefill.linear" in names
+    assert {"table: drop prefill.table.seconds", "table: retype prefill.table.tokens", "table: boolean prefixes[].kv_per_token"} <= names
+    assert len(MUTATIONS) > 120
+
+
+@pytest.mark.parametrize("name,data", MUTATIONS, ids=[name for name, _ in MUTATIONS])
+def test_the_schema_rejects_what_the_loader_rejects(name, data):
+    with pytest.raises(InstanceError):
+        instance_from_mapping(data)
+    assert schema_errors(data), f"the schema accepts {name}"
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/instances.md and the CLI
+# ---------------------------------------------------------------------------------------------
+def test_the_field_reference_in_the_docs_is_the_generated_one():
+    text = DOC.read_text(encoding="utf-8")
+    generated = re.search(r"<!-- BEGIN FIELD REFERENCE[^>]*-->\n(.*?)<!-- END FIELD REFERENCE -->", text, re.DOTALL)
+    assert generated is not None, "docs/instances.md lost its generated field reference"
+    assert generated.group(1) == field_reference(), "docs/instances.md is stale: paste `edgeprefix instance schema --markdown`"
+
+
+def test_the_field_reference_names_every_property_with_its_unit_and_symbol():
+    rows = {f.path: f for f in fields()}
+    assert rows["network.edge_density"].symbol == "λ_b" and rows["network.edge_density"].required
+    assert rows["prefill.intercept"].default == "0.0" and rows["prefill.intercept"].symbol == "g_0"
+    assert rows["requests[].length"].unit == "tokens" and rows["placement.target"].unit == "s"
+    leaves = [f for f in fields() if "table" not in f.type and "array of tables" not in f.type]
+    assert all(f.meaning for f in fields())
+    assert all(f.symbol for f in leaves if f.path != "name")
+
+
+def test_show_prints_the_embedded_instance_as_shipped(capsys):
+    assert main(["instance", "show", "paper_calibrated"]) == 0
+    assert capsys.readouterr().out == embedded_text("paper_calibrated")
+
+
+@pytest.mark.parametrize("extra", [[], ["--intensity", "4", "--density", "2"]])
+def test_show_round_trips_through_toml_and_json(tmp_path, capsys, extra):
+    source = tmp_path / "source.json"
+    source.write_text(json.dumps(instance_to_mapping(load_instance("paper_baseline"))), encoding="utf-8")
+    assert main(["instance", "show", str(source), *extra]) == 0
+    toml_text = capsys.readouterr().out
+    assert toml_text.startswith("# paper_baseline: printed by `edgeprefix instance show`")
+    expected = instance_to_mapping(load_instance("paper_baseline"))
+    if extra:
+        expected["network"].update(request_intensity=4.0, edge_density=2.0)
+    back = tmp_path / "back.toml"
+    back.write_text(toml_text, encoding="utf-8")
+    assert instance_to_mapping(load_instance(back)) == expected
+    assert main(["instance", "show", str(back), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == expected
+
+
+def test_show_of_an_embedded_name_loads_back(tmp_path, capsys):
+    assert main(["instance", "show"]) == 0
+    path = tmp_path / "start.toml"
+    path.write_text(capsys.readouterr().out, encoding="utf-8")
+    assert instance_to_mapping(load_instance(path)) == instance_to_mapping(load_instance("paper_baseline"))
+
+
+def test_schema_command_prints_the_schema_and_the_reference(capsys):
+    assert main(["instance", "schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == instance_schema()
+    assert main(["instance", "schema", "--markdown"]) == 0
+    assert capsys.readouterr().out == field_reference()
+
+
+def test_show_of_a_missing_instance_exits_2_with_one_line(capsys):
+    assert main(["instance", "show", "no_such_instance"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_instance" in err[0] and "paper_baseline" in err[0]
+
+
+def test_the_command_module_imports_no_numpy():
+    import subprocess
+    import sys
+
+    code = "import sys, edgeprefix.commands.instance; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
