@@ -187,3 +187,14 @@ def test_cli_writes_the_instance_and_reports_the_optimum(tmp_path, capsys) -> No
     code = main(["benchmark-instance", "classical", "--files", "6", "--cache", "6"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cache" in err
+
+
+def test_the_written_instance_meets_the_published_schema() -> None:
+    import jsonschema
+
+    from edgeprefix.placement.model.instance import instance_to_mapping
+    from edgeprefix.placement.model.instance_schema import instance_schema
+
+    mapping = instance_to_mapping(classical_instance(ClassicalSpec(5, 2, fallback_min=0.1, max_share=0.3)))
+    jsonschema.validate(mapping, instance_schema())
+    assert mapping["metadata"]["optimum_method"] == "convex program"
