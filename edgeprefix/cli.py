@@ -26,6 +26,7 @@ COMMANDS = (
     "compare",
     "sweep",
     "instance",
+    "benchmark_instance",
 )
 
 EXIT_BAD_INPUT = 2

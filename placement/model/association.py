@@ -66,7 +66,7 @@ def truncated_alpha2(
     seg_hi[:, :-1] = bs[:, 1:]
     seg_hi[:, -1] = np.inf
     upper = (b + u_cut)[:, :, None]
-    lo = np.maximum(bs[None], b[:, :, None])
+    lo = np.minimum(np.maximum(bs[None], b[:, :, None]), upper)  # empty segments sit at the upper limit
     hi = np.minimum(seg_hi[None], upper)
     d = np.maximum(hi - lo, 0.0)  # finite: upper is finite
     e0 = -(g_at[None] + slope[None] * (lo - bs[None]))

@@ -129,6 +129,8 @@ class Instance:
     requests: tuple[RequestType, ...]
     profiles: tuple[Profile, ...]
     placement: PlacementSpec
+    # Free-form facts about the instance (e.g. a known optimum); never read by the model.
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     hit_depth: FloatArray = field(init=False, repr=False, compare=False)
     memory: FloatArray = field(init=False, repr=False, compare=False)
@@ -258,7 +260,7 @@ class Instance:
 # --------------------------------------------------------------------------------------------
 # Mapping <-> Instance
 # --------------------------------------------------------------------------------------------
-_TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement"}
+_TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement", "metadata"}
 _SECTION_KEYS = {
     "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent"},
     "gpu": {"memory", "runtime_per_sequence", "kv_per_token"},
@@ -337,7 +339,7 @@ def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
 
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
-    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes"})
+    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes", "metadata"})
     for section in ("network", "gpu", "placement"):
         required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
             _SECTION_KEYS["gpu"] if section == "gpu" else {"target"})
@@ -377,7 +379,11 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         mix=None if plc.get("mix") is None else _share_table("placement.mix", plc["mix"]),
     )
     name = _string("name", data.get("name", "instance"))
-    return Instance(name, network, gpu_spec, _prefill_from(data["prefill"]), prefixes, requests, profiles, placement)
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, Mapping):
+        raise InstanceError("metadata", f"must be a table/object, got {type(metadata).__name__}")
+    return Instance(name, network, gpu_spec, _prefill_from(data["prefill"]), prefixes, requests, profiles, placement,
+                    metadata=dict(metadata))
 
 
 def instance_to_mapping(instance: Instance) -> dict[str, Any]:
@@ -424,6 +430,8 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
     ]
     out["profiles"] = [{"id": s.id, "prefixes": list(s.prefixes)} for s in instance.profiles]
     out["placement"] = placement
+    if instance.metadata:
+        out["metadata"] = dict(instance.metadata)
     return out
 
 
