@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import brentq
 
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
@@ -160,6 +159,8 @@ class Evaluation:
         hi = max(self.target, 1e-3)
         while self.coverage(hi) < reliability:
             hi *= 2.0
+        from scipy.optimize import brentq  # only quantiles need it; keeps evaluate's start-up cheap
+
         return float(brentq(lambda t: self.coverage(t) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
 
     # -- scalar metrics ---------------------------------------------------------------------
