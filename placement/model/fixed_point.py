@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
+
 FloatArray = npt.NDArray[np.float64]
 METHODS = ("robust", "damped")
 DEFAULT_TOLERANCE = 1e-9  # ε on max_s |T(W)_s − W_s|, seconds
@@ -65,7 +67,7 @@ def damped_iteration(
 ) -> tuple[FloatArray, FixedPointReport]:
     """The paper's damped iteration (eq. (34)) with the stopping rule of eq. (36)."""
     if not 0.0 < damping <= 1.0:
-        raise ValueError(f"damping: η must lie in (0, 1], got {damping!r}")
+        raise ValueError(f"damping: η must lie in (0, 1], got {plain(damping)}")
     t = _Counted(fn)
     w = np.array(start, dtype=float)
     history = [tuple(w)] if record else []
