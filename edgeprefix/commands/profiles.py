@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeprefix.commands._common import print_json
+from edgeprefix.commands._common import print_json, wrote
 from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
 from edgeprefix.placement.pipeline.calibration import (
@@ -187,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(_render(report))
+    if args.out is not None:
+        wrote(args.out)
     return 0
 
 
@@ -268,5 +270,6 @@ def _render(r: dict[str, Any]) -> str:
     n = r["network"]
     lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
                   f"τ_0 = {n['target']:.3f} s"]
-    lines.append(f"instance written to {r['instance']}" if r["instance"] else "instance not written (use --out FILE)")
+    if not r["instance"]:
+        lines.append("instance not written (use --out FILE)")
     return "\n".join(lines)
