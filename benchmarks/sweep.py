@@ -1,11 +1,12 @@
 """Sweeps over loads × densities × instances × seeds, one search per cell, on Dask distributed.
 
 Run ``python -m edgeprefix.benchmarks.sweep INSTANCE... --loads 1,2 --densities 0.5,1 --seeds 0-1
-[--method grid] [--dask ADDRESS | --workers N | --serial] [--json] --out sweep.csv`` (``edgeprefix
-sweep`` is the same; ``--seeds`` names seed values, as on every command).  Every cell is one task: build the instance with ``Λ = load`` and ``λ_b = density``,
-solve its placement problem with the given method and seed, and return one CSV row.  A row
-is a pure function of its cell (no timings in it), and rows are gathered in cell order, so the
-CSV is byte-for-byte the one the serial run (``--serial``) writes.
+[--method grid] [--dask ADDRESS | --workers N | --serial] [--json] --out sweep.csv``
+(``edgeprefix sweep`` is the same; ``--seeds`` names seed values, as on every command).  Every
+cell is one task: build the instance with ``Λ = load`` and ``λ_b = density``, solve its
+placement problem with the given method and seed, and return one CSV row.  A row is a pure
+function of its cell (no timings in it), and rows are gathered in cell order, so the CSV is
+byte-for-byte the one the serial run (``--serial``) writes.
 """
 
 from __future__ import annotations
