@@ -19,11 +19,23 @@ def _subparsers() -> dict:
     return next(a for a in parser._actions if a.dest == "command").choices
 
 
+JSON_BY_NATURE = {"instance schema"}  # prints a JSON Schema (a JSON object) already
+
+
+def _leaves(name: str, parser) -> list[tuple[str, object]]:
+    """(command words, parser) of every runnable (sub-)command under ``parser``."""
+    nested = [a for a in parser._actions if isinstance(a, type(parser._subparsers._group_actions[0]))] if parser._subparsers else []
+    if not nested:
+        return [(name, parser)]
+    return [leaf for action in nested for word, sub in action.choices.items() for leaf in _leaves(f"{name} {word}", sub)]
+
+
 def test_every_command_takes_json():
     subparsers = _subparsers()
     assert set(subparsers) == set(COMMANDS)
     for name, sub in subparsers.items():
-        assert "--json" in sub._option_string_actions, f"{name} lacks --json"
+        for words, leaf in _leaves(name, sub):
+            assert "--json" in leaf._option_string_actions or words in JSON_BY_NATURE, f"{words} lacks --json"
 
 
 def test_seeds_mean_seed_values_in_every_help_text():
