@@ -5,7 +5,7 @@ with that list.  It checks that
 
 - every axes with data has a title (its own, or the figure's ``suptitle``) and x and y labels;
 - no visible text is raw markup or an equation label (``A_{s,q}``, ``P^W``, ``eq. (39)``,
-  ``Theorem 1``, ``P-39``); mathtext between ``$…$`` is fine;
+  ``Theorem 1``, paper labels such as ``P-`` and a number); mathtext between ``$…$`` is fine;
 - every finite data point (lines, markers, error bars, filled bands, bars) lies inside the
   axes limits, i.e. nothing is clipped;
 - no legend drawn inside an axes covers a plotted line or marker.
