@@ -16,7 +16,7 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from math import comb
@@ -44,7 +44,9 @@ from edgeprefix.benchmarks.compare_runs import (
     run_method,
 )
 from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import atomic_write_text
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers.registry import method_names
 
 DEFAULT_INSTANCES = ("paper_baseline", "medium_forest", "mooncake_large")
@@ -64,7 +66,9 @@ class CompareConfig:
     instances : benchmark names (files of ``benchmarks/instances``) or instance paths.
     methods : solver names; ``grid`` runs the finest ``1/K`` lattice fitting each budget.
     budgets : evaluation budgets ``b`` (increasing); stochastic runs use the largest.
-    seeds : number of seeds (``0 … seeds−1``) per stochastic method.
+    seeds : number of seeds per stochastic method (the seeds ``0 … seeds−1`` unless
+        ``seed_values`` names them).
+    seed_values : the seeds themselves (``--seeds 0-9`` or ``0,3,7``); sets ``seeds`` to their count.
     grid_limit : largest feasible ``1/20`` lattice searched exhaustively for ``P*``.
     jobs : worker processes.
     """
@@ -76,8 +80,15 @@ class CompareConfig:
     grid_limit: int = 5000
     jobs: int = 1
     tol: float = SUCCESS_TOL
+    seed_values: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.seed_values:
+            values = tuple(int(v) for v in self.seed_values)
+            if any(v < 0 for v in values) or len(set(values)) != len(values):
+                raise ValueError(f"seed_values: distinct integers >= 0 are needed, got {plain(list(self.seed_values))}")
+            object.__setattr__(self, "seed_values", values)
+            object.__setattr__(self, "seeds", len(values))
         if not self.instances:
             raise ValueError("instances: at least one instance is needed, got none")
         valid = method_names()
@@ -91,7 +102,12 @@ class CompareConfig:
         for name in ("seeds", "jobs", "grid_limit"):
             value = getattr(self, name)
             if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"{name}: must be a positive integer, got {value!r}")
+                raise ValueError(f"{name}: must be a positive integer, got {plain(value)}")
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        """The seeds every stochastic method runs with."""
+        return self.seed_values or tuple(range(self.seeds))
 
 
 @dataclass(frozen=True)
@@ -140,9 +156,9 @@ def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
                     if k:
                         jobs.append(_Job(name, "grid", -1, b, k))
             elif method in PER_BUDGET_METHODS:
-                jobs.extend(_Job(name, method, seed, b) for b in config.budgets for seed in range(config.seeds))
+                jobs.extend(_Job(name, method, seed, b) for b in config.budgets for seed in config.seed_list)
             else:
-                jobs.extend(_Job(name, method, seed, max(config.budgets)) for seed in range(config.seeds))
+                jobs.extend(_Job(name, method, seed, max(config.budgets)) for seed in config.seed_list)
     return jobs, reference_points
 
 
@@ -156,21 +172,27 @@ def _execute(job: _Job) -> RunRecord:
 
 
 def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None = None) -> Comparison:
-    """Run every job of :func:`plan_jobs` and summarise (``progress`` gets one line per run)."""
+    """Run every job of :func:`plan_jobs` and summarise.
+
+    A progress bar counts the runs on stderr (on a terminal); ``progress``, if given, also
+    gets one line per run.
+    """
     jobs, reference_points = plan_jobs(config)
     records: list[RunRecord] = []
     say = progress or (lambda _: None)
     say(f"compare: {len(jobs)} runs ({len(config.instances)} instances, methods {', '.join(config.methods)}, "
         f"budgets {list(config.budgets)}, {config.seeds} seeds, {config.jobs} worker(s))")
-    if config.jobs > 1:
-        with ProcessPoolExecutor(max_workers=config.jobs) as pool:
-            for i, record in enumerate(pool.map(_execute, jobs), 1):
-                records.append(record)
-                say(_progress_line(i, len(jobs), record))
-    else:
-        for i, job in enumerate(jobs, 1):
-            records.append(_execute(job))
-            say(_progress_line(i, len(jobs), records[-1]))
+    with progress_bar(total=len(jobs), desc="compare", unit="run") as bar:
+        if config.jobs > 1:
+            with ProcessPoolExecutor(max_workers=config.jobs) as pool:
+                outcomes: Iterable[RunRecord] = pool.map(_execute, jobs)
+                for i, record in enumerate(outcomes, 1):
+                    records.append(record)
+                    _report(i, len(jobs), record, say, bar)
+        else:
+            for i, job in enumerate(jobs, 1):
+                records.append(_execute(job))
+                _report(i, len(jobs), records[-1], say, bar)
     labels = {name: instance_label(name) for name in config.instances}
     reference_runs = {r.instance: r for r, j in zip(records, jobs) if j.method == "grid" and j.resolution == REFERENCE_RESOLUTION and reference_points[j.instance]}
     comparison_runs = [r for r, j in zip(records, jobs) if not (j.method == "grid" and j.resolution == REFERENCE_RESOLUTION and reference_points[j.instance])]
@@ -185,6 +207,12 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
     return Comparison(config, refs, tuple(summaries), tuple(comparison_runs))
 
 
+def _report(i: int, total: int, record: RunRecord, say: Callable[[str], None], bar: Any) -> None:
+    bar.update(1)
+    bar.set_postfix_str(f"{record.instance} {record.method}")
+    say(_progress_line(i, total, record))
+
+
 def _progress_line(i: int, total: int, r: RunRecord) -> str:
     what = f"1/{r.resolution}" if r.method == "grid" else f"seed {r.seed}"
     best = f"{r.best:.4f}" if np.isfinite(r.best) else "none feasible"
@@ -195,13 +223,24 @@ def render_table(comparison: Comparison) -> str:
     """Plain-text table: one block per instance, one line per method × budget."""
     lines = []
     for name, ref in comparison.references.items():
-        lines.append(f"\n{name}: P* = {ref.coverage:.4f} ({ref.source}; best found {ref.best_found:.4f})")
+        lines.append(f"\n{name}: P* = {ref.coverage:.4f} ({reference_note(ref)})")
         head = f"{'method':<8}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'feasible':>9}{'time s':>9}"
         lines += [head, "-" * len(head)]
         for s in comparison.summaries:
             if s.instance == name:
                 lines.append(f"{s.method:<8}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.success_strict:>8.2f}{s.feasible:>9.2f}{s.seconds:>9.2f}")
     return "\n".join(lines).lstrip("\n")
+
+
+def reference_note(ref: Reference) -> str:
+    """Where ``P*`` comes from, in words, with the other candidate beside it."""
+    grid = (f"the exhaustive 1/{ref.grid_resolution} grid ({ref.grid_points} feasible points)"
+            if ref.grid_coverage is not None else None)
+    if ref.source == "best found":
+        other = f"; {grid} reaches {ref.grid_coverage:.4f}" if grid else ""
+        return f"the best mix any run found{other}"
+    better = ref.best_found > float("-inf")
+    return f"{grid}" + (f"; the best run reached {ref.best_found:.4f}" if better else "")
 
 
 def to_payload(comparison: Comparison) -> dict[str, Any]:

@@ -26,7 +26,7 @@ def save_atomic(fig: plt.Figure, path: Path) -> None:
 
 def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[Summary], ref: Reference, methods: Sequence[str]) -> plt.Figure:
     """Median best-so-far feasible ``P_cov(τ_0)`` vs evaluations, IQR shaded; grid as markers."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     for method in methods:
         if method == "grid":
             pts = sorted((s.budget, s.median) for s in summaries if s.instance == instance and s.method == "grid")
@@ -47,15 +47,13 @@ def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[
         if per_budget:
             pts = sorted((s.budget, s.median) for s in summaries if s.instance == instance and s.method == method)
             ax.plot(*zip(*pts), "o", color=line.get_color(), label=f"{method}, own run per budget")
-    ax.axhline(ref.coverage, color="grey", lw=0.8, ls=":", label=f"P* = {ref.coverage:.4f} ({ref.source})")
+    ax.axhline(ref.coverage, color="grey", lw=0.8, ls=":", label=f"best known optimum {ref.coverage:.4f} ({ref.source})")
     ax.set_xscale("log")
     ax.set_xlabel("objective evaluations")
-    ax.set_ylabel("best-so-far feasible coverage P_cov(τ_0)")
-    finite = [s.q25 for s in summaries if s.instance == instance and s.q25 > 0]
-    if finite:
-        ax.set_ylim(max(0.0, min(finite) - 0.02), ref.coverage + 0.01)
+    ax.set_ylabel("best-so-far feasible TTFT coverage")
+    # the y-range follows the data (matplotlib's autoscale), so early, low values stay visible
     ax.set_title(f"{instance}: median and IQR over seeds")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     return fig
 
@@ -63,7 +61,7 @@ def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[
 def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: Sequence[str], summaries: Sequence[Summary]) -> plt.Figure:
     """ECDF of targets ``P* − Δ`` reached vs evaluations, pooled over instances and per instance."""
     panels = [("all instances", refs)] + [(name, {name: ref}) for name, ref in refs.items()]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1.2, 3.8), squeeze=False, layout="constrained")
     longest = max(r.nfev for r in runs)
     n = np.unique(np.geomspace(1, longest, 200).astype(int))
     for ax, (title, subset) in zip(axes[0], panels):
@@ -83,8 +81,8 @@ def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: 
         ax.set_xscale("log")
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("objective evaluations")
+        ax.set_ylabel("share of (run, target) pairs reached")
         ax.set_title(title, fontsize=9)
-    axes[0][0].set_ylabel("share of (run, target) pairs reached")
-    axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="outside right upper")
     return fig

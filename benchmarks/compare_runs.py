@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.formulations.placement import PlacementProblem, placement_problem
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import Instance, load_instance
 from edgeprefix.solvers import Progress, solve
 from edgeprefix.solvers.grid import feasible_lattice
@@ -65,7 +66,7 @@ class RunRecord:
     def best_at(self, budget: int) -> float:
         """Best feasible coverage within the first ``budget`` evaluations."""
         if budget < 1:
-            raise ValueError(f"budget must be >= 1, got {budget!r}")
+            raise ValueError(f"budget must be >= 1, got {plain(budget)}")
         return float(self.curve[min(budget, self.nfev) - 1]) if self.nfev else float("-inf")
 
     def seconds_at(self, budget: int) -> float:

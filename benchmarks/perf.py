@@ -8,6 +8,9 @@ For the 64 × 16 instance one reference association takes tens of seconds, so th
 warm-started at the fast equilibrium with tolerance 1e-7 (it then needs one evaluation of the
 map instead of the fast method's seven); that only flatters the reference, so the reported
 ratio is a lower bound.
+
+A second table times the command line's start-up against plain Python imports
+(:mod:`edgeprefix.benchmarks.startup`; ``--startup-repeats 0`` skips it).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import io
 import json
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeprefix.benchmarks import startup
 from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
 from edgeprefix.benchmarks.synthetic import synthetic_instance
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
@@ -33,6 +38,7 @@ from edgeprefix.placement.model.instance import (
     atomic_write_text,
     default_instance,
 )
+from edgeprefix.placement.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -127,21 +133,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="folder for perf.json and perf.csv")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--no-reference", action="store_true", help="skip the scipy.quad reference")
+    parser.add_argument("--startup-repeats", type=int, default=None, metavar="N",
+                        help="timed runs per command of the start-up table (default: 15, --quick: 5; 0 skips it)")
     args = parser.parse_args(argv)
+    repeats = args.startup_repeats if args.startup_repeats is not None else (5 if args.quick else 15)
+    if repeats < 0:
+        parser.error(f"--startup-repeats must be >= 0, got {repeats}")
     rows = []
-    for case in cases(args.quick):
-        print(f"running {case.name} ...", flush=True)
-        rows.append(run_case(case, with_reference=not args.no_reference))
+    with progress_bar(cases(args.quick), desc="evaluation", unit="case") as bar:
+        for case in bar:
+            bar.set_postfix_str(case.name)
+            rows.append(run_case(case, with_reference=not args.no_reference))
     print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}")
     print(render(rows))
+    startup_rows = startup.measure(repeats) if repeats else []
+    if startup_rows:
+        print()
+        print(f"start-up (median of {repeats} subprocess runs each, interleaved)")
+        print(startup.render(startup_rows))
     if args.out is not None:
-        payload = {"machine": platform.platform(), "python": platform.python_version(), "rows": rows}
+        payload = {"machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows}
         atomic_write_text(args.out / "perf.json", json.dumps(payload, indent=2) + "\n")
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=sorted({k for r in rows for k in r}))
         writer.writeheader()
         writer.writerows(rows)
         atomic_write_text(args.out / "perf.csv", buffer.getvalue())
+        for name in ("perf.json", "perf.csv"):
+            print(f"wrote {args.out / name}", file=sys.stderr)
     return 0
 
 

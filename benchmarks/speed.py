@@ -35,6 +35,7 @@ from edgeprefix.benchmarks.synthetic import synthetic_instance
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance, atomic_write_text
 from edgeprefix.placement.model.spatial import AnalyticKernel
+from edgeprefix.placement.progress import progress_bar
 
 ALPHA = 2.5
 BOUND_EXPONENTS = {"types": 1.0, "profiles": 2.0, "nodes": 1.0}  # O(|Q| |S|² N_r)
@@ -145,11 +146,16 @@ def sweep_plan(mode: str) -> list[tuple[str, int, int, int]]:
 def run_sweeps(mode: str, *, reference: bool, progress: Callable[[str], None] = lambda _: None) -> list[SpeedRow]:
     """Measure every point of :func:`sweep_plan` (the quad reference where ``|Q||S|² ≤ REFERENCE_LIMIT``)."""
     rows = []
-    for sweep, q, s, n in sweep_plan(mode):
-        inst = synthetic_instance(q, s, alpha=ALPHA, seed=0)
-        with_ref = reference and q * s * s <= REFERENCE_LIMIT
-        progress(f"speed: {sweep} |Q|={q} |S|={s} N={n}{' (+quad reference)' if with_ref else ''}")
-        rows.append(measure(sweep, inst, n, reps=MODES[mode][3], reference=with_ref))
+    plan = sweep_plan(mode)
+    with progress_bar(total=len(plan), desc="speed", unit="point") as bar:
+        for sweep, q, s, n in plan:
+            inst = synthetic_instance(q, s, alpha=ALPHA, seed=0)
+            with_ref = reference and q * s * s <= REFERENCE_LIMIT
+            line = f"speed: {sweep} |Q|={q} |S|={s} N={n}{' (+quad reference)' if with_ref else ''}"
+            progress(line)
+            bar.set_postfix_str(line.removeprefix("speed: "))
+            rows.append(measure(sweep, inst, n, reps=MODES[mode][3], reference=with_ref))
+            bar.update(1)
     return rows
 
 
@@ -221,6 +227,8 @@ def write(out: str | os.PathLike[str], rows: Sequence[SpeedRow], fits: Sequence[
     writer.writeheader()
     writer.writerows(asdict(r) for r in rows)
     atomic_write_text(os.path.join(out, "speed.csv"), buffer.getvalue())
+    for name in ("speed.json", "speed.csv"):
+        print(f"wrote {os.path.join(out, name)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     info_before = machine()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
-    rows = run_sweeps(mode, reference=not args.no_reference, progress=lambda s: print(s, file=sys.stderr, flush=True))
+    rows = run_sweeps(mode, reference=not args.no_reference)
     fits = fit_growth(rows)
     grids = [] if args.no_grid else grid_throughput(mode != "full")
     info = {**machine(), "load_average_at_start": info_before["load_average"]}

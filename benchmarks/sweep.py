@@ -1,11 +1,12 @@
 """Sweeps over loads × densities × instances × seeds, one search per cell, on Dask distributed.
 
-Run ``python -m edgeprefix.benchmarks.sweep INSTANCE... --loads 1,2 --densities 0.5,1 --seeds 0,1
-[--method grid] [--dask ADDRESS | --workers N | --serial] --out sweep.csv`` (``edgeprefix sweep``
-is the same).  Every cell is one task: build the instance with ``Λ = load`` and ``λ_b = density``,
-solve its placement problem with the given method and seed, and return one CSV row.  A row
-is a pure function of its cell (no timings in it), and rows are gathered in cell order, so the
-CSV is byte-for-byte the one the serial run (``--serial``) writes.
+Run ``python -m edgeprefix.benchmarks.sweep INSTANCE... --loads 1,2 --densities 0.5,1 --seeds 0-1
+[--method grid] [--dask ADDRESS | --workers N | --serial] [--json] --out sweep.csv``
+(``edgeprefix sweep`` is the same; ``--seeds`` names seed values, as on every command).  Every
+cell is one task: build the instance with ``Λ = load`` and ``λ_b = density``, solve its
+placement problem with the given method and seed, and return one CSV row.  A row is a pure
+function of its cell (no timings in it), and rows are gathered in cell order, so the CSV is
+byte-for-byte the one the serial run (``--serial``) writes.
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ import argparse
 import csv
 import io
 import itertools
+import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from edgeprefix.benchmarks.seeds import SEEDS_HELP, seeds_argument
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import atomic_write_text, load_instance
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import SOLVERS, solve
 from edgeprefix.solvers.distributed import dask_client, map_ordered
 
@@ -73,7 +79,7 @@ class Sweep:
         for key in ("loads", "densities"):
             bad = [v for v in getattr(self, key) if not v > 0]
             if bad:
-                raise ValueError(f"sweep field {key} must hold positive numbers, got {bad[0]!r}")
+                raise ValueError(f"sweep field {key} must hold positive numbers, got {plain(bad[0])}")
         if self.method not in SOLVERS:
             raise ValueError(f"unknown method {self.method!r} (valid: {list(SOLVERS)})")
         if self.policy not in POLICIES:
@@ -93,13 +99,29 @@ def run_cell(sweep: Sweep, cell: Cell) -> dict[str, Any]:
         "instance": instance.name, "load": repr(cell.load), "density": repr(cell.density), "seed": cell.seed,
         "method": sweep.method, "policy": sweep.policy, "objective": repr(result.fun), "coverage": repr(result.coverage),
         "feasible": int(result.success), "status": result.status.value, "evaluations": result.nfev,
-        "mix": ";".join(f"{k}={v!r}" for k, v in result.mix.items()),
+        "mix": ";".join(f"{k}={plain(v)}" for k, v in result.mix.items()),
     }
 
 
 def run_sweep(sweep: Sweep, client: Any = None) -> list[dict[str, Any]]:
-    """Rows of every cell in :meth:`Sweep.cells` order; one Dask task per cell when ``client`` is given."""
-    return map_ordered(partial(run_cell, sweep), sweep.cells(), client)
+    """Rows of every cell in :meth:`Sweep.cells` order; one Dask task per cell when ``client`` is given.
+
+    A progress bar counts the finished cells on stderr (on a terminal).
+    """
+    cells = sweep.cells()
+    with progress_bar(total=len(cells), desc="sweep", unit="cell") as bar:
+        return map_ordered(partial(run_cell, sweep), cells, client, on_done=lambda: bar.update(1))
+
+
+def typed_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A CSV row with numbers as numbers and the mix as ``{profile: share}`` (the ``--json`` form)."""
+    out = dict(row)
+    for key in ("load", "density", "objective", "coverage"):
+        value = float(row[key])
+        out[key] = value if math.isfinite(value) else None
+    out["feasible"] = bool(row["feasible"])
+    out["mix"] = {k: float(v) for k, _, v in (part.partition("=") for part in row["mix"].split(";") if part)}
+    return out
 
 
 def sweep_csv(rows: Sequence[dict[str, Any]]) -> str:
@@ -114,16 +136,12 @@ def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(v) for v in text.split(",") if v.strip())
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sweep's command-line arguments (shared with ``edgeprefix sweep``)."""
     parser.add_argument("instances", nargs="*", default=["paper_baseline"], metavar="INSTANCE", help="instance files or embedded names")
     parser.add_argument("--loads", type=_floats, required=True, metavar="Λ,...", help="request intensities, comma-separated")
     parser.add_argument("--densities", type=_floats, required=True, metavar="λ_b,...", help="edge densities, comma-separated")
-    parser.add_argument("--seeds", type=_ints, default=(0,), metavar="S,...", help="search seeds (default: 0)")
+    parser.add_argument("--seeds", type=seeds_argument, default=(0,), metavar="SEEDS", help=f"{SEEDS_HELP} (default: 0)")
     parser.add_argument("--method", choices=list(SOLVERS), default="grid", help="search method per cell (default: grid)")
     parser.add_argument("--budget", type=int, default=None, metavar="N", help="evaluations per cell (grid: every point)")
     parser.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (only with --method grid)")
@@ -133,6 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     parser.add_argument("--workers", type=int, default=None, metavar="N", help="LocalCluster worker processes (default: one per CPU)")
     parser.add_argument("--out", default=None, metavar="FILE", help="write the CSV here (default: stdout)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (settings and typed rows) instead of the CSV")
 
 
 def sweep_from_args(args: argparse.Namespace) -> Sweep:
@@ -158,12 +177,24 @@ def run_from_args(args: argparse.Namespace) -> int:
         with dask_client(args.dask, args.workers) as client:
             rows = run_sweep(sweep, client)
     text = sweep_csv(rows)
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
+    if args.out is not None:
         atomic_write_text(args.out, text)
-        print(f"{len(rows)} cells written to {args.out}", file=sys.stderr)
+    if getattr(args, "json", False):
+        payload = {"sweep": sweep_settings(sweep), "columns": list(COLUMNS), "rows": [typed_row(r) for r in rows],
+                   "written": args.out}
+        sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    elif args.out is None:
+        sys.stdout.write(text)
+    if args.out is not None:
+        print(f"wrote {args.out} ({len(rows)} cells)", file=sys.stderr)
     return 0
+
+
+def sweep_settings(sweep: Sweep) -> dict[str, Any]:
+    """The sweep's settings as JSON-ready values."""
+    return {"instances": list(sweep.instances), "loads": list(sweep.loads), "densities": list(sweep.densities),
+            "seeds": list(sweep.seeds), "method": sweep.method, "budget": sweep.budget, "options": dict(sweep.options),
+            "policy": sweep.policy, "target": sweep.target}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

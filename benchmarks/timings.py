@@ -30,6 +30,7 @@ import numpy as np
 
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE as MOONCAKE
 from edgeprefix.placement.model.instance import atomic_write_text, default_instance
+from edgeprefix.placement.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,14 @@ def mmc_1e6(repeats: int) -> Timing:
 
 
 def run_all(repeats: int) -> list[Timing]:
-    out = [t for t in (mooncake_ingest(repeats), association_mc(repeats), projection_call(repeats), mmc_1e6(repeats)) if t is not None]
+    out = []
+    steps = (mooncake_ingest, association_mc, projection_call, mmc_1e6)
+    with progress_bar(steps, desc="timings", unit="measurement") as bar:
+        for step in bar:
+            bar.set_postfix_str(step.__name__)
+            timing = step(repeats)
+            if timing is not None:
+                out.append(timing)
     return out
 
 
@@ -134,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         payload = {"load_average_at_start": load0, "load_average": os.getloadavg(), "timings": [asdict(t) for t in timings]}
         atomic_write_text(args.out / "timings.json", json.dumps(payload, indent=2) + "\n")
+        print(f"wrote {args.out / 'timings.json'}", file=sys.stderr)
     print(f"(load average at start {tuple(round(v, 2) for v in load0)})", file=sys.stderr)
     return 0
 

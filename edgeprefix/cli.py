@@ -4,6 +4,10 @@ Each command module exposes ``register(subparsers)`` which adds its parser and s
 ``handler`` (a function ``(args) -> int`` returning the exit code).  Bad input (an
 :class:`ValueError`, which includes instance and mix errors) prints one line to stderr and
 exits with code 2.
+
+Start-up stays cheap: :data:`COMMANDS` names each command's module and one-line help, and
+only the module of the command being run is imported (``edgeprefix --help`` imports none of
+them, so no numpy).  A new command is one entry here plus its module.
 """
 
 from __future__ import annotations
@@ -12,45 +16,63 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-# Order is the order shown in --help.
-COMMANDS = (
-    "evaluate",
-    "solve",
-    "plan_density",
-    "migrate",
-    "validate",
-    "profiles",
-    "reproduce",
-    "compare",
-    "sweep",
-    "instance",
-    "benchmark_instance",
-)
+from edgeprefix._version import __version__
+
+# command → (module, one-line help shown by ``edgeprefix --help``); order is the order shown.
+# The help must equal the module's own (tests/test_cli_startup.py checks it).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "evaluate": ("edgeprefix.commands.evaluate", "evaluate a profile mix: association, queues, TTFT coverage"),
+    "solve": ("edgeprefix.commands.solve", "find the coverage-maximising profile mix (SPSA, TPE, CMA-ES, QMC, grid)"),
+    "plan-density": ("edgeprefix.commands.plan_density", "smallest edge density λ_b whose TTFT coverage reaches ζ"),
+    "migrate": ("edgeprefix.commands.migrate", "decide per-epoch mixes under a node-change budget and plan the migrations"),
+    "validate": ("edgeprefix.commands.validate", "check the analytical model against Monte Carlo and discrete-event simulation"),
+    "profiles": ("edgeprefix.commands.profiles", "build cache profiles and an instance from a request trace"),
+    "reproduce": ("edgeprefix.commands.reproduce", "reproduce one of the paper's figures (table, CSV, PNG)"),
+    "compare": ("edgeprefix.commands.compare", "compare the optimisers on the benchmark instances"),
+    "sweep": ("edgeprefix.commands.sweep", "solve every (instance, load, density, seed) cell on Dask and write one CSV"),
+    "instance": ("edgeprefix.commands.instance", "print an instance as TOML (a starting file) or the instance file's JSON Schema"),
+    "benchmark-instance": ("edgeprefix.commands.benchmark_instance", "write a benchmark instance with a known optimum"),
+}
 
 EXIT_BAD_INPUT = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The ``edgeprefix`` parser; the full sub-parsers of ``commands`` only (default: all).
+
+    Every other command gets a placeholder sub-parser that carries its help line, so the
+    top-level ``--help`` lists all commands without importing their modules.
+    """
+    wanted = set(COMMANDS if commands is None else commands)
     parser = argparse.ArgumentParser(
         prog="edgeprefix",
         description="Spatial prefix caching for wireless edge LLM inference.",
+        epilog="Run 'edgeprefix COMMAND --help' for a command's options.",
     )
+    parser.add_argument("--version", action="version", version=f"edgeprefix {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"edgeprefix.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"edgeprefix.commands.{name}":
-                continue  # command not shipped yet
-            raise
-        module.register(sub)
+    for name, (module, help_line) in COMMANDS.items():
+        if name in wanted:
+            importlib.import_module(module).register(sub)
+        else:
+            sub.add_parser(name, help=help_line, add_help=False)
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line (the first word that is not an option)."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command_of(argv)
+    parser = build_parser([command] if command else [])
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args))

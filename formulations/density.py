@@ -27,6 +27,7 @@ from edgeprefix.formulations.placement import (
     placement_problem,
     share_caps,
 )
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
@@ -75,7 +76,7 @@ class DensityPlanningProblem:
     def at_density(self, density: float) -> Instance:
         """The instance with ``λ_b = density``."""
         if not (np.isfinite(density) and density > 0):
-            raise ValueError(f"edge_density λ_b must be > 0, got {density!r}")
+            raise ValueError(f"edge_density λ_b must be > 0, got {plain(density)}")
         return self.instance.with_network(edge_density=float(density))
 
     def score(self, density: float, mix: npt.ArrayLike | None = None, warm_start: FloatArray | None = None) -> Score:
@@ -115,7 +116,7 @@ def density_problem(
     """
     zeta = float(reliability)
     if not (0.0 < zeta < 1.0):
-        raise ValueError(f"reliability ζ must lie in (0, 1), got {reliability!r}")
+        raise ValueError(f"reliability ζ must lie in (0, 1), got {plain(reliability)}")
     pi = None if mix is None else instance.mix_vector(mix)  # type: ignore[arg-type]
     objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator)
     if pi is None:

@@ -39,6 +39,7 @@ from edgeprefix.formulations.placement import (
     diagnose_infeasibility,
     share_caps,
 )
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import Instance, load_instance
 from edgeprefix.placement.model.profiles import Profile, persistent_memory
 from edgeprefix.placement.model.workload import PrefixForest
@@ -158,7 +159,7 @@ class Epoch:
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.weight) and self.weight > 0):
-            raise ValueError(f"epochs.weight: must be > 0, got {self.weight!r}")
+            raise ValueError(f"epochs.weight: must be > 0, got {plain(self.weight)}")
 
 
 @dataclass(frozen=True)
@@ -226,9 +227,9 @@ class MigrationProblem:
         if not self.epochs:
             raise ValueError("epochs: at least one epoch is needed")
         if self.change_budget is not None and not (0 <= self.change_budget <= 1):
-            raise ValueError(f"change_budget m_max must lie in [0, 1], got {self.change_budget!r}")
+            raise ValueError(f"change_budget m_max must lie in [0, 1], got {plain(self.change_budget)}")
         if not (np.isfinite(self.byte_weight) and self.byte_weight >= 0):
-            raise ValueError(f"byte_weight γ must be >= 0, got {self.byte_weight!r}")
+            raise ValueError(f"byte_weight γ must be >= 0, got {plain(self.byte_weight)}")
         object.__setattr__(self, "current", self.instance.mix_vector(self.current, field_name="current_mix"))
         for e in range(len(self.epochs)):
             self.epoch_instance(e)  # validates overrides early

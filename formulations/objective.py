@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
@@ -98,7 +99,7 @@ class CoverageObjective:
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.target) and self.target > 0):
-            raise ValueError(f"target τ_0 must be a positive number of seconds, got {self.target!r}")
+            raise ValueError(f"target τ_0 must be a positive number of seconds, got {plain(self.target)}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {list(POLICIES)}, got {self.policy!r}")
 

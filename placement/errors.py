@@ -29,3 +29,21 @@ class InfeasibleConstraintsError(ValueError):
 
 class ConvergenceError(RuntimeError):
     """A numerical procedure did not reach its tolerance (raised only on explicit request)."""
+
+
+def plain(value: object) -> str:
+    """``repr`` of ``value`` for a message, with numpy scalars and arrays shown as Python numbers and lists.
+
+    ``plain(np.float64(1.1))`` is ``'1.1'``, not ``'np.float64(1.1)'``; strings keep their quotes.
+    """
+    return repr(_python(value))
+
+
+def _python(value: object) -> object:
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()  # numpy scalar → int/float/bool/str, array → nested lists
+    if isinstance(value, (list, tuple)):
+        return type(value)(_python(v) for v in value)
+    if isinstance(value, dict):
+        return {_python(k): _python(v) for k, v in value.items()}
+    return value

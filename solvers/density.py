@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from edgeprefix.formulations.density import DensityPlanningProblem
 from edgeprefix.formulations.objective import Score
+from edgeprefix.placement.errors import plain
 from edgeprefix.solvers.api import solve
 
 FloatArray = npt.NDArray[np.float64]
@@ -90,7 +91,7 @@ def plan_density(
         When no density up to ``2^20 ×`` the instance's meets ``ζ``.
     """
     if not (0 < rtol < 1):
-        raise ValueError(f"rtol must lie in (0, 1), got {rtol!r}")
+        raise ValueError(f"rtol must lie in (0, 1), got {plain(rtol)}")
     if problem.joint and method == "grid":
         options = {"resolution": 10, **options}
     start = time.perf_counter()

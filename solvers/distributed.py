@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from edgeprefix.formulations.linear import LinearConstraints
 from edgeprefix.formulations.objective import Score
+from edgeprefix.placement.errors import plain
 from edgeprefix.solvers.api import solve
 from edgeprefix.solvers.grid import GridSolver, feasible_lattice
 from edgeprefix.solvers.result import Result
@@ -53,17 +54,31 @@ def dask_client(address: str | None = None, workers: int | None = None) -> Itera
         return
     n = (os.cpu_count() or 1) if workers is None else workers
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        raise ValueError(f"workers must be a positive integer, got {plain(workers)}")
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 
 
-def map_ordered(fn: Callable[[T], R], items: Sequence[T], client: Any = None) -> list[R]:
-    """``[fn(item) for item in items]``, as Dask tasks when ``client`` is given (results in item order)."""
+def map_ordered(fn: Callable[[T], R], items: Sequence[T], client: Any = None, on_done: Callable[[], None] | None = None) -> list[R]:
+    """``[fn(item) for item in items]``, as Dask tasks when ``client`` is given (results in item order).
+
+    ``on_done()`` is called once per finished item (in completion order), e.g. to advance a progress bar.
+    """
+    tick = on_done or (lambda: None)
     if client is None:
-        return [fn(item) for item in items]
-    return list(client.gather(client.map(fn, list(items), pure=False)))
+        out = []
+        for item in items:
+            out.append(fn(item))
+            tick()
+        return out
+    futures = client.map(fn, list(items), pure=False)
+    if on_done is not None:
+        from distributed import as_completed
+
+        for _ in as_completed(futures):
+            tick()
+    return list(client.gather(futures))
 
 
 def score_chunk(problem: Problem, points: FloatArray) -> list[Row]:

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.formulations.linear import LinearConstraints
+from edgeprefix.placement.errors import plain
 from edgeprefix.solvers.base import Solver
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
@@ -78,7 +79,7 @@ class GridSolver(Solver):
         for key in ("resolution", "chunk"):
             value = getattr(self, key)
             if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"grid option {key} must be a positive integer, got {value!r}")
+                raise ValueError(f"grid option {key} must be a positive integer, got {plain(value)}")
 
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         points = feasible_lattice(projection.constraints, int(self.resolution))

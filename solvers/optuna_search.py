@@ -17,6 +17,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.solvers.base import Solver
 from edgeprefix.solvers.optuna_common import (
     COVERAGE_ATTR,
@@ -60,7 +61,7 @@ class OptunaSolver(Solver):
         for key, least in (("workers", 0), ("heartbeat_interval", 1), ("grace_period", 1), ("max_retry", 0)):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"Optuna option {key} must be an integer >= {least}, got {value!r}")
+                raise ValueError(f"Optuna option {key} must be an integer >= {least}, got {plain(value)}")
         if self.grace_period <= self.heartbeat_interval:
             raise ValueError(
                 f"grace_period > heartbeat_interval must hold, but got grace_period={self.grace_period}, "

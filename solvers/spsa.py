@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.solvers.base import Solver
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
@@ -63,11 +64,11 @@ class SpsaSolver(Solver):
         for key in ("c", "initial_step", "max_step", "alpha", "gamma"):
             value = getattr(self, key)
             if not (np.isfinite(value) and value > 0):
-                raise ValueError(f"spsa option {key} must be > 0, got {value!r}")
+                raise ValueError(f"spsa option {key} must be > 0, got {plain(value)}")
         if self.a is not None and not self.a > 0:
-            raise ValueError(f"spsa option a must be > 0, got {self.a!r}")
+            raise ValueError(f"spsa option a must be > 0, got {plain(self.a)}")
         if self.A is not None and not self.A >= 0:
-            raise ValueError(f"spsa option A must be >= 0, got {self.A!r}")
+            raise ValueError(f"spsa option A must be >= 0, got {plain(self.A)}")
 
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         x = projection(problem.initial_point() if self.x0 is None else np.asarray(self.x0, dtype=float))

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from edgeprefix.formulations.linear import LinearConstraints
 from edgeprefix.formulations.objective import Score
+from edgeprefix.placement.errors import plain
 from edgeprefix.solvers.result import Progress, Status
 
 FloatArray = npt.NDArray[np.float64]
@@ -53,7 +54,7 @@ class Tracker:
 
     def __init__(self, problem: Problem, budget: int | None, callback: Callback | None = None) -> None:
         if budget is not None and (isinstance(budget, bool) or int(budget) != budget or budget < 1):
-            raise ValueError(f"budget must be a positive whole number of evaluations, got {budget!r}")
+            raise ValueError(f"budget must be a positive whole number of evaluations, got {plain(budget)}")
         self.problem = problem
         self.budget = None if budget is None else int(budget)
         self.callback = callback

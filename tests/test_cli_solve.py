@@ -29,7 +29,7 @@ def test_solve_paper_baseline_json_keys(capsys):
 def test_solve_grid_table_output(capsys):
     assert main(["solve", "--method", "grid", "--resolution", "10"]) == 0
     out = capsys.readouterr().out
-    assert "method grid" in out and "coverage P_cov" in out and "best mix" in out
+    assert "method grid" in out and "TTFT coverage" in out and "best mix" in out
 
 
 def test_solve_out_dir_writes_result_history_and_plot_and_resumes(tmp_path, capsys):
@@ -102,21 +102,6 @@ def test_migrate_json_and_table(tmp_path, capsys):
 def test_migrate_missing_file(capsys, tmp_path):
     assert main(["migrate", str(tmp_path / "nope.toml")]) == 2
     assert "no such file" in capsys.readouterr().err
-
-
-def test_progress_bar_draws_on_its_stream():
-    import io
-
-    import numpy as np
-
-    from edgeprefix.commands.solve import ProgressBar
-    from edgeprefix.solvers import Progress
-
-    stream = io.StringIO()
-    bar = ProgressBar(10, stream)
-    bar(Progress(nfev=5, budget=10, best_value=0.8, best_coverage=0.8, best_x=np.ones(3) / 3, value=0.7, feasible=True))
-    bar.close()
-    assert "5/10" in stream.getvalue() and "0.8000" in stream.getvalue() and "#" * 15 in stream.getvalue()
 
 
 def test_migrate_joint_json(tmp_path, capsys):

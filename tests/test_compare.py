@@ -103,13 +103,33 @@ def test_best_so_far_ignores_infeasible_points():
 
 
 def test_cli_json_and_bad_method(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    code = cli_main(["compare", "--instances", "paper_baseline", "--methods", "random,grid", "--budgets", "4,8", "--seeds", "2",
+    code = cli_main(["compare", "--instances", "paper_baseline", "--methods", "random,grid", "--budgets", "4,8", "--seeds", "0,1",
                      "--grid-limit", "50", "--json", "--out", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 0
     payload = json.loads(captured.out)
     assert {s["method"] for s in payload["summaries"]} == {"random", "grid"}
-    assert "[1/" in captured.err  # progress lines on stderr
+    assert payload["config"]["seeds"] == 2 and payload["config"]["seed_values"] == [0, 1]
+    import csv
+
+    with (tmp_path / "runs.csv").open() as handle:
+        assert {row["seed"] for row in csv.DictReader(handle) if row["method"] == "random"} == {"0", "1"}
+    assert f"wrote {tmp_path / 'ecdf.png'}" in captured.err
     assert (tmp_path / "ecdf.png").is_file()
     code = cli_main(["compare", "--methods", "simplex", "--quick"])
     assert code == 2 and "methods" in capsys.readouterr().err
+
+
+def test_cli_seeds_are_values_and_the_old_count_form_fails_with_the_new_one(capsys: pytest.CaptureFixture[str]):
+    from edgeprefix.cli import build_parser
+    from edgeprefix.commands.compare import config_from_args
+
+    args = build_parser(["compare"]).parse_args(["compare", "--seeds", "3,5-6"])
+    config = config_from_args(args)
+    assert config.seed_list == (3, 5, 6) and config.seeds == 3
+    assert config_from_args(build_parser(["compare"]).parse_args(["compare"])).seed_list == tuple(range(10))
+    with pytest.raises(SystemExit) as exc:
+        build_parser(["compare"]).parse_args(["compare", "--seeds", "10"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "not a count" in err and "--seeds 0-9" in err

@@ -29,8 +29,8 @@ def test_validate_json_and_plots(tmp_path, capsys):
 def test_validate_table_output(capsys):
     assert main(["validate", *FAST, "--mix", "none=0.2,shallow=0.5,deep=0.3", "--baselines"]) == 0
     text = capsys.readouterr().out
-    assert "Monte Carlo vs Theorem 1" in text and "Erlang C" in text and "closest" in text
-    assert "edge-effect check" in text and "telemetry period sweep" in text and "mooncake" in text
+    assert "Monte Carlo vs analysis" in text and "Erlang C" in text and "closest" in text
+    assert "edge effect of the torus" in text and "telemetry period sweep" in text and "mooncake" in text
 
 
 def test_validate_baselines_table(capsys):

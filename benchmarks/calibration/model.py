@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.errors import InstanceError, plain
 from edgeprefix.placement.model.instance import Instance, instance_from_mapping
 
 MEMORY = 12.5  # M
@@ -55,11 +55,11 @@ class Parameters:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if not (math.isfinite(value) and value > 0):
-                raise InstanceError(f"calibration.{f.name}", f"must be > 0, got {value!r}")
+                raise InstanceError(f"calibration.{f.name}", f"must be > 0, got {plain(value)}")
         if not self.short_probability < 1:
-            raise InstanceError("calibration.short_probability", f"must lie in (0, 1), got {self.short_probability!r}")
+            raise InstanceError("calibration.short_probability", f"must lie in (0, 1), got {plain(self.short_probability)}")
         if not self.tool_depth * SYSTEM_SHARE <= SHORT_TOKENS and self.tool_depth < LONG_TOKENS:
-            raise InstanceError("calibration.tool_depth", f"ℓ_sys = ℓ_tool/3 must be <= {SHORT_TOKENS}, got ℓ_tool = {self.tool_depth!r}")
+            raise InstanceError("calibration.tool_depth", f"ℓ_sys = ℓ_tool/3 must be <= {SHORT_TOKENS}, got ℓ_tool = {plain(self.tool_depth)}")
 
     @property
     def system_depth(self) -> float:

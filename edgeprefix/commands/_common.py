@@ -6,9 +6,10 @@ import argparse
 import json
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edgeprefix.placement.model.instance import Instance, load_instance
+if TYPE_CHECKING:
+    from edgeprefix.placement.model.instance import Instance
 
 
 def add_instance_argument(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,8 @@ def add_instance_argument(parser: argparse.ArgumentParser) -> None:
 
 def instance_from_args(args: argparse.Namespace) -> Instance:
     """Load the instance named on the command line and apply the network overrides."""
+    from edgeprefix.placement.model.instance import load_instance
+
     instance = load_instance(args.instance)
     changes = {}
     if getattr(args, "intensity", None) is not None:
@@ -33,6 +36,26 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
     if getattr(args, "density", None) is not None:
         changes["edge_density"] = args.density
     return instance.with_network(**changes) if changes else instance
+
+
+def network_text(instance: Instance, args: argparse.Namespace) -> str:
+    """``Λ = 4 (--intensity)  λ_b = 1``: the network a run used, naming the options that changed it."""
+    net = instance.network
+    parts = []
+    for symbol, value, flag in (("Λ", net.request_intensity, "intensity"), ("λ_b", net.edge_density, "density")):
+        given = getattr(args, flag, None) is not None
+        parts.append(f"{symbol} = {value:g}" + (f" (--{flag})" if given else ""))
+    return "  ".join(parts)
+
+
+def target_text(symbol: str, target: float, args: argparse.Namespace) -> str:
+    """``target τ_0 = 0.8 s``, marked ``(--target)`` when the option set it."""
+    return f"target {symbol} = {target:g} s" + (" (--target)" if getattr(args, "target", None) is not None else "")
+
+
+def wrote(path: object) -> None:
+    """The ``wrote PATH`` line (stderr) every command prints for each file it writes."""
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def parse_mix(text: str | None, option: str = "--mix") -> dict[str, float] | None:

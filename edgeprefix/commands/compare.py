@@ -1,8 +1,9 @@
 """``edgeprefix compare``: optimisers side by side on the benchmark instances.
 
 Prints one table per instance (median / IQR of the best-so-far feasible ``P_cov(τ_0)``, gap to
-``P*``, success rate, wall time) or, with ``--json``, one JSON object; progress goes to stderr;
-``--out DIR`` receives CSVs, JSON and PNG figures.
+``P*``, success rate, wall time) or, with ``--json``, one JSON object; a progress bar goes to
+stderr; ``--out DIR`` receives CSVs, JSON and PNG figures.  ``--seeds`` names the seed values
+(``0-9``, ``0,3,7``), as on every command.
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ def _budgets(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _seeds(text: str) -> tuple[int, ...]:
+    """``--seeds``: seed values as everywhere (0-9, 0,3,7); a lone number was a count here before, so it is refused."""
+    from edgeprefix.benchmarks.seeds import seeds_argument
+
+    if text.strip().isdigit() and int(text) > 1:
+        n = int(text)
+        raise argparse.ArgumentTypeError(
+            f"seed values are expected, not a count: write --seeds 0-{n - 1} for {n} seeds (the one seed {n}: --seeds {n}-{n})")
+    return seeds_argument(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from edgeprefix.benchmarks.compare import (
         DEFAULT_BUDGETS,
@@ -44,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", type=_csv_list, default=None, metavar="M,N", help=f"solvers (default: {','.join(DEFAULT_METHODS)})")
     parser.add_argument("--budgets", type=_budgets, default=None, metavar="B1,B2",
                         help=f"evaluation budgets (default: {','.join(map(str, DEFAULT_BUDGETS))})")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per stochastic method (default: 10)")
+    parser.add_argument("--seeds", type=_seeds, default=None, metavar="SEEDS",
+                        help="seed values of every stochastic method: a list (0,3,7), an inclusive range (0-9) or both "
+                        "(default: 0-9; --quick: 0-1)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default: 1)")
     parser.add_argument("--grid-limit", type=int, default=None,
                         help="largest feasible 1/20 lattice searched exhaustively for the reference P* (default: 5000; --quick: 500)")
@@ -69,33 +83,42 @@ def config_from_args(args: argparse.Namespace) -> CompareConfig:
         instances=args.instances or (QUICK_INSTANCES if quick else DEFAULT_INSTANCES),
         methods=args.methods or DEFAULT_METHODS,
         budgets=args.budgets or (QUICK_BUDGETS if quick else DEFAULT_BUDGETS),
-        seeds=args.seeds if args.seeds is not None else (2 if quick else 10),
+        seeds=len(args.seeds) if args.seeds is not None else (2 if quick else 10),
+        seed_values=args.seeds or (),
         grid_limit=args.grid_limit if args.grid_limit is not None else (500 if quick else 5000),
         jobs=args.jobs,
     )
 
 
 def handle(args: argparse.Namespace) -> int:
-    from edgeprefix.benchmarks.compare import (
-        render_table,
-        run_comparison,
-        stderr_progress,
-        to_payload,
-        write_outputs,
-    )
+    from edgeprefix.benchmarks.compare import render_table, run_comparison, to_payload, write_outputs
 
     config = config_from_args(args)
-    comparison = run_comparison(config, progress=stderr_progress())
+    comparison = run_comparison(config)
     written = write_outputs(comparison, args.out) if args.out is not None else []
     if args.json:
         payload = to_payload(comparison)
         payload["written"] = [str(p) for p in written]
         print_json(payload)
     else:
+        print(header(config))
         print(render_table(comparison))
-        for path in written:
-            print(f"wrote {path}", file=sys.stderr)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def header(config: CompareConfig) -> str:
+    """The settings of the run, on the first line of the text output."""
+    return (f"compare  instances {','.join(config.instances)}  methods {','.join(config.methods)}  "
+            f"budgets {','.join(map(str, config.budgets))}  seeds {_seed_text(config.seed_list)}  "
+            f"reference grid limit {config.grid_limit}  workers {config.jobs}")
+
+
+def _seed_text(seeds: tuple[int, ...]) -> str:
+    if len(seeds) > 2 and seeds == tuple(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(map(str, seeds))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

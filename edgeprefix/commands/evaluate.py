@@ -9,8 +9,10 @@ from edgeprefix.commands._common import (
     add_instance_argument,
     fmt,
     instance_from_args,
+    network_text,
     parse_mix,
     print_json,
+    target_text,
 )
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(ev.to_dict())
     else:
-        print(render(ev))
+        print(render(ev, network_text(instance, args), args))
     fp = ev.fixed_point
     if fp is not None and not fp.converged:
         print(
@@ -53,34 +55,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(ev: Evaluation) -> str:
-    """Readable tables of one evaluation."""
+def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = None) -> str:
+    """Readable tables of one evaluation; ``network`` (the header's Λ, λ_b) names the overrides."""
     d = ev.to_dict()
     fp = d["fixed_point"]
     lines = [
-        f"instance {d['instance']}  policy {d['policy']}  target τ = {d['target']:g} s",
+        "  ".join(filter(None, [f"instance {d['instance']}", network, f"policy {d['policy']}",
+                                target_text("τ", d["target"], args or argparse.Namespace())])),
         "mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
         "",
-        f"TTFT coverage P_cov(τ)      {fmt(d['coverage'])}",
+        f"TTFT coverage at τ          {fmt(d['coverage'])}",
         f"queue-free bound            {fmt(d['coverage_queue_free'])}",
         f"mean TTFT [s]               {fmt(d['mean_ttft'])}",
-        f"offloading ratio η_off      {fmt(d['offload_ratio'])}",
-        f"mean reused prefix H̄ [tok]  {fmt(d['mean_prefix_depth'], 1)}",
-        f"mean serving distance R̄     {fmt(d['mean_distance'])}",
-        f"stable (all ρ_s < 1)        {d['stable']}",
+        f"offloading ratio            {fmt(d['offload_ratio'])}",
+        f"mean reused prefix [tokens] {fmt(d['mean_prefix_depth'], 1)}",
+        f"mean serving distance       {fmt(d['mean_distance'])}",
+        f"stable (every load < 1)     {d['stable']}",
         f"fixed point                 {fp['method']}: converged={fp['converged']} iterations={fp['iterations']} "
         f"residual={fp['residual']:.2e}",
         "",
-        f"{'profile':<12}{'share':>7}{'c_s':>5}{'B_s':>9}{'λq_s':>9}{'ρ_s':>8}{'P^W_s':>8}{'W̄_s [s]':>10}",
+        f"{'profile':<12}{'share':>7}{'servers':>8}{'memory':>9}{'arrivals/s':>11}{'load':>7}{'wait prob.':>11}{'mean wait [s]':>14}",
     ]
     for t in d["tiers"]:
         lines.append(
-            f"{t['profile']:<12}{t['share']:>7.3f}{t['concurrency']:>5d}{t['memory']:>9.4f}"
-            f"{fmt(t['arrival_rate'], 3):>9}{fmt(t['utilization'], 3):>8}{fmt(t['wait_probability'], 3):>8}"
-            f"{fmt(t['mean_wait'], 4):>10}"
+            f"{t['profile']:<12}{t['share']:>7.3f}{t['concurrency']:>8d}{t['memory']:>9.4f}"
+            f"{fmt(t['arrival_rate'], 3):>11}{fmt(t['utilization'], 3):>7}{fmt(t['wait_probability'], 3):>11}"
+            f"{fmt(t['mean_wait'], 4):>14}"
         )
     profiles = list(d["mix"])
-    lines += ["", "association A_{s,q}", f"{'type':<12}" + "".join(f"{p:>12}" for p in profiles)]
+    lines += ["", "association: share of each request type served by each profile",
+              f"{'type':<12}" + "".join(f"{p:>12}" for p in profiles)]
     for q, row in d["association"].items():
         lines.append(f"{q:<12}" + "".join(f"{row[p]:>12.4f}" for p in profiles))
     return "\n".join(lines)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 def render(name: str, budget: float | None, gamma: float, solution: MigrationSolution) -> str:
     lines = [
-        f"instance {name}  m_max {budget if budget is not None else '∞'}  γ {gamma:g}",
+        f"instance {name}  change budget m_max {budget if budget is not None else '∞'}  byte weight γ {gamma:g}",
         "current  " + "  ".join(f"{k}={v:.4f}" for k, v in solution.current.items()),
     ]
     for e in solution.epochs:

@@ -8,8 +8,10 @@ from edgeprefix.commands._common import (
     add_instance_argument,
     fmt,
     instance_from_args,
+    network_text,
     parse_mix,
     print_json,
+    target_text,
 )
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.density import density_problem
@@ -45,14 +47,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(plan.to_dict())
     else:
-        print(render(instance.name, problem.objective.target, plan))
+        print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args))
     return 0
 
 
-def render(name: str, target: float, plan: DensityPlan) -> str:
+def render(name: str, target: float, plan: DensityPlan, network: str = "", args: argparse.Namespace | None = None) -> str:
+    """The text output; the header names the run's settings and the options that overrode the instance."""
     how = f"joint with the mix ({plan.method})" if plan.joint else "for the given mix"
+    head = [f"instance {name}", network, f"reliability ζ = {plan.reliability:g}",
+            target_text("τ_0", target, args or argparse.Namespace()), how]
     return "\n".join([
-        f"instance {name}  reliability ζ = {plan.reliability:g}  target τ_0 = {target:g} s  {how}",
+        "  ".join(filter(None, head)),
         f"edge density λ_b   {plan.edge_density:.4f}   (misses ζ at {plan.lower:.4f})",
         f"coverage           {fmt(plan.coverage)}",
         "mix                " + "  ".join(f"{k}={v:.4f}" for k, v in plan.mix.items()),

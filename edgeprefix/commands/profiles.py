@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeprefix.commands._common import print_json
+from edgeprefix.commands._common import print_json, wrote
 from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
 from edgeprefix.placement.pipeline.calibration import (
@@ -187,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(_render(report))
+    if args.out is not None:
+        wrote(args.out)
     return 0
 
 
@@ -250,23 +252,25 @@ def _render(r: dict[str, Any]) -> str:
         + (f", RMS relative error {100 * cal['rms_relative']:.1f} %" if "rms_relative" in cal else "")
         + f"); decode {cal['decode_per_token'] * 1e3:.1f} ms/token",
         f"memory: M = {r['deployment']['memory']:.3f} sequences of {r['deployment']['sequence_tokens']:.0f} tokens, "
-        f"κ = {r['deployment']['kv_per_token']:.3g} per token, cap B_cap = {r['memory_cap']:.3f}, k_min = {r['min_support']}",
+        f"KV cache κ = {r['deployment']['kv_per_token']:.3g} per token, profile memory cap {r['memory_cap']:.3f}, "
+        f"minimum support {r['min_support']} requests",
         "",
     ]
     w = max(len(p["id"]) for p in r["profiles"]) + 2
-    lines.append(f"{'profile':<{w}}{'prefixes':>9}{'tokens':>10}{'B_s':>9}{'c_s':>6}   hit depth h_{{s,q}} of the 3 most likely types")
+    lines.append(f"{'profile':<{w}}{'prefixes':>9}{'tokens':>10}{'memory':>9}{'servers':>8}   cached prefix tokens of the 3 most likely request types")
     top = sorted(r["requests"], key=lambda q: -q["probability"])[:3]
     for p in r["profiles"]:
         hits = "  ".join(f"{q['id']}:{p['hit_depth'][q['id']]:.0f}" for q in top)
-        lines.append(f"{p['id']:<{w}}{p['prefixes']:>9d}{p['cached_tokens']:>10.0f}{p['memory']:>9.3f}{p['concurrency']:>6d}   {hits}")
+        lines.append(f"{p['id']:<{w}}{p['prefixes']:>9d}{p['cached_tokens']:>10.0f}{p['memory']:>9.3f}{p['concurrency']:>8d}   {hits}")
     if r["pruned"] or r["infeasible"]:
-        lines.append(f"pruned as dominated: {r['pruned'] or '-'}; infeasible (c_s < 1): {r['infeasible'] or '-'}")
+        lines.append(f"pruned as dominated: {r['pruned'] or '-'}; infeasible (no room for one request): {r['infeasible'] or '-'}")
     wq = max(len(q["id"]) for q in r["requests"]) + 2
-    lines += ["", f"{len(r['requests'])} request types (top 5 by p_q):", f"{'type':<{wq}}{'p_q':>9}{'L_q':>10}{'D_q [s]':>9}"]
+    lines += ["", f"{len(r['requests'])} request types (the 5 most likely):", f"{'type':<{wq}}{'share':>9}{'tokens':>10}{'decode [s]':>11}"]
     for q in top + sorted(r["requests"], key=lambda q: -q["probability"])[3:5]:
-        lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>9.2f}")
+        lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>11.2f}")
     n = r["network"]
     lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
                   f"τ_0 = {n['target']:.3f} s"]
-    lines.append(f"instance written to {r['instance']}" if r["instance"] else "instance not written (use --out FILE)")
+    if not r["instance"]:
+        lines.append("instance not written (use --out FILE)")
     return "\n".join(lines)

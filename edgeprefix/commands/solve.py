@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,16 @@ from edgeprefix.commands._common import (
     add_instance_argument,
     fmt,
     instance_from_args,
+    network_text,
     print_json,
+    target_text,
+    wrote,
 )
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.model.instance import atomic_write_text
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
 from edgeprefix.solvers.result import history_csv
@@ -47,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (no progress bar)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -103,24 +109,18 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"resolution": args.resolution}
 
 
-class ProgressBar:
-    """A one-line progress bar on stderr (shown only on a terminal)."""
+def progress_callback(budget: int | None, method: str) -> tuple[Callable[[Progress], None], Any]:
+    """A solver callback that advances a tqdm bar (stderr, silent off a terminal) and the bar itself."""
+    bar = progress_bar(total=budget, desc=f"solve {method}", unit="eval")
+    seen = [0]
 
-    def __init__(self, budget: int | None, stream: Any = None) -> None:
-        self.budget = budget
-        self.stream = stream or sys.stderr
+    def callback(progress: Progress) -> None:
+        bar.update(progress.nfev - seen[0])
+        seen[0] = progress.nfev
+        if math.isfinite(progress.best_coverage):
+            bar.set_postfix_str(f"best coverage {progress.best_coverage:.4f}", refresh=False)
 
-    def __call__(self, progress: Progress) -> None:
-        total = self.budget or progress.nfev
-        done = int(30 * progress.nfev / max(total, 1))
-        self.stream.write(
-            f"\r[{'#' * done}{'.' * (30 - done)}] {progress.nfev}/{self.budget or '?'}  best coverage {progress.best_coverage:.4f}"
-        )
-        self.stream.flush()
-
-    def close(self) -> None:
-        self.stream.write("\n")
-        self.stream.flush()
+    return callback, bar
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,38 +133,40 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None and SOLVERS[args.method].RESUMABLE:
         options["storage"] = str(Path(args.out) / "study.db")
     on_dask = distributed_options(args, options)
-    bar = ProgressBar(budget) if not args.json and sys.stderr.isatty() else None
+    callback, bar = progress_callback(budget, args.method)
     try:
         if on_dask:
             with dask_client(args.dask, args.workers) as client:
-                result = grid_search(problem, client=client, budget=budget, callback=bar, **options)
+                result = grid_search(problem, client=client, budget=budget, callback=callback, **options)
         else:
-            result = solve(problem, args.method, budget=budget, seed=args.seed, callback=bar, **options)
+            result = solve(problem, args.method, budget=budget, seed=args.seed, callback=callback, **options)
     except WorkersFailed as exc:
         print(f"edgeprefix solve: error: {exc}", file=sys.stderr)
         return EXIT_WORKERS_FAILED
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "seed": args.seed, **result.to_dict()}
-    if args.out is not None:
-        write_outputs(Path(args.out), payload, result, problem.variable_names)
+    written = write_outputs(Path(args.out), payload, result, problem.variable_names) if args.out is not None else []
     if args.json:
         print_json(payload)
     else:
-        print(render(payload, result))
+        print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
+    for path in written:
+        wrote(path)
     if not result.success:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
 
 
-def render(payload: dict[str, Any], result: Result) -> str:
+def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:
+    """The text output: a header with the settings (overrides marked), the best mix, its coverage."""
     extras = result.extras
     lines = [
-        f"instance {payload['instance']}  method {result.method}  seed {payload['seed']}  policy {payload['policy']}",
+        "  ".join(filter(None, [f"instance {payload['instance']}", network, f"method {result.method}", f"seed {payload['seed']}",
+                                f"policy {payload['policy']}", target])),
         "best mix  " + "  ".join(f"{k}={v:.4f}" for k, v in result.mix.items()),
-        f"coverage P_cov(τ_0 = {payload['target']:g} s)   {fmt(result.coverage)}   feasible {result.success}",
+        f"TTFT coverage at τ_0 = {payload['target']:g} s   {fmt(result.coverage)}   feasible {result.success}",
         f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
     ]
     if extras.get("projections"):
@@ -174,28 +176,41 @@ def render(payload: dict[str, Any], result: Result) -> str:
     return "\n".join(lines)
 
 
-def write_plot(path: Path, result: Result) -> None:
-    """PNG of the best-so-far coverage against evaluations, written atomically."""
+def best_so_far_figure(result: Result, target: float | None = None) -> Any:
+    """Figure of the best-so-far feasible TTFT coverage against evaluations (evaluations before
+    the first feasible mix are left blank)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(range(1, result.nfev + 1), result.best_coverage_history, lw=1.5)
-    ax.set_xlabel("evaluation")
-    ax.set_ylabel("best-so-far coverage $P_{cov}(\\tau_0)$")
-    ax.set_title(f"{result.method}: best {result.coverage:.4f}")
+    history = [float(v) for v in result.best_coverage_history]
+    ax.plot(range(1, len(history) + 1), [v if math.isfinite(v) else float("nan") for v in history], lw=1.5)
+    ax.set_xlabel("objective evaluations")
+    at = f" at τ₀ = {target:g} s" if target is not None else ""
+    ax.set_ylabel(f"best-so-far TTFT coverage{at}")
+    ax.set_title(f"{result.method}: best coverage {fmt(result.coverage)} after {result.nfev} evaluations")
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def write_plot(path: Path, result: Result, target: float | None = None) -> None:
+    """PNG of the best-so-far coverage against evaluations, written atomically."""
+    import matplotlib.pyplot as plt
+
+    fig = best_so_far_figure(result, target)
     try:
         atomic_savefig(fig, path, dpi=100)
     finally:
         plt.close(fig)
 
 
-def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...]) -> None:
+def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...]) -> list[Path]:
+    """``result.json``, ``history.csv`` and ``best_so_far.png`` in ``folder``; returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "result.json", json.dumps(payload, indent=2, allow_nan=False) + "\n")
     atomic_write_text(folder / "history.csv", history_csv(result, names))
-    write_plot(folder / "best_so_far.png", result)
+    write_plot(folder / "best_so_far.png", result, payload.get("target"))
+    return [folder / "result.json", folder / "history.csv", folder / "best_so_far.png"]

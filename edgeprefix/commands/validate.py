@@ -6,16 +6,18 @@ Three checks, each printed as analytical vs simulated with its error:
    the three policies;
 2. queue tail — an event-driven FCFS M/M/c run per active tier at the load-aware
    operating point vs Erlang C (``P^W``, ``W̄``, Kolmogorov distance of the wait CDF);
-3. coverage — the network simulator vs eq. (39), the Gamma-law correction and the
-   node-level Erlang-C coverage at ``--intensities``.
+3. coverage — the network simulator vs the analysis (eq. (39)), the Gamma-law correction
+   and the node-level Erlang-C coverage at ``--intensities``.
 
 ``--baselines`` adds the policy table (analytical policies, online router, production
-baselines) and a telemetry-period sweep.  ``--out DIR`` writes PNG plots atomically.
+baselines) and a telemetry-period sweep.  ``--out DIR`` writes PNG plots atomically.  A
+progress bar counts the steps on stderr (on a terminal).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,11 +28,14 @@ from edgeprefix.commands._common import (
     add_instance_argument,
     fmt,
     instance_from_args,
+    network_text,
     parse_mix,
     print_json,
+    wrote,
 )
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.association_mc import simulate_instance_association
 from edgeprefix.placement.simulation.compare import (
     ANALYTICAL_POLICIES,
@@ -45,6 +50,9 @@ from edgeprefix.placement.simulation.layout import (
     sample_layout,
 )
 from edgeprefix.placement.simulation.mmc import simulate_mmc
+
+# the telemetry periods of ``--baselines`` (staleness_sweep's default), run one at a time
+STALENESS_PERIODS = tuple(inspect.signature(staleness_sweep).parameters["periods"].default)
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
@@ -93,30 +101,49 @@ def run(args: argparse.Namespace) -> int:
     tau = float(instance.placement.target if args.target is None else args.target)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
                    layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"))
-    report = {
-        "instance": instance.name,
-        "target": tau,
-        "association": _association(instance, mix, args.samples, args.seed, tau),
-        "queues": _queues(instance, mix, args.customers, args.seed, tau),
-        "edge_effect": _edge_effect(instance, mix, spec.layout, args.seed),
-        "coverage": [row.to_dict() for row in compare_coverage(
-            instance, mix, intensities=intensities, spec=spec, replications=args.replications, tau=tau, seed=args.seed)],
-    }
-    if args.baselines:
-        small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
-        report["policies"] = policy_table(instance, mix, intensities=intensities, spec=small, tau=tau, seed=args.seed)
-        report["staleness"] = staleness_sweep(instance.with_network(request_intensity=max(intensities)), mix,
-                                              spec=small, tau=tau, seed=args.seed)
+    small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
+    cells = [(lam, policy) for lam in intensities for policy in ANALYTICAL_POLICIES]
+    steps = len(ANALYTICAL_POLICIES) + 2 + len(cells) + (len(intensities) + len(STALENESS_PERIODS) if args.baselines else 0)
+    report: dict = {"instance": instance.name, "target": tau}
+    with progress_bar(total=steps, desc="validate", unit="step") as bar:
+        def step(label: str) -> None:
+            bar.set_postfix_str(label, refresh=False)
+            bar.update(1)
+
+        report["association"] = _association(instance, mix, args.samples, args.seed, tau, step)
+        report["queues"] = _queues(instance, mix, args.customers, args.seed, tau)
+        step("queues")
+        report["edge_effect"] = _edge_effect(instance, mix, spec.layout, args.seed)
+        step("edge effect")
+        # one (Λ, policy) cell at a time: the same seeds as one call over all cells, so the same rows
+        report["coverage"] = []
+        for lam, policy in cells:
+            rows = compare_coverage(instance, mix, intensities=(lam,), policies=(policy,), spec=spec,
+                                    replications=args.replications, tau=tau, seed=args.seed)
+            report["coverage"] += [row.to_dict() for row in rows]
+            step(f"coverage Λ = {lam:g} {policy}")
+        if args.baselines:
+            report["policies"] = []
+            for lam in intensities:
+                report["policies"] += policy_table(instance, mix, intensities=(lam,), spec=small, tau=tau, seed=args.seed)
+                step(f"policies Λ = {lam:g}")
+            report["staleness"] = []
+            heavy = instance.with_network(request_intensity=max(intensities))
+            for period in STALENESS_PERIODS:
+                report["staleness"] += staleness_sweep(heavy, mix, periods=(period,), spec=small, tau=tau, seed=args.seed)
+                step(f"telemetry period {period:g} s")
     if args.out is not None:
         report["plots"] = write_plots(report, instance, Path(args.out))
     if args.json:
         print_json(report)
     else:
-        print(render(report, instance))
+        print(render(report, instance, network_text(instance, args)))
+    for path in report.get("plots", []):
+        wrote(path)
     return 0
 
 
-def _association(instance, mix, samples: int, seed: int, tau: float) -> dict:
+def _association(instance, mix, samples: int, seed: int, tau: float, step=lambda label: None) -> dict:
     out = {}
     for policy in ANALYTICAL_POLICIES:
         ev = evaluate(instance, mix, policy, target=tau)
@@ -134,6 +161,7 @@ def _association(instance, mix, samples: int, seed: int, tau: float) -> dict:
             "mean_distance_simulated": float(np.nansum(
                 np.asarray(instance.probabilities)[None, :] * mc.association * np.nan_to_num(mc.mean_distance()))),
         }
+        step(f"association {policy}")
     return out
 
 
@@ -178,111 +206,141 @@ def _queues(instance, mix, customers: int, seed: int, tau: float) -> list[dict]:
     return rows
 
 
-def render(report: dict, instance) -> str:
-    lines = [f"instance {report['instance']}  target τ = {report['target']:g} s", "", "association A_{s,q}: Monte Carlo vs Theorem 1"]
-    lines.append(f"{'policy':<12}{'max |err|':>11}{'binom. SE':>11}{'R̄ ana':>9}{'R̄ sim':>9}{'seconds':>9}")
+def render(report: dict, instance, network: str = "") -> str:
+    """The text report: one table per check, in plain words."""
+    head = "  ".join(filter(None, [f"instance {report['instance']}", network, f"target τ = {report['target']:g} s"]))
+    lines = [head, "", "association (share of each request type served by each profile): Monte Carlo vs analysis",
+             f"{'policy':<12}{'max error':>11}{'binom. SE':>11}{'mean distance':>15}{'simulated':>11}{'seconds':>9}"]
     for policy, d in report["association"].items():
         lines.append(f"{policy:<12}{d['max_abs_error']:>11.2e}{d['binomial_se']:>11.2e}"
-                     f"{fmt(d['mean_distance_analytical']):>9}{fmt(d['mean_distance_simulated']):>9}{d['seconds']:>9.3f}")
+                     f"{fmt(d['mean_distance_analytical']):>15}{fmt(d['mean_distance_simulated']):>11}{d['seconds']:>9.3f}")
     lines += ["", "queue tail at the load-aware operating point: FCFS M/M/c simulation vs Erlang C",
-              f"{'profile':<10}{'c':>4}{'ρ':>7}{'P^W ana':>9}{'P^W sim':>9}{'W̄ ana':>9}{'W̄ sim':>9}{'± SE':>8}{'KS':>8}"]
+              f"{'profile':<10}{'servers':>8}{'load':>7}{'wait prob. (Erlang C)':>22}{'simulated':>10}{'mean wait [s] (Erlang C)':>25}"
+              f"{'simulated':>10}{'± SE':>8}{'KS':>8}"]
     for d in report["queues"]:
-        lines.append(f"{d['profile']:<10}{d['servers']:>4d}{d['utilization']:>7.3f}{d['wait_probability_erlang']:>9.4f}"
-                     f"{d['wait_probability_simulated']:>9.4f}{d['mean_wait_erlang']:>9.4f}{d['mean_wait_simulated']:>9.4f}{d['mean_wait_se']:>8.4f}"
-                     f"{d['kolmogorov']:>8.4f}")
-    lines += ["", "edge-effect check (torus): KS of nearest-node distance vs Rayleigh(λ_s); reference 1.36/√n_s",
+        lines.append(f"{d['profile']:<10}{d['servers']:>8d}{d['utilization']:>7.3f}{d['wait_probability_erlang']:>22.4f}"
+                     f"{d['wait_probability_simulated']:>10.4f}{d['mean_wait_erlang']:>25.4f}{d['mean_wait_simulated']:>10.4f}"
+                     f"{d['mean_wait_se']:>8.4f}{d['kolmogorov']:>8.4f}")
+    lines += ["", "edge effect of the torus: Kolmogorov–Smirnov distance of the nearest-node distance per profile "
+                  "vs the plane's Rayleigh law (reference: 1.36/√nodes)",
               "  " + "  ".join(f"{sid}: {fmt(d['kolmogorov'], 3)} (ref {fmt(d['reference'], 3)})"
                                for sid, d in report["edge_effect"].items())]
-    lines += ["", "TTFT coverage: network simulation vs analysis (eq. (39)), Gamma-law correction, node-level Erlang C",
-              f"{'Λ':>4} {'policy':<11}{'sim':>8}{'± SE':>8}{'eq. (39)':>8}{'err':>8}{'Gamma':>8}{'err':>8}{'node':>8}{'err':>8}  closest"]
+    lines += ["", "TTFT coverage: network simulation vs analysis, its Gamma-law correction and node-level Erlang C",
+              f"{'Λ':>4} {'policy':<11}{'simulated':>10}{'± SE':>8}{'analysis':>9}{'error':>8}{'Gamma':>8}{'error':>8}"
+              f"{'node':>8}{'error':>8}  closest"]
     for d in report["coverage"]:
-        lines.append(f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>8.4f}{d['simulated_se']:>8.4f}"
-                     f"{d['analytical']:>8.4f}{d['error_analytical']:>+8.4f}{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
+        lines.append(f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>10.4f}{d['simulated_se']:>8.4f}"
+                     f"{d['analytical']:>9.4f}{d['error_analytical']:>+8.4f}{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
                      f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}  {d['closest']}")
     if "policies" in report:
         ids = instance.profile_ids
-        lines += ["", "policies (simulated): coverage, TTFT quantiles [s], per-tier utilisation",
-                  f"{'Λ':>4} {'router':<19}{'cov':>7}{'eq. (39)':>7}{'p50':>7}{'p95':>7}{'p99':>7}{'rej':>6}  " + " ".join(f"{s:>8}" for s in ids)]
+        lines += ["", "policies (simulated): coverage, TTFT quantiles [s], per-profile utilisation",
+                  f"{'Λ':>4} {'router':<19}{'coverage':>9}{'analysis':>9}{'p50':>7}{'p95':>7}{'p99':>7}{'rejected':>9}  "
+                  + " ".join(f"{s:>8}" for s in ids)]
         for d in report["policies"]:
             util = " ".join(f"{d['tiers'][s]['utilization']:>8.3f}" for s in ids)
-            lines.append(f"{d['intensity']:>4g} {d['router']:<19}{d['coverage']:>7.3f}{fmt(d['analytical_coverage'], 3):>7}"
-                         f"{fmt(d['p50'], 2):>7}{fmt(d['p95'], 2):>7}{fmt(d['p99'], 2):>7}{d['rejected']:>6.3f}  {util}")
+            lines.append(f"{d['intensity']:>4g} {d['router']:<19}{d['coverage']:>9.3f}{fmt(d['analytical_coverage'], 3):>9}"
+                         f"{fmt(d['p50'], 2):>7}{fmt(d['p95'], 2):>7}{fmt(d['p99'], 2):>7}{d['rejected']:>9.3f}  {util}")
         lines += ["", f"telemetry period sweep at Λ = {max(d['intensity'] for d in report['policies']):g} "
-                  "(load_aware_online, k = 2; 'acct': the router counts its own in-flight requests)",
-                  f"{'Δt [s]':>8}{'coverage':>10}{'p95':>8}{'acct cov':>10}{'acct p95':>10}"]
+                  "(load_aware_online, k = 2; 'counting': the router also counts its own in-flight requests)",
+                  f"{'period [s]':>10}{'coverage':>10}{'p95':>8}{'counting: coverage':>20}{'p95':>8}"]
         by_period: dict[float, dict[bool, dict]] = {}
         for d in report["staleness"]:
             by_period.setdefault(d["refresh_period"], {})[d["local_accounting"]] = d
         for period, pair in by_period.items():
             plain, acct = pair.get(False), pair.get(True)
-            lines.append(f"{period:>8g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"
-                         f"{fmt(acct and acct['coverage']):>10}{fmt(acct and acct['p95'], 2):>10}")
-    if "plots" in report:
-        lines += ["", "plots: " + ", ".join(report["plots"])]
+            lines.append(f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"
+                         f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}")
     return "\n".join(lines)
 
 
 def _save(fig, path: Path) -> None:
-    """Save a figure atomically."""
-    atomic_savefig(fig, path, dpi=120)
+    """Save a figure atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        atomic_savefig(fig, path, dpi=120)
+    finally:
+        plt.close(fig)
 
 
-def write_plots(report: dict, instance, out: Path) -> list[str]:
-    """Association bars, queue-tail summary and coverage vs Λ as PNG files in ``out``."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
+    return plt
+
+
+def association_figure(report: dict, instance):
+    """Bars of the association shares, analysis beside Monte Carlo, one panel per policy."""
+    plt = _pyplot()
     sids, qids = instance.profile_ids, instance.request_ids
-    fig, axes = plt.subplots(1, len(report["association"]), figsize=(4 * len(report["association"]), 3.4), squeeze=False)
+    n = len(report["association"])
+    fig, axes = plt.subplots(1, n, figsize=(4 * n, 3.8), squeeze=False, layout="constrained")
     for ax, (policy, d) in zip(axes[0], report["association"].items()):
         ana, sim = np.asarray(d["analytical"]), np.asarray(d["simulated"])
-        labels = [f"{s}|{q}" for s in sids for q in qids]
+        labels = [f"{s} | {q}" for s in sids for q in qids]
         x = np.arange(len(labels))
-        ax.bar(x - 0.2, ana.ravel(), 0.4, label="Theorem 1")
+        ax.bar(x - 0.2, ana.ravel(), 0.4, label="analysis")
         ax.bar(x + 0.2, sim.ravel(), 0.4, label="Monte Carlo")
         ax.set_xticks(x, labels, rotation=60, fontsize=7)
-        ax.set_title(f"{policy}: max err {d['max_abs_error']:.1e}", fontsize=9)
-    axes[0][0].set_ylabel("A_{s,q}")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    _save(fig, out / "association.png")
-    plt.close(fig)
-    written.append(str(out / "association.png"))
+        ax.set_xlabel("profile | request type", fontsize=8)
+        ax.set_ylabel("share of the type served by the profile", fontsize=8)
+        ax.set_title(f"{policy}: largest error {d['max_abs_error']:.1e}", fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="outside upper right")
+    fig.suptitle("association: analysis vs Monte Carlo", fontsize=10)
+    return fig
 
-    if report["queues"]:
-        fig, ax = plt.subplots(figsize=(5, 3.4))
-        names = [d["profile"] for d in report["queues"]]
-        x = np.arange(len(names))
-        ax.bar(x - 0.2, [d["wait_probability_erlang"] for d in report["queues"]], 0.4, label="Erlang C P^W")
-        ax.bar(x + 0.2, [d["wait_probability_simulated"] for d in report["queues"]], 0.4, label="M/M/c simulation")
-        ax.set_xticks(x, names)
-        ax.set_ylabel("P(W > 0)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        _save(fig, out / "queues.png")
-        plt.close(fig)
-        written.append(str(out / "queues.png"))
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+def queues_figure(report: dict):
+    """Probability of waiting per profile: Erlang C beside the M/M/c simulation."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.6), layout="constrained")
+    names = [d["profile"] for d in report["queues"]]
+    x = np.arange(len(names))
+    ax.bar(x - 0.2, [d["wait_probability_erlang"] for d in report["queues"]], 0.4, label="Erlang C (analysis)")
+    ax.bar(x + 0.2, [d["wait_probability_simulated"] for d in report["queues"]], 0.4, label="M/M/c simulation")
+    ax.set_xticks(x, names)
+    ax.set_xlabel("profile")
+    ax.set_ylabel("probability of waiting")
+    ax.set_title("queue tail at the load-aware operating point", fontsize=10)
+    fig.legend(fontsize=7, loc="outside right upper")
+    return fig
+
+
+def coverage_figure(report: dict):
+    """TTFT coverage vs request intensity: simulation (±2 SE) and the three analytical curves per policy."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
     for i, policy in enumerate(ANALYTICAL_POLICIES):
         rows = [d for d in report["coverage"] if d["policy"] == policy]
         if not rows:
             continue
         lam = [d["intensity"] for d in rows]
         color = f"C{i}"
-        ax.plot(lam, [d["analytical"] for d in rows], "-", color=color, label=f"{policy} eq. (39)")
-        ax.plot(lam, [d["gamma"] for d in rows], ":", color=color, label=f"{policy} Gamma")
-        ax.plot(lam, [d["node_erlang"] for d in rows], "--", color=color, label=f"{policy} node Erlang")
+        ax.plot(lam, [d["analytical"] for d in rows], "-", color=color, label=f"{policy}: analysis")
+        ax.plot(lam, [d["gamma"] for d in rows], ":", color=color, label=f"{policy}: Gamma-law correction")
+        ax.plot(lam, [d["node_erlang"] for d in rows], "--", color=color, label=f"{policy}: node-level Erlang C")
         ax.errorbar(lam, [d["simulated"] for d in rows], yerr=[2 * d["simulated_se"] for d in rows], fmt="o",
-                    color=color, label=f"{policy} simulation")
-    ax.set_xlabel("request intensity Λ")
-    ax.set_ylabel(f"P(TTFT ≤ {report['target']:g} s)")
-    ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    _save(fig, out / "coverage.png")
-    plt.close(fig)
-    written.append(str(out / "coverage.png"))
+                    color=color, label=f"{policy}: simulation ± 2 SE")
+    ax.set_xlabel("request intensity Λ [requests per unit area per second]")
+    ax.set_ylabel(f"share of requests with TTFT ≤ {report['target']:g} s")
+    ax.set_title("TTFT coverage: network simulation vs analysis", fontsize=10)
+    fig.legend(fontsize=7, loc="outside right upper")
+    return fig
+
+
+def write_plots(report: dict, instance, out: Path) -> list[str]:
+    """association.png, queues.png (when a tier is active) and coverage.png in ``out``, each atomically."""
+    written = []
+    figures = [("association.png", association_figure(report, instance))]
+    if report["queues"]:
+        figures.append(("queues.png", queues_figure(report)))
+    figures.append(("coverage.png", coverage_figure(report)))
+    for name, fig in figures:
+        _save(fig, out / name)
+        written.append(str(out / name))
     return written

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.errors import InstanceError, plain
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -43,7 +43,7 @@ class QuadraticPrefill:
         for name in ("linear", "quadratic", "intercept"):
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:
-                raise InstanceError(f"prefill.{name}", f"must be a finite number >= 0, got {value!r}")
+                raise InstanceError(f"prefill.{name}", f"must be a finite number >= 0, got {plain(value)}")
 
     def __call__(self, tokens: npt.ArrayLike) -> FloatArray:
         n = np.asarray(tokens, dtype=float)

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import brentq
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -131,7 +131,7 @@ class Evaluation:
         if tau is None or isinstance(tau, (int, float)):
             t = self.target if tau is None else float(tau)
             if not t >= 0:
-                raise ValueError(f"target: τ must be >= 0 seconds, got {t!r}")
+                raise ValueError(f"target: τ must be >= 0 seconds, got {plain(t)}")
             pairs = self._coverage_pairs(t, queue)
             return min(1.0, max(0.0, float(self.instance.probabilities @ pairs.sum(axis=0))))
         taus = np.asarray(tau, dtype=float)
@@ -154,12 +154,14 @@ class Evaluation:
     def ttft_quantile(self, reliability: float) -> float:
         """``τ_ζ = inf{τ : P_cov(τ) ≥ ζ}`` (eq. (43)); ``inf`` when unstable tiers make ``ζ`` unreachable."""
         if not 0.0 < reliability < 1.0:
-            raise ValueError(f"reliability: ζ must lie in (0, 1), got {reliability!r}")
+            raise ValueError(f"reliability: ζ must lie in (0, 1), got {plain(reliability)}")
         if self.max_coverage < reliability:
             return float("inf")
         hi = max(self.target, 1e-3)
         while self.coverage(hi) < reliability:
             hi *= 2.0
+        from scipy.optimize import brentq  # only quantiles need it; keeps evaluate's start-up cheap
+
         return float(brentq(lambda t: self.coverage(t) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
 
     # -- scalar metrics ---------------------------------------------------------------------
@@ -293,7 +295,7 @@ def evaluate(
     pi = instance.mix_vector(mix)
     tau = instance.placement.target if target is None else float(target)
     if not (np.isfinite(tau) and tau > 0):
-        raise ValueError(f"target: τ must be a positive number of seconds, got {tau!r}")
+        raise ValueError(f"target: τ must be a positive number of seconds, got {plain(tau)}")
     kernel = kernel or AnalyticKernel()
     net = instance.network
     xi, alpha = net.radio_scale, net.radio_exponent

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import root
+
+from edgeprefix.placement.errors import plain
 
 FloatArray = npt.NDArray[np.float64]
 METHODS = ("robust", "damped")
@@ -66,7 +67,7 @@ def damped_iteration(
 ) -> tuple[FloatArray, FixedPointReport]:
     """The paper's damped iteration (eq. (34)) with the stopping rule of eq. (36)."""
     if not 0.0 < damping <= 1.0:
-        raise ValueError(f"damping: η must lie in (0, 1], got {damping!r}")
+        raise ValueError(f"damping: η must lie in (0, 1], got {plain(damping)}")
     t = _Counted(fn)
     w = np.array(start, dtype=float)
     history = [tuple(w)] if record else []
@@ -198,6 +199,8 @@ def robust_solve(
             return w, FixedPointReport(method, True, steps, t.calls, w_residual(v_newton, f_newton))
         v0 = v_newton if np.all(np.isfinite(v_newton)) else v0
     options = {"xtol": 1e-12, "maxfev": 200 * (w0.size + 1)}
+    from scipy.optimize import root  # the rare fallback; keeps evaluate's start-up cheap
+
     sol = root(residual_v, v0, method="hybr", options=options)
     w = np.exp(np.asarray(sol.x, dtype=float)) - w_shift
     residual = float(np.max(np.abs(t(w) - w)))

@@ -22,7 +22,7 @@ import numpy.typing as npt
 import tomli_w
 
 from edgeprefix.placement.atomic import atomic_write_text
-from edgeprefix.placement.errors import InstanceError, MixError
+from edgeprefix.placement.errors import InstanceError, MixError, plain
 from edgeprefix.placement.model.costs import (
     PiecewiseLinearPrefill,
     PrefillModel,
@@ -97,10 +97,10 @@ class PlacementSpec:
         if self.memory_budget is not None:
             _check_positive("placement.memory_budget", self.memory_budget, allow_zero=True)
         if not (np.isfinite(self.fallback_min) and 0.0 <= self.fallback_min <= 1.0):
-            raise InstanceError("placement.fallback_min", f"must lie in [0, 1], got {self.fallback_min!r}")
+            raise InstanceError("placement.fallback_min", f"must lie in [0, 1], got {plain(self.fallback_min)}")
         for sid, cap in self.max_share:
             if not (np.isfinite(cap) and 0.0 <= cap <= 1.0):
-                raise InstanceError(f"placement.max_share.{sid}", f"must lie in [0, 1], got {cap!r}")
+                raise InstanceError(f"placement.max_share.{sid}", f"must lie in [0, 1], got {plain(cap)}")
 
 
 def _readonly(array: npt.ArrayLike, dtype: Any = float) -> np.ndarray:
@@ -231,7 +231,7 @@ class Instance:
         if not np.all(np.isfinite(pi)) or np.any(pi < 0):
             raise MixError(f"{field_name}: shares must be finite and >= 0, got {dict(zip(ids, pi.tolist()))}")
         if abs(pi.sum() - 1.0) > MIX_TOLERANCE:
-            raise MixError(f"{field_name}: shares must sum to 1 (±1e-9), got {pi.sum()!r}")
+            raise MixError(f"{field_name}: shares must sum to 1 (±1e-9), got {plain(pi.sum())}")
         bad = [sid for sid, share, c in zip(ids, pi, self.concurrency) if share > 0 and c < 1]
         if bad:
             raise MixError(f"{field_name}: profile {bad[0]!r} has concurrency c_s < 1 and must get share 0")
@@ -287,25 +287,25 @@ def _check_keys(where: str, data: Any, required: set[str], optional: set[str] = 
 
 def _number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InstanceError(where, f"must be a number, got {value!r}")
+        raise InstanceError(where, f"must be a number, got {plain(value)}")
     return float(value)
 
 
 def _string(where: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise InstanceError(where, f"must be a non-empty string, got {value!r}")
+        raise InstanceError(where, f"must be a non-empty string, got {plain(value)}")
     return value
 
 
 def _string_list(where: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise InstanceError(where, f"must be a list of ids, got {value!r}")
+        raise InstanceError(where, f"must be a list of ids, got {plain(value)}")
     return tuple(_string(f"{where}[{i}]", v) for i, v in enumerate(value))
 
 
 def _share_table(where: str, value: Any) -> tuple[tuple[str, float], ...]:
     if not isinstance(value, Mapping):
-        raise InstanceError(where, f"must be a table of profile id -> share, got {value!r}")
+        raise InstanceError(where, f"must be a table of profile id -> share, got {plain(value)}")
     return tuple((str(k), _number(f"{where}.{k}", v)) for k, v in value.items())
 
 

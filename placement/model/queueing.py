@@ -11,6 +11,8 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
+
 FloatArray = npt.NDArray[np.float64]
 RHO_CLIP = 0.99  # ρ_clip: above it the advertised delay continues linearly (docs/model.md §7)
 
@@ -148,7 +150,7 @@ def advertised_wait(
     ``+inf``.  This is on the fixed point's hot path: a few tiers run on Python floats.
     """
     if not 0.0 < rho_clip < 1.0:
-        raise ValueError(f"rho_clip: must lie in (0, 1), got {rho_clip!r}")
+        raise ValueError(f"rho_clip: must lie in (0, 1), got {plain(rho_clip)}")
     a, c, m = np.broadcast_arrays(
         np.asarray(offered_load, dtype=float), np.asarray(servers, dtype=float), np.asarray(mean_service, dtype=float)
     )
@@ -175,7 +177,7 @@ def advertised_wait_and_slope(
     The derivative in the mean service time at fixed ``a`` is ``W / (1/μ)`` (``W`` is linear in it).
     """
     if not 0.0 < rho_clip < 1.0:
-        raise ValueError(f"rho_clip: must lie in (0, 1), got {rho_clip!r}")
+        raise ValueError(f"rho_clip: must lie in (0, 1), got {plain(rho_clip)}")
     a = np.asarray(offered_load, dtype=float)
     c = np.asarray(servers, dtype=float)
     m = np.asarray(mean_service, dtype=float)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.errors import InstanceError, plain
 
 PROBABILITY_TOLERANCE = 1e-9  # |Σ_q p_q − 1| allowed
 
@@ -21,7 +21,7 @@ def _check_positive(field: str, value: float, *, allow_zero: bool = False) -> No
     ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
     if not ok:
         bound = ">= 0" if allow_zero else "> 0"
-        raise InstanceError(field, f"must be a finite number {bound}, got {value!r}")
+        raise InstanceError(field, f"must be a finite number {bound}, got {plain(value)}")
 
 
 def check_unique_ids(field: str, ids: Iterable[str]) -> None:
@@ -131,4 +131,4 @@ def validate_requests(requests: tuple[RequestType, ...], forest: PrefixForest) -
                 )
     total = float(sum(q.probability for q in requests))
     if abs(total - 1.0) > PROBABILITY_TOLERANCE:
-        raise InstanceError("requests.probability", f"probabilities must sum to 1 (±1e-9), got {total!r}")
+        raise InstanceError("requests.probability", f"probabilities must sum to 1 (±1e-9), got {plain(total)}")

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import nnls
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.costs import PiecewiseLinearPrefill, QuadraticPrefill
 
 FloatArray = npt.NDArray[np.float64]
@@ -142,9 +143,9 @@ def _float(path: object, row: int, name: str, value: str) -> float:
     try:
         out = float(value)
     except (TypeError, ValueError):
-        raise CalibrationError(f"{path}: row {row}, column {name!r}: not a number: {value!r}") from None
+        raise CalibrationError(f"{path}: row {row}, column {name!r}: not a number: {plain(value)}") from None
     if not math.isfinite(out):
-        raise CalibrationError(f"{path}: row {row}, column {name!r}: must be finite, got {value!r}")
+        raise CalibrationError(f"{path}: row {row}, column {name!r}: must be finite, got {plain(value)}")
     return out
 
 
@@ -246,9 +247,9 @@ class ModelSpec:
         for name in ("layers", "kv_heads", "head_dim", "dtype_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise CalibrationError(f"model.{name} must be a positive integer, got {value!r}")
+                raise CalibrationError(f"model.{name} must be a positive integer, got {plain(value)}")
         if self.parameters is not None and not (math.isfinite(self.parameters) and self.parameters > 0):
-            raise CalibrationError(f"model.parameters must be > 0, got {self.parameters!r}")
+            raise CalibrationError(f"model.parameters must be > 0, got {plain(self.parameters)}")
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -277,7 +278,7 @@ def _config_int(path: object, config: Mapping[str, object], *names: str) -> int 
         if name in config and config[name] is not None:
             value = config[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise CalibrationError(f"{path}: field {name!r} must be a positive integer, got {value!r}")
+                raise CalibrationError(f"{path}: field {name!r} must be a positive integer, got {plain(value)}")
             return value
     return None
 
@@ -326,7 +327,7 @@ def kv_bytes_per_token(spec: ModelSpec, *, block_size: int | None = None, block_
             raise CalibrationError("block_overhead_bytes needs a block_size")
         return float(spec.kv_bytes_per_token)
     if block_size < 1 or block_overhead_bytes < 0:
-        raise CalibrationError(f"block_size must be >= 1 and the overhead >= 0, got {block_size!r}, {block_overhead_bytes!r}")
+        raise CalibrationError(f"block_size must be >= 1 and the overhead >= 0, got {plain(block_size)}, {plain(block_overhead_bytes)}")
     return spec.kv_bytes_per_token + block_overhead_bytes / block_size
 
 
@@ -341,7 +342,7 @@ def kv_bytes(tokens: npt.ArrayLike, kappa: float, *, block_size: int | None = No
 def concurrency_from_memory(gpu_bytes: float, weight_bytes: float, sequence_bytes: float, persistent_bytes: float = 0.0) -> int:
     """``c = floor((M − W − B_s) / m_run)`` (0 when nothing fits)."""
     if sequence_bytes <= 0:
-        raise CalibrationError(f"the per-sequence budget m_run must be > 0, got {sequence_bytes!r}")
+        raise CalibrationError(f"the per-sequence budget m_run must be > 0, got {plain(sequence_bytes)}")
     free = gpu_bytes - weight_bytes - persistent_bytes
     return max(0, int(math.floor(free / sequence_bytes + 1e-12)))
 
@@ -362,7 +363,7 @@ class Deployment:
 
     def __post_init__(self) -> None:
         if not (self.gpu_bytes > 0 and self.sequence_tokens > 0):
-            raise CalibrationError(f"gpu_bytes and sequence_tokens must be > 0, got {self.gpu_bytes!r}, {self.sequence_tokens!r}")
+            raise CalibrationError(f"gpu_bytes and sequence_tokens must be > 0, got {plain(self.gpu_bytes)}, {plain(self.sequence_tokens)}")
         if self.free_bytes <= 0:
             raise CalibrationError(f"weights ({self.weight_bytes:.3g} B) do not fit in GPU memory ({self.gpu_bytes:.3g} B)")
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.pipeline.traces import (
     DEFAULT_BLOCK_SIZE,
     SkipLog,
@@ -49,7 +50,7 @@ class ForestBuilder:
 
     def __init__(self, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-            raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+            raise ValueError(f"block_size must be a positive integer, got {plain(block_size)}")
         self.block_size = block_size
         self.n_requests = 0
         self.occurrences = 0  # Σ_requests path length in blocks

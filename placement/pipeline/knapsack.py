@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
+
 CAP_TOLERANCE = 1e-9  # relative slack on the memory budget
 
 
@@ -47,7 +49,7 @@ def check_knapsack(parent: npt.ArrayLike, weights: npt.ArrayLike, values: npt.Ar
     if np.any(w < 0) or not np.all(np.isfinite(w)) or not np.all(np.isfinite(v)):
         raise ValueError("weights must be finite and >= 0, values finite")
     if not (np.isfinite(cap) and cap >= 0):
-        raise ValueError(f"the memory cap B_cap must be finite and >= 0, got {cap!r}")
+        raise ValueError(f"the memory cap B_cap must be finite and >= 0, got {plain(cap)}")
     return p, w, v
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,
@@ -86,7 +87,7 @@ def marginal_values(forest: RadixForest, g: Prefill) -> FloatArray:
 def eligible_vertices(forest: RadixForest, k_min: int) -> npt.NDArray[np.bool_]:
     """Vertices seen in at least ``k_min`` requests (ancestor-closed since counts shrink downwards)."""
     if k_min < 1:
-        raise ValueError(f"min support k_min must be >= 1, got {k_min!r}")
+        raise ValueError(f"min support k_min must be >= 1, got {plain(k_min)}")
     return forest.count >= k_min
 
 
@@ -234,9 +235,9 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
     from the per-leaf mean lengths (exact to within one block).
     """
     if decode_per_token < 0:
-        raise ValueError(f"decode_per_token must be >= 0, got {decode_per_token!r}")
+        raise ValueError(f"decode_per_token must be >= 0, got {plain(decode_per_token)}")
     if length_quantile is not None and not 0 <= length_quantile <= 1:
-        raise ValueError(f"length_quantile must lie in [0, 1], got {length_quantile!r}")
+        raise ValueError(f"length_quantile must lie in [0, 1], got {plain(length_quantile)}")
     keep = np.zeros(forest.n_vertices, dtype=bool)
     keep[list(retained)] = True
     deepest = _deepest_marked(forest.parent, keep)
@@ -360,9 +361,9 @@ def generate_profiles(
     solves the tree knapsack (exact DP by default; the CLI passes the HiGHS MILP).
     """
     if max_profiles < 1:
-        raise ValueError(f"max_profiles must be >= 1, got {max_profiles!r}")
+        raise ValueError(f"max_profiles must be >= 1, got {plain(max_profiles)}")
     if not (np.isfinite(cap) and cap >= 0):
-        raise ValueError(f"memory cap must be finite and >= 0, got {cap!r}")
+        raise ValueError(f"memory cap must be finite and >= 0, got {plain(cap)}")
     eligible = eligible_vertices(forest, k_min)
     scores = value_scores(forest, g, kappa)
     values = marginal_values(forest, g)

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.costs import PrefillModel
 from edgeprefix.placement.model.instance import Gpu, Instance, Network, PlacementSpec
 from edgeprefix.placement.pipeline.profile_generation import FALLBACK_ID, ProfileSet
@@ -49,12 +50,12 @@ def instance_from_profiles(
 ) -> Instance:
     """Assemble and validate the instance (network numbers per the module docstring)."""
     if not 0 < utilisation < 1:
-        raise ValueError(f"utilisation u must lie in (0, 1), got {utilisation!r}")
+        raise ValueError(f"utilisation u must lie in (0, 1), got {plain(utilisation)}")
     if not 0 < radio_share:
-        raise ValueError(f"radio_share must be > 0, got {radio_share!r}")
+        raise ValueError(f"radio_share must be > 0, got {plain(radio_share)}")
     tau = default_target(profile_set, g) if target is None else float(target)
     if not (math.isfinite(tau) and tau > 0):
-        raise ValueError(f"target τ_0 must be > 0 seconds, got {tau!r}")
+        raise ValueError(f"target τ_0 must be > 0 seconds, got {plain(tau)}")
     p = profile_set.types.probability
     full = np.asarray(g(profile_set.types.length), dtype=float) + profile_set.types.decode
     ids = [s.id for s in profile_set.profiles]

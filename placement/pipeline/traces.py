@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.placement.errors import plain
+
 FORMATS = ("mooncake", "tokens")
 DEFAULT_BLOCK_SIZE = 512  # tokens per KV block of the Mooncake trace
 MAX_SKIP_EXAMPLES = 5
@@ -89,7 +91,7 @@ class SkipLog:
 
 def _check_block_size(block_size: int) -> int:
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+        raise ValueError(f"block_size must be a positive integer, got {plain(block_size)}")
     return block_size
 
 
@@ -113,16 +115,16 @@ def _int_field(line: int, obj: dict[str, Any], name: str, *, minimum: int) -> in
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TraceError(line, name, f"must be an integer, got {value!r}")
+        raise TraceError(line, name, f"must be an integer, got {plain(value)}")
     if value < minimum:
-        raise TraceError(line, name, f"must be >= {minimum}, got {value!r}")
+        raise TraceError(line, name, f"must be >= {minimum}, got {plain(value)}")
     return value
 
 
 def _timestamp(line: int, obj: dict[str, Any], *, scale: float) -> float:
     value = obj.get("timestamp", 0)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise TraceError(line, "timestamp", f"must be a finite number >= 0, got {value!r}")
+        raise TraceError(line, "timestamp", f"must be a finite number >= 0, got {plain(value)}")
     return float(value) * scale
 
 

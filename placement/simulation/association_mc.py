@@ -21,6 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import qmc
 
+from edgeprefix.placement.errors import plain
+
 if TYPE_CHECKING:
     from edgeprefix.placement.model.instance import Instance
 
@@ -92,7 +94,7 @@ def nearest_distances(
     if lam.ndim != 1 or np.any(~np.isfinite(lam)) or np.any(lam < 0) or not np.any(lam > 0):
         raise ValueError(f"densities: λ_s must be finite, >= 0 with one > 0, got {lam.tolist()}")
     if int(samples) < 1:
-        raise ValueError(f"samples: must be >= 1, got {samples!r}")
+        raise ValueError(f"samples: must be >= 1, got {plain(samples)}")
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler: unknown {sampler!r} (valid: {list(SAMPLERS)})")
     rng = np.random.default_rng(seed)

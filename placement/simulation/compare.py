@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.simulation.correction import (
     VORONOI_SHAPE,
@@ -103,7 +104,7 @@ def compare_coverage(
     a network of the simulation's size with ``node_points`` request locations per node.
     """
     if replications < 1:
-        raise ValueError(f"replications: must be >= 1, got {replications!r}")
+        raise ValueError(f"replications: must be >= 1, got {plain(replications)}")
     tau = float(instance.placement.target if tau is None else tau)
     rows = []
     seeds = np.random.SeedSequence(seed).spawn(replications)

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.queueing import erlang_c
 from edgeprefix.placement.simulation.reference import joint_density, radial_grid
 
@@ -34,7 +35,7 @@ def load_distribution(shape: float = VORONOI_SHAPE, *, size_biased: bool = True,
     a request); ``shape = inf`` gives the analysis (``X ≡ 1``).
     """
     if not shape > 0:
-        raise ValueError(f"shape: Gamma shape k must be > 0, got {shape!r}")
+        raise ValueError(f"shape: Gamma shape k must be > 0, got {plain(shape)}")
     if not np.isfinite(shape):
         return np.ones(1), np.ones(1)
     u = (np.arange(points) + 0.5) / points

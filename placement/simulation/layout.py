@@ -16,6 +16,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial import cKDTree
 
+from edgeprefix.placement.errors import plain
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 POSITION_ENCODING = "rope"
@@ -109,11 +111,11 @@ class LayoutSpec:
         if self.counts not in ("poisson", "exact"):
             raise ValueError(f"counts: unknown {self.counts!r} (valid: ['poisson', 'exact'])")
         if not (np.isfinite(self.mean_nodes) and self.mean_nodes >= 1):
-            raise ValueError(f"mean_nodes: must be >= 1, got {self.mean_nodes!r}")
+            raise ValueError(f"mean_nodes: must be >= 1, got {plain(self.mean_nodes)}")
         for name in ("foreign_fraction", "stale_fraction", "mismatch_fraction"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name}: must lie in [0, 1], got {value!r}")
+                raise ValueError(f"{name}: must lie in [0, 1], got {plain(value)}")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.simulation.reference import (
     erlang_c,
     mmc_mean_wait,
@@ -35,7 +36,7 @@ def fcfs_waits(arrival_times: npt.ArrayLike, service_times: npt.ArrayLike, serve
     """
     c = int(servers)
     if c < 1:
-        raise ValueError(f"servers: c must be >= 1, got {servers!r}")
+        raise ValueError(f"servers: c must be >= 1, got {plain(servers)}")
     arrivals = np.asarray(arrival_times, dtype=float)
     services = np.asarray(service_times, dtype=float)
     if arrivals.shape != services.shape or arrivals.ndim != 1:
@@ -123,11 +124,11 @@ def simulate_mmc(
     warmup : fraction of the first customers discarded (the queue starts empty).
     """
     if not (arrival_rate > 0 and service_rate > 0):
-        raise ValueError(f"arrival_rate/service_rate: must be > 0, got {arrival_rate!r}, {service_rate!r}")
+        raise ValueError(f"arrival_rate/service_rate: must be > 0, got {plain(arrival_rate)}, {plain(service_rate)}")
     if arrival_rate >= servers * service_rate:
-        raise ValueError(f"arrival_rate: the queue needs ρ < 1, got ρ = {arrival_rate / (servers * service_rate)!r}")
+        raise ValueError(f"arrival_rate: the queue needs ρ < 1, got ρ = {plain(arrival_rate / (servers * service_rate))}")
     if not 0 <= warmup < 1:
-        raise ValueError(f"warmup: must lie in [0, 1), got {warmup!r}")
+        raise ValueError(f"warmup: must lie in [0, 1), got {plain(warmup)}")
     rng = np.random.default_rng(seed)
     times = np.cumsum(rng.exponential(1.0 / arrival_rate, customers))
     services = rng.exponential(1.0 / service_rate, customers)

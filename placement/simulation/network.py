@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, sample_layout
 from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Router
 
@@ -60,11 +61,11 @@ class SimulationSpec:
 
     def __post_init__(self) -> None:
         if not self.horizon > 0:
-            raise ValueError(f"horizon: must be > 0 seconds, got {self.horizon!r}")
+            raise ValueError(f"horizon: must be > 0 seconds, got {plain(self.horizon)}")
         if not self.warmup >= 0:
-            raise ValueError(f"warmup: must be >= 0 seconds, got {self.warmup!r}")
+            raise ValueError(f"warmup: must be >= 0 seconds, got {plain(self.warmup)}")
         if not self.refresh_period >= 0:
-            raise ValueError(f"refresh_period: Δt must be >= 0, got {self.refresh_period!r}")
+            raise ValueError(f"refresh_period: Δt must be >= 0, got {plain(self.refresh_period)}")
         if self.service not in SERVICE_LAWS:
             raise ValueError(f"service: unknown {self.service!r} (valid: {list(SERVICE_LAWS)})")
 

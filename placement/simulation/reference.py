@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model import queueing
 
 FloatArray = npt.NDArray[np.float64]
@@ -23,9 +24,9 @@ def erlang_c(offered_load: float, servers: int) -> float:
     formula); checks its arguments.  Returns 1 for ``ρ >= 1``.
     """
     if int(servers) < 1:
-        raise ValueError(f"servers: c must be >= 1, got {servers!r}")
+        raise ValueError(f"servers: c must be >= 1, got {plain(servers)}")
     if offered_load < 0:
-        raise ValueError(f"offered_load: a must be >= 0, got {offered_load!r}")
+        raise ValueError(f"offered_load: a must be >= 0, got {plain(offered_load)}")
     return float(queueing.erlang_c(float(offered_load), int(servers)))
 
 
@@ -47,7 +48,7 @@ def mm1_closed_forms(arrival_rate: float, service_rate: float) -> dict[str, floa
     """M/M/1 limits: ``P^W = ρ``, ``W̄ = ρ / (μ − λ)``, sojourn mean ``1 / (μ − λ)``."""
     rho = arrival_rate / service_rate
     if rho >= 1:
-        raise ValueError(f"arrival_rate: M/M/1 needs ρ = λ/μ < 1, got ρ = {rho!r}")
+        raise ValueError(f"arrival_rate: M/M/1 needs ρ = λ/μ < 1, got ρ = {plain(rho)}")
     return {
         "wait_probability": rho,
         "mean_wait": rho / (service_rate - arrival_rate),

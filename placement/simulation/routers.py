@@ -20,6 +20,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
+
 FloatArray = npt.NDArray[np.float64]
 REJECT = -1
 POLICIES = ("nearest", "prefix", "load_aware")
@@ -135,11 +137,11 @@ class OnlineRouter:
         if self.delay == "tier" and self.policy == "load_aware" and self.tier_wait is None:
             raise ValueError("tier_wait: load_aware with delay='tier' needs the advertised W̄_s per profile")
         if self.candidates_per_profile < 1:
-            raise ValueError(f"candidates_per_profile: k must be >= 1, got {self.candidates_per_profile!r}")
+            raise ValueError(f"candidates_per_profile: k must be >= 1, got {plain(self.candidates_per_profile)}")
         if self.margin < 0:
-            raise ValueError(f"margin: z_δ must be >= 0, got {self.margin!r}")
+            raise ValueError(f"margin: z_δ must be >= 0, got {plain(self.margin)}")
         if not self.rho_low <= self.rho_high:
-            raise ValueError(f"rho_low <= rho_high must hold, but got rho_low={self.rho_low!r}, rho_high={self.rho_high!r}")
+            raise ValueError(f"rho_low <= rho_high must hold, but got rho_low={plain(self.rho_low)}, rho_high={plain(self.rho_high)}")
         if not self.name:
             object.__setattr__(self, "name", self.policy if self.delay == "tier" else f"{self.policy}_online")
         object.__setattr__(self, "_admission", bool(np.isfinite(self.rho_high)))
