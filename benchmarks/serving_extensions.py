@@ -198,8 +198,8 @@ def sweep(name: str, *, quick: bool = False, simulate: bool = True, seed: int = 
     (``gamma``: the per-node load correction of docs/model.md §13.1, where simulated)."""
     fig = FIGURES[name]
     base = load(name)
-    xs = fig["quick"] if quick else fig["x"]
-    sim_x = fig["quick"]
+    sim_x = fig["quick"]  # the simulated knob values, part of every sweep
+    xs = sim_x if quick else np.union1d(fig["x"], sim_x)
     rows = []
     jobs = [(label, make, float(x)) for label, make in fig["series"]().items() for x in xs]
     for label, make, x in progress_bar(jobs, desc=name):
@@ -239,6 +239,8 @@ def draw(name: str, rows: Sequence[dict[str, Any]], path: Path) -> None:
         if sims:
             ax.errorbar([r["x"] for r in sims], [r["simulated"] for r in sims], yerr=[2 * r["simulated_se"] for r in sims],
                         fmt="x", color="black", capsize=3, label=f"{label} (simulation, ±2 SE)")
+            ax.plot([r["x"] for r in sims], [r["gamma"] for r in sims], "+", color="red", ms=9,
+                    label=f"{label} (per-node load correction, §13.1)")
     if fig_spec["log"]:
         ax.set_xscale("log")
     inst = load(name)

@@ -311,3 +311,16 @@ def test_validate_runs_on_an_extension_instance(capsys):
     assert main(["validate", str(INSTANCES / "serving_disaggregated.toml"), *fast, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["instance"] == "serving_disaggregated"
+
+
+def test_the_documented_sections_load_into_an_instance():
+    import re
+    import tomllib
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "instances.md").read_text(encoding="utf-8")
+    block = re.search(r"## Serving extensions.*?```toml\n(.*?)```", doc, re.DOTALL).group(1)
+    sections = tomllib.loads(block)
+    data = _mapping(remote=sections["remote"], compression=sections["compression"], serving=sections["serving"])
+    data["gpu"]["tiers"] = sections["gpu"]["tiers"]
+    inst = instance_from_mapping(data)
+    assert inst.extended and inst.gpu.tiers[0].pipelined and inst.serving.disaggregated
