@@ -126,7 +126,14 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
     variant["prefixes"][1]["kv_per_token"] = 0.0005
     variant["name"] = "variant"
     instance_from_mapping(variant)  # both are valid
-    return [("", base), ("table: ", variant)]
+    extended = copy.deepcopy(base)  # every field of the serving extensions (docs/model.md §19)
+    extended["gpu"]["tiers"] = [{"name": "dram", "capacity": 0.3, "bandwidth": 50.0, "latency": 0.002, "pipelined": True}]
+    extended["remote"] = {"prefixes": ["sys"], "bandwidth": 5.0, "latency": 0.01, "per_node": True, "interference": 0.2,
+                          "pipelined": False}
+    extended["compression"] = {"ratio": 2.0, "decompress_per_token": 1e-6, "quality_loss": 0.01}
+    extended["serving"] = {"mode": "disaggregated", "decode_slots": 8.0, "handoff_bandwidth": 100.0, "handoff_latency": 0.001}
+    instance_from_mapping(extended)
+    return [("", base), ("table: ", variant), ("serving: ", extended)]
 
 
 def mutations() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -155,11 +162,16 @@ def _mutations(base: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             container, key = _locate(data, steps)  # type: ignore[misc]
             container[key] = True
             yield f"boolean {field.path}", data
-    for where in ("", "network", "gpu", "prefill", "placement", "prefixes[]", "requests[]", "profiles[]"):
+    for where in ("", "network", "gpu", "prefill", "placement", "prefixes[]", "requests[]", "profiles[]",
+                  "gpu.tiers[]", "remote", "compression", "serving"):
         data = copy.deepcopy(base)
         node: Any = data
         for step in _split(where) if where else []:
-            node = node[step]
+            node = node.get(step) if isinstance(node, dict) else node[step]
+            if node is None:
+                break  # an optional section this example does not have
+        if node is None:
+            continue
         node["unknown_field"] = 1.0
         yield f"unknown field in {where or 'the top level'}", data
 
@@ -173,6 +185,8 @@ def test_the_mutations_cover_every_field_of_the_example():
     assert "retype prefixes[].parent" in names and "boolean prefill.linear" in names
     assert {"table: drop prefill.table.seconds", "table: retype prefill.table.tokens", "table: boolean prefixes[].kv_per_token"} <= names
     assert len(MUTATIONS) > 120
+    assert {"serving: drop gpu.tiers[].bandwidth", "serving: boolean remote.latency", "serving: retype serving.mode",
+            "serving: unknown field in gpu.tiers[]", "serving: retype remote.per_node"} <= names
 
 
 @pytest.mark.parametrize("name,data", MUTATIONS, ids=[name for name, _ in MUTATIONS])

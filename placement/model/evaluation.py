@@ -34,6 +34,7 @@ from edgeprefix.placement.model.queueing import (
     advertised_wait_and_slope,
     erlang_c,
 )
+from edgeprefix.placement.model.serving import serving_report
 from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
 
 FloatArray = npt.NDArray[np.float64]
@@ -101,7 +102,7 @@ class Evaluation:
         if not np.isfinite(tau):
             return np.where(self._stable_tiers()[:, None] | (not queue), self.association[act], 0.0)
         xi = inst.network.radio_scale
-        g = inst.residual_prefill[act]
+        g = inst.first_token_time[act]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
         u_cut = (tau - g) / xi
         tilt = np.where(self.decay[act] > 0, self.decay[act], 0.0)[:, None] * xi
         p1, p2 = self.kernel.truncated(self.densities[act], self.bias[act] / xi, inst.network.radio_exponent, u_cut, tilt)
@@ -170,7 +171,7 @@ class Evaluation:
         """``T̄`` (eq. (42)): mean radio + residual prefill + Erlang-C mean wait; ``inf`` if unstable."""
         inst, act = self.instance, self.active
         a = self.association[act]
-        per_pair = self.mean_radio[act] + a * (inst.residual_prefill[act] + self.mean_wait[act][:, None])
+        per_pair = self.mean_radio[act] + a * (inst.first_token_time[act] + self.mean_wait[act][:, None])
         per_pair = np.where(a > 0, per_pair, 0.0)
         return float((inst.probabilities * per_pair.sum(axis=0)).sum())
 
@@ -178,7 +179,7 @@ class Evaluation:
     def mean_prefix_depth(self) -> float:
         """``H̄ = Σ_q p_q Σ_s A_{s,q} h_{s,q}`` (eq. (44)), tokens."""
         inst = self.instance
-        return float((inst.probabilities * (self.association * inst.hit_depth).sum(axis=0)).sum())
+        return float((inst.probabilities * (self.association * inst.reused_depth).sum(axis=0)).sum())
 
     @property
     def offload_ratio(self) -> float:
@@ -252,7 +253,7 @@ class Evaluation:
                 q: {s: num(self.mean_distance_by_pair[i, j]) for i, s in enumerate(inst.profile_ids)}
                 for j, q in enumerate(inst.request_ids)
             },
-        }
+        } | ({"serving": serving_report(self)} if inst.extended else {})
 
 
 def capacity_condition(instance: Instance, mix: FloatArray) -> bool:
@@ -302,7 +303,7 @@ def evaluate(
     active = pi > 0
     lam_all = pi * net.edge_density
     lam = lam_all[active]
-    g = instance.residual_prefill[active]
+    g = instance.first_token_time[active]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
     c = instance.concurrency[active].astype(float)
 
     last: dict[str, FloatArray] = {}  # the fixed point's last association, reused at the end

@@ -37,6 +37,16 @@ from edgeprefix.placement.model.profiles import (
     persistent_memory,
     validate_profiles,
 )
+from edgeprefix.placement.model.serving import (
+    DEFAULT_INTERFERENCE,
+    Compression,
+    MemoryTier,
+    RemotePool,
+    Serving,
+    serving_arrays,
+    validate_pool,
+    validate_tiers,
+)
 from edgeprefix.placement.model.workload import (
     Prefix,
     PrefixForest,
@@ -70,15 +80,18 @@ class Network:
 
 @dataclass(frozen=True)
 class Gpu:
-    """GPU memory ``M``, per-sequence runtime budget ``m_run`` and default ``κ``."""
+    """GPU memory ``M``, per-sequence runtime budget ``m_run``, default ``κ`` and the memory tiers
+    below HBM (docs/model.md §19.1; none in the paper's model)."""
 
     memory: float  # M
     runtime_per_sequence: float  # m_run
     kv_per_token: float  # κ
+    tiers: tuple[MemoryTier, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("memory", "runtime_per_sequence", "kv_per_token"):
             _check_positive(f"gpu.{name}", getattr(self, name))
+        validate_tiers(self.tiers)
 
 
 @dataclass(frozen=True)
@@ -118,7 +131,13 @@ class Instance:
     - ``hit_depth`` ``h_{s,q}``; ``memory`` ``B_s``; ``concurrency`` ``c_s``;
     - ``residual_prefill`` ``g(L_q − h_{s,q})``; ``full_prefill`` ``g(L_q)`` (``(Q,)``);
     - ``service_time`` ``1/μ_{s,q} = g(L_q − h_{s,q}) + D_q``;
-    - ``probabilities`` ``p_q``, ``lengths`` ``L_q``, ``decodes`` ``D_q``.
+    - ``probabilities`` ``p_q``, ``lengths`` ``L_q``, ``decodes`` ``D_q``;
+    - ``hbm_memory`` ``B^H_s``, ``first_token_time`` ``T^ft_{s,q}``, ``reused_depth`` ``h̃_{s,q}``,
+      ``recomputed_prefill`` ``g(L_q − h̃_{s,q})``: what the model reads; with the serving
+      extensions (``gpu.tiers``, ``remote``, ``compression``, ``serving``; docs/model.md §19) they
+      and ``memory``/``concurrency``/``service_time`` come from
+      :func:`edgeprefix.placement.model.serving.serving_arrays`, without them they are ``B_s``,
+      ``g(L_q − h_{s,q})``, ``h_{s,q}`` and ``g(L_q − h_{s,q})``.
     """
 
     name: str
@@ -131,6 +150,9 @@ class Instance:
     placement: PlacementSpec
     # Free-form facts about the instance (e.g. a known optimum); never read by the model.
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    remote: RemotePool | None = None
+    compression: Compression | None = None
+    serving: Serving | None = None
 
     hit_depth: FloatArray = field(init=False, repr=False, compare=False)
     memory: FloatArray = field(init=False, repr=False, compare=False)
@@ -141,6 +163,12 @@ class Instance:
     probabilities: FloatArray = field(init=False, repr=False, compare=False)
     lengths: FloatArray = field(init=False, repr=False, compare=False)
     decodes: FloatArray = field(init=False, repr=False, compare=False)
+    hbm_memory: FloatArray = field(init=False, repr=False, compare=False)
+    first_token_time: FloatArray = field(init=False, repr=False, compare=False)
+    reused_depth: FloatArray = field(init=False, repr=False, compare=False)
+    recomputed_prefill: FloatArray = field(init=False, repr=False, compare=False)
+    fetch_time: FloatArray = field(init=False, repr=False, compare=False)
+    pool_hit: npt.NDArray[np.bool_] = field(init=False, repr=False, compare=False)
     _default_mix: FloatArray | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
@@ -176,6 +204,26 @@ class Instance:
             "lengths": _readonly(lengths),
             "decodes": _readonly(decodes),
         }
+        # The paper's model reads the same arrays (docs/model.md §19: the special case).
+        values |= {"hbm_memory": values["memory"], "first_token_time": values["residual_prefill"],
+                   "reused_depth": values["hit_depth"], "recomputed_prefill": values["residual_prefill"],
+                   "fetch_time": _readonly(np.zeros_like(h)), "pool_hit": _readonly(np.zeros(h.shape, bool), bool)}
+        if self.extended:
+            if self.remote is not None:
+                validate_pool(self.remote, forest)
+            ext = serving_arrays(
+                forest=forest, profiles=self.profiles, requests=self.requests, hits=h, prefill=self.prefill,
+                kappa=self.gpu.kv_per_token, edge_density=self.network.edge_density, tiers=self.gpu.tiers,
+                remote=self.remote, compression=self.compression, serving=self.serving,
+            )
+            slots = concurrency(ext.hbm_memory, self.gpu.memory, self.gpu.runtime_per_sequence)
+            values |= {
+                "memory": _readonly(ext.memory), "hbm_memory": _readonly(ext.hbm_memory),
+                "concurrency": _readonly(slots, np.int64), "service_time": _readonly(ext.service_time),
+                "first_token_time": _readonly(ext.first_token_time), "reused_depth": _readonly(ext.reused_depth),
+                "recomputed_prefill": _readonly(ext.recomputed_prefill), "fetch_time": _readonly(ext.fetch_time),
+                "pool_hit": _readonly(ext.pool_hit, bool),
+            }
         for key, value in values.items():
             object.__setattr__(self, key, value)
         if self.placement.mix is not None:
@@ -200,13 +248,27 @@ class Instance:
         return None if fb is None else self.profile_ids.index(fb)
 
     @property
+    def extended(self) -> bool:
+        """Whether any serving extension of docs/model.md §19 is present."""
+        return bool(self.gpu.tiers) or any(x is not None for x in (self.remote, self.compression, self.serving))
+
+    @property
     def saving(self) -> FloatArray:
-        """``Δ_{s,q} = g(L_q) − g(L_q − h_{s,q})``."""
-        return self.full_prefill[None, :] - self.residual_prefill
+        """``Δ_{s,q} = g(L_q) − g(L_q − h̃_{s,q})`` (``h̃ = h`` without a remote pool)."""
+        return self.full_prefill[None, :] - self.recomputed_prefill
+
+    @property
+    def decode_utilization(self) -> float | None:
+        """Decode pool load ``ρ_dec = Λ Σ_q p_q D_q / (λ_b n_dec)`` when disaggregated (eq. (19.13)), else ``None``."""
+        if self.serving is None or not self.serving.disaggregated:
+            return None
+        demand = self.network.request_intensity * float(self.probabilities @ self.decodes)
+        return demand / (self.network.edge_density * float(self.serving.decode_slots))
 
     def dominated(self) -> npt.NDArray[np.bool_]:
-        """Mask of dominated profiles (docs/model.md §9.5)."""
-        return dominated_profiles(self.memory, self.hit_depth, self.concurrency)
+        """Mask of dominated profiles (docs/model.md §9.5; with §19's extensions also no slower)."""
+        times = np.concatenate([self.first_token_time, self.service_time], axis=1) if self.extended else None
+        return dominated_profiles(self.memory, self.hit_depth, self.concurrency, times)
 
     # -- mixes ------------------------------------------------------------------------------
     def mix_vector(self, mix: Mapping[str, float] | npt.ArrayLike | None = None, *, field_name: str = "mix") -> FloatArray:
@@ -261,9 +323,10 @@ class Instance:
 # Mapping <-> Instance
 # --------------------------------------------------------------------------------------------
 _TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement", "metadata"}
+_EXTENSIONS = ("remote", "compression", "serving")  # optional sections of docs/model.md §19
 _SECTION_KEYS = {
     "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent"},
-    "gpu": {"memory", "runtime_per_sequence", "kv_per_token"},
+    "gpu": {"memory", "runtime_per_sequence", "kv_per_token", "tiers"},
     "prefill": {"linear", "quadratic", "intercept", "table"},
     "placement": {"target", "memory_budget", "fallback", "fallback_min", "max_share", "mix"},
 }
@@ -328,6 +391,56 @@ def _prefill_from(data: Mapping[str, Any]) -> PrefillModel:
     )
 
 
+def _flag(where: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InstanceError(where, f"must be true or false, got {value!r}")
+    return value
+
+
+def _tiers_from(data: Any) -> tuple[MemoryTier, ...]:
+    if not isinstance(data, list):
+        raise InstanceError("gpu.tiers", "must be a list of tables ([[gpu.tiers]])")
+    out = []
+    for i, t in enumerate(data):
+        where = f"gpu.tiers[{i}]"
+        _check_keys(where, t, {"name", "capacity", "bandwidth"}, {"latency", "pipelined"})
+        out.append(MemoryTier(
+            name=_string(f"{where}.name", t["name"]),
+            capacity=_number(f"{where}.capacity", t["capacity"]),
+            bandwidth=_number(f"{where}.bandwidth", t["bandwidth"]),
+            latency=_number(f"{where}.latency", t.get("latency", 0.0)),
+            pipelined=_flag(f"{where}.pipelined", t.get("pipelined", False)),
+        ))
+    return tuple(out)
+
+
+def _remote_from(data: Any) -> RemotePool:
+    _check_keys("remote", data, {"prefixes", "bandwidth"}, {"latency", "density", "per_node", "interference", "pipelined"})
+    if ("density" in data) == ("per_node" in data):
+        raise InstanceError("remote.density", "give exactly one reachability: density = <pool sites per area> or per_node = true")
+    if "per_node" in data and _flag("remote.per_node", data["per_node"]) is not True:
+        raise InstanceError("remote.per_node", "must be true (or give density instead)")
+    return RemotePool(
+        prefixes=_string_list("remote.prefixes", data["prefixes"]),
+        bandwidth=_number("remote.bandwidth", data["bandwidth"]),
+        latency=_number("remote.latency", data.get("latency", 0.0)),
+        density=_number("remote.density", data["density"]) if "density" in data else None,
+        interference=_number("remote.interference", data.get("interference", DEFAULT_INTERFERENCE)),
+        pipelined=_flag("remote.pipelined", data.get("pipelined", False)),
+    )
+
+
+def _compression_from(data: Any) -> Compression:
+    _check_keys("compression", data, {"ratio"}, {"decompress_per_token", "quality_loss"})
+    return Compression(**{k: _number(f"compression.{k}", v) for k, v in data.items()})
+
+
+def _serving_from(data: Any) -> Serving:
+    _check_keys("serving", data, {"mode"}, {"decode_slots", "handoff_bandwidth", "handoff_latency"})
+    numbers = {k: _number(f"serving.{k}", v) for k, v in data.items() if k != "mode"}
+    return Serving(mode=_string("serving.mode", data["mode"]), **numbers)
+
+
 def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
     if not isinstance(data, list) or not data:
         raise InstanceError(key, "must be a non-empty list of tables")
@@ -339,14 +452,17 @@ def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
 
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
-    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes", "metadata"})
+    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes", "metadata", *_EXTENSIONS})
     for section in ("network", "gpu", "placement"):
         required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
-            _SECTION_KEYS["gpu"] if section == "gpu" else {"target"})
+            _SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
         _check_keys(section, data[section], required, _SECTION_KEYS[section])
     net, gpu, plc = data["network"], data["gpu"], data["placement"]
     network = Network(**{k: _number(f"network.{k}", v) for k, v in net.items()})
-    gpu_spec = Gpu(**{k: _number(f"gpu.{k}", v) for k, v in gpu.items()})
+    gpu_spec = Gpu(
+        **{k: _number(f"gpu.{k}", v) for k, v in gpu.items() if k != "tiers"},
+        tiers=_tiers_from(gpu["tiers"]) if "tiers" in gpu else (),
+    )
     prefixes = tuple(
         Prefix(
             id=_string(f"prefixes[{i}].id", p["id"]),
@@ -382,8 +498,13 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     metadata = data.get("metadata", {})
     if not isinstance(metadata, Mapping):
         raise InstanceError("metadata", f"must be a table/object, got {type(metadata).__name__}")
-    return Instance(name, network, gpu_spec, _prefill_from(data["prefill"]), prefixes, requests, profiles, placement,
-                    metadata=dict(metadata))
+    return Instance(
+        name, network, gpu_spec, _prefill_from(data["prefill"]), prefixes, requests, profiles, placement,
+        metadata=dict(metadata),
+        remote=_remote_from(data["remote"]) if "remote" in data else None,
+        compression=_compression_from(data["compression"]) if "compression" in data else None,
+        serving=_serving_from(data["serving"]) if "serving" in data else None,
+    )
 
 
 def instance_to_mapping(instance: Instance) -> dict[str, Any]:
@@ -416,10 +537,13 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
             entry["kv_per_token"] = p.kv_per_token
         return entry
 
+    gpu = dataclasses.asdict(instance.gpu)
+    if not gpu["tiers"]:
+        del gpu["tiers"]
     out: dict[str, Any] = {
         "name": instance.name,
         "network": dataclasses.asdict(instance.network),
-        "gpu": dataclasses.asdict(instance.gpu),
+        "gpu": gpu,
         "prefill": prefill,
     }
     if instance.prefixes:
@@ -432,6 +556,16 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
     out["placement"] = placement
     if instance.metadata:
         out["metadata"] = dict(instance.metadata)
+    if instance.remote is not None:
+        remote = {k: v for k, v in dataclasses.asdict(instance.remote).items() if v is not None}
+        remote["prefixes"] = list(instance.remote.prefixes)
+        if instance.remote.density is None:
+            remote["per_node"] = True
+        out["remote"] = remote
+    if instance.compression is not None:
+        out["compression"] = dataclasses.asdict(instance.compression)
+    if instance.serving is not None:
+        out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items() if v is not None}
     return out
 
 

@@ -79,10 +79,13 @@ def concurrency(memory: FloatArray, gpu_memory: float, runtime_per_sequence: flo
     return np.maximum(slots, 0).astype(np.int64)
 
 
-def dominated_profiles(memory: FloatArray, hits: FloatArray, slots: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+def dominated_profiles(
+    memory: FloatArray, hits: FloatArray, slots: npt.ArrayLike, times: FloatArray | None = None
+) -> npt.NDArray[np.bool_]:
     """docs/model.md §9.5: ``s`` is dominated if some ``t`` has ``B_t ≤ B_s``, ``h_{t,q} ≥ h_{s,q}`` ∀q
     and ``c_t ≥ c_s`` with at least one strict inequality. Identical profiles do not dominate
-    each other. Returns a boolean mask of shape ``(S,)``."""
+    each other. ``times`` ``(S, K)`` (e.g. first-token and service times of docs/model.md §19)
+    adds ``times_t ≤ times_s`` to "no worse" and ``<`` to "strict". Returns a mask of shape ``(S,)``."""
     c = np.asarray(slots, dtype=float)
     no_worse = (
         (memory[:, None] <= memory[None, :])
@@ -94,4 +97,7 @@ def dominated_profiles(memory: FloatArray, hits: FloatArray, slots: npt.ArrayLik
         | np.any(hits[:, None, :] > hits[None, :, :], axis=2)
         | (c[:, None] > c[None, :])
     )
+    if times is not None:
+        no_worse &= np.all(times[:, None, :] <= times[None, :, :], axis=2)
+        strictly |= np.any(times[:, None, :] < times[None, :, :], axis=2)
     return np.any(no_worse & strictly, axis=0)

@@ -151,7 +151,7 @@ def corrected_coverage(
     act = np.asarray(evaluation.active, dtype=bool)
     lam = np.asarray(evaluation.densities, dtype=float)[act]
     bias = np.asarray(evaluation.bias, dtype=float)[act]
-    g = np.asarray(inst.residual_prefill, dtype=float)[act]
+    g = np.asarray(inst.first_token_time, dtype=float)[act]  # g(L_q − h_{s,q}) in the paper's model
     c = np.asarray(inst.concurrency, dtype=float)[act]
     arrivals = np.asarray(evaluation.arrival_rate, dtype=float)[act]
     mean_service = np.asarray(evaluation.mean_service, dtype=float)[act]
@@ -214,7 +214,7 @@ def node_erlang_coverage(
     pw = np.ones(layout.nodes)
     pw[stable] = np.asarray(erlang_c(work[stable], c[stable]), dtype=float)
     decay = np.where(stable, (c - work) / mean_service, 0.0)
-    slack = tau - xi * r**alpha - np.asarray(inst.residual_prefill, dtype=float)[pick, kind]
+    slack = tau - xi * r**alpha - np.asarray(inst.first_token_time, dtype=float)[pick, kind]
     ok = stable[node] & (slack >= 0)
     cdf = np.where(ok, 1.0 - pw[node] * np.exp(-decay[node] * np.maximum(slack, 0.0)), 0.0)
     return float(cdf.mean())

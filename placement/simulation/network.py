@@ -6,7 +6,9 @@ of intensity ``Λ`` with types drawn from ``p_q``; the router picks among the ne
 eligible nodes per profile, seeing telemetry refreshed every ``Δt``.  Service occupancy
 of a request at node ``x`` is exponential with mean ``g(L_q − h^ver_{x,q}) + D_q`` (the
 per-type mean of docs/model.md §5; ``h^ver`` after verification) and its TTFT is
-``ξ r^α + g(L_q − h^ver) + W``.
+``ξ r^α + g(L_q − h^ver) + W``.  With the serving extensions (docs/model.md §19) the prefill
+term and the occupancy mean are the instance's ``T^ft_{s,q}`` and ``1/μ_{s,q}``
+(:func:`node_times`).
 
 FCFS with known service requirements lets each node keep only a heap of its ``c`` server
 free times: a request's wait is fixed on arrival, so the event list reduces to the
@@ -288,16 +290,15 @@ def simulate_network(
     req = _sample_requests(instance, layout, duration, spec, rng)
     cand, dist = _candidates(layout, req.position, k, s_count)
     net = instance.network
-    lengths = np.asarray(instance.lengths, dtype=float)
-    decodes = np.asarray(instance.decodes, dtype=float)
 
     static = getattr(router, "static_bias", None)
-    bias = static(instance.residual_prefill) if static is not None else None
+    bias = static(instance.first_token_time) if static is not None else None
+    first_token, occupancy = node_times(instance, layout)
     if bias is not None:
         chosen = _route_static(cand, dist, req.kind, bias, net.radio_scale, net.radio_exponent, k, s_count)
-        waits, services, hits = _serve_static(instance, layout, req, chosen, lengths, decodes)
+        waits, services, hits = _serve_static(layout, req, chosen, occupancy)
     else:
-        chosen, waits, services, hits = _route_online(instance, layout, req, cand, dist, router, spec, rng)
+        chosen, waits, services, hits = _route_online(instance, layout, req, cand, dist, router, spec, rng, occupancy)
 
     keep = req.time >= spec.warmup
     chosen = chosen[keep]
@@ -309,7 +310,7 @@ def simulate_network(
     distance = np.where(served, dist_k[rows, col], np.nan)
     kind = req.kind[keep]
     hit = hits[keep]
-    prefill = np.where(served, np.asarray(instance.prefill(lengths[kind] - hit), dtype=float), np.nan)
+    prefill = np.where(served, first_token[np.maximum(chosen, 0), kind], np.nan)
     wait = waits[keep]
     radio = net.radio_scale * np.where(served, distance, 0.0) ** net.radio_exponent
     ttft = np.where(served, radio + prefill + wait, np.inf)
@@ -341,11 +342,29 @@ def _route_static(cand, dist, kind, bias, xi, alpha, k, s_count) -> IntArray:
     return nearest_node[np.arange(kind.size), np.argmin(cost, axis=1)]
 
 
-def _serve_static(instance, layout, req, chosen, lengths, decodes):
+def node_times(instance, layout: Layout) -> tuple[FloatArray, FloatArray]:
+    """First-token time (without queue and radio) and mean occupancy at every node, ``(N, Q)``.
+
+    From the verified hit ``h^ver``: ``g(L_q − h^ver)`` and ``g(L_q − h^ver) + D_q``.  With the serving
+    extensions (docs/model.md §19) a node whose verified hit equals its profile's ``h_{s,q}`` gets the
+    instance's ``T^ft_{s,q}`` and ``1/μ_{s,q}``; a verification fallback is a plain prefill.
+    """
+    lengths = np.asarray(instance.lengths, dtype=float)
+    verified = layout.verified_hit
+    first = np.asarray(instance.prefill(lengths[None, :] - verified), dtype=float)
+    occupancy = first + np.asarray(instance.decodes, dtype=float)[None, :]
+    if instance.extended:
+        exact = verified == layout.advertised_hit
+        first = np.where(exact, instance.first_token_time[layout.profile], first)
+        occupancy = np.where(exact, instance.service_time[layout.profile], occupancy)
+    return first, occupancy
+
+
+def _serve_static(layout, req, chosen, occupancy):
     """FCFS waits at every node for a fixed routing (one pass over the arrival stream)."""
     routed = chosen >= 0  # False only when no eligible node exists at all
     hits = np.where(routed, layout.verified_hit[np.maximum(chosen, 0), req.kind], 0.0)
-    means = np.asarray(instance.prefill(lengths[req.kind] - hits), dtype=float) + decodes[req.kind]
+    means = occupancy[np.maximum(chosen, 0), req.kind]
     services = np.where(routed, req.unit_service * means, 0.0)
     free = [[0.0] * int(c) for c in layout.servers]
     waits = [0.0] * chosen.size
@@ -363,7 +382,7 @@ def _serve_static(instance, layout, req, chosen, lengths, decodes):
     return np.asarray(waits), services, hits
 
 
-def _route_online(instance, layout, req, cand, dist, router, spec, rng):
+def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_service):
     """Per-request routing with telemetry, admission and verification (docs/model.md §11).
 
     Everything that does not depend on telemetry (radio cost, advertised hits and
@@ -372,9 +391,8 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng):
     """
     n_nodes = layout.nodes
     prof = layout.profile
-    g_adv = np.asarray(instance.residual_prefill, dtype=float)
+    g_adv = np.asarray(instance.first_token_time, dtype=float)  # g(L_q − h_{s,q}) in the paper's model
     lengths = np.asarray(instance.lengths, dtype=float)
-    decodes = np.asarray(instance.decodes, dtype=float)
     p = np.asarray(instance.probabilities, dtype=float)
     gpu = instance.gpu
     fetch_table = getattr(router, "fetch", None)
@@ -385,7 +403,6 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng):
     tau = float(instance.placement.target)
     xi, alpha = instance.network.radio_scale, instance.network.radio_exponent
     verified = layout.verified_hit
-    real_service = np.asarray(instance.prefill(lengths[None, :] - verified), dtype=float) + decodes[None, :]
 
     # telemetry-free candidate data, (n, K); padded slots (node −1) are dropped per request
     valid_all = cand >= 0
