@@ -121,3 +121,16 @@ def test_an_instance_from_another_trace_is_rejected(capsys, tmp_path: Path) -> N
     write_instance(instance_from_mapping(data), inst)
     code = main(["replay", str(SAMPLE), "--instance", str(inst)])
     assert code == 2 and "prefixes[0]" in capsys.readouterr().err  # h1's block 1 is not the sample's h1
+
+
+def test_profiles_split_trains_on_the_part_replay_skips(tmp_path: Path, capsys) -> None:
+    half = tmp_path / "half.toml"
+    assert main(["profiles", "--split", "0.5", "--out", str(half), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["forest"]["requests"] == 100
+    code, report, _ = _run(capsys, str(SAMPLE), "--instance", str(half), "--split", "0.5", "--nodes", "8", "--json")
+    assert code == 0 and report["requests_train"] == 100
+    # the training part's block-level hits are the instance's per-type hits (it was built from them)
+    instance, workload = load_trace_workload(SAMPLE, load_instance(half))
+    train = workload.part(slice(0, 100))
+    np.testing.assert_array_equal(train.hit, instance.hit_depth[:, train.kind])
+    assert main(["profiles", "--split", "1.5"]) == 2 and "--split" in capsys.readouterr().err
