@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from replay_fixtures import B, hand_mapping, record
@@ -177,3 +179,17 @@ def test_bad_options_name_the_option(hand) -> None:
             ReplaySpec(**{"decode_per_token": 0.01, **kwargs})
     with pytest.raises(ValueError, match="--intensity"):
         replay(hand, _workload(hand, 10), None, ReplaySpec(decode_per_token=0.01), intensity=-1.0)
+
+
+def test_node_dispersion_is_one_for_poisson_and_sees_batches(hand) -> None:
+    from edgeprefix.placement.simulation.replay_analysis import node_dispersion
+
+    w = _workload(hand, 6000)
+    spec = ReplaySpec(decode_per_token=0.01, nodes=6, warmup=0.0)
+    r = replay(hand, w, None, replace(spec, arrivals="poisson"), seed=0)
+    k = int(6000 / (6 * 20))  # windows of 20 arrivals per node
+    assert abs(node_dispersion(r, 20.0) - 1.0) < 4 * np.sqrt(2.0 / (6 * (k - 1)))
+    # batches of 40 requests at Poisson epochs: the trace's index is ≈ 40, a node of 6 sees ≈ 1 + (40 − 1) / 6
+    gaps = np.where(np.arange(6000) % 40 == 0, np.random.default_rng(3).exponential(40.0, 6000), 0.0)
+    r = replay(hand, _workload(hand, 6000, gaps=gaps), None, spec, seed=0)
+    assert 4.0 < node_dispersion(r, 20.0) < 12.0

@@ -61,7 +61,7 @@ class ReplayReport:
         out["coverage_se"] = float(covs.std(ddof=1) / np.sqrt(covs.size)) if covs.size > 1 else rows[0]["coverage_se"]
         out["replications"] = len(rows)
         if "tiers" in out:
-            out["tiers"] = {sid: {**tier, **{key: float(np.nanmean([row["tiers"][sid][key] for row in rows]))
+            out["tiers"] = {sid: {**tier, **{key: _mean([row["tiers"][sid][key] for row in rows])
                                              for key in ("share_replayed", "utilization_replayed")}}
                             for sid, tier in out["tiers"].items()}
         if "epochs" in out:
@@ -161,3 +161,29 @@ def generalisation(instance: Instance, train: TraceWorkload, test: TraceWorkload
         "prediction_test_mix": {"coverage": float(drifted.coverage(tau)), "hit_depth": float(drifted.mean_prefix_depth),
                                 "mean_ttft": float(drifted.mean_ttft)},
     }
+
+
+def node_dispersion(result: ReplayResult, window_requests: float = 10.0) -> float:
+    """Index of dispersion of the per-node arrival counts, pooled over the nodes.
+
+    Windows have a common length ``w`` in which the average node receives ``window_requests``
+    arrivals; with ``c_{x,k}`` the count of node ``x`` in window ``k`` and ``c̄_x`` its mean,
+    ``Σ_x Σ_k (c_{x,k} − c̄_x)² / ((K − 1) Σ_x c̄_x)`` — 1 for Poisson streams.  It shows how much of
+    the trace's burstiness a node still sees once routing splits the stream (thinning pulls it
+    towards 1).  ``nan`` with fewer than 2 windows.
+    """
+    served = result.node >= 0
+    t, node = result.time[served], result.node[served]
+    if t.size < 2 or not t[-1] > t[0]:
+        return float("nan")
+    nodes = result.layout.nodes
+    window = window_requests * nodes * (t[-1] - t[0]) / (t.size - 1)
+    k = int(np.floor((t[-1] - t[0]) / window))
+    if k < 2:
+        return float("nan")
+    slot = np.floor((t - t[0]) / window).astype(np.int64)
+    inside = slot < k
+    counts = np.bincount(node[inside] * k + slot[inside], minlength=nodes * k).reshape(nodes, k).astype(float)
+    mean = counts.mean(axis=1)
+    total = float(mean.sum())
+    return float(((counts - mean[:, None]) ** 2).sum() / ((k - 1) * total)) if total > 0 else float("nan")
