@@ -38,6 +38,7 @@ from edgeprefix.benchmarks.epoch_replay import epoch_replay
 from edgeprefix.formulations.migration import Epoch, MigrationProblem
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import atomic_write_text
+from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Gpu, Instance
 from edgeprefix.placement.pipeline.calibration import DEFAULT_DECODE_PER_TOKEN, DEFAULT_PREFILL, LLAMA2_70B, Deployment
 from edgeprefix.placement.pipeline.epochs import cut_epochs
@@ -53,6 +54,9 @@ from edgeprefix.placement.pipeline.trace_workload import (
 )
 from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace, synthetic_records
 from edgeprefix.placement.progress import progress_bar
+from edgeprefix.placement.simulation.compare import analytical_router
+from edgeprefix.placement.simulation.layout import LayoutSpec
+from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
 from edgeprefix.placement.simulation.replay import ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import (
     ablation,
@@ -160,13 +164,26 @@ def part_ablation(mooncake, args) -> dict[str, Any]:
         spec = ReplaySpec(decode_per_token=decode, nodes=args.nodes)
         rows = ablation(inst, test, mix, spec, replications=args.replications, seed=args.seed)
         one = replay_replicated(inst, test, mix, spec, seed=args.seed).results[0]
-        out["loads"].append({"intensity": lam, "load": lam / lam0, "rows": rows,
+        out["loads"].append({"intensity": lam, "load": lam / lam0, "rows": rows, "poisson_des": poisson_des(inst, mix, test.requests, args),
                              "node_dispersion": {m: node_dispersion(one, m) for m in (5.0, 20.0)}})
     g = instance.prefill
     out["prefill_jensen"] = {"mean_g_of_requests": float(np.mean(g(test.length))),
                              "type_weighted_g_of_means": float(instance.probabilities @ instance.full_prefill),
                              "median_input": float(np.median(test.length)), "mean_input": float(test.length.mean())}
     return out
+
+
+def poisson_des(instance: Instance, mix: np.ndarray, requests: int, args) -> dict[str, float]:
+    """What a user would run instead of a replay: the network simulator of (11.7) with Poisson
+    arrivals and types drawn from ``p_q`` (same router, network size and request count)."""
+    ev = evaluate(instance, mix, "load_aware")
+    duration = requests / (instance.network.request_intensity * args.nodes / instance.network.edge_density)
+    spec = SimulationSpec(horizon=0.9 * duration, warmup=0.1 * duration, layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"))
+    seeds = np.random.SeedSequence(args.seed).spawn(args.replications)
+    runs = [simulate_network(instance, mix, analytical_router(ev), spec, seed=np.random.default_rng(q)) for q in seeds]
+    covs = np.array([r.coverage(ev.target) for r in runs])
+    return {"coverage": float(covs.mean()), "coverage_se": float(covs.std(ddof=1) / np.sqrt(covs.size)) if covs.size > 1 else float("nan"),
+            "mean_ttft": float(np.mean([np.mean(r.ttft[np.isfinite(r.ttft)]) for r in runs]))}
 
 
 def _problem(instance: Instance, cut, mix: np.ndarray, change_budget: float) -> MigrationProblem:
@@ -257,7 +274,9 @@ def render(report: dict[str, Any]) -> str:
                 lines.append(f"| {r['name']} | {r['arrivals']} | {r['hits']} | {r['lengths']} | {r['service']} | "
                              f"{_f(r['coverage_replayed'])} (± {_f(r['coverage_se'])}) | {_f(r['mean_ttft_replayed'], 2)} | "
                              f"{_f(r['mean_wait_replayed'], 2)} | {_f(r['hit_depth_replayed'], 0)} |")
-            r0 = load["rows"][0]
+            r0, des = load["rows"][0], load["poisson_des"]
+            lines.append(f"| Poisson network simulator (11.7) | Poisson | type | type | exponential | {_f(des['coverage'])} "
+                         f"(± {_f(des['coverage_se'])}) | {_f(des['mean_ttft'], 2)} | | |")
             lines.append(f"| prediction | Poisson | type | type | exponential | {_f(r0['coverage_predicted'])} | "
                          f"{_f(r0['mean_ttft_predicted'], 2)} | | {_f(r0['hit_depth_predicted'], 0)} |")
         lines += ["", "trace burstiness (index of dispersion vs Poisson 1 ± sd): " + ", ".join(
@@ -338,9 +357,22 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out is not None:
         out = Path(args.out)
-        atomic_write_text(out / "replay_study.json", json.dumps(report, indent=2, default=float) + "\n")
+        atomic_write_text(out / "replay_study.json", json.dumps(_finite(report), indent=2, allow_nan=False) + "\n")
         atomic_write_text(out / "replay_study.md", text + "\n")
     return 0
+
+
+def _finite(value: Any) -> Any:
+    """JSON-ready copy: numpy scalars as floats, non-finite numbers as ``null``."""
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
 
 
 def replace_args(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:
