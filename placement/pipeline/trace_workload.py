@@ -31,6 +31,7 @@ seen).  An instance whose depths do not fit ``block_size`` is rejected.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -244,13 +245,10 @@ def trace_workload(records: Iterable[TraceRecord], catalogue: BlockCatalogue, *,
     """Stream ``records`` once and return their :class:`TraceWorkload` (progress on stderr)."""
     index, position, closes = catalogue.index, catalogue.position.tolist(), catalogue.closes.tolist()
     type_of_vertex = catalogue.type_of_vertex.tolist()
-    time: list[float] = []
-    length: list[int] = []
-    output: list[int] = []
-    kind: list[int] = []
-    matched: list[bool] = []
-    pair_request: list[int] = []
-    pair_row: list[int] = []
+    # compact typed buffers (8 bytes per value, not a Python object each): memory grows with the
+    # requests and their held blocks only
+    time, length, output, kind = array("d"), array("q"), array("q"), array("q")
+    matched, pair_request, pair_row = array("b"), array("q"), array("q")
     get = index.get
     with progress_bar(total=total, desc=desc, unit="req") as bar:
         for i, record in enumerate(records):
@@ -280,7 +278,7 @@ def trace_workload(records: Iterable[TraceRecord], catalogue: BlockCatalogue, *,
         mine = catalogue.held[s, row]
         np.maximum.at(hit[s], req[mine], ends[mine])
     np.minimum(hit, lengths[None, :], out=hit)
-    return TraceWorkload(np.asarray(time, dtype=float), lengths, np.asarray(output, dtype=float), hit,
+    return TraceWorkload(np.frombuffer(time, dtype=float).copy(), lengths, np.asarray(output, dtype=float), hit,
                          np.asarray(kind, dtype=np.int64), np.asarray(matched, dtype=bool))
 
 
