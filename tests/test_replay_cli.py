@@ -51,8 +51,9 @@ def test_json_contract_and_the_prediction_of_the_same_mix(sample_instance: Path,
 
 def test_split_reports_the_generalisation_gap_and_writes_files(sample_instance: Path, capsys, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    code, report, _ = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--split", "0.5", "--nodes", "8",
-                           "--ablation", "--out", str(out), "--json")
+    code, report, err = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--split", "0.5", "--nodes", "8",
+                             "--ablation", "--out", str(out), "--json")
+    assert f"wrote {out / 'replay.json'}" in err and f"wrote {out / 'requests.csv'}" in err
     assert code == 0 and report["split"] == 0.5 and report["requests_train"] == 100 and report["requests"] == 90
     gen = report["generalisation"]
     assert gen["requests_train"] == 100 and gen["requests_test"] == 100
@@ -70,6 +71,9 @@ def test_split_reports_the_generalisation_gap_and_writes_files(sample_instance: 
 def test_text_output_puts_replayed_beside_predicted(sample_instance: Path, capsys) -> None:
     code, text, _ = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--nodes", "10", "--split", "0.5")
     assert code == 0 and "replayed" in text and "predicted" in text and "generalisation" in text
+    assert "(--intensity)" not in text
+    code, text, _ = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--nodes", "10", "--intensity", "0.7")
+    assert code == 0 and "Λ = 0.7 (--intensity)" in text
 
 
 def test_epochs_replay_reports_gain_and_bytes(tmp_path: Path, capsys) -> None:

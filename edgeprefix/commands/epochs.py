@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edgeprefix.commands._common import parse_mix, print_json
+    from edgeprefix.commands._common import parse_mix, print_json, wrote
     from edgeprefix.placement.model.instance import load_instance
     from edgeprefix.placement.pipeline.epochs import cut_epochs, epochs_mapping, instance_reference, write_epochs
     from edgeprefix.placement.pipeline.trace_workload import load_trace_workload, split_index
@@ -67,20 +67,24 @@ def run(args: argparse.Namespace) -> int:
         mapping = epochs_mapping(cut, instance_reference(args.instance, args.out), current_mix=current,
                                  change_budget=args.change_budget, byte_weight=args.byte_weight, target=args.target)
         write_epochs(args.out, mapping)
+    if args.out is not None:
+        wrote(args.out)
     if args.json:
         print_json(report)
     else:
-        print(render(report, instance.request_ids))
+        print(render(report, intensity_given=args.intensity is not None))
     return 0
 
 
-def render(r: dict[str, Any], types: tuple[str, ...]) -> str:
+def render(r: dict[str, Any], intensity_given: bool = False) -> str:
+    lam = f"Λ = {r['reference_intensity']:.4g}" + (" (--intensity)" if intensity_given else "")
     lines = [f"{len(r['epochs'])} epochs of {r['window']:g} s over {r['requests']} requests (mean rate {r['mean_rate']:.4g}/s ↔ "
-             f"Λ = {r['reference_intensity']:.4g}); {r['dropped_empty']} empty windows dropped", "",
-             f"{'epoch':<16}{'start':>9}{'end':>9}{'requests':>9}{'Λ^e':>9}   most likely types"]
+             f"{lam}); {r['dropped_empty']} empty windows dropped", "",
+             f"{'epoch':<16}{'start':>9}{'end':>9}{'requests':>9}{'intensity':>10}   most likely request types"]
     for e in r["epochs"]:
         top = sorted(e["mix_of_types"].items(), key=lambda kv: -kv[1])[:3]
-        lines.append(f"{e['name']:<16}{e['start']:>9.0f}{e['end']:>9.0f}{e['requests']:>9d}{e['intensity']:>9.4f}   "
+        lines.append(f"{e['name']:<16}{e['start']:>9.0f}{e['end']:>9.0f}{e['requests']:>9d}{e['intensity']:>10.4f}   "
                      + "  ".join(f"{q}={p:.3f}" for q, p in top))
-    lines.append(f"epochs file written to {r['out']}" if r["out"] else "epochs file not written (use --out FILE)")
+    if not r["out"]:
+        lines.append("epochs file not written (use --out FILE)")
     return "\n".join(lines)

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
     else:
-        print(render(report))
+        print(render(report, overridden={flag for flag in ("intensity", "target") if getattr(args, flag) is not None}))
     return 0
 
 
@@ -133,10 +133,11 @@ def _write(folder: Any, report: dict[str, Any], result: Any) -> None:
     import io
     import json
 
-    from edgeprefix.commands._common import _clean
+    from edgeprefix.commands._common import _clean, wrote
     from edgeprefix.placement.atomic import atomic_write_text
 
     atomic_write_text(folder / "replay.json", json.dumps(_clean(report), indent=2, allow_nan=False) + "\n")
+    wrote(folder / "replay.json")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     names = ("time", "epoch", "kind", "node", "profile", "distance", "hit", "length", "prefill", "wait", "service", "ttft")
@@ -149,6 +150,7 @@ def _write(folder: Any, report: dict[str, Any], result: Any) -> None:
         values["profile"] = profiles[values["profile"]] if values["profile"] >= 0 else ""
         writer.writerow([values[name] for name in names])
     atomic_write_text(folder / "requests.csv", buffer.getvalue())
+    wrote(folder / "requests.csv")
 
 
 def _f(value: Any, digits: int = 4) -> str:
@@ -157,11 +159,13 @@ def _f(value: Any, digits: int = 4) -> str:
     return fmt(value, digits)
 
 
-def render(r: dict[str, Any]) -> str:
+def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
+    lam = f"Λ = {r['intensity']:.4g}" + (" (--intensity)" if "intensity" in overridden else "")
+    tau = f"τ = {r['target']:.3f} s" + (" (--target)" if "target" in overridden else "")
     lines = [
         f"trace {r['trace']}: {r['requests_trace']} requests, {r['requests_train']} in the training part (split {r['split']:g}); "
         f"replayed {r['requests']} after warm-up on {r['nodes']} nodes, {r['replications']} replication(s)",
-        f"router {r['router']} ({r['policy']}), Λ = {r['intensity']:.4g}, τ = {r['target']:.3f} s, decode "
+        f"router {r['router']} ({r['policy']}), {lam}, {tau}, decode "
         f"{1e3 * r['decode_per_token']:.1f} ms/token, time scale {r['time_scale']:.4g} replay s per trace s",
         "",
         f"{'metric':<18}{'replayed':>11}{'predicted':>11}",
@@ -193,11 +197,13 @@ def render(r: dict[str, Any]) -> str:
     plan = r.get("epoch_plan")
     if plan:
         lines += ["", "static mix " + "  ".join(f"{k}={v:.3f}" for k, v in plan["static_mix"].items() if v > 0),
-                  f"{'epoch':<16}{'requests':>9}{'Λ^e':>8}{'migrated':>10}{'static':>8}{'gain':>8}{'pred. gain':>11}{'moved':>7}{'bytes':>9}"]
+                  f"{'epoch':<16}{'requests':>9}{'intensity':>10}{'migrated':>10}{'static':>8}{'gain':>8}{'predicted gain':>15}"
+                  f"{'moved share':>12}{'moved bytes':>12}"]
         for row in plan["epochs"]:
-            lines.append(f"{row['name']:<16}{row['requests']:>9d}{row['intensity']:>8.3f}{_f(row['coverage_migrated']):>10}"
-                         f"{_f(row['coverage_static']):>8}{_f(row['gain']):>8}{_f(row['predicted_gain']):>11}"
-                         f"{row['moved_share']:>7.3f}{row['moved_bytes']:>9.3g}")
-        lines.append(f"{'all epochs':<16}{r['requests']:>9d}{'':>8}{_f(plan['coverage_migrated']):>10}{_f(plan['coverage_static']):>8}"
-                     f"{_f(plan['gain']):>8}{_f(plan['predicted_migrated'] - plan['predicted_static']):>11}{'':>7}{plan['moved_bytes']:>9.3g}")
+            lines.append(f"{row['name']:<16}{row['requests']:>9d}{row['intensity']:>10.3f}{_f(row['coverage_migrated']):>10}"
+                         f"{_f(row['coverage_static']):>8}{_f(row['gain']):>8}{_f(row['predicted_gain']):>15}"
+                         f"{row['moved_share']:>12.3f}{row['moved_bytes']:>12.3g}")
+        lines.append(f"{'all epochs':<16}{r['requests']:>9d}{'':>10}{_f(plan['coverage_migrated']):>10}{_f(plan['coverage_static']):>8}"
+                     f"{_f(plan['gain']):>8}{_f(plan['predicted_migrated'] - plan['predicted_static']):>15}{'':>12}"
+                     f"{plan['moved_bytes']:>12.3g}")
     return "\n".join(lines)

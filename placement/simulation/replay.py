@@ -422,6 +422,9 @@ def replay(
     """
     if spec is None:
         raise ValueError("spec: a ReplaySpec with the decode rate is required")
+    if getattr(instance, "extended", False):
+        raise ValueError(f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
+                         "disaggregation), which trace replay does not model: replay an instance without them")
     layout_rng, place_rng, arrival_rng, service_rng, router_rng = np.random.default_rng(seed).spawn(5)
     n = workload.requests
     scheduled = schedule is not None
