@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("edgeprefix.commands.sweep", "solve every (instance, load, density, seed) cell on Dask and write one CSV"),
     "instance": ("edgeprefix.commands.instance", "print an instance as TOML (a starting file) or the instance file's JSON Schema"),
     "benchmark-instance": ("edgeprefix.commands.benchmark_instance", "write a benchmark instance with a known optimum"),
+    "replay": ("edgeprefix.commands.replay", "replay a trace on a sampled network: replayed vs predicted coverage"),
+    "epochs": ("edgeprefix.commands.epochs", "cut a trace into epochs (intensity, type mix) for edgeprefix migrate"),
 }
 
 EXIT_BAD_INPUT = 2

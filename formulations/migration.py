@@ -150,16 +150,27 @@ def migration_plan(
 
 @dataclass(frozen=True)
 class Epoch:
-    """One epoch's workload: overrides of ``p_q`` and ``Λ`` and its weight ``w_e``."""
+    """One epoch's workload: overrides of ``p_q`` and ``Λ`` and its weight ``w_e``.
+
+    ``start``/``end`` optionally give the epoch's window on a trace's clock (seconds, as
+    written by ``edgeprefix epochs``); the planner does not read them, trace replay does.
+    """
 
     name: str = ""
     probabilities: tuple[tuple[str, float], ...] = ()
     request_intensity: float | None = None
     weight: float = 1.0
+    start: float | None = None
+    end: float | None = None
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.weight) and self.weight > 0):
             raise ValueError(f"epochs.weight: must be > 0, got {plain(self.weight)}")
+        if (self.start is None) != (self.end is None):
+            raise ValueError(f"epochs[{self.name}]: give both start and end of the window, or neither")
+        if self.start is not None and not (np.isfinite(self.start) and np.isfinite(self.end) and self.start < self.end):
+            raise ValueError(f"epochs[{self.name}]: the window needs start < end (seconds), "
+                             f"got start={plain(self.start)}, end={plain(self.end)}")
 
 
 @dataclass(frozen=True)
@@ -268,7 +279,7 @@ class MigrationProblem:
 def _epoch_from(i: int, data: Any) -> Epoch:
     if not isinstance(data, Mapping):
         raise ValueError(f"epochs[{i}]: must be a table, got {data!r}")
-    allowed = {"name", "probabilities", "request_intensity", "weight"}
+    allowed = {"name", "probabilities", "request_intensity", "weight", "start", "end"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ValueError(f"epochs[{i}].{unknown[0]}: unknown field (allowed: {sorted(allowed)})")
@@ -280,6 +291,8 @@ def _epoch_from(i: int, data: Any) -> Epoch:
         probabilities=tuple((str(k), float(v)) for k, v in probabilities.items()),
         request_intensity=None if data.get("request_intensity") is None else float(data["request_intensity"]),
         weight=float(data.get("weight", 1.0)),
+        start=None if data.get("start") is None else float(data["start"]),
+        end=None if data.get("end") is None else float(data["end"]),
     )
 
 

@@ -124,6 +124,7 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
     variant = copy.deepcopy(base)
     variant["prefill"] = {"table": {"tokens": [0, 1024, 4096], "seconds": [0.0, 0.2, 1.2]}}
     variant["prefixes"][1]["kv_per_token"] = 0.0005
+    variant["prefixes"][1]["blocks"] = [7, 8]  # a trace vertex's own blocks (trace replay)
     variant["name"] = "variant"
     instance_from_mapping(variant)  # both are valid
     extended = copy.deepcopy(base)  # every field of the serving extensions (docs/model.md §19)

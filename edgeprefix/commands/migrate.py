@@ -12,6 +12,8 @@ The epochs file (TOML, or JSON by suffix)::
     request_intensity = 3.5            # Λ^e
     probabilities = { short = 0.6, long = 0.4 }   # overrides of p^e
     weight = 1.0                       # w_e
+    start = 0.0                        # optional window on a trace's clock, seconds (edgeprefix epochs)
+    end = 600.0
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ Without TRACE the embedded sample ``placement/data/sample_trace.jsonl`` is used.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
 from importlib import resources
@@ -51,6 +52,7 @@ from edgeprefix.placement.pipeline.trace_instance import (
     DEFAULT_UTILISATION,
     instance_from_profiles,
 )
+from edgeprefix.placement.pipeline.trace_workload import split_index
 from edgeprefix.placement.pipeline.traces import (
     DEFAULT_BLOCK_SIZE,
     FORMATS,
@@ -96,6 +98,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--target", type=float, default=None, metavar="SECONDS", help="τ_0 (default: g of the mean input length)")
     net.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, help="load of an all-fallback network (default: 0.6)")
     net.add_argument("--edge-density", type=float, default=1.0, help="λ_b (default: 1)")
+    parser.add_argument("--split", type=float, default=1.0, metavar="F",
+                        help="build from the first F of the requests only, e.g. 0.5 to replay the rest (default: 1, all)")
     parser.add_argument("--name", default=None, help="instance name (default: the trace's file stem)")
     parser.add_argument("--out", default=None, metavar="FILE", help="write the instance (.toml or .json)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -106,6 +110,11 @@ def _trace_path(arg: str | None) -> Any:
     if arg is None or arg == "sample":
         return resources.files("edgeprefix.placement").joinpath("data", SAMPLE)
     return arg
+
+
+def _training_count(total: int, split: float) -> int:
+    """Requests in the first part: ``⌊F n⌋``, the cut of ``edgeprefix replay --split F``."""
+    return total if split == 1.0 else split_index(total, split)
 
 
 def _memory_cap(text: str, memory: float) -> float:
@@ -163,8 +172,13 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     log = SkipLog()
     path = _trace_path(args.trace)
-    forest = build_forest(read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log),
-                          block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    records = read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    if not 0.0 < args.split <= 1.0:
+        raise ValueError(f"--split must lie in (0, 1], got {args.split!r}")
+    if args.split < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
+        total = sum(1 for _ in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid))
+        records = itertools.islice(records, _training_count(total, args.split))
+    forest = build_forest(records, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     ingest = time.perf_counter() - start
     g, decode, cal_info = _calibration(args)
     deployment = _deployment(args)

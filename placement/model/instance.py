@@ -331,7 +331,7 @@ _SECTION_KEYS = {
     "placement": {"target", "memory_budget", "fallback", "fallback_min", "max_share", "mix"},
 }
 _ITEM_KEYS = {
-    "prefixes": ({"id", "depth"}, {"parent", "kv_per_token"}),
+    "prefixes": ({"id", "depth"}, {"parent", "kv_per_token", "blocks"}),
     "requests": ({"id", "probability", "length", "decode"}, {"path"}),
     "profiles": ({"id"}, {"prefixes"}),
 }
@@ -364,6 +364,12 @@ def _string_list(where: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise InstanceError(where, f"must be a list of ids, got {plain(value)}")
     return tuple(_string(f"{where}[{i}]", v) for i, v in enumerate(value))
+
+
+def _block_list(where: str, value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in value):
+        raise InstanceError(where, f"must be a list of integer block ids, got {value!r}")
+    return tuple(value)
 
 
 def _share_table(where: str, value: Any) -> tuple[tuple[str, float], ...]:
@@ -469,6 +475,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
             depth=_number(f"prefixes[{i}].depth", p["depth"]),
             parent=None if p.get("parent") is None else _string(f"prefixes[{i}].parent", p["parent"]),
             kv_per_token=None if p.get("kv_per_token") is None else _number(f"prefixes[{i}].kv_per_token", p["kv_per_token"]),
+            blocks=_block_list(f"prefixes[{i}].blocks", p.get("blocks", [])),
         )
         for i, p in enumerate(_items("prefixes", data["prefixes"]) if data.get("prefixes") else [])
     )
@@ -535,6 +542,8 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
             entry["parent"] = p.parent
         if p.kv_per_token is not None:
             entry["kv_per_token"] = p.kv_per_token
+        if p.blocks:
+            entry["blocks"] = list(p.blocks)
         return entry
 
     gpu = dataclasses.asdict(instance.gpu)

@@ -42,12 +42,16 @@ class Prefix:
     depth : ℓ_v, cumulative tokens from the root (strictly larger than the parent's).
     parent : id of the parent vertex, ``None`` for a root.
     kv_per_token : κ_v override (memory units per token); ``None`` uses the GPU's κ.
+    blocks : the trace's block ids of ``v``'s own segment (after its parent), root side first,
+        when the vertex comes from a trace (``edgeprefix profiles``); ``()`` otherwise.  They
+        map a profile back to the blocks a node holds (trace replay, docs/model.md §17).
     """
 
     id: str
     depth: float
     parent: str | None = None
     kv_per_token: float | None = None
+    blocks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ class PrefixForest:
             _check_positive(f"prefixes[{i}].depth", p.depth)
             if p.kv_per_token is not None:
                 _check_positive(f"prefixes[{i}].kv_per_token", p.kv_per_token)
+            if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in p.blocks) or len(set(p.blocks)) != len(p.blocks):
+                raise InstanceError(f"prefixes[{i}].blocks", f"must be distinct block ids (integers >= 0), got {list(p.blocks)[:8]!r}")
             if p.parent is None:
                 continue
             if p.parent not in index:

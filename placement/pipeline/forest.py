@@ -175,6 +175,7 @@ class ForestBuilder:
         renumber = np.full(ids.size, -1, dtype=np.int64)
         renumber[vertices] = np.arange(vertices.size)
         vp = vparent[vertices]
+        chain_start, chain_blocks = _chains(ids, parent, pos, kept, levels, renumber)
         return RadixForest(
             block_size=self.block_size,
             n_requests=self.n_requests,
@@ -195,7 +196,30 @@ class ForestBuilder:
             end_output_sum=_ro(end_out[vertices]),
             top_block=_ro(ids[top[vertices]]),
             bottom_block=_ro(ids[vertices]),
+            chain_start=_ro(chain_start),
+            chain_blocks=_ro(chain_blocks),
         )
+
+
+def _chains(ids: IntArray, parent: IntArray, pos: IntArray, kept: np.ndarray, levels: list[IntArray],
+            renumber: IntArray) -> tuple[IntArray, IntArray]:
+    """Every vertex's own blocks in CSR form (``chain_start``, ``chain_blocks``), root side first.
+
+    A block belongs to the vertex that ends its single-child chain: a kept block owns itself,
+    a merged one (exactly one child, no request ending there) has its child's owner.
+    """
+    only_child = np.full(ids.size, -1, dtype=np.int64)
+    has_parent = parent >= 0
+    only_child[parent[has_parent]] = np.flatnonzero(has_parent)  # unique where it is read: one child
+    owner = np.arange(ids.size)
+    for members in reversed(levels[1:]):  # deepest first: a merged block takes its child's owner
+        merged = members[~kept[members]]
+        owner[merged] = owner[only_child[merged]]
+    vertex = renumber[owner]
+    order = np.lexsort((pos, vertex))
+    start = np.zeros(int(kept.sum()) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(vertex, minlength=start.size - 1), out=start[1:])
+    return start, ids[order]
 
 
 class _Closed(dict):  # type: ignore[type-arg]
@@ -234,6 +258,8 @@ class RadixForest:
     input_sum, output_sum : Σ input / output tokens of the requests through ``v``.
     end_input_sum, end_output_sum : the same over the requests ending at ``v``.
     top_block, bottom_block : first and last block id of the merged chain (its hash ids).
+    chain_start, chain_blocks : every block id of every vertex's own segment, in CSR form
+        (:meth:`chain`); empty when the forest was built without them.
     """
 
     block_size: int
@@ -255,6 +281,8 @@ class RadixForest:
     end_output_sum: FloatArray
     top_block: IntArray
     bottom_block: IntArray
+    chain_start: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+    chain_blocks: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
     _child_start: IntArray = field(init=False, repr=False, compare=False)
     _child_index: IntArray = field(init=False, repr=False, compare=False)
 
@@ -314,6 +342,13 @@ class RadixForest:
         while self.parent[chain[-1]] >= 0:
             chain.append(int(self.parent[chain[-1]]))
         return tuple(reversed(chain))
+
+    def chain(self, v: int) -> tuple[int, ...]:
+        """Block ids of ``v``'s own segment (from ``top_block`` to ``bottom_block``), root side first;
+        ``()`` when the forest carries no chains."""
+        if self.chain_start.size == 0:
+            return ()
+        return tuple(self.chain_blocks[self.chain_start[v]:self.chain_start[v + 1]].tolist())
 
     def vertex_of_block(self, block: int) -> int:
         """The vertex whose chain ends with ``block`` (``KeyError`` if none)."""

@@ -287,7 +287,8 @@ def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], 
     retained = sorted(set().union(*[set(s) for _, s in named])) if named else []
     ids = forest.ids
     prefixes = tuple(
-        Prefix(ids[v], float(forest.depth[v]), None if forest.parent[v] < 0 else ids[int(forest.parent[v])])
+        Prefix(ids[v], float(forest.depth[v]), None if forest.parent[v] < 0 else ids[int(forest.parent[v])],
+               blocks=forest.chain(v))
         for v in retained
     )
     types = request_types(forest, retained, decode_per_token, length_quantile=length_quantile)

@@ -169,6 +169,15 @@ class Layout:
         return out
 
 
+def exact_counts(mix: npt.ArrayLike, nodes: int) -> IntArray:
+    """``round(π_s N)`` nodes per profile by largest remainders (they sum to ``N``)."""
+    pi = np.asarray(mix, dtype=float)
+    share = pi * nodes
+    per = np.floor(share).astype(np.int64)
+    per[np.argsort(per - share)[: nodes - per.sum()]] += 1  # largest remainders
+    return per
+
+
 def sample_layout(instance, mix, spec: LayoutSpec = LayoutSpec(), *, seed=None) -> Layout:
     """Draw a PPP network for ``instance`` with profile mix ``π`` (docs/model.md §4).
 
@@ -179,10 +188,7 @@ def sample_layout(instance, mix, spec: LayoutSpec = LayoutSpec(), *, seed=None) 
     side = float(np.sqrt(spec.mean_nodes / instance.network.edge_density))
     if spec.counts == "exact":
         n = int(round(spec.mean_nodes))
-        share = pi * n
-        per = np.floor(share).astype(np.int64)
-        per[np.argsort(per - share)[: n - per.sum()]] += 1  # largest remainders
-        profile = rng.permutation(np.repeat(np.arange(pi.size), per)).astype(np.int64)
+        profile = rng.permutation(np.repeat(np.arange(pi.size), exact_counts(pi, n))).astype(np.int64)
     else:
         n = max(int(rng.poisson(spec.mean_nodes)), 1)
         profile = rng.choice(pi.size, size=n, p=pi).astype(np.int64)
