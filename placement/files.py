@@ -24,16 +24,16 @@ def read_text(path: str | os.PathLike[str], what: str) -> str:
             f"{what} {str(p)!r}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
         ) from None
     except FileNotFoundError:
-        raise ValueError(f"{what} {str(p)!r}: no such file") from None
+        raise ValueError(f"{what} {str(p)!r} does not exist") from None
     except OSError as exc:
         raise ValueError(f"{what} {str(p)!r}: cannot read it ({exc.strerror or type(exc).__name__})") from None
 
 
-def parse_document(text: str, fmt: str, what: str) -> Any:
+def parse_document(text: str, fmt: str, what: str, kind: str = "") -> Any:
     """Parse TOML (``fmt='toml'``) or JSON text; syntax errors and too-deep nesting name ``what``."""
     try:
         return tomllib.loads(text) if fmt == "toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{what}: cannot parse the {fmt.upper()}: {str(exc).splitlines()[0]}") from None
+        raise ValueError(f"{what}: cannot parse the {fmt.upper()}{' ' + kind if kind else ''}: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise ValueError(f"{what}: tables or lists nested too deeply to parse (no instance field nests more than 4 levels)") from None

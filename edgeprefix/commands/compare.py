@@ -93,7 +93,7 @@ def config_from_args(args: argparse.Namespace) -> CompareConfig:
 def handle(args: argparse.Namespace) -> int:
     from edgeprefix.benchmarks.compare import render_table, run_comparison, to_payload, write_outputs
 
-    at_least(args, 1, "--seeds", "--jobs", "--grid-limit")
+    at_least(args, 1, "--jobs", "--grid-limit")
     config = config_from_args(args)
     comparison = run_comparison(config)
     written = write_outputs(comparison, args.out) if args.out is not None else []

@@ -170,7 +170,6 @@ def _deployment(args: argparse.Namespace) -> Deployment:
 
 def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--families")
-    at_least(args, 1, "--max-profiles", "--min-support", "--block-size")
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out!r} is a folder; name the instance file to write (e.g. {Path(args.out) / 'instance.toml'})")
     start = time.perf_counter()

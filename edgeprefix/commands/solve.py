@@ -276,9 +276,11 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
 def best_so_far_figure(result: Result, target: float | None = None) -> Any:
     """Figure of the best-so-far feasible TTFT coverage against evaluations (evaluations before
     the first feasible mix are left blank)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # no pyplot: its import alone costs ~1 s of a --out run
 
     fig = Figure(figsize=(6, 3.5))
+    FigureCanvasAgg(fig)  # the Agg canvas, as pyplot's Agg backend would attach
     ax = fig.add_subplot()
     history = [float(v) for v in result.best_coverage_history]
     ax.plot(range(1, len(history) + 1), [v if math.isfinite(v) else float("nan") for v in history], lw=1.5)

@@ -56,7 +56,6 @@ def truncated_alpha2(
     piece ``∫_0^d e^{e_0 − k x} dx`` is written ``e^{max(e_0, e_1)} d φ(|k| d)`` with
     ``φ(x) = (1 − e^{−x})/x``, which never overflows whatever the sign of ``k``.
     """
-    b = b - b.min(axis=0)  # only differences matter; anchoring at 0 keeps u_cut resolved when b is large
     order = np.argsort(b, axis=0, kind="stable")
     cols = np.arange(b.shape[1])
     bs = b[order, cols].T  # (Q, K) sorted breakpoints
@@ -176,8 +175,14 @@ def tier_grid(
     """
     p = 2.0 / alpha
     m = max(1.0, SUBSTITUTION_POWER * alpha)
-    shift = b.min(axis=0)  # translate each type's axis to start at 0: only differences of b matter, and a
-    b = b - shift  # large common offset would otherwise swallow a short axis (y_max − b rounds to 0)
+    # Only differences of b matter.  Where a type's axis is short next to its common offset
+    # (y_max − min b below 1e-6 of min b, e.g. β/ξ ≈ 1e12 with dense tiers), the axis is translated
+    # to start at 0, else y_max − b would round to 0 (Σ_s A = 0).  Other types are left untouched.
+    low = b.min(axis=0)
+    extent = _axis_limit(b - low, lam, p)
+    shift = np.where(extent < 1e-6 * np.abs(low), low, 0.0)
+    if np.any(shift):
+        b = b - shift
     y_max = _axis_limit(b, lam, p)
     breaks = b.T if extra_breaks is None else np.concatenate([b.T, np.asarray(extra_breaks, dtype=float).T - shift[:, None]], axis=1)
     left, length = _segment_scaffold(breaks, y_max)  # (Q, K)

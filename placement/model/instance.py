@@ -230,6 +230,14 @@ class Instance:
                 "recomputed_prefill": _readonly(ext.recomputed_prefill), "fetch_time": _readonly(ext.fetch_time),
                 "pool_hit": _readonly(ext.pool_hit, bool),
             }
+        service = values["service_time"]
+        if not np.all(service > 0):  # 1/μ_{s,q} = 0 would make μ infinite and the queue undefined
+            s_bad, q_bad = (int(v[0]) for v in np.nonzero(~(service > 0)))
+            raise InstanceError(
+                f"requests[{q_bad}].decode",
+                f"request type {self.requests[q_bad].id!r} needs no GPU time on profile {self.profiles[s_bad].id!r} "
+                "(its whole input is cached and D_q = 0): give D_q > 0 or a prefill intercept g(0) > 0 (docs/model.md §20)",
+            )
         for key, value in values.items():
             object.__setattr__(self, key, value)
         if self.placement.mix is not None:
@@ -600,7 +608,7 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
 def parse_instance_text(text: str, *, fmt: str) -> Instance:
     """Parse TOML (``fmt='toml'``) or JSON text into a validated instance."""
     try:
-        data = parse_document(text, fmt, "instance")
+        data = parse_document(text, fmt, "instance", "instance")
     except ValueError as exc:
         raise InstanceError("", str(exc)) from None
     return instance_from_mapping(data)
@@ -623,7 +631,7 @@ def load_instance(source: str | os.PathLike[str] | None = None) -> Instance:
     fmt = "json" if path.suffix.lower() == ".json" else "toml"
     try:
         text = read_text(path, "instance file")
-        data = parse_document(text, fmt, f"instance file {text_source!r}")
+        data = parse_document(text, fmt, f"instance file {text_source!r}", "instance")
     except ValueError as exc:
         raise InstanceError("", str(exc)) from None
     return instance_from_mapping(data)

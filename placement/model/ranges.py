@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.errors import InstanceError, plain
 
 SCALE_MIN, SCALE_MAX = 1e-30, 1e30  # densities λ_b, intensity Λ, radio scale ξ, memories M, m_run, κ, τ_0, L_q
 RADIO_EXPONENT_MIN, RADIO_EXPONENT_MAX = 1.0, 6.0  # α: quadrature error on A_{s,q} < 2e-6 with the default nodes
@@ -24,7 +24,7 @@ def check_scale(field: str, value: float, *, allow_zero: bool = False) -> None:
         return
     if not (math.isfinite(value) and SCALE_MIN <= value <= SCALE_MAX):
         zero = "0 or " if allow_zero else ""
-        raise InstanceError(field, f"must be {zero}a finite number in [{SCALE_MIN:g}, {SCALE_MAX:g}] (docs/model.md §20), got {value!r}")
+        raise InstanceError(field, f"must be {zero}a finite number in [{SCALE_MIN:g}, {SCALE_MAX:g}] (docs/model.md §20), got {plain(value)}")
 
 
 def check_radio_exponent(field: str, value: float) -> None:
@@ -33,7 +33,7 @@ def check_radio_exponent(field: str, value: float) -> None:
         raise InstanceError(
             field,
             f"must lie in [{RADIO_EXPONENT_MIN:g}, {RADIO_EXPONENT_MAX:g}] (path-loss exponents; outside it the "
-            f"coverage quadrature is not accurate, docs/model.md §20), got {value!r}",
+            f"coverage quadrature is not accurate, docs/model.md §20), got {plain(value)}",
         )
 
 
