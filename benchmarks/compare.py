@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -277,6 +278,13 @@ def summary_csv(comparison: Comparison) -> str:
     return buffer.getvalue()
 
 
+def file_stem(label: str) -> str:
+    """``label`` as a plain file name: letters, digits, ``.``, ``_`` and ``-`` only, no leading dot or
+    separator, so that a label from the command line (``../../x``) can never name a path outside ``--out``."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._-")
+    return stem[:100] or "instance"
+
+
 def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
     from edgeprefix.benchmarks.compare_plots import (
@@ -292,7 +300,7 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
         written.append(out / name)
     methods = comparison.config.methods
     for name, ref in comparison.references.items():
-        path = out / f"curves_{name}.png"
+        path = out / f"curves_{file_stem(name)}.png"
         save_atomic(curves_figure(name, comparison.runs, comparison.summaries, ref, methods), path)
         written.append(path)
     save_atomic(ecdf_figure(comparison.runs, comparison.references, methods, comparison.summaries), out / "ecdf.png")

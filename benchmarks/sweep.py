@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -30,7 +31,7 @@ from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import atomic_write_text, load_instance
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import SOLVERS, solve
-from edgeprefix.solvers.distributed import dask_client, map_ordered
+from edgeprefix.solvers.distributed import dask_client, local_cluster_pays, map_ordered
 
 COLUMNS = (
     "instance", "load", "density", "seed", "method", "policy", "objective", "coverage", "feasible",
@@ -166,6 +167,19 @@ def sweep_from_args(args: argparse.Namespace) -> Sweep:
     return Sweep(tuple(args.instances), args.loads, args.densities, args.seeds, args.method, budget, options, args.policy)
 
 
+def _local(sweep: Sweep, workers: int | None) -> list[dict[str, Any]]:
+    """The first cell here (timed), the rest on a LocalCluster only when it pays (else serially, saying why)."""
+    cells = sweep.cells()
+    start = time.perf_counter()
+    first = run_cell(sweep, cells[0])
+    reason = local_cluster_pays(workers, len(cells) - 1, time.perf_counter() - start) if len(cells) > 1 else "one cell"
+    if reason is not None:
+        print(f"sweep: running the cells serially: {reason}", file=sys.stderr)
+        return [first, *(run_cell(sweep, cell) for cell in cells[1:])]
+    with dask_client(None, workers) as client:
+        return [first, *map_ordered(partial(run_cell, sweep), cells[1:], client)]
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the sweep the arguments describe and write its CSV."""
     sweep = sweep_from_args(args)
@@ -173,9 +187,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         if args.workers is not None:
             raise ValueError(f"--workers applies to the Dask local cluster, not to --serial (got --workers {args.workers})")
         rows = run_sweep(sweep)
-    else:
+    elif args.dask is not None:
         with dask_client(args.dask, args.workers) as client:
             rows = run_sweep(sweep, client)
+    else:
+        rows = _local(sweep, args.workers)
     text = sweep_csv(rows)
     if args.out is not None:
         atomic_write_text(args.out, text)

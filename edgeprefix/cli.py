@@ -71,21 +71,55 @@ def _command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+MESSAGE_LIMIT = 300  # characters of an error line (lists inside messages are cut before this)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
+
+
+def _os_message(exc: OSError) -> str:
+    name = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or _one_line(exc)
+    return f"{name}: {reason}" if name else reason
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every failure is one line on stderr and an exit code (docs in ``--help``):
+    2 bad input or an unusable file/folder/service, 3 a search that could not finish, 130 Ctrl-C."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_of(argv)
-    parser = build_parser([command] if command else [])
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser([command] if command else [])
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("edgeprefix: error: interrupted (Ctrl-C) while starting", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    command = getattr(args, "command", None) or "edgeprefix"
+
+    def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+        print(f"edgeprefix {command}: error: {message}", file=sys.stderr)
+        return code
+
     try:
         return int(args.handler(args))
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, as other Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except ValueError as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"edgeprefix {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return fail("interrupted (Ctrl-C); nothing was written after the interruption", EXIT_INTERRUPTED)
+    except (ValueError, ArithmeticError) as exc:  # bad input, and NumericalError (an input beyond docs/model.md §20)
+        return fail(_one_line(exc))
+    except RecursionError:
+        return fail("input nested too deeply to process")
+    except MemoryError:
+        return fail("out of memory: the problem is too large for this machine (fewer profiles, samples or types)")
+    except OSError as exc:
+        return fail(_os_message(exc))
 
 
 if __name__ == "__main__":  # pragma: no cover

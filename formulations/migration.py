@@ -16,8 +16,6 @@ mixes is the transportation LP of :func:`build_transport_model`, solved by Pyomo
 from __future__ import annotations
 
 import dataclasses
-import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +38,7 @@ from edgeprefix.formulations.placement import (
     share_caps,
 )
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.files import parse_document, read_text
 from edgeprefix.placement.model.instance import Instance, load_instance
 from edgeprefix.placement.model.profiles import Profile, persistent_memory
 from edgeprefix.placement.model.workload import PrefixForest
@@ -326,9 +325,6 @@ def load_migration(path: str | Path, **kwargs: Any) -> MigrationProblem:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"epochs file: no such file {str(path)!r}")
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"epochs file {str(path)!r}: cannot parse: {exc}") from exc
+    what = f"epochs file {str(path)!r}"
+    data = parse_document(read_text(path, "epochs file"), "json" if path.suffix.lower() == ".json" else "toml", what)
     return migration_from_mapping(data, base=path.parent, **kwargs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())  # the data is on disk before the name points at it
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -40,3 +43,134 @@ def atomic_savefig(figure: Any, path: str | os.PathLike[str], *, dpi: int = 120)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+# --------------------------------------------------------------------------------------------
+# Output sets: several files that must change together
+# --------------------------------------------------------------------------------------------
+_RENAME_EXCHANGE = 2  # renameat2 flag: swap two paths atomically (Linux ≥ 3.15)
+_AT_FDCWD = -100
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the directories ``a`` and ``b`` in one step; ``False`` where the system cannot."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: this file system cannot exchange
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep_stale(folder: Path) -> None:
+    """Remove temporaries of earlier writers of ``folder`` that died (``.NAME.set-PID-*``)."""
+    import shutil
+
+    for entry in folder.parent.glob(f".{folder.name}.set-*"):
+        try:
+            pid = int(entry.name.split(".set-", 1)[1].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def check_output_folder(folder: str | os.PathLike[str], flag: str, owned: Iterable[str]) -> Path:
+    """Check, before any work, that ``folder`` can receive an output set; returns it as a path.
+
+    It must be absent or a folder that holds only files named in ``owned`` (an earlier output
+    set: replacing it must not delete a user's other files), and its parent must be writable.
+    """
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} is a file, not a folder: name a new or an earlier output folder")
+    parent = path.resolve().parent
+    existing = parent
+    while not existing.exists():
+        existing = existing.parent
+    if not os.access(existing, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK | os.X_OK)):
+        raise ValueError(f"{flag} {str(path)!r}: folder {str(existing if not path.exists() else path)!r} is not writable")
+    if path.is_dir():
+        allowed = set(owned)
+        foreign = sorted(p.name for p in path.iterdir() if p.name not in allowed and not p.name.startswith("."))
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f", … ({len(foreign)} in all)" if len(foreign) > 3 else "")
+            raise ValueError(
+                f"{flag} {str(path)!r} holds files this command did not write ({shown}): "
+                "name a new folder (the output set replaces the whole folder)"
+            )
+    return path
+
+
+def write_output_set(folder: str | os.PathLike[str], files: Mapping[str, bytes], keep: Iterable[str] = ()) -> None:
+    """Replace the output set in ``folder`` by ``files`` (name → bytes) as a whole.
+
+    The files are written and fsynced in a temporary sibling folder, files named in ``keep`` that
+    exist in ``folder`` (e.g. a study the run appended to) are hard-linked beside them, and the
+    two folders are swapped in one ``renameat2(RENAME_EXCHANGE)``; a reader (or a run killed at
+    any instant) sees the old set or the new one, complete.  Where the file system cannot
+    exchange, the old folder is moved aside and the new one renamed in (a crash between the two
+    renames leaves the old set beside, named ``.NAME.set-PID-*``).
+    """
+    import shutil
+
+    target = Path(folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(target)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.set-{os.getpid()}-"))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o777 & ~umask)
+        for name, data in files.items():
+            with open(staging / name, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(staging / name, 0o666 & ~umask)
+        if target.is_dir():
+            for name in keep:
+                source = target / name
+                if source.is_file() and name not in files:
+                    try:
+                        os.link(source, staging / name)
+                    except OSError:
+                        shutil.copy2(source, staging / name)
+        _fsync_dir(staging)
+        if not target.exists():
+            os.rename(staging, target)
+        elif not _exchange(staging, target):
+            aside = staging.with_name(staging.name + "-old")
+            os.rename(target, aside)
+            os.rename(staging, target)
+            staging = aside
+        _fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -6,6 +6,17 @@ fix an instance file without reading the code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+LIST_LIMIT = 5  # entries of a list shown in a message
+
+
+def few(items: Iterable[object], limit: int = LIST_LIMIT) -> str:
+    """``[a, b, c, … (N in all)]``: a list for an error message, cut after ``limit`` entries."""
+    values = list(items)
+    shown = ", ".join(repr(v) if isinstance(v, str) and "=" not in v else str(v) for v in values[:limit])
+    return f"[{shown}]" if len(values) <= limit else f"[{shown}, … ({len(values)} in all)]"
+
 
 class InstanceError(ValueError):
     """An instance (file or in-memory data) breaks the schema or a model rule.
@@ -47,3 +58,8 @@ def _python(value: object) -> object:
     if isinstance(value, dict):
         return {_python(k): _python(v) for k, v in value.items()}
     return value
+
+
+class NumericalError(ArithmeticError):
+    """A computed quantity is NaN/inf or outside its mathematical range (a bug or an input beyond
+    the ranges of docs/model.md §20); raised instead of returning or clamping it."""

@@ -36,6 +36,37 @@ FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")
 R = TypeVar("R")
 Row = tuple[float, float, bool, float]  # value, coverage, feasible, overload
+CONNECT_TIMEOUT = "10s"  # how long a scheduler address may take to answer
+
+
+CLUSTER_START_SECONDS = 6.0  # start-up of a LocalCluster plus scattering the problem, measured on 2 cores (benchmarks/README.md)
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def local_cluster_pays(workers: int | None, tasks: int, seconds_per_task: float) -> str | None:
+    """``None`` when a LocalCluster of ``workers`` processes (default: one per core) should beat
+    running ``tasks`` tasks of ``seconds_per_task`` here; else the reason to stay serial.
+
+    The cluster costs :data:`CLUSTER_START_SECONDS` and spreads the work over at most
+    ``min(workers, cores, tasks)`` processes.  Without an explicit ``workers``, machines with two
+    cores or fewer stay serial: the scheduler, the workers and this process share them.
+    """
+    cores = usable_cores()
+    if workers is None and cores <= 2:
+        return f"{cores} cores: a local Dask cluster would share them with its scheduler and this process (--workers N forces one)"
+    n = min(workers or cores, cores, tasks)
+    serial = tasks * seconds_per_task
+    if n < 2 or CLUSTER_START_SECONDS + serial / n >= serial:
+        return (f"{tasks} tasks × {seconds_per_task:.3g} s ≈ {serial:.1f} s here; {n} worker process(es) on {cores} cores "
+                f"cannot win back a local cluster's ≈{CLUSTER_START_SECONDS:.0f} s start-up")
+    return None
 
 
 @contextlib.contextmanager
@@ -49,7 +80,12 @@ def dask_client(address: str | None = None, workers: int | None = None) -> Itera
     if address is not None:
         if workers is not None:
             raise ValueError(f"workers applies to the local cluster only, got workers={workers} with scheduler {address!r}")
-        with Client(address) as client:
+        try:
+            client = Client(address, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"--dask {address!r}: cannot reach the Dask scheduler within {CONNECT_TIMEOUT} ({reason[:160]})") from None
+        with client:
             yield client
         return
     n = (os.cpu_count() or 1) if workers is None else workers

@@ -8,6 +8,8 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import optuna
@@ -31,13 +33,63 @@ def quiet_optuna() -> Iterator[None]:
         optuna.logging.set_verbosity(previous)
 
 
+STORAGE_ENV = "EDGEPREFIX_STORAGE"  # storage URL read when --storage is not given (keeps passwords off argv)
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+URL_SCHEMES = ("sqlite", "postgresql", "postgres", "postgresql+psycopg2")
+
+
 def storage_url(path: str | Path) -> str:
-    """SQLite URL of a study file (its folder is created); a database URL passes through."""
-    if "://" in str(path):
-        return str(path)
-    target = Path(path).resolve()
+    """SQLAlchemy URL of a study storage: a SQLite file path (``*.db``, ``*.sqlite``, its folder is
+    created) or a ``sqlite:///`` / ``postgresql://`` URL; a bare ``postgresql://`` gets the
+    ``psycopg2`` driver this package depends on.  Anything else raises (never a silent new file)."""
+    text = str(path)
+    if "://" in text:
+        scheme = text.split("://", 1)[0].lower()
+        if scheme not in URL_SCHEMES:
+            raise ValueError(f"storage {redact(text)!r}: unknown scheme {scheme!r} (use sqlite:///FILE or postgresql://USER@HOST/DB)")
+        if scheme in ("postgresql", "postgres"):
+            return "postgresql+psycopg2://" + text.split("://", 1)[1]
+        return text
+    if not text or Path(text).suffix.lower() not in SQLITE_SUFFIXES:
+        raise ValueError(
+            f"storage {text!r}: neither a database URL (sqlite:///FILE, postgresql://USER@HOST/DB) "
+            f"nor a SQLite file ending in {', '.join(SQLITE_SUFFIXES)}"
+        )
+    target = Path(text).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{target}"
+
+
+def redact(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for messages and logs)."""
+    parts = urlsplit(url)
+    try:
+        password = parts.password
+    except ValueError:
+        return url
+    if password is None:
+        return url
+    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_rdb(url: str, cls: Any = None, **kwargs: Any) -> optuna.storages.RDBStorage:
+    """``optuna.storages.RDBStorage(url)``; an unreachable, unauthorised or driverless database is a
+    one-line :class:`ValueError` naming the (redacted) URL."""
+    import sqlalchemy.exc
+
+    try:
+        return (cls or optuna.storages.RDBStorage)(url, **kwargs)
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError, OSError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        raise ValueError(f"storage {redact(url)!r}: cannot open the study database ({reason[0] if reason else type(exc).__name__})") from None
+
+
+def check_study_name(name: str) -> str:
+    """A study name: non-empty printable text."""
+    if not isinstance(name, str) or not name.strip() or not name.isprintable():
+        raise ValueError(f"study name (--study) must be non-empty printable text, got {name!r}")
+    return name
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ by any other machine that joins it), see :mod:`edgeprefix.solvers.workers`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import optuna
@@ -24,8 +24,18 @@ from edgeprefix.solvers.optuna_common import (
     FEASIBLE_ATTR,
     MIX_ATTR,
     SearchBox,
+    check_study_name,
+    open_rdb,
     quiet_optuna,
+    redact,
     storage_url,
+)
+from edgeprefix.solvers.persistence import (
+    JOURNAL_SUFFIX,
+    BatchedStudy,
+    check_fingerprint,
+    journal_storage,
+    problem_fingerprint,
 )
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
@@ -39,13 +49,16 @@ class OptunaSolver(Solver):
 
     Parameters
     ----------
-    storage : SQLite file path or database URL holding the study (``None``: in memory, nothing resumes).
+    storage : SQLite file path or database URL holding the study, written trial by trial; or a
+        ``*.journal`` file, written in batches (:class:`edgeprefix.solvers.persistence.BatchedStudy`);
+        ``None``: in memory, nothing resumes.  A stored study is resumed only by a run of the same
+        problem (:func:`edgeprefix.solvers.persistence.problem_fingerprint`).
     study_name : name of the study inside the storage.
     workers : ``0`` runs the ask/tell loop in this process; ``N >= 1`` starts ``N`` worker
         processes on a shared study (needs ``storage``), see :mod:`edgeprefix.solvers.workers`.
     heartbeat_interval, grace_period : seconds between heartbeats of a running trial, and
         without one before the trial counts as dead (shared studies only).
-    max_retry : times a dead trial is proposed again (shared studies only).
+    max_retry : times a dead trial is proposed again (shared studies only; once by default).
     """
 
     RESUMABLE: ClassVar[bool] = True
@@ -55,7 +68,7 @@ class OptunaSolver(Solver):
     workers: int = 0
     heartbeat_interval: int = 5
     grace_period: int = 20
-    max_retry: int = 3
+    max_retry: int = 1
 
     def __post_init__(self) -> None:
         for key, least in (("workers", 0), ("heartbeat_interval", 1), ("grace_period", 1), ("max_retry", 0)):
@@ -69,6 +82,9 @@ class OptunaSolver(Solver):
             )
         if self.workers and self.storage is None:
             raise ValueError(f"workers={self.workers} needs a storage the processes share (a SQLite path or a database URL), got None")
+        check_study_name(self.study_name)
+        if self.storage is not None and not str(self.storage).endswith(JOURNAL_SUFFIX):
+            storage_url(self.storage)  # a bad scheme or a bare word fails here, before any work
 
     def sampler(self, seed: int, problem: Problem, projection: Projection) -> optuna.samplers.BaseSampler:
         raise NotImplementedError
@@ -79,25 +95,26 @@ class OptunaSolver(Solver):
             with quiet_optuna():
                 return run_shared(self, problem, projection, tracker, seed)
         with quiet_optuna():
-            storage = None if self.storage is None else optuna.storages.RDBStorage(storage_url(self.storage))
-            earlier = self._count_trials(storage)
-            study = optuna.create_study(
-                direction="maximize",
-                sampler=self.sampler((seed + earlier) % (2**31 - 1), problem, projection),  # a resumed run draws anew
-                storage=storage,
-                study_name=self.study_name,
-                load_if_exists=True,
-            )
-            self._resume(study, tracker)
-            return self._loop(study, problem, projection, tracker)
-
-    def _count_trials(self, storage: optuna.storages.BaseStorage | None) -> int:
-        if storage is None:
-            return 0
-        try:
-            return len(optuna.load_study(study_name=self.study_name, storage=storage).get_trials(deepcopy=False))
-        except KeyError:
-            return 0
+            if self.storage is None:
+                study = optuna.create_study(direction="maximize", sampler=self.sampler(seed, problem, projection))
+                return self._loop(study, problem, projection, tracker)
+            batched = str(self.storage).endswith(JOURNAL_SUFFIX)
+            storage = journal_storage(self.storage) if batched else open_rdb(storage_url(self.storage))
+            where = str(self.storage) if batched else redact(storage_url(self.storage))
+            stored = optuna.create_study(direction="maximize", storage=storage, study_name=self.study_name, load_if_exists=True)
+            check_fingerprint(stored, problem_fingerprint(problem, self.name), where)
+            earlier = len(stored.get_trials(deepcopy=False))
+            sampler = self.sampler((seed + earlier) % (2**31 - 1), problem, projection)  # a resumed run draws anew
+            if not batched:
+                study = optuna.load_study(study_name=self.study_name, storage=storage, sampler=sampler)
+                self._resume(study, tracker)
+                return self._loop(study, problem, projection, tracker)
+            mirror = BatchedStudy.open(stored, sampler, str(self.storage))
+            self._resume(mirror.working, tracker)
+            try:
+                return self._loop(mirror.working, problem, projection, tracker, after_trial=mirror.maybe_flush)
+            finally:
+                mirror.flush()  # also on a stop, an error or Ctrl-C: every finished trial is kept
 
     @staticmethod
     def _resume(study: optuna.Study, tracker: Tracker) -> None:
@@ -111,7 +128,9 @@ class OptunaSolver(Solver):
                     study.enqueue_trial(trial.params)
         tracker.extras["resumed_trials"] = tracker.replayed
 
-    def _loop(self, study: optuna.Study, problem: Problem, projection: Projection, tracker: Tracker) -> Status:
+    def _loop(
+        self, study: optuna.Study, problem: Problem, projection: Projection, tracker: Tracker, after_trial: Any = None
+    ) -> Status:
         box = SearchBox.of(problem, projection)
         while tracker.remaining is None or tracker.remaining > 0:
             trial = study.ask()
@@ -126,6 +145,8 @@ class OptunaSolver(Solver):
                 raise
             self._tell(study, trial, score.mix, score.value, score.coverage, score.feasible)
             tracker.nit += 1
+            if after_trial is not None:
+                after_trial()
         return Status.BUDGET_EXHAUSTED
 
     @staticmethod

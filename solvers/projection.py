@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from edgeprefix.formulations.linear import LinearConstraints
 from edgeprefix.placement.errors import InfeasibleConstraintsError
+from edgeprefix.placement.memory import check_memory
 
 FloatArray = npt.NDArray[np.float64]
 CLARABEL_OPTIONS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 200}
@@ -35,8 +36,12 @@ class Projection:
 
     def __init__(self, constraints: LinearConstraints) -> None:
         self.constraints = constraints
-        self._feasible_point = constraints.check_feasible()
         n, k = constraints.n_variables, constraints.n_decision
+        check_memory(  # the polish step holds a few dense n × n matrices
+            8.0 * 4 * n * n, "profiles", f"projecting onto the feasible mixes of {k} profiles",
+            "use fewer profiles (e.g. prune dominated profiles, profiles --max-profiles)",
+        )
+        self._feasible_point = constraints.check_feasible()
         self._x = cp.Variable(n)
         self._z = cp.Parameter(k)
         rows = []

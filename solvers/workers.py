@@ -13,12 +13,13 @@
    retry callback enqueues) until the budget of COMPLETE trials is met and nothing runs.
 3. replay every COMPLETE trial, in trial-number order, into the tracker.
 
-Enqueued trials are claimed atomically (``WAITING → RUNNING``), so each proposal is evaluated
-by exactly one worker; a dead worker's trial is evaluated once more by another.  Trials are
-evaluated cold (no warm start from a previous trial), so a value does not depend on which
-worker computed it.  With adaptive samplers (TPE, CMA-ES) two workers that ask at the same
-instant may finish the study up to ``workers - 1`` trials over the budget; every finished
-trial is kept.
+Trials are created, claimed (``WAITING → RUNNING``) and failed under one lock of the storage
+(:class:`edgeprefix.solvers.storage.SerialRDBStorage`), so each proposal is evaluated by exactly
+one worker, a dead worker's trial is retried once (never twice), and no trial is created once
+``budget`` trials are COMPLETE, RUNNING or WAITING: the study ends with exactly ``budget``
+COMPLETE trials.  Trials are evaluated cold (no warm start from a previous trial), so a value
+does not depend on which worker computed it.  Each worker's sampler seed mixes the run's seed,
+the worker's index, the host name and the process id, so no two workers propose alike.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
+import signal
 import socket
 import time
 import zlib
@@ -44,10 +46,12 @@ from edgeprefix.solvers.optuna_common import (
     SearchBox,
     quiet_optuna,
 )
+from edgeprefix.solvers.persistence import fingerprint_difference, problem_fingerprint
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
 from edgeprefix.solvers.storage import (
     WORKER_ATTR,
+    BudgetReached,
     SharedStorage,
     close,
     redact,
@@ -103,15 +107,16 @@ class Job:
             "method": self.solver.name,
             "budget": self.budget,
             "variables": list(self.problem.variable_names),
+            "fingerprint": problem_fingerprint(self.problem, self.solver.name),
         }
         if self.fixed:
             values["seed"] = self.seed
         return values
 
 
-def shared_storage(solver: OptunaSolver) -> SharedStorage:
+def shared_storage(solver: OptunaSolver, budget: int | None = None) -> SharedStorage:
     assert solver.storage is not None
-    return SharedStorage(solver.storage, solver.heartbeat_interval, solver.grace_period, solver.max_retry)
+    return SharedStorage(solver.storage, solver.heartbeat_interval, solver.grace_period, solver.max_retry, budget)
 
 
 def proposals(job: Job) -> list[dict[str, float]]:
@@ -159,6 +164,9 @@ def _check_definition(study: optuna.Study, job: Job) -> None:
     for key, value in job.definition().items():
         stored = study.user_attrs.get(DEFINITION_PREFIX + key)
         if stored != value:
+            if key == "fingerprint" and isinstance(stored, dict):
+                diff = "; ".join(fingerprint_difference(stored, value)[:3])
+                raise ValueError(f"study {job.solver.study_name!r} searched another problem ({diff}): choose another --study name")
             raise ValueError(f"study {job.solver.study_name!r} was created with {key} = {stored!r}, but this run has {key} = {value!r}")
 
 
@@ -169,8 +177,8 @@ def _worker_id() -> str:
 def _sampler(job: Job, index: int, earlier: int) -> optuna.samplers.BaseSampler:
     if job.fixed:
         return QueueSampler()
-    host = zlib.crc32(socket.gethostname().encode())
-    seed = int(np.random.SeedSequence([job.seed, index, earlier, host]).generate_state(1)[0]) % (2**31 - 1)
+    host = zlib.crc32(socket.gethostname().encode())  # host and pid: two commands on one host, or two hosts, never share a seed
+    seed = int(np.random.SeedSequence([job.seed, index, earlier, host, os.getpid()]).generate_state(1)[0]) % (2**31 - 1)
     return job.solver.sampler(seed, job.problem, job.projection)
 
 
@@ -240,6 +248,9 @@ def work(job: Job, index: int) -> int:
                 continue
             try:
                 study.optimize(objective, n_trials=1, gc_after_trial=False)
+            except BudgetReached:
+                time.sleep(poll)  # the budget is taken by running trials: wait for them (or their retries)
+                continue
             except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as exc:
                 # another worker finished this trial first (SQLite's claim is not atomic): its value stands
                 if isinstance(exc, ValueError) and not str(exc).startswith("Cannot tell a"):
@@ -250,6 +261,7 @@ def work(job: Job, index: int) -> int:
 
 
 def _worker_main(job: Job, index: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it terminates the workers, the study keeps their trials
     with quiet_optuna():
         work(job, index)
 
@@ -276,7 +288,7 @@ def run_shared(solver: OptunaSolver, problem: Problem, projection: Projection, t
     """Search ``problem`` with ``solver.workers`` local processes on the shared study (see module doc)."""
     if tracker.budget is None:
         raise ValueError(f"a shared study needs a budget of COMPLETE trials, got None (method {solver.name!r})")
-    shared = shared_storage(solver)
+    shared = shared_storage(solver, tracker.budget)
     job = Job(solver, shared, problem, projection, seed, tracker.budget)
     storage = shared.open()
     try:

@@ -38,7 +38,7 @@ def test_solve_out_dir_writes_result_history_and_plot_and_resumes(tmp_path, caps
     capsys.readouterr()
     result = json.loads((out / "result.json").read_text())
     assert result["evaluations"] == 12
-    rows = list(csv.DictReader((out / "history.csv").open()))
+    rows = list(csv.DictReader((out / "history.csv").read_text().splitlines()))
     assert len(rows) == 12 and {"best_coverage", "none", "shallow", "deep"} <= set(rows[0])
     assert (out / "best_so_far.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     code, data = run_json(capsys, ["solve", "--method", "tpe", "--budget", "15", "--out", str(out), "--json"])

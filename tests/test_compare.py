@@ -83,7 +83,7 @@ def test_outputs_are_written(comparison, tmp_path: Path):
     assert {"runs.csv", "summary.csv", "summary.json", "ecdf.png", "curves_paper_baseline.png", "curves_medium_forest.png"} <= names
     for p in written:
         assert p.stat().st_size > 0
-    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "runs.csv").read_text().splitlines()))
     stochastic = [r for r in rows if r["method"] != "grid"]
     assert len(stochastic) == 2 * 5 * 2 * len(BUDGETS)
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries

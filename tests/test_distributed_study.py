@@ -26,9 +26,10 @@ from solver_stubs import StubModel, baseline
 
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.solvers import solve
+from edgeprefix.solvers.optuna_common import quiet_optuna
 from edgeprefix.solvers.optuna_search import QmcSolver
 from edgeprefix.solvers.projection import Projection
-from edgeprefix.solvers.storage import SharedStorage, close, redact
+from edgeprefix.solvers.storage import BudgetReached, SharedStorage, close, redact, retry_callback
 from edgeprefix.solvers.workers import (
     WORKER_ATTR,
     Job,
@@ -173,11 +174,66 @@ def test_joining_with_another_definition_is_refused(sqlite_dir):
         solve(problem, "tpe", budget=2, seed=SEED, storage=storage, study_name="s", workers=1, **GUARD)
 
 
-def test_adaptive_sampler_counts_complete_trials_across_workers(sqlite_dir):
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [2, 4])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_adaptive_sampler_budget_is_exact_and_workers_propose_apart(request, sqlite_dir, backend, workers):
+    """TPE on a shared study: exactly ``budget`` COMPLETE trials (no worker asks past it), and no
+    two workers share a sampler seed (their random start-up proposals all differ)."""
+    storage = str(sqlite_dir / "tpe.db") if backend == "sqlite" else request.getfixturevalue("postgres")
+    study = f"tpe-{uuid.uuid4().hex[:8]}"
     problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
-    result = solve(problem, "tpe", budget=8, seed=SEED, storage=str(sqlite_dir / "tpe.db"), study_name="t", workers=2, **GUARD)
-    assert 8 <= result.nfev <= 9  # at most workers - 1 over when both ask at once
-    assert result.extras["worker_exit_codes"] == [0, 0]
+    budget = 12
+    result = solve(problem, "tpe", budget=budget, seed=SEED, storage=storage, study_name=study, workers=workers, **GUARD)
+    trials = _trials(storage, study)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == budget and result.nfev == budget
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    params = [tuple(sorted(t.params.items())) for t in complete]
+    assert len(set(params)) == len(params)  # distinct seeds: no proposal repeats across workers
+    assert result.extras["worker_exit_codes"] == [0] * workers
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_a_failed_trial_is_retried_once_even_when_two_processes_see_it(sqlite_dir):
+    """Two storages (as two processes) failing the same trial: the storage lock lets one succeed, so one retry is enqueued."""
+    shared = SharedStorage(str(sqlite_dir / "retry.db"), budget=BUDGET, **GUARD)
+    first, second = shared.open(), shared.open()
+    try:
+        with quiet_optuna():
+            trial = optuna.create_study(study_name="r", storage=first).ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+            studies = [optuna.load_study(study_name="r", storage=rdb) for rdb in (first, second)]
+            told = 0
+            for study in studies:
+                try:
+                    study.tell(trial.number, state=TrialState.FAIL)
+                except (optuna.exceptions.UpdateFinishedTrialError, ValueError):
+                    continue
+                told += 1
+                retry_callback(1)(study, study.get_trials(deepcopy=False)[trial.number])
+            retries = [t for t in studies[1].get_trials(deepcopy=False) if t.system_attrs.get("failed_trial") == trial.number]
+        assert told == 1 and len(retries) == 1
+    finally:
+        close(first)
+        close(second)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_the_storage_refuses_trials_past_the_budget(sqlite_dir):
+    rdb = SharedStorage(str(sqlite_dir / "cap.db"), budget=2).open()
+    try:
+        with quiet_optuna():
+            study = optuna.create_study(study_name="cap", storage=rdb)
+            study.ask()
+            study.enqueue_trial({"x": 1.0})  # RUNNING + WAITING = 2 = budget
+            with pytest.raises(BudgetReached, match="2 of 2"):
+                study.enqueue_trial({"x": 0.5})
+            study.tell(0, 1.0)
+            assert study.ask({"x": optuna.distributions.FloatDistribution(0, 2)}).params == {"x": 1.0}  # the WAITING one is claimed
+            with pytest.raises(BudgetReached):
+                study.ask()  # COMPLETE + RUNNING = 2: nothing new may be created
+    finally:
+        close(rdb)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -70,3 +72,32 @@ def test_cli_sweep_and_solve_on_a_scheduler_address(client, tmp_path, capsys):
 def test_bad_distributed_arguments_exit_2(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_local_cluster_is_skipped_where_it_cannot_pay(monkeypatch):
+    from edgeprefix.solvers import distributed
+
+    monkeypatch.setattr(distributed, "usable_cores", lambda: 2)
+    assert "2 cores" in distributed.local_cluster_pays(None, 1000, 1.0)  # default size on two cores
+    assert "start-up" in distributed.local_cluster_pays(2, 100, 0.005)  # tiny tasks: 0.5 s of work
+    assert distributed.local_cluster_pays(2, 100, 1.0) is None  # 100 s of work: two processes win
+    monkeypatch.setattr(distributed, "usable_cores", lambda: 1)
+    assert "1 worker process(es)" in distributed.local_cluster_pays(4, 100, 1.0)
+
+
+def test_tiny_grid_with_workers_runs_serially_and_says_so(capsys):
+    assert main(["solve", "--method", "grid", "--resolution", "5", "--workers", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "running the grid serially" in captured.err and "start-up" in captured.err
+    assert json.loads(captured.out)["extras"].get("dask_workers") is None  # no cluster was started
+
+
+def test_default_sweep_on_two_cores_runs_serially_and_says_so(tmp_path, capsys, monkeypatch):
+    from edgeprefix.solvers import distributed
+
+    monkeypatch.setattr(distributed, "usable_cores", lambda: 2)
+    args = ["sweep", "--loads", "1,2", "--densities", "1", "--resolution", "4"]
+    assert main([*args, "--out", str(tmp_path / "auto.csv")]) == 0
+    assert "running the cells serially: 2 cores" in capsys.readouterr().err
+    assert main([*args, "--serial", "--out", str(tmp_path / "serial.csv")]) == 0
+    assert (tmp_path / "auto.csv").read_bytes() == (tmp_path / "serial.csv").read_bytes()

@@ -8,6 +8,8 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+from edgeprefix.placement.errors import InstanceError
+
 if TYPE_CHECKING:
     from edgeprefix.placement.model.instance import Instance
 
@@ -35,7 +37,23 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
         changes["request_intensity"] = args.intensity
     if getattr(args, "density", None) is not None:
         changes["edge_density"] = args.density
-    return instance.with_network(**changes) if changes else instance
+    if not changes:
+        return instance
+    try:
+        return instance.with_network(**changes)
+    except InstanceError as exc:
+        flag = {"network.request_intensity": "--intensity", "network.edge_density": "--density"}.get(exc.field)
+        if flag is None:
+            raise
+        raise InstanceError(f"{flag} (overrides {exc.field})", exc.reason) from None
+
+
+def at_least(args: argparse.Namespace, least: int, *flags: str) -> None:
+    """Raise a one-line error naming the flag when an integer option given as ``--flag`` is below ``least``."""
+    for flag in flags:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value is not None and value < least:
+            raise ValueError(f"{flag} must be an integer >= {least}, got {value!r}")
 
 
 def network_text(instance: Instance, args: argparse.Namespace) -> str:

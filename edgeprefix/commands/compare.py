@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgeprefix.commands._common import print_json
+from edgeprefix.commands._common import at_least, print_json
 
 if TYPE_CHECKING:
     from edgeprefix.benchmarks.compare import CompareConfig
@@ -93,6 +93,7 @@ def config_from_args(args: argparse.Namespace) -> CompareConfig:
 def handle(args: argparse.Namespace) -> int:
     from edgeprefix.benchmarks.compare import render_table, run_comparison, to_payload, write_outputs
 
+    at_least(args, 1, "--jobs", "--grid-limit")
     config = config_from_args(args)
     comparison = run_comparison(config)
     written = write_outputs(comparison, args.out) if args.out is not None else []

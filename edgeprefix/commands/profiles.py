@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeprefix.commands._common import print_json, wrote
+from edgeprefix.commands._common import at_least, print_json, wrote
 from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
 from edgeprefix.placement.pipeline.calibration import (
@@ -169,6 +169,9 @@ def _deployment(args: argparse.Namespace) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
+    at_least(args, 0, "--families")
+    if args.out is not None and Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out!r} is a folder; name the instance file to write (e.g. {Path(args.out) / 'instance.toml'})")
     start = time.perf_counter()
     log = SkipLog()
     path = _trace_path(args.trace)

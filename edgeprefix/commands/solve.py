@@ -1,8 +1,11 @@
 """``edgeprefix solve``: the best profile mix of an instance (docs/model.md §10.1–10.3).
 
-With no instance it solves the embedded ``paper_baseline``.  ``--out DIR`` writes
-``result.json``, ``history.csv`` and ``best_so_far.png`` (each atomically); Optuna methods
-then keep their study in ``DIR/study.db``, so re-running the same command resumes it.
+With no instance it solves the embedded ``paper_baseline``.  The result is printed first;
+``--out DIR`` then replaces ``result.json``, ``history.csv`` and ``best_so_far.png`` as one set
+(old set or new set, never a mix).  Optuna methods keep their study in ``DIR/study.journal``
+(written in batches), so re-running the same command resumes it; a different problem in the
+same folder is refused.  Ctrl-C stops after the current evaluation, prints and saves the
+partial result and exits 130.
 ``--storage URL --study NAME --workers N`` shares an Optuna study between N processes here
 and any machine running the same command; ``--workers N`` or ``--dask ADDRESS`` runs the grid
 on Dask (see docs/distributed.md).
@@ -11,15 +14,21 @@ on Dask (see docs/distributed.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import math
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    at_least,
     fmt,
     instance_from_args,
     network_text,
@@ -29,11 +38,12 @@ from edgeprefix.commands._common import (
 )
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
-from edgeprefix.placement.atomic import atomic_savefig
-from edgeprefix.placement.model.instance import atomic_write_text
+from edgeprefix.placement.atomic import atomic_savefig, check_output_folder, write_output_set
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
+from edgeprefix.solvers.optuna_common import STORAGE_ENV, check_study_name
+from edgeprefix.solvers.persistence import problem_fingerprint
 from edgeprefix.solvers.result import history_csv
 from edgeprefix.solvers.workers import WorkersFailed
 
@@ -62,7 +72,8 @@ def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
     """``--storage``, ``--study``, ``--workers``, ``--dask``, ``--heartbeat`` and ``--grace``."""
     group = parser.add_argument_group("many processes and machines (docs/distributed.md)")
     group.add_argument("--storage", default=None, metavar="URL",
-                       help="Optuna study storage: SQLite path, sqlite:///... or postgresql://user:pw@host/db (default: DIR/study.db with --out)")
+                       help="Optuna study storage: SQLite file (*.db), sqlite:///... or postgresql://user@host/db "
+                            "(default: $EDGEPREFIX_STORAGE, else DIR/study.journal with --out; keep passwords in the variable)")
     group.add_argument("--study", default=None, metavar="NAME", help="study name in the storage (default: edgeprefix)")
     group.add_argument("--workers", type=int, default=None, metavar="N",
                        help="N worker processes here: Optuna methods share the --storage study, grid runs on a Dask LocalCluster")
@@ -123,40 +134,126 @@ def progress_callback(budget: int | None, method: str) -> tuple[Callable[[Progre
     return callback, bar
 
 
+OUTPUT_FILES = ("result.json", "history.csv", "best_so_far.png")
+STUDY_FILES = ("study.journal", "study.db")  # the resumable study kept across output sets (study.db: older versions)
+EXIT_INTERRUPTED = 130
+
+
+def _storage_for(args: argparse.Namespace) -> str | None:
+    """``--storage``, else ``$EDGEPREFIX_STORAGE``, else the study in ``--out`` (batched journal; an
+    existing ``study.db`` of an older version is resumed as it is)."""
+    if args.storage is not None:
+        return args.storage
+    if os.environ.get(STORAGE_ENV):
+        return os.environ[STORAGE_ENV]
+    if args.out is not None and SOLVERS[args.method].RESUMABLE:
+        legacy = Path(args.out) / "study.db"
+        return str(legacy if legacy.is_file() else Path(args.out) / "study.journal")
+    return None
+
+
+class Interrupt:
+    """First Ctrl-C: stop the search after the current evaluation (the partial result is printed and
+    saved, exit 130); a second Ctrl-C aborts at once."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.hit = False
+        self._previous: Any = None
+
+    def __enter__(self) -> Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.hit = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C raises KeyboardInterrupt
+        print("\nedgeprefix solve: interrupted: finishing the current evaluation (Ctrl-C again to abort)", file=sys.stderr)
+
+    def __call__(self, progress: Progress) -> bool:
+        if self.inner is not None:
+            self.inner(progress)
+        return self.hit
+
+
 def run(args: argparse.Namespace) -> int:
+    at_least(args, 0, "--seed")
+    at_least(args, 1, "--budget", "--workers", "--resolution")
     instance = instance_from_args(args)
     problem = placement_problem(instance, target=args.target, policy=args.policy)
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
         budget = DEFAULT_BUDGET
-    if args.out is not None and SOLVERS[args.method].RESUMABLE:
-        options["storage"] = str(Path(args.out) / "study.db")
+    if args.out is not None:
+        check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES)
+    storage = _storage_for(args)
+    if args.study is not None:
+        check_study_name(args.study)
     on_dask = distributed_options(args, options)
+    if on_dask and args.dask is None:
+        on_dask = _grid_cluster_pays(problem, args.workers, options.get("resolution", 20))
+    if storage is not None and SOLVERS[args.method].RESUMABLE:
+        options["storage"] = storage
     callback, bar = progress_callback(budget, args.method)
+    stop = Interrupt(callback)
     try:
-        if on_dask:
-            with dask_client(args.dask, args.workers) as client:
-                result = grid_search(problem, client=client, budget=budget, callback=callback, **options)
-        else:
-            result = solve(problem, args.method, budget=budget, seed=args.seed, callback=callback, **options)
+        with stop if not options.get("workers") else contextlib.nullcontext(stop):  # workers: Ctrl-C ends them, the study keeps their trials
+            if on_dask:
+                with dask_client(args.dask, args.workers) as client:
+                    result = grid_search(problem, client=client, budget=budget, callback=stop, **options)
+            else:
+                result = solve(problem, args.method, budget=budget, seed=args.seed, callback=stop, **options)
     except WorkersFailed as exc:
         print(f"edgeprefix solve: error: {exc}", file=sys.stderr)
         return EXIT_WORKERS_FAILED
     finally:
         bar.close()
-    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "seed": args.seed, **result.to_dict()}
-    written = write_outputs(Path(args.out), payload, result, problem.variable_names) if args.out is not None else []
+    overrides = {k: v for k, v in (("request_intensity", args.intensity), ("edge_density", args.density)) if v is not None}
+    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "seed": args.seed,
+               "overrides": overrides, **result.to_dict(),
+               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
+    # The answer reaches stdout before the disk is touched: a failed write never loses it.
     if args.json:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
-    for path in written:
-        wrote(path)
+    sys.stdout.flush()
+    if args.out is not None:
+        try:
+            written = write_outputs(Path(args.out), payload, result, problem.variable_names)
+        except OSError as exc:
+            raise ValueError(f"--out {args.out!r}: the result above was not saved ({exc.strerror or exc})") from None
+        for path in written:
+            wrote(path)
+    if stop.hit:
+        print("edgeprefix solve: interrupted: the result above is the best of the evaluations done so far", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if not result.success:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
+
+
+def _grid_cluster_pays(problem: Any, workers: int | None, resolution: int) -> bool:
+    """Whether the grid should run on a LocalCluster; says why not on stderr."""
+    import time as clock
+
+    from edgeprefix.solvers.distributed import local_cluster_pays
+    from edgeprefix.solvers.grid import feasible_lattice
+
+    points = feasible_lattice(problem.constraints, resolution)
+    start = clock.perf_counter()
+    problem.score(points[0])
+    reason = local_cluster_pays(workers, len(points), clock.perf_counter() - start)
+    if reason is not None:
+        print(f"edgeprefix solve: running the grid serially: {reason}", file=sys.stderr)
+    return reason is None
 
 
 def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:
@@ -179,12 +276,12 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
 def best_so_far_figure(result: Result, target: float | None = None) -> Any:
     """Figure of the best-so-far feasible TTFT coverage against evaluations (evaluations before
     the first feasible mix are left blank)."""
-    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure  # no pyplot: its import alone costs ~1 s of a --out run
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig = Figure(figsize=(6, 3.5))
+    FigureCanvasAgg(fig)  # the Agg canvas, as pyplot's Agg backend would attach
+    ax = fig.add_subplot()
     history = [float(v) for v in result.best_coverage_history]
     ax.plot(range(1, len(history) + 1), [v if math.isfinite(v) else float("nan") for v in history], lw=1.5)
     ax.set_xlabel("objective evaluations")
@@ -196,21 +293,41 @@ def best_so_far_figure(result: Result, target: float | None = None) -> Any:
     return fig
 
 
+def render_plot(result: Result, target: float | None = None) -> bytes:
+    """PNG bytes of :func:`best_so_far_figure`."""
+    import io
+
+    buffer = io.BytesIO()
+    best_so_far_figure(result, target).savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
 def write_plot(path: Path, result: Result, target: float | None = None) -> None:
     """PNG of the best-so-far coverage against evaluations, written atomically."""
-    import matplotlib.pyplot as plt
-
-    fig = best_so_far_figure(result, target)
-    try:
-        atomic_savefig(fig, path, dpi=100)
-    finally:
-        plt.close(fig)
+    atomic_savefig(best_so_far_figure(result, target), path, dpi=100)
 
 
 def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...]) -> list[Path]:
-    """``result.json``, ``history.csv`` and ``best_so_far.png`` in ``folder``; returns their paths."""
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / "result.json", json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    atomic_write_text(folder / "history.csv", history_csv(result, names))
-    write_plot(folder / "best_so_far.png", result, payload.get("target"))
-    return [folder / "result.json", folder / "history.csv", folder / "best_so_far.png"]
+    """Replace the output set in ``folder`` as a whole (:func:`edgeprefix.placement.atomic.write_output_set`);
+    returns the paths written.
+
+    ``result.json`` lists the SHA-256 of the other files under ``"files"``, so a reader can check
+    that the set is the one the result describes; the study file is carried over.
+    """
+    history = history_csv(result, names).encode("utf-8")
+    plot = render_plot(result, payload.get("target"))
+    files = {"history.csv": history, "best_so_far.png": plot}
+    digest = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    body = json.dumps(_finite({**payload, "files": digest}), indent=2, allow_nan=False) + "\n"
+    write_output_set(folder, {"result.json": body.encode("utf-8"), **files}, keep=STUDY_FILES)
+    return [folder / name for name in OUTPUT_FILES]
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -26,6 +26,7 @@ import numpy as np
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    at_least,
     fmt,
     instance_from_args,
     network_text,
@@ -34,6 +35,7 @@ from edgeprefix.commands._common import (
     wrote,
 )
 from edgeprefix.placement.atomic import atomic_savefig
+from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.association_mc import simulate_instance_association
@@ -97,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
             f"--samples >= 1, --customers >= 100 and --replications >= 1 must hold, got "
             f"{args.samples}, {args.customers}, {args.replications}"
         )
+    at_least(args, 0, "--seed")
+    check_memory(8.0 * args.samples * (3 * len(instance.profiles) + 3 * len(instance.requests)), "--samples",
+                 f"a Monte Carlo association of {args.samples} samples", "lower --samples")
     intensities = _floats(args.intensities, "--intensities")
     tau = float(instance.placement.target if args.target is None else args.target)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.errors import plain
+from edgeprefix.placement.errors import NumericalError, plain
+from edgeprefix.placement.memory import check_memory
+from edgeprefix.placement.model.association import default_nodes
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -109,7 +111,9 @@ class Evaluation:
         if not queue:
             return p1
         pairs = p1 - self.wait_probability[act][:, None] * p2
-        return np.where(self._stable_tiers()[:, None], np.maximum(pairs, 0.0), 0.0)
+        if not (np.all(np.isfinite(p1)) and np.all(np.isfinite(p2))):
+            raise NumericalError(f"coverage at τ = {tau!r} s: the tier integrals are not finite (docs/model.md §20)")
+        return np.where(self._stable_tiers()[:, None], np.maximum(pairs, 0.0), 0.0)  # finite: only rounding below 0
 
     def _stable_tiers(self) -> npt.NDArray[np.bool_]:
         return self.utilization[self.active] < 1.0
@@ -134,13 +138,13 @@ class Evaluation:
             if not t >= 0:
                 raise ValueError(f"target: τ must be >= 0 seconds, got {plain(t)}")
             pairs = self._coverage_pairs(t, queue)
-            return min(1.0, max(0.0, float(self.instance.probabilities @ pairs.sum(axis=0))))
+            return float(checked_probability(self.instance.probabilities @ pairs.sum(axis=0), "coverage"))
         taus = np.asarray(tau, dtype=float)
         if np.any(np.isnan(taus)) or np.any(taus < 0):
             raise ValueError(f"target: τ must be >= 0 seconds, got {taus.tolist()}")
         p = self.instance.probabilities
         values = np.array([float((p * self._coverage_pairs(float(t), queue).sum(axis=0)).sum()) for t in taus.ravel()])
-        values = np.clip(values, 0.0, 1.0)
+        values = checked_probability(values, "coverage")
         return float(values[0]) if taus.ndim == 0 else values.reshape(taus.shape)
 
     @property
@@ -192,8 +196,9 @@ class Evaluation:
     @property
     def mean_distance(self) -> float:
         """``R̄ = Σ_q p_q Σ_s A_{s,q} R̄_{s,q}``."""
-        joint = np.where(self.association > 0, self.association * np.nan_to_num(self.mean_distance_by_pair), 0.0)
-        return float((self.instance.probabilities * joint.sum(axis=0)).sum())
+        served = self.association > 0
+        joint = np.where(served, self.association * np.where(served, self.mean_distance_by_pair, 0.0), 0.0)
+        return checked_finite(float((self.instance.probabilities * joint.sum(axis=0)).sum()), "mean serving distance")
 
     # -- export -----------------------------------------------------------------------------
     def to_dict(self, target: float | None = None) -> dict[str, Any]:
@@ -256,6 +261,50 @@ class Evaluation:
         } | ({"serving": serving_report(self)} if inst.extended else {})
 
 
+PROBABILITY_SLACK = 1e-9  # rounding allowed outside [0, 1] before a probability counts as wrong
+
+
+def checked_probability(value: float | FloatArray, what: str) -> FloatArray:
+    """``value`` clipped to [0, 1] when it is off only by rounding; :class:`NumericalError` when it is
+    NaN/inf or off by more than :data:`PROBABILITY_SLACK` (never a silent clamp)."""
+    v = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(v)) or np.any(v < -PROBABILITY_SLACK) or np.any(v > 1.0 + PROBABILITY_SLACK):
+        raise NumericalError(f"{what}: computed {v.tolist()!r}, not a probability (docs/model.md §20)")
+    return np.clip(v, 0.0, 1.0)
+
+
+def checked_finite(value: float, what: str) -> float:
+    """``value`` unchanged when finite, else :class:`NumericalError`."""
+    if not np.isfinite(value):
+        raise NumericalError(f"{what}: computed {value!r} (docs/model.md §20)")
+    return value
+
+
+def _check_size(tiers: int, types: int, alpha: float, policy: str) -> None:
+    """Refuse, before allocating, an evaluation whose ``(S, S, Q)`` sensitivities or ``(S, Q, S N)``
+    quadrature grid cannot fit in memory (docs/model.md §20)."""
+    if policy == "nearest" and alpha == 2.0:
+        return  # O(S Q) only
+    per_pair = 4 if alpha == 2.0 else 6 * default_nodes(alpha)  # float64 arrays of S² Q entries alive at once
+    check_memory(
+        8.0 * tiers * tiers * types * per_pair,
+        "mix",
+        f"an evaluation with {tiers} active profiles and {types} request types",
+        "give fewer profiles a positive share (e.g. prune dominated profiles, profiles --max-profiles)",
+    )
+
+
+ASSOCIATION_SLACK = 1e-2  # |Σ_s A_{s,q} − 1| beyond which the association broke down (accuracy itself is
+# reported by Evaluation.quadrature_error; default nodes keep it < 2e-6, docs/model.md §20)
+
+
+def _check_association(a: FloatArray) -> None:
+    """``A_{s,q}`` finite, in [0, 1] and with columns summing to 1, else :class:`NumericalError`."""
+    total = a.sum(axis=0)
+    if not np.all(np.isfinite(a)) or np.any(a < -ASSOCIATION_SLACK) or np.any(np.abs(total - 1.0) > ASSOCIATION_SLACK):
+        raise NumericalError(f"association: Σ_s A_s,q = {total.tolist()!r}, not 1 (docs/model.md §20)")
+
+
 def capacity_condition(instance: Instance, mix: FloatArray) -> bool:
     """Necessary stability condition eq. (35): ``Λ Σ_q p_q min_{s:π_s>0} 1/μ_{s,q} < λ_b Σ_s π_s c_s``."""
     active = mix > 0
@@ -301,6 +350,7 @@ def evaluate(
     net = instance.network
     xi, alpha = net.radio_scale, net.radio_exponent
     active = pi > 0
+    _check_size(int(active.sum()), len(instance.requests), alpha, policy)
     lam_all = pi * net.edge_density
     lam = lam_all[active]
     g = instance.first_token_time[active]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
@@ -370,7 +420,10 @@ def evaluate(
         w_adv = np.zeros(lam.size)
     bias = policy_bias(policy, g, w_adv)
     a_active = assoc(bias)
+    _check_association(a_active)
     arrivals, work, mean_service = loads(a_active)  # λq_s, a_s, 1/μ_s (docs/model.md §5)
+    if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
+        raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
     if not needs_fixed_point(policy):
         w_adv = advertised_wait(work, c, mean_service, rho_clip)
     rho = work / c

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,7 +21,8 @@ import numpy.typing as npt
 import tomli_w
 
 from edgeprefix.placement.atomic import atomic_write_text
-from edgeprefix.placement.errors import InstanceError, MixError, plain
+from edgeprefix.placement.errors import InstanceError, MixError, few, plain
+from edgeprefix.placement.files import parse_document, read_text
 from edgeprefix.placement.model.costs import (
     PiecewiseLinearPrefill,
     PrefillModel,
@@ -36,6 +36,11 @@ from edgeprefix.placement.model.profiles import (
     hit_depth,
     persistent_memory,
     validate_profiles,
+)
+from edgeprefix.placement.model.ranges import (
+    check_concurrency,
+    check_radio_exponent,
+    check_scale,
 )
 from edgeprefix.placement.model.serving import (
     DEFAULT_INTERFERENCE,
@@ -51,7 +56,6 @@ from edgeprefix.placement.model.workload import (
     Prefix,
     PrefixForest,
     RequestType,
-    _check_positive,
     validate_requests,
 )
 
@@ -70,8 +74,9 @@ class Network:
     radio_exponent: float = 2.0  # α
 
     def __post_init__(self) -> None:
-        for name in ("edge_density", "request_intensity", "radio_scale", "radio_exponent"):
-            _check_positive(f"network.{name}", getattr(self, name))
+        for name in ("edge_density", "request_intensity", "radio_scale"):
+            check_scale(f"network.{name}", getattr(self, name))
+        check_radio_exponent("network.radio_exponent", self.radio_exponent)
 
     @property
     def radio(self) -> RadioCost:
@@ -90,7 +95,8 @@ class Gpu:
 
     def __post_init__(self) -> None:
         for name in ("memory", "runtime_per_sequence", "kv_per_token"):
-            _check_positive(f"gpu.{name}", getattr(self, name))
+            check_scale(f"gpu.{name}", getattr(self, name))
+        check_concurrency("gpu.memory", self.memory, self.runtime_per_sequence)
         validate_tiers(self.tiers)
 
 
@@ -106,9 +112,9 @@ class PlacementSpec:
     mix: tuple[tuple[str, float], ...] | None = None  # default π for evaluate
 
     def __post_init__(self) -> None:
-        _check_positive("placement.target", self.target)
+        check_scale("placement.target", self.target)
         if self.memory_budget is not None:
-            _check_positive("placement.memory_budget", self.memory_budget, allow_zero=True)
+            check_scale("placement.memory_budget", self.memory_budget, allow_zero=True)
         if not (np.isfinite(self.fallback_min) and 0.0 <= self.fallback_min <= 1.0):
             raise InstanceError("placement.fallback_min", f"must lie in [0, 1], got {plain(self.fallback_min)}")
         for sid, cap in self.max_share:
@@ -177,10 +183,10 @@ class Instance:
         validate_profiles(self.profiles, forest)
         ids = self.profile_ids
         if self.placement.fallback is not None and self.placement.fallback not in ids:
-            raise InstanceError("placement.fallback", f"unknown profile {self.placement.fallback!r} (known: {list(ids)})")
+            raise InstanceError("placement.fallback", f"unknown profile {self.placement.fallback!r} (known: {few(ids)})")
         for sid, _ in self.placement.max_share:
             if sid not in ids:
-                raise InstanceError(f"placement.max_share.{sid}", f"unknown profile {sid!r} (known: {list(ids)})")
+                raise InstanceError(f"placement.max_share.{sid}", f"unknown profile {sid!r} (known: {few(ids)})")
         h = hit_depth(self.profiles, self.requests, forest)
         memory = persistent_memory(self.profiles, forest, self.gpu.kv_per_token)
         slots = concurrency(memory, self.gpu.memory, self.gpu.runtime_per_sequence)
@@ -224,6 +230,14 @@ class Instance:
                 "recomputed_prefill": _readonly(ext.recomputed_prefill), "fetch_time": _readonly(ext.fetch_time),
                 "pool_hit": _readonly(ext.pool_hit, bool),
             }
+        service = values["service_time"]
+        if not np.all(service > 0):  # 1/μ_{s,q} = 0 would make μ infinite and the queue undefined
+            s_bad, q_bad = (int(v[0]) for v in np.nonzero(~(service > 0)))
+            raise InstanceError(
+                f"requests[{q_bad}].decode",
+                f"request type {self.requests[q_bad].id!r} needs no GPU time on profile {self.profiles[s_bad].id!r} "
+                "(its whole input is cached and D_q = 0): give D_q > 0 or a prefill intercept g(0) > 0 (docs/model.md §20)",
+            )
         for key, value in values.items():
             object.__setattr__(self, key, value)
         if self.placement.mix is not None:
@@ -284,14 +298,15 @@ class Instance:
         if isinstance(mix, Mapping):
             unknown = [k for k in mix if k not in ids]
             if unknown:
-                raise MixError(f"{field_name}: unknown profile {unknown[0]!r} (known: {list(ids)})")
+                raise MixError(f"{field_name}: unknown profile {unknown[0]!r} (known: {few(ids)})")
             pi = np.array([float(mix.get(sid, 0.0)) for sid in ids])
         else:
             pi = np.asarray(mix, dtype=float)
             if pi.shape != (len(ids),):
-                raise MixError(f"{field_name}: expected {len(ids)} shares in profile order {list(ids)}, got shape {pi.shape}")
+                raise MixError(f"{field_name}: expected {len(ids)} shares in profile order {few(ids)}, got shape {pi.shape}")
         if not np.all(np.isfinite(pi)) or np.any(pi < 0):
-            raise MixError(f"{field_name}: shares must be finite and >= 0, got {dict(zip(ids, pi.tolist()))}")
+            bad = [f"{sid}={share!r}" for sid, share in zip(ids, pi.tolist()) if not (np.isfinite(share) and share >= 0)]
+            raise MixError(f"{field_name}: shares must be finite and >= 0, got {few(bad)}")
         if abs(pi.sum() - 1.0) > MIX_TOLERANCE:
             raise MixError(f"{field_name}: shares must sum to 1 (±1e-9), got {plain(pi.sum())}")
         bad = [sid for sid, share, c in zip(ids, pi, self.concurrency) if share > 0 and c < 1]
@@ -312,7 +327,7 @@ class Instance:
         """A new instance with request probabilities replaced (unnamed types keep theirs)."""
         unknown = [k for k in probabilities if k not in self.request_ids]
         if unknown:
-            raise InstanceError("requests", f"unknown request type {unknown[0]!r} (known: {list(self.request_ids)})")
+            raise InstanceError("requests", f"unknown request type {unknown[0]!r} (known: {few(self.request_ids)})")
         requests = tuple(
             dataclasses.replace(q, probability=float(probabilities.get(q.id, q.probability))) for q in self.requests
         )
@@ -348,10 +363,19 @@ def _check_keys(where: str, data: Any, required: set[str], optional: set[str] = 
         raise InstanceError(f"{where}.{missing[0]}" if where else missing[0], "required field is missing")
 
 
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (messages stay one short line)."""
+    text = plain(value)
+    return text if len(text) <= limit else text[: limit - 5] + " …" + text[-2:]
+
+
 def _number(where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InstanceError(where, f"must be a number, got {plain(value)}")
-    return float(value)
+        raise InstanceError(where, f"must be a number, got {_short(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise InstanceError(where, f"must be a number within the float range, got an integer of {len(str(value))} digits") from None
 
 
 def _string(where: str, value: Any) -> str:
@@ -385,6 +409,9 @@ def _prefill_from(data: Mapping[str, Any]) -> PrefillModel:
             raise InstanceError("prefill.table", "give either a table or linear/quadratic/intercept, not both")
         table = data["table"]
         _check_keys("prefill.table", table, {"tokens", "seconds"})
+        for key in ("tokens", "seconds"):
+            if not isinstance(table[key], list):
+                raise InstanceError(f"prefill.table.{key}", f"must be a list of numbers, got {_short(table[key])}")
         tokens = tuple(_number(f"prefill.table.tokens[{i}]", v) for i, v in enumerate(table["tokens"]))
         seconds = tuple(_number(f"prefill.table.seconds[{i}]", v) for i, v in enumerate(table["seconds"]))
         return PiecewiseLinearPrefill(tokens, seconds)
@@ -581,9 +608,9 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
 def parse_instance_text(text: str, *, fmt: str) -> Instance:
     """Parse TOML (``fmt='toml'``) or JSON text into a validated instance."""
     try:
-        data = tomllib.loads(text) if fmt == "toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise InstanceError("", f"cannot parse the {fmt.upper()} instance: {exc}") from exc
+        data = parse_document(text, fmt, "instance", "instance")
+    except ValueError as exc:
+        raise InstanceError("", str(exc)) from None
     return instance_from_mapping(data)
 
 
@@ -602,7 +629,12 @@ def load_instance(source: str | os.PathLike[str] | None = None) -> Instance:
     if not path.is_file():
         raise InstanceError("instance", f"no such file {text_source!r} (or embedded instance; known: {list(EMBEDDED)})")
     fmt = "json" if path.suffix.lower() == ".json" else "toml"
-    return parse_instance_text(path.read_text(encoding="utf-8"), fmt=fmt)
+    try:
+        text = read_text(path, "instance file")
+        data = parse_document(text, fmt, f"instance file {text_source!r}", "instance")
+    except ValueError as exc:
+        raise InstanceError("", str(exc)) from None
+    return instance_from_mapping(data)
 
 
 def default_instance() -> Instance:

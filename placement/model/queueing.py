@@ -11,7 +11,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.errors import plain
+from edgeprefix.placement.errors import NumericalError, plain
 
 FloatArray = npt.NDArray[np.float64]
 RHO_CLIP = 0.99  # ρ_clip: above it the advertised delay continues linearly (docs/model.md §7)
@@ -62,7 +62,10 @@ def _erlang_c_scalar(a: float, c: float) -> float:
             raise ValueError("offered_load: must be finite and >= 0")
         return 1.0
     b = _erlang_b_scalar(a, int(c))
-    return min(1.0, max(0.0, b / (1.0 - (a / c) * (1.0 - b))))
+    pw = b / (1.0 - (a / c) * (1.0 - b))
+    if not -1e-9 <= pw <= 1.0 + 1e-9:  # also catches NaN, which max/min would silently drop
+        raise NumericalError(f"Erlang C: waiting probability {pw!r} for offered load {a!r} on {c!r} servers (docs/model.md §20)")
+    return min(1.0, max(0.0, pw))
 
 
 def erlang_c(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeprefix.placement.errors import InstanceError, plain
+from edgeprefix.placement.errors import InstanceError, few, plain
+from edgeprefix.placement.model.ranges import check_scale
 
 PROBABILITY_TOLERANCE = 1e-9  # |Σ_q p_q − 1| allowed
 
@@ -75,7 +76,7 @@ class PrefixForest:
         check_unique_ids("prefixes", (p.id for p in self.prefixes))
         index = {p.id: i for i, p in enumerate(self.prefixes)}
         for i, p in enumerate(self.prefixes):
-            _check_positive(f"prefixes[{i}].depth", p.depth)
+            check_scale(f"prefixes[{i}].depth", p.depth)
             if p.kv_per_token is not None:
                 _check_positive(f"prefixes[{i}].kv_per_token", p.kv_per_token)
             if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in p.blocks) or len(set(p.blocks)) != len(p.blocks):
@@ -83,7 +84,7 @@ class PrefixForest:
             if p.parent is None:
                 continue
             if p.parent not in index:
-                raise InstanceError(f"prefixes[{i}].parent", f"unknown prefix {p.parent!r} (known: {sorted(index)})")
+                raise InstanceError(f"prefixes[{i}].parent", f"unknown prefix {p.parent!r} (known: {few(sorted(index))})")
             parent = self.prefixes[index[p.parent]]
             if not p.depth > parent.depth:
                 raise InstanceError(
@@ -118,12 +119,12 @@ def validate_requests(requests: tuple[RequestType, ...], forest: PrefixForest) -
     by_id = forest.by_id
     for i, q in enumerate(requests):
         _check_positive(f"requests[{i}].probability", q.probability, allow_zero=True)
-        _check_positive(f"requests[{i}].length", q.length)
-        _check_positive(f"requests[{i}].decode", q.decode, allow_zero=True)
+        check_scale(f"requests[{i}].length", q.length)
+        check_scale(f"requests[{i}].decode", q.decode, allow_zero=True)
         for j, vid in enumerate(q.path):
             where = f"requests[{i}].path[{j}]"
             if vid not in by_id:
-                raise InstanceError(where, f"unknown prefix {vid!r} (known: {sorted(by_id)})")
+                raise InstanceError(where, f"unknown prefix {vid!r} (known: {few(sorted(by_id))})")
             expected_parent = q.path[j - 1] if j else None
             if by_id[vid].parent != expected_parent:
                 raise InstanceError(

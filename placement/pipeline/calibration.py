@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 import os
 from collections.abc import Mapping
@@ -25,6 +25,7 @@ import numpy.typing as npt
 from scipy.optimize import nnls
 
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.files import parse_document, read_text
 from edgeprefix.placement.model.costs import PiecewiseLinearPrefill, QuadraticPrefill
 
 FloatArray = npt.NDArray[np.float64]
@@ -133,10 +134,9 @@ def _open_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[dict[str, 
     p = Path(path)
     if not p.is_file():
         raise CalibrationError(f"calibration file {str(p)!r} does not exist")
-    with p.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
+    reader = csv.DictReader(io.StringIO(read_text(p, "calibration file"), newline=""))
+    rows = list(reader)
+    return list(reader.fieldnames or []), rows
 
 
 def _float(path: object, row: int, name: str, value: str) -> float:
@@ -292,11 +292,9 @@ def model_spec_from_config(path: str | os.PathLike[str], *, dtype_bytes: int | N
     """
     p = Path(path)
     try:
-        config = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CalibrationError(f"model config {str(p)!r} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(f"{p}: invalid JSON ({exc.msg})") from None
+        config = parse_document(read_text(p, "model config"), "json", f"model config {str(p)!r}")
+    except ValueError as exc:
+        raise CalibrationError(str(exc)) from None
     if not isinstance(config, dict):
         raise CalibrationError(f"{p}: must hold a JSON object")
     layers = _config_int(p, config, "num_hidden_layers", "n_layer", "num_layers")

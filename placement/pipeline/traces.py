@@ -23,6 +23,7 @@ import io
 import json
 import math
 import os
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ from edgeprefix.placement.errors import plain
 FORMATS = ("mooncake", "tokens")
 DEFAULT_BLOCK_SIZE = 512  # tokens per KV block of the Mooncake trace
 MAX_SKIP_EXAMPLES = 5
+
+
+MAX_BLOCK_ID = 2**63 - 1  # ids are stored as int64
 
 
 class TraceError(ValueError):
@@ -102,8 +106,17 @@ def iter_lines(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[tuple
         if not path.is_file():
             raise TraceError(0, "", f"file {str(path)!r} does not exist")
         opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
-            yield from enumerate(handle, start=1)
+        number = 0
+        try:
+            with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+                for number, text in enumerate(handle, start=1):
+                    yield number, text
+        except UnicodeDecodeError as exc:
+            raise TraceError(number + 1, "", f"file {str(path)!r} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save it as UTF-8") from None
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise TraceError(number + 1, "", f"file {str(path)!r} is not a complete gzip file ({exc}): re-download or re-compress it") from None
+        except OSError as exc:
+            raise TraceError(0, "", f"cannot read file {str(path)!r} ({exc.strerror or exc})") from None
     else:
         yield from enumerate(source, start=1)
 
@@ -153,6 +166,9 @@ def parse_mooncake_line(line: int, text: str, *, block_size: int = DEFAULT_BLOCK
     ids = obj["hash_ids"]
     if not isinstance(ids, list) or not set(map(type, ids)) <= {int}:
         raise TraceError(line, "hash_ids", "must be a list of integers")
+    if ids and not (0 <= min(ids) and max(ids) <= MAX_BLOCK_ID):
+        bad = next(v for v in ids if not 0 <= v <= MAX_BLOCK_ID)
+        raise TraceError(line, "hash_ids", f"block ids must lie in [0, 2^63 − 1], got {bad}")
     expected = -(-length // block_size)
     if len(ids) != expected:
         raise TraceError(
@@ -187,8 +203,8 @@ def parse_tokens_line(line: int, text: str, *, block_size: int = DEFAULT_BLOCK_S
     tokens = obj["tokens"]
     if not isinstance(tokens, list) or not tokens:
         raise TraceError(line, "tokens", "must be a non-empty list of token ids")
-    if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
-        raise TraceError(line, "tokens", "every token id must be an integer >= 0")
+    if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t <= MAX_BLOCK_ID for t in tokens):
+        raise TraceError(line, "tokens", "every token id must be an integer in [0, 2^63 − 1]")
     output = _int_field(line, obj, "output_length", minimum=0) if "output_length" in obj else 0
     timestamp = _timestamp(line, obj, scale=1.0)
     return TraceRecord(line, timestamp, len(tokens), output, token_block_ids(tokens, block_size))
