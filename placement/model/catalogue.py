@@ -215,24 +215,76 @@ class CatalogueEvaluation:
             np.add.at(out[:, q], t.true, a)
         return out
 
-    def coverage(self, tau: float | None = None) -> float:
-        """``P_cov(τ) = Σ_q p_q Σ_j [P1_j − P^W_{s'} P2_j]`` over the sub-tiers (eq. (19.30))."""
+    def coverage(self, tau: float | None = None, *, queues: str = "tier") -> float:
+        """``P_cov(τ) = Σ_q p_q Σ_j [P1_j − P^W P2_j]`` over the sub-tiers (eq. (19.30)).
+
+        ``queues="tier"``: every node of true profile ``s'`` has the tier's queue (the paper's
+        approximation); ``"class"``: a node of sub-tier ``j`` has the load of its own class, its
+        type-``q`` share plus the mean of its ``(s, s')`` population for the other types (eq. (19.31)):
+        a node that falsely advertises a prefix draws more of that prefix's requests.
+        """
+        if queues not in ("tier", "class"):
+            raise ValueError(f"queues: must be 'tier' or 'class', got {queues!r}")
         inst = self.instance
         t = self.target if tau is None else float(tau)
         if not t >= 0:
             raise ValueError(f"target: τ must be >= 0 seconds, got {plain(t)}")
         xi, alpha = inst.network.radio_scale, inst.network.radio_exponent
-        stable = self.utilization < 1.0
+        classes = self.class_queues() if queues == "class" else None
         total = 0.0
         for q, sub in enumerate(self.tiers):
             first = inst.first_token_time[sub.true, q]
+            if classes is None:
+                pw, decay = self.wait_probability[sub.true], self.decay[sub.true]
+                stable = self.utilization[sub.true] < 1.0
+            else:
+                pw, decay, stable = classes[q]
             bias = self._bias(sub)
-            tilt = np.where(self.decay[sub.true] > 0, self.decay[sub.true], 0.0)[:, None] * xi
+            tilt = np.where(decay > 0, decay, 0.0)[:, None] * xi
             lam = sub.share * inst.network.edge_density
             p1, p2 = self.kernel.truncated(lam, bias[:, None] / xi, alpha, ((t - first) / xi)[:, None], tilt)
-            pairs = p1[:, 0] - self.wait_probability[sub.true] * p2[:, 0]
-            total += inst.probabilities[q] * float(np.where(stable[sub.true], np.maximum(pairs, 0.0), 0.0).sum())
+            pairs = p1[:, 0] - pw * p2[:, 0]
+            total += inst.probabilities[q] * float(np.where(stable, np.maximum(pairs, 0.0), 0.0).sum())
         return min(1.0, max(0.0, total))
+
+    def class_queues(self) -> list[tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]]:
+        """Per type, per sub-tier ``j``: ``P^W``, ``θ`` and stability of the class queue (eq. (19.31))."""
+        inst = self.instance
+        net = inst.network
+        p = inst.probabilities
+        s_count = self.mix.size
+        service, second = inst.service_time, inst.service_second_moment
+        # per (s, s') population: mean per-node rate, work and second moment of every type
+        pair_share = np.zeros((s_count, s_count))
+        for sub in self.tiers[:1]:
+            np.add.at(pair_share, (sub.believed, sub.true), sub.share)
+        pair = np.zeros((3, len(self.tiers), s_count, s_count))
+        own = []
+        for q, (sub, a) in enumerate(zip(self.tiers, self.association)):
+            rate = net.request_intensity * p[q] * a / (sub.share * net.edge_density)  # per node of j
+            loads = np.vstack([rate, rate * service[sub.true, q], rate * second[sub.true, q]])
+            own.append(loads)
+            for k in range(3):
+                np.add.at(pair[k, q], (sub.believed, sub.true), loads[k] * sub.share)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pair = np.where(pair_share > 0, pair / np.where(pair_share > 0, pair_share, 1.0), 0.0)
+        totals = pair.sum(axis=1)  # (3, s, s')
+        mgc = inst.queue_law == "mgc"
+        out = []
+        for q, (sub, loads) in enumerate(zip(self.tiers, own)):
+            rest = totals[:, sub.believed, sub.true] - pair[:, q, sub.believed, sub.true]
+            arrivals, work, moment = loads + rest
+            c = inst.concurrency[sub.true].astype(float)
+            busy = arrivals > 0
+            mean = np.where(busy, work / np.where(busy, arrivals, 1.0), service[sub.true].min(axis=1))
+            pw = erlang_c(work, c)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                decay = (c - work) / mean
+                if mgc:
+                    scv = np.maximum(np.where(busy, moment / np.where(busy, arrivals, 1.0), 0.0) / mean**2 - 1.0, 0.0)
+                    decay = decay / variability_factor(work, c, scv)
+            out.append((pw, decay, work < c))
+        return out
 
     def _bias(self, sub: SubTiers) -> FloatArray:
         if self.policy == "nearest":
