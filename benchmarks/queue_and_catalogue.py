@@ -289,7 +289,7 @@ def _catalogue_point(inst: Instance, cat: Catalogue, spec: SimulationSpec, seeds
         "bits": None if math.isinf(cat.bits) else int(cat.bits), "hashes": cat.hashes, "refresh": cat.refresh,
         "churn": cat.churn, "f_shallow": float(ce.false_positive[1]),
         "loss_ana": reference - ce.coverage_at_target, "loss_ana_exact": reference - exact.coverage_at_target,
-        "loss_ana_class": reference - ce.coverage(queues="class"),
+        "loss_ana_tier": reference - ce.coverage(queues="tier"),
         "loss_sim": reference_sim - float(sims.mean()),
         "loss_sim_se": float(sims.std(ddof=1) / np.sqrt(sims.size)) if sims.size > 1 else float("nan"),
         "false_hit_share": ce.false_hit_share, "stale_share": ce.stale_share,
@@ -314,12 +314,12 @@ def catalogue_rows(*, quick: bool = False, seeds: Sequence[int] = (0, 1, 2, 3)) 
 
 def catalogue_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [f"{'bits m':>7}{'k':>3}{'T_r':>6}{'γ':>6}{'f_shallow':>10}{'false hits':>11}{'stale':>7}"
-             f"{'loss ana':>9}{'ana exact':>10}{'ana class':>10}{'loss sim':>9}{'±2SE':>7}{'sim−ana':>9}"]
+             f"{'loss ana':>9}{'ana exact':>10}{'ana tier':>10}{'loss sim':>9}{'±2SE':>7}{'sim−ana':>9}"]
     for r in rows:
         bits = "∞" if r["bits"] is None else str(r["bits"])
         lines.append(f"{bits:>7}{r['hashes']:>3}{r['refresh']:>6g}{r['churn']:>6g}{r['f_shallow']:>10.4f}"
                      f"{r['false_hit_share']:>11.4f}{r['stale_share']:>7.4f}{r['loss_ana']:>9.4f}{r['loss_ana_exact']:>10.4f}"
-                     f"{r['loss_ana_class']:>10.4f}"
+                     f"{r['loss_ana_tier']:>10.4f}"
                      f"{r['loss_sim']:>9.4f}{2 * r['loss_sim_se']:>7.4f}{r['loss_sim'] - r['loss_ana']:>+9.4f}")
     if rows:
         lines.append(f"exact catalogue: analysis {rows[0]['reference']:.4f}, simulation {rows[0]['reference_sim']:.4f}")
@@ -333,8 +333,8 @@ def catalogue_figure(rows: Sequence[dict[str, Any]], path: Path) -> None:
         if not pts:
             continue
         x = [r["bits"] for r in pts]
-        line, = left.plot(x, [r["loss_ana"] for r in pts], marker=marker, ms=3, label=f"analysis (19.25), k = {k}")
-        left.plot(x, [r["loss_ana_exact"] for r in pts], ls="--", color=line.get_color(), label=f"analysis, exact occupancy (19.26), k = {k}")
+        line, = left.plot(x, [r["loss_ana"] for r in pts], marker=marker, ms=3, label=f"analysis with (19.25), k = {k}")
+        left.plot(x, [r["loss_ana_exact"] for r in pts], ls="--", color=line.get_color(), label=f"analysis with the exact occupancy (19.26), k = {k}")
         left.errorbar(x, [r["loss_sim"] for r in pts], yerr=[2 * r["loss_sim_se"] for r in pts], fmt=marker, mfc="none",
                       color=line.get_color(), capsize=3, label=f"simulation ± 2 SE, k = {k}")
     left.set_xscale("log", base=2)
@@ -344,8 +344,8 @@ def catalogue_figure(rows: Sequence[dict[str, Any]], path: Path) -> None:
     pts = [r for r in rows if r["bits"] is None]
     if pts:
         x = [r["refresh"] for r in pts]
-        right.plot(x, [r["loss_ana"] for r in pts], marker="o", ms=3, label="analysis (19.28)–(19.30), tier queues")
-        right.plot(x, [r["loss_ana_class"] for r in pts], marker="s", ms=3, ls="--", label="analysis, class queues (19.31)")
+        right.plot(x, [r["loss_ana"] for r in pts], marker="o", ms=3, label="analysis (19.28)–(19.31), class queues")
+        right.plot(x, [r["loss_ana_tier"] for r in pts], marker="s", ms=3, ls="--", label="analysis, tier queues")
         right.errorbar(x, [r["loss_sim"] for r in pts], yerr=[2 * r["loss_sim_se"] for r in pts], fmt="x", capsize=3,
                        label="simulation ± 2 SE")
         right.set_xscale("log")

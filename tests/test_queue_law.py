@@ -329,3 +329,44 @@ def test_the_simulator_serves_the_instance_law():
     flat = simulate_network(exact, None, analytical_router(evaluate(exact)), spec, seed=2)
     ok = flat.node >= 0
     np.testing.assert_allclose(flat.service[ok], exact.service_time[flat.profile[ok], flat.request_type[ok]])
+
+
+def test_the_documented_queue_and_catalogue_sections_load():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "instances.md").read_text(encoding="utf-8")
+    block = re.findall(r"```toml\n(.*?)```", doc, re.DOTALL)
+    sections = tomllib.loads(next(b for b in block if "chunk_size" in b))
+    data = instance_to_mapping(base())
+    data.update(sections)
+    inst = instance_from_mapping(data)
+    assert inst.queue_law == "mgc" and inst.serving.chunk_size == 512 and inst.catalogue.bits == 8
+
+
+def test_the_queue_law_benchmark_in_smoke_mode(tmp_path):
+    from edgeprefix.benchmarks.queue_and_catalogue import mgc_figure, mgc_rows, mgc_table
+
+    rows = mgc_rows(customers=40_000, servers=(1, 4), loads=(0.7,))
+    assert len(rows) == 6 and {r["law"] for r in rows} == {"deterministic", "two_point", "lognormal"}
+    for r in rows:
+        if r["law"] != "lognormal":  # the law beats plain Erlang C on the mean wait and the CDF
+            assert abs(r["w_err_mgc"]) < abs(r["w_err_mmc"]) and r["ks_mgc"] < r["ks_mmc"]
+    one = [r for r in rows if r["c"] == 1]  # c = 1: the law is Pollaczek–Khinchine, as is Allen–Cunneen
+    assert all(r["w_err_mgc"] == pytest.approx(r["w_err_ac"], abs=1e-12) for r in one)
+    text = mgc_table(rows)
+    assert "deterministic: max |P^W err|" in text and text.count("\n") == len(rows) + 3
+    mgc_figure(rows, tmp_path / "law.png")
+    assert (tmp_path / "law.png").stat().st_size > 10_000
+
+
+def test_a_grid_solve_on_the_chunked_instance():
+    from edgeprefix.formulations.placement import placement_problem
+    from edgeprefix.solvers.api import solve
+
+    inst = load_instance(INSTANCES / "serving_chunked.toml")
+    result = solve(placement_problem(inst), "grid", budget=None, resolution=10)
+    again = evaluate(inst, result.x)
+    assert result.success and again.stable and again.coverage_at_target == pytest.approx(result.coverage, abs=1e-9)
+    assert result.coverage >= evaluate(inst).coverage_at_target - 1e-12

@@ -215,13 +215,14 @@ class CatalogueEvaluation:
             np.add.at(out[:, q], t.true, a)
         return out
 
-    def coverage(self, tau: float | None = None, *, queues: str = "tier") -> float:
+    def coverage(self, tau: float | None = None, *, queues: str = "class") -> float:
         """``P_cov(τ) = Σ_q p_q Σ_j [P1_j − P^W P2_j]`` over the sub-tiers (eq. (19.30)).
 
-        ``queues="tier"``: every node of true profile ``s'`` has the tier's queue (the paper's
-        approximation); ``"class"``: a node of sub-tier ``j`` has the load of its own class, its
+        ``queues="class"`` (default): a node of sub-tier ``j`` has the load of its own class, its
         type-``q`` share plus the mean of its ``(s, s')`` population for the other types (eq. (19.31)):
-        a node that falsely advertises a prefix draws more of that prefix's requests.
+        a node that falsely advertises a prefix, or shows a profile it no longer holds, draws the
+        requests of what it advertises; ``"tier"``: every node of true profile ``s'`` has the tier's
+        queue (the paper's approximation, measured worse under staleness).
         """
         if queues not in ("tier", "class"):
             raise ValueError(f"queues: must be 'tier' or 'class', got {queues!r}")
@@ -307,6 +308,7 @@ class CatalogueEvaluation:
             "false_positive": dict(zip(self.instance.profile_ids, map(float, self.false_positive))),
             "fresh_probability": self.catalogue.fresh_probability,
             "coverage": self.coverage_at_target,
+            "coverage_tier_queues": self.coverage(queues="tier"),
             "false_hit_share": self.false_hit_share,
             "stale_share": self.stale_share,
         }
