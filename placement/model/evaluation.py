@@ -17,6 +17,7 @@ import numpy.typing as npt
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.association import default_nodes
+from edgeprefix.placement.model.catalogue import catalogue_evaluation
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -25,6 +26,7 @@ from edgeprefix.placement.model.fixed_point import (
     solve_fixed_point,
 )
 from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, variability_factor
 from edgeprefix.placement.model.policies import (
     check_policy,
     needs_fixed_point,
@@ -66,6 +68,7 @@ class Evaluation:
     capacity_condition: bool  # necessary condition eq. (35)
     fixed_point: FixedPointReport | None
     kernel: SpatialKernel = field(repr=False)
+    service_scv: FloatArray | None = None  # C_S² per tier under the M/G/c law (docs/model.md §19.6), else None
 
     # -- lazily computed spatial moments ----------------------------------------------------
     @cached_property
@@ -258,7 +261,9 @@ class Evaluation:
                 q: {s: num(self.mean_distance_by_pair[i, j]) for i, s in enumerate(inst.profile_ids)}
                 for j, q in enumerate(inst.request_ids)
             },
-        } | ({"serving": serving_report(self)} if inst.extended else {})
+        } | ({"serving": serving_report(self)} if inst.extended else {}) | (
+            {"catalogue": catalogue_evaluation(inst, self.mix, self.policy, target=tau).report()}
+            if inst.catalogue is not None else {})
 
 
 PROBABILITY_SLACK = 1e-9  # rounding allowed outside [0, 1] before a probability counts as wrong
@@ -380,8 +385,23 @@ def evaluate(
         mean_service = np.where(busy, work / np.where(busy, arrivals, 1.0), idle_service)
         return arrivals, work, mean_service
 
+    mgc = instance.queue_law == "mgc"  # M/G/c law of docs/model.md §19.6: the tier's C_S² from the mix
+    weighted_second = p_q * instance.service_second_moment[active]  # p_q E[S_{s,q}²]
+    idle_second = np.take_along_axis(instance.service_second_moment[active], service.argmin(axis=1)[:, None], 1)[:, 0]
+
+    def service_scv(a_q: FloatArray, arrivals: FloatArray, mean_service: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``C_S² = E[S²] / E[S]² − 1`` (eq. (19.17)) and ``E[S²]``."""
+        second = scale * (a_q * weighted_second).sum(axis=1)
+        busy = arrivals > 0
+        moment = np.where(busy, second / np.where(busy, arrivals, 1.0), idle_second)
+        return np.maximum(moment / mean_service**2 - 1.0, 0.0), moment
+
     def queue_map(w: FloatArray) -> FloatArray:
-        _, work, mean_service = loads(assoc(g + w[:, None]))
+        a_q = assoc(g + w[:, None])
+        arrivals, work, mean_service = loads(a_q)
+        if mgc:
+            scv = service_scv(a_q, arrivals, mean_service)[0]
+            return mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)[0]
         return advertised_wait(work, c, mean_service, rho_clip)
 
     def queue_map_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -390,11 +410,22 @@ def evaluate(
         a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)  # type: ignore[misc]
         last["bias"], last["association"] = bias, a_q
         arrivals, work, mean_service = loads(a_q)
-        wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
+        if mgc:
+            scv, moment = service_scv(a_q, arrivals, mean_service)
+            wait, slope, slope_scv = mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)
+        else:
+            wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
         d_arrivals = scale_xi * (d_a @ p_q)  # (S, T)
         d_work = scale_xi * np.matmul(d_a, weighted_service[:, :, None])[:, :, 0]
         d_mean = (d_work - mean_service[:, None] * d_arrivals) / np.where(arrivals > 0, arrivals, np.inf)[:, None]
-        return wait, slope[:, None] * d_work + (wait / mean_service)[:, None] * d_mean
+        jac = slope[:, None] * d_work + (wait / mean_service)[:, None] * d_mean
+        if mgc:  # ∂C²/∂W through E[S²] and 1/μ (eq. (19.24))
+            d_second = scale_xi * np.matmul(d_a, weighted_second[:, :, None])[:, :, 0]
+            d_moment = (d_second - moment[:, None] * d_arrivals) / np.where(arrivals > 0, arrivals, np.inf)[:, None]
+            d_scv = np.where((scv > 0)[:, None], d_moment / mean_service[:, None] ** 2
+                             - 2.0 * (moment / mean_service**3)[:, None] * d_mean, 0.0)
+            jac = jac + slope_scv[:, None] * d_scv
+        return wait, jac
 
     report: FixedPointReport | None = None
     if needs_fixed_point(policy):
@@ -424,13 +455,17 @@ def evaluate(
     arrivals, work, mean_service = loads(a_active)  # λq_s, a_s, 1/μ_s (docs/model.md §5)
     if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
         raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
+    scv_active = service_scv(a_active, arrivals, mean_service)[0] if mgc else None
     if not needs_fixed_point(policy):
-        w_adv = advertised_wait(work, c, mean_service, rho_clip)
+        w_adv = (mgc_advertised_wait_and_slopes(work, c, mean_service, scv_active, rho_clip)[0] if mgc
+                 else advertised_wait(work, c, mean_service, rho_clip))
     rho = work / c
     stable_tier = rho < 1.0
     pw = erlang_c(work, c)
     with np.errstate(divide="ignore", invalid="ignore"):
         decay = (c - work) / mean_service  # c μ − λq
+        if mgc:
+            decay = decay / variability_factor(work, c, scv_active)  # θ = P^W / W̄, eq. (19.21)
         w_bar = np.where(stable_tier, pw / decay, np.inf)
 
     per_tier = np.full((7, pi.size), np.nan)  # scatter the active tiers' vectors in one step
@@ -460,4 +495,11 @@ def evaluate(
         capacity_condition=capacity_condition(instance, pi),
         fixed_point=report,
         kernel=kernel,
+        service_scv=_scatter(scv_active, active) if mgc else None,
     )
+
+
+def _scatter(values: FloatArray, active: npt.NDArray[np.bool_]) -> FloatArray:
+    out = np.full(active.size, np.nan)
+    out[active] = values
+    return out

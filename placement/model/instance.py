@@ -23,6 +23,7 @@ import tomli_w
 from edgeprefix.placement.atomic import atomic_write_text
 from edgeprefix.placement.errors import InstanceError, MixError, few, plain
 from edgeprefix.placement.files import parse_document, read_text
+from edgeprefix.placement.model.catalogue import Catalogue
 from edgeprefix.placement.model.costs import (
     PiecewiseLinearPrefill,
     PrefillModel,
@@ -138,6 +139,8 @@ class Instance:
     - ``residual_prefill`` ``g(L_q − h_{s,q})``; ``full_prefill`` ``g(L_q)`` (``(Q,)``);
     - ``service_time`` ``1/μ_{s,q} = g(L_q − h_{s,q}) + D_q``;
     - ``probabilities`` ``p_q``, ``lengths`` ``L_q``, ``decodes`` ``D_q``;
+    - ``service_second_moment`` ``E[S_{s,q}²]`` of a type's occupancy (deterministic prefill, decode of
+      SCV ``serving.decode_scv``, eq. (19.17)), read by the M/G/c law (``serving.queue = "mgc"``);
     - ``hbm_memory`` ``B^H_s``, ``first_token_time`` ``T^ft_{s,q}``, ``reused_depth`` ``h̃_{s,q}``,
       ``recomputed_prefill`` ``g(L_q − h̃_{s,q})``: what the model reads; with the serving
       extensions (``gpu.tiers``, ``remote``, ``compression``, ``serving``; docs/model.md §19) they
@@ -159,6 +162,7 @@ class Instance:
     remote: RemotePool | None = None
     compression: Compression | None = None
     serving: Serving | None = None
+    catalogue: Catalogue | None = None  # docs/model.md §19.7: read by the simulator and the catalogue correction
 
     hit_depth: FloatArray = field(init=False, repr=False, compare=False)
     memory: FloatArray = field(init=False, repr=False, compare=False)
@@ -175,6 +179,7 @@ class Instance:
     recomputed_prefill: FloatArray = field(init=False, repr=False, compare=False)
     fetch_time: FloatArray = field(init=False, repr=False, compare=False)
     pool_hit: npt.NDArray[np.bool_] = field(init=False, repr=False, compare=False)
+    service_second_moment: FloatArray = field(init=False, repr=False, compare=False)
     _default_mix: FloatArray | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
@@ -213,7 +218,8 @@ class Instance:
         # The paper's model reads the same arrays (docs/model.md §19: the special case).
         values |= {"hbm_memory": values["memory"], "first_token_time": values["residual_prefill"],
                    "reused_depth": values["hit_depth"], "recomputed_prefill": values["residual_prefill"],
-                   "fetch_time": _readonly(np.zeros_like(h)), "pool_hit": _readonly(np.zeros(h.shape, bool), bool)}
+                   "fetch_time": _readonly(np.zeros_like(h)), "pool_hit": _readonly(np.zeros(h.shape, bool), bool),
+                   "service_second_moment": _readonly((residual + decodes[None, :]) ** 2)}
         if self.extended:
             if self.remote is not None:
                 validate_pool(self.remote, forest)
@@ -229,6 +235,7 @@ class Instance:
                 "first_token_time": _readonly(ext.first_token_time), "reused_depth": _readonly(ext.reused_depth),
                 "recomputed_prefill": _readonly(ext.recomputed_prefill), "fetch_time": _readonly(ext.fetch_time),
                 "pool_hit": _readonly(ext.pool_hit, bool),
+                "service_second_moment": _readonly(ext.service_second_moment),
             }
         service = values["service_time"]
         if not np.all(service > 0):  # 1/μ_{s,q} = 0 would make μ infinite and the queue undefined
@@ -265,6 +272,11 @@ class Instance:
     def extended(self) -> bool:
         """Whether any serving extension of docs/model.md §19 is present."""
         return bool(self.gpu.tiers) or any(x is not None for x in (self.remote, self.compression, self.serving))
+
+    @property
+    def queue_law(self) -> str:
+        """``mmc`` (Erlang C, the paper's) or ``mgc`` (docs/model.md §19.6), from ``serving.queue``."""
+        return "mmc" if self.serving is None else self.serving.queue
 
     @property
     def saving(self) -> FloatArray:
@@ -338,7 +350,7 @@ class Instance:
 # Mapping <-> Instance
 # --------------------------------------------------------------------------------------------
 _TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement", "metadata"}
-_EXTENSIONS = ("remote", "compression", "serving")  # optional sections of docs/model.md §19
+_EXTENSIONS = ("remote", "compression", "serving", "catalogue")  # optional sections of docs/model.md §19
 _SECTION_KEYS = {
     "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent"},
     "gpu": {"memory", "runtime_per_sequence", "kv_per_token", "tiers"},
@@ -468,10 +480,27 @@ def _compression_from(data: Any) -> Compression:
     return Compression(**{k: _number(f"compression.{k}", v) for k, v in data.items()})
 
 
+_SERVING_WORDS = ("mode", "queue")
+
+
 def _serving_from(data: Any) -> Serving:
-    _check_keys("serving", data, {"mode"}, {"decode_slots", "handoff_bandwidth", "handoff_latency"})
-    numbers = {k: _number(f"serving.{k}", v) for k, v in data.items() if k != "mode"}
-    return Serving(mode=_string("serving.mode", data["mode"]), **numbers)
+    _check_keys("serving", data, set(), {"mode", "decode_slots", "handoff_bandwidth", "handoff_latency", "queue",
+                                          "chunk_size", "chunk_overhead", "decode_scv"})
+    if "chunk_overhead" in data and "chunk_size" not in data:
+        raise InstanceError("serving.chunk_overhead", "needs serving.chunk_size (tokens per chunk)")
+    numbers = {k: _number(f"serving.{k}", v) for k, v in data.items() if k not in _SERVING_WORDS}
+    words = {k: _string(f"serving.{k}", data[k]) for k in _SERVING_WORDS if k in data}
+    return Serving(**words, **numbers)
+
+
+def _catalogue_from(data: Any) -> Catalogue:
+    _check_keys("catalogue", data, {"bits", "hashes"}, {"refresh", "churn"})
+    values = {k: _number(f"catalogue.{k}", v) for k, v in data.items()}
+    for key in ("bits", "hashes"):
+        if not float(values[key]).is_integer():
+            raise InstanceError(f"catalogue.{key}", f"must be a whole number, got {plain(data[key])}")
+    return Catalogue(bits=values["bits"], hashes=int(values["hashes"]), refresh=values.get("refresh", 0.0),
+                     churn=values.get("churn", 0.0))
 
 
 def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
@@ -538,6 +567,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         remote=_remote_from(data["remote"]) if "remote" in data else None,
         compression=_compression_from(data["compression"]) if "compression" in data else None,
         serving=_serving_from(data["serving"]) if "serving" in data else None,
+        catalogue=_catalogue_from(data["catalogue"]) if "catalogue" in data else None,
     )
 
 
@@ -600,8 +630,15 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         out["remote"] = remote
     if instance.compression is not None:
         out["compression"] = dataclasses.asdict(instance.compression)
+    if instance.catalogue is not None:
+        cat = instance.catalogue
+        if np.isinf(cat.bits):
+            raise InstanceError("catalogue.bits", "an exact catalogue (bits = inf) has no file form; drop [catalogue]")
+        out["catalogue"] = {"bits": int(cat.bits), "hashes": int(cat.hashes), "refresh": cat.refresh, "churn": cat.churn}
     if instance.serving is not None:
-        out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items() if v is not None}
+        defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
+        out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items()
+                          if v is not None and not (k in defaults and v == defaults[k])}
     return out
 
 

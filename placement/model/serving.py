@@ -1,5 +1,5 @@
 """Serving-system extensions of a node (docs/model.md §19): memory tiers below HBM, a remote KV
-pool, KV compression and prefill/decode disaggregation.
+pool, KV compression, prefill/decode disaggregation, chunked prefill and the M/G/c queue law.
 
 Each extension only changes per-profile and per-pair quantities the model already has, so the
 instance computes them once (:func:`serving_arrays`) and the association, the fixed point and the
@@ -30,6 +30,7 @@ from edgeprefix.placement.model.workload import PrefixForest, RequestType, check
 
 FloatArray = npt.NDArray[np.float64]
 SERVING_MODES = ("colocated", "disaggregated")
+QUEUE_LAWS = ("mmc", "mgc")  # Erlang C (the paper's) or the M/G/c law of docs/model.md §19.6
 # ShadowServe (arXiv:2509.16857) measured up to 1.38× lower TTFT than GPU-decompression baselines
 # once fetch and decompression leave the GPU (≤ 20 Gbps links): the default slowdown of the
 # node's prefill while it serves a pool fetch is that gap, ι = 0.38 (docs/model.md §19.2).
@@ -112,18 +113,45 @@ class Compression:
 
 
 @dataclass(frozen=True)
+class ChunkedPrefill:
+    """Chunked prefill (docs/model.md §19.6): ``g_C(n) = g(n) + δ ⌈n / C⌉`` for ``n > 0``, ``g_C(0) = 0``.
+
+    ``chunk_size`` ``C`` tokens per iteration, ``overhead`` ``δ`` seconds per chunk.
+    """
+
+    base: PrefillModel
+    chunk_size: float
+    overhead: float = 0.0
+
+    def __call__(self, tokens: npt.ArrayLike) -> FloatArray:
+        n = np.asarray(tokens, dtype=float)
+        chunks = np.ceil(np.maximum(n, 0.0) / self.chunk_size)
+        return np.where(n > 0, np.asarray(self.base(n), dtype=float) + self.overhead * chunks, 0.0)
+
+
+@dataclass(frozen=True)
 class Serving:
-    """Colocated (the paper's) or disaggregated prefill/decode (``[serving]``).
+    """How a node serves (``[serving]``): colocated (the paper's) or disaggregated prefill/decode,
+    chunked prefill, and the queue law.
 
     Disaggregated: the node's slots serve prefill only, the KV of the whole input (``κ L_q``) is
     handed to a decode pool of ``decode_slots`` slots per edge node over ``handoff_bandwidth``
     memory units per second after ``handoff_latency`` seconds.
+
+    Chunked prefill: ``chunk_size`` ``C`` tokens per iteration, each chunk costing
+    ``chunk_overhead`` ``δ`` seconds more (docs/model.md §19.6).  ``queue``: ``mmc`` (Erlang C, the
+    paper's) or ``mgc`` (the M/G/c law with the service's SCV); ``decode_scv`` ``c_D²`` is the
+    squared coefficient of variation of a type's decode occupancy (0: deterministic per type).
     """
 
     mode: str = "colocated"
     decode_slots: float | None = None
     handoff_bandwidth: float | None = None
     handoff_latency: float = 0.0
+    queue: str = "mmc"
+    chunk_size: float | None = None
+    chunk_overhead: float = 0.0
+    decode_scv: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in SERVING_MODES:
@@ -137,10 +165,22 @@ class Serving:
                 _check(f"serving.{name}", value, strict=True, finite=name == "decode_slots")
         elif self.decode_slots is not None or self.handoff_bandwidth is not None:
             raise InstanceError("serving.mode", "decode_slots/handoff_bandwidth need mode = 'disaggregated'")
+        if self.queue not in QUEUE_LAWS:
+            raise InstanceError("serving.queue", f"must be one of {list(QUEUE_LAWS)}, got {self.queue!r}")
+        if self.chunk_size is not None:
+            _check("serving.chunk_size", self.chunk_size, strict=True)
+        _check("serving.chunk_overhead", self.chunk_overhead)
+        if self.chunk_overhead > 0 and self.chunk_size is None:
+            raise InstanceError("serving.chunk_overhead", "needs serving.chunk_size (tokens per chunk)")
+        _check("serving.decode_scv", self.decode_scv)
 
     @property
     def disaggregated(self) -> bool:
         return self.mode == "disaggregated"
+
+    def first_token_prefill(self, prefill: PrefillModel) -> PrefillModel:
+        """The prefill law of the first-token time: ``g_C`` when chunked, else ``g`` itself."""
+        return prefill if self.chunk_size is None else ChunkedPrefill(prefill, self.chunk_size, self.chunk_overhead)
 
 
 @dataclass(frozen=True)
@@ -155,6 +195,7 @@ class ServingArrays:
     recomputed_prefill: FloatArray  # g(L_q − h̃_{s,q})
     fetch_time: FloatArray  # tier + pool fetch seconds of the chosen option
     pool_hit: npt.NDArray[np.bool_]  # the node takes the pool option
+    service_second_moment: FloatArray  # E[S_{s,q}²], eq. (19.17)
 
 
 def validate_tiers(tiers: tuple[MemoryTier, ...]) -> None:
@@ -234,6 +275,7 @@ def serving_arrays(
     serving: Serving | None = None,
 ) -> ServingArrays:
     """The per-profile and per-pair arrays of an extended node (docs/model.md §19)."""
+    g_first = prefill if serving is None else serving.first_token_prefill(prefill)  # g_C, eq. (19.16)
     ratio = 1.0 if compression is None else compression.ratio
     decompress = 0.0 if compression is None else compression.decompress_per_token
     sizes = _segments(forest, kappa, ratio)
@@ -262,14 +304,14 @@ def serving_arrays(
                 pool_depth[i, j] = max(depth[v] for v in in_pool)
                 t = remote.latency + sum(sizes[v] for v in in_pool) / b_pool  # type: ignore[union-attr]
                 pool_serial[i, j], pool_piped[i, j] = (0.0, t) if remote.pipelined else (t, 0.0)  # type: ignore[union-attr]
-    local_prefill = np.asarray(prefill(lengths[None, :] - hits), dtype=float)
+    local_prefill = np.asarray(g_first(lengths[None, :] - hits), dtype=float)
     local = serial + np.maximum(piped, local_prefill) + decompress * hits  # eq. (19.4)
     fetch = serial + piped
     reused = hits.copy()
     pool_hit = np.zeros((n_s, n_q), dtype=bool)
     if remote is not None:
         has = pool_depth > hits
-        pool_prefill = (1.0 + remote.interference) * np.asarray(prefill(lengths[None, :] - np.where(has, pool_depth, hits)), dtype=float)
+        pool_prefill = (1.0 + remote.interference) * np.asarray(g_first(lengths[None, :] - np.where(has, pool_depth, hits)), dtype=float)
         via_pool = (serial + pool_serial) + np.maximum(piped + pool_piped, pool_prefill) + decompress * pool_depth  # eq. (19.7)
         pool_hit = has & (via_pool < local)  # eq. (19.8): the node takes the faster option
         local = np.where(pool_hit, via_pool, local)
@@ -277,12 +319,15 @@ def serving_arrays(
         fetch = np.where(pool_hit, fetch + pool_serial + pool_piped, fetch)
     first = local
     occupancy = first + decodes[None, :]  # eq. (19.10)
+    decode_scv = 0.0 if serving is None else serving.decode_scv
+    second = occupancy**2 + decode_scv * decodes[None, :] ** 2  # eq. (19.17)
     if serving is not None and serving.disaggregated:
         handoff = serving.handoff_latency + kappa * lengths / serving.handoff_bandwidth  # eq. (19.11)
         first = first + handoff[None, :]
         occupancy = first  # eq. (19.12): decode leaves the node
-    recomputed = np.asarray(prefill(lengths[None, :] - reused), dtype=float)
-    return ServingArrays(memory, hbm, first, occupancy, reused, recomputed, fetch, pool_hit)
+        second = occupancy**2
+    recomputed = np.asarray(prefill(lengths[None, :] - reused), dtype=float)  # compute saved: plain g
+    return ServingArrays(memory, hbm, first, occupancy, reused, recomputed, fetch, pool_hit, second)
 
 
 def serving_report(evaluation) -> dict:
@@ -308,4 +353,11 @@ def serving_report(evaluation) -> dict:
         "mode": "colocated" if inst.serving is None else inst.serving.mode,
         "decode_utilization": inst.decode_utilization,
     }
+    if inst.serving is not None and (inst.serving.queue != "mmc" or inst.serving.chunk_size is not None):
+        scv = evaluation.service_scv  # docs/model.md §19.6
+        out |= {
+            "queue": inst.serving.queue,
+            "chunk_size": inst.serving.chunk_size,
+            "service_scv": {sid: (float(v) if np.isfinite(v) else None) for sid, v in zip(inst.profile_ids, scv)},
+        }
     return out

@@ -30,7 +30,7 @@ from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Route
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-SERVICE_LAWS = ("exponential", "deterministic")
+SERVICE_LAWS = ("exponential", "deterministic", "instance")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,10 @@ class SimulationSpec:
     staleness_weight : seconds of delay spread added per second of telemetry age in
         ``σ̂_x`` (choice: ``σ̂_x = sqrt(k) m̄_s / c_x + staleness_weight · age``, with
         ``k = max(0, n_x − c_x + 1)`` customers ahead).
-    service : ``"exponential"`` (M/M/c-like, default) or ``"deterministic"`` occupancy.
+    service : ``"exponential"`` (M/M/c-like, default) or ``"deterministic"`` occupancy, or
+        ``"instance"``: the instance's serving law (docs/model.md §19.6), a deterministic
+        first-token time plus a decode of mean ``D_q`` and SCV ``serving.decode_scv`` (Gamma law;
+        deterministic at 0).
     local_accounting : the router adds each request it sends to its copy of ``n_x`` until
         the next telemetry refresh (as production routers track their own in-flight
         requests); without it, stale telemetry makes every router herd onto the node that
@@ -229,6 +232,7 @@ class _Requests:
     position: FloatArray
     kind: IntArray
     unit_service: FloatArray
+    extra_service: FloatArray | float = 0.0  # D_q (X − 1) of the "instance" law, added to the occupancy
 
 
 def _sample_requests(instance, layout: Layout, duration: float, spec: SimulationSpec, rng) -> _Requests:
@@ -240,15 +244,26 @@ def _sample_requests(instance, layout: Layout, duration: float, spec: Simulation
     p = np.asarray(instance.probabilities, dtype=float)
     kind = rng.choice(p.size, size=n, p=p / p.sum()).astype(np.int64)
     unit = rng.exponential(1.0, n) if spec.service == "exponential" else np.ones(n)
-    return _Requests(time, position, kind, unit)
+    if spec.service != "instance":
+        return _Requests(time, position, kind, unit)
+    serving = instance.serving
+    scv = 0.0 if serving is None else serving.decode_scv
+    colocated = serving is None or not serving.disaggregated
+    factor = rng.gamma(1.0 / scv, scv, n) if scv > 0 else np.ones(n)  # X: E X = 1, Var X = c_D²
+    decode = np.asarray(instance.decodes, dtype=float)[kind] if colocated else np.zeros(n)
+    return _Requests(time, position, kind, unit, decode * (factor - 1.0))
 
 
-def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int) -> tuple[IntArray, FloatArray]:
-    """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad)."""
+def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int,
+                shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
+    """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad).
+
+    ``shown``: the profile the catalogue shows for each node (default: the layout's).
+    """
     n = positions.shape[0]
     nodes = np.full((n, profiles * k), -1, dtype=np.int64)
     dist = np.full((n, profiles * k), np.inf)
-    for entry in layout.trees():
+    for entry in layout.trees() if shown is None else _trees(layout, shown, profiles):
         if entry is None:
             continue
         s, tree, idx = entry
@@ -259,6 +274,16 @@ def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int) ->
         nodes[:, s * k: s * k + kk] = idx[j]
         dist[:, s * k: s * k + kk] = d
     return nodes, dist
+
+
+def _trees(layout: Layout, shown: IntArray, profiles: int):
+    from scipy.spatial import cKDTree
+
+    out = []
+    for s in range(profiles):
+        idx = np.flatnonzero((shown == s) & layout.eligible)
+        out.append(None if idx.size == 0 else (s, cKDTree(np.mod(layout.positions[idx], layout.side), boxsize=layout.side), idx))
+    return out
 
 
 def simulate_network(
@@ -288,8 +313,20 @@ def simulate_network(
     k = int(router.candidates_per_profile)
     duration = spec.warmup + spec.horizon
     req = _sample_requests(instance, layout, duration, spec, rng)
-    cand, dist = _candidates(layout, req.position, k, s_count)
     net = instance.network
+    if instance.catalogue is not None:  # Bloom catalogue, refresh and churn (docs/model.md §19.7)
+        out = _simulate_catalogue(instance, instance.mix_vector(mix), layout, req, router, spec, rng)
+        keep = req.time >= spec.warmup
+        chosen, distance, prefill, wait, hit, profile, service = (v[keep] for v in out)
+        served = chosen >= 0
+        radio = net.radio_scale * np.where(served, distance, 0.0) ** net.radio_exponent
+        return NetworkResult(
+            router=getattr(router, "name", type(router).__name__), profile_ids=instance.profile_ids,
+            request_ids=instance.request_ids, horizon=spec.horizon, layout=layout, request_type=req.kind[keep],
+            node=chosen, profile=np.where(served, profile, -1), distance=distance, prefill=prefill, hit=hit, wait=wait,
+            service=service, ttft=np.where(served, radio + prefill + wait, np.inf),
+        )
+    cand, dist = _candidates(layout, req.position, k, s_count)
 
     static = getattr(router, "static_bias", None)
     bias = static(instance.first_token_time) if static is not None else None
@@ -351,7 +388,8 @@ def node_times(instance, layout: Layout) -> tuple[FloatArray, FloatArray]:
     """
     lengths = np.asarray(instance.lengths, dtype=float)
     verified = layout.verified_hit
-    first = np.asarray(instance.prefill(lengths[None, :] - verified), dtype=float)
+    g = instance.prefill if instance.serving is None else instance.serving.first_token_prefill(instance.prefill)
+    first = np.asarray(g(lengths[None, :] - verified), dtype=float)  # chunked when [serving] chunks (§19.6)
     occupancy = first + np.asarray(instance.decodes, dtype=float)[None, :]
     if instance.extended:
         exact = verified == layout.advertised_hit
@@ -365,7 +403,7 @@ def _serve_static(layout, req, chosen, occupancy):
     routed = chosen >= 0  # False only when no eligible node exists at all
     hits = np.where(routed, layout.verified_hit[np.maximum(chosen, 0), req.kind], 0.0)
     means = occupancy[np.maximum(chosen, 0), req.kind]
-    services = np.where(routed, req.unit_service * means, 0.0)
+    services = np.where(routed, req.unit_service * means + req.extra_service, 0.0)
     free = [[0.0] * int(c) for c in layout.servers]
     waits = [0.0] * chosen.size
     replace = heapq.heapreplace
@@ -382,7 +420,7 @@ def _serve_static(layout, req, chosen, occupancy):
     return np.asarray(waits), services, hits
 
 
-def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_service):
+def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_service, shown=None, churn=None):
     """Per-request routing with telemetry, admission and verification (docs/model.md §11).
 
     Everything that does not depend on telemetry (radio cost, advertised hits and
@@ -408,13 +446,18 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
     valid_all = cand >= 0
     safe = np.where(valid_all, cand, 0)
     kind = req.kind
-    c_all = layout.servers.astype(float)[safe]
-    s_all = prof[safe]
+    if shown is None:
+        c_all = layout.servers.astype(float)[safe]
+        s_all = prof[safe]
+        hit_all = layout.advertised_hit[safe, kind[:, None]]
+        prefill_all = g_adv[s_all, kind[:, None]]
+    else:  # the catalogue's view (docs/model.md §19.7): shown profile, advertised hit and first-token time
+        s_all, hit_all, prefill_all = shown
+        c_all = np.asarray(instance.concurrency, dtype=float)[s_all]
     radio_all = xi * np.where(valid_all, dist, 0.0) ** alpha
-    hit_all = layout.advertised_hit[safe, kind[:, None]]
-    prefill_all = g_adv[s_all, kind[:, None]]
     fetch_all = fetch[s_all, kind[:, None]]
-    m_all = ((np.asarray(instance.service_time, dtype=float) @ p)[prof])[safe] / c_all  # m̄_s / c_x
+    m_all = ((np.asarray(instance.service_time, dtype=float) @ p)[prof])[safe] / c_all if shown is None else (
+        (np.asarray(instance.service_time, dtype=float) @ p)[s_all] / c_all)  # m̄_s / c_x
     mem_all = np.asarray(instance.memory, dtype=float)[s_all]
     full_rows = bool(valid_all.all())
 
@@ -435,6 +478,7 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
     times = req.time.tolist()
     kinds = kind.tolist()
     units = req.unit_service.tolist()
+    extras = np.broadcast_to(np.asarray(req.extra_service, dtype=float), req.time.shape).tolist()
     lengths_list = lengths.tolist()
     staleness = spec.staleness_weight
     accounting = spec.local_accounting and period > 0.0
@@ -453,9 +497,12 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
                 closed[x] = load > rho_low if closed[x] else load >= rho_high
 
     all_nodes = list(range(n_nodes))
+    state = None if churn is None else _ChurnState(instance, layout, free, real_service, churn)
     for i in range(n_req):
         t = times[i]
         q = kinds[i]
+        if state is not None:
+            state.advance(t)
         if full_rows:
             nodes = cand[i]
             sel = slice(None)
@@ -482,7 +529,7 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
         if j == REJECT:
             continue
         x = node_list[j]
-        svc = units[i] * real_service[x, q]
+        svc = units[i] * real_service[x, q] + extras[i]
         heap = free[x]
         f = heap[0]
         start = f if f > t else t
@@ -493,5 +540,141 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
         chosen[i] = x
         waits[i] = start - t
         services[i] = svc
-        hits[i] = verified[x, q]
+        hits[i] = verified[x, q] if state is None else state.hit[x, q]
+        if state is not None:
+            state.record(i, x, q)
+    if state is not None:
+        return (chosen, waits, services, hits, *state.finish(n_req))
     return chosen, waits, services, hits
+
+
+class _ChurnState:
+    """The nodes' true states while they change (docs/model.md §19.7): profile, slots (the heap of
+    server free times), first-token time, occupancy and hit; ``advance(t)`` applies the changes up to ``t``.
+
+    A node whose slots shrink keeps its ``c'`` latest free times, so a new request starts once fewer than
+    ``c'`` requests are in service; a node whose slots grow gets new slots free at the change.
+    """
+
+    def __init__(self, instance, layout, free, occupancy, churn) -> None:
+        self.instance = instance
+        self.free = free
+        self.occupancy = occupancy  # updated in place, shared with the caller
+        self.first = node_times(instance, layout)[0]
+        self.hit = np.array(layout.verified_hit, dtype=float)
+        self.profile = np.array(layout.profile, dtype=np.int64)
+        self.churn = churn
+        self.next = 0
+        self._prefill: dict[int, float] = {}
+        self._profile: dict[int, int] = {}
+
+    def advance(self, t: float) -> None:
+        ch, inst = self.churn, self.instance
+        while self.next < ch.size and ch.time[self.next] <= t:
+            x, s, when = int(ch.node[self.next]), int(ch.profile[self.next]), float(ch.time[self.next])
+            self.next += 1
+            c_new = int(inst.concurrency[s])
+            heap = self.free[x]
+            if c_new > len(heap):
+                heap.extend([when] * (c_new - len(heap)))
+            elif c_new < len(heap):
+                heap[:] = sorted(heap)[len(heap) - c_new:]
+            heapq.heapify(heap)
+            self.profile[x] = s
+            self.first[x] = inst.first_token_time[s]
+            self.occupancy[x] = inst.service_time[s]
+            self.hit[x] = inst.hit_depth[s]
+
+    def record(self, i: int, x: int, q: int) -> None:
+        self._prefill[i] = float(self.first[x, q])
+        self._profile[i] = int(self.profile[x])
+
+    def finish(self, n: int) -> tuple[FloatArray, IntArray]:
+        prefill = np.full(n, np.nan)
+        profile = np.full(n, -1, dtype=np.int64)
+        if self._prefill:
+            idx = np.fromiter(self._prefill, dtype=np.int64)
+            prefill[idx] = np.fromiter(self._prefill.values(), dtype=float)
+            profile[idx] = np.fromiter(self._profile.values(), dtype=np.int64)
+        return prefill, profile
+
+
+def _serve_churn(instance, layout, req, chosen, occupancy, churn):
+    """FCFS waits for a fixed routing while the nodes' states change (one pass over the arrivals)."""
+    free = [[0.0] * int(c) for c in layout.servers]
+    occupancy = np.array(occupancy, dtype=float)
+    state = _ChurnState(instance, layout, free, occupancy, churn)
+    n = chosen.size
+    waits, services, hits = np.zeros(n), np.zeros(n), np.zeros(n)
+    units = req.unit_service.tolist()
+    extras = np.broadcast_to(np.asarray(req.extra_service, dtype=float), req.time.shape).tolist()
+    replace = heapq.heapreplace
+    for i, (x, t, q) in enumerate(zip(chosen.tolist(), req.time.tolist(), req.kind.tolist())):
+        state.advance(t)
+        if x < 0:
+            continue
+        svc = units[i] * occupancy[x, q] + extras[i]
+        heap = free[x]
+        f = heap[0]
+        start = f if f > t else t
+        replace(heap, start + svc)
+        waits[i], services[i], hits[i] = start - t, svc, state.hit[x, q]
+        state.record(i, x, q)
+    prefill, profile = state.finish(n)
+    return waits, services, hits, prefill, profile
+
+
+def _simulate_catalogue(instance, mix, layout, req, router, spec, rng):
+    """Route and serve with the Bloom catalogue, its refresh epochs and the state churn (docs/model.md §19.7).
+
+    Theorem 1's routers (tier delays, no admission, no margin) scan every eligible node with per-node
+    biases (a false positive makes a far node attractive); online routers see the nearest ``k`` nodes
+    per *shown* profile with the advertised hits.  Returns per-request ``chosen, distance, prefill,
+    wait, hit, profile, service`` (all requests, warm-up included).
+    """
+    from edgeprefix.placement.simulation.catalogue import (
+        catalogue_epochs,
+        churn_events,
+        full_scan_route,
+        node_catalogue,
+    )
+
+    cat = instance.catalogue
+    duration = spec.warmup + spec.horizon
+    xi, alpha = instance.network.radio_scale, instance.network.radio_exponent
+    s_count, k = len(instance.profiles), int(router.candidates_per_profile)
+    nodecat = node_catalogue(instance, layout.nodes, cat, rng)
+    churn = churn_events(layout.nodes, mix, cat.churn, duration, rng)
+    starts, snaps = catalogue_epochs(layout.profile, churn, cat.refresh, duration)
+    epoch = np.searchsorted(starts, req.time, side="right") - 1
+    rows = np.arange(layout.nodes)
+    first0, occupancy = node_times(instance, layout)
+    node_bias = getattr(router, "node_bias", None)
+    n = req.time.size
+    static = node_bias is not None and node_bias(nodecat.first_token[rows, snaps[0]], snaps[0]) is not None
+    if static:
+        chosen = np.full(n, -1, dtype=np.int64)
+        for e in np.unique(epoch).tolist():
+            sel = np.flatnonzero(epoch == e)
+            bias = node_bias(nodecat.first_token[rows, snaps[e]], snaps[e])
+            chosen[sel] = full_scan_route(req.position[sel], req.kind[sel], layout.positions, layout.side,
+                                          layout.eligible, bias, xi, alpha)
+        waits, services, hits, prefill, profile = _serve_churn(instance, layout, req, chosen, occupancy, churn)
+    else:
+        cand = np.full((n, s_count * k), -1, dtype=np.int64)
+        dist = np.full((n, s_count * k), np.inf)
+        for e in np.unique(epoch).tolist():
+            sel = np.flatnonzero(epoch == e)
+            cand[sel], dist[sel] = _candidates(layout, req.position[sel], k, s_count, shown=snaps[e])
+        safe = np.maximum(cand, 0)
+        shown_s = snaps[epoch[:, None], safe]
+        kind = req.kind[:, None]
+        view = (shown_s, nodecat.depth[safe, shown_s, kind], nodecat.first_token[safe, shown_s, kind])
+        chosen, waits, services, hits, state_prefill, state_profile = _route_online(
+            instance, layout, req, cand, dist, router, spec, rng, np.array(occupancy), shown=view, churn=churn)
+        prefill, profile = state_prefill, state_profile
+    served = chosen >= 0
+    gap = np.abs(req.position - layout.positions[np.maximum(chosen, 0)])
+    gap = np.minimum(gap, layout.side - gap)
+    distance = np.where(served, np.sqrt((gap**2).sum(axis=1)), np.nan)
+    return chosen, distance, prefill, waits, hits, profile, services

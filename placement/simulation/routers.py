@@ -170,6 +170,23 @@ class OnlineRouter:
             bias = bias + np.asarray(self.fetch, dtype=float)
         return bias
 
+    def node_bias(self, first_token: npt.ArrayLike, profile: npt.ArrayLike) -> FloatArray | None:
+        """Per-node ``β_{x,q}`` from each node's advertised first-token time ``(N, Q)`` and the profile the
+        catalogue shows for it ``(N,)`` (docs/model.md §19.7), or ``None`` when routing is not Theorem 1's
+        rule (as :meth:`static_bias`).  Equal rows within a profile give :meth:`static_bias`'s rows."""
+        if self.delay != "tier" or self.admission_control or self.margin > 0:
+            return None
+        g = np.asarray(first_token, dtype=float)
+        s = np.asarray(profile, dtype=np.int64)
+        if self.policy == "nearest":
+            return np.zeros_like(g)
+        if self.policy == "prefix":
+            return g.copy()
+        bias = g + np.asarray(self.tier_wait, dtype=float)[s][:, None]
+        if self.fetch is not None:
+            bias = bias + np.asarray(self.fetch, dtype=float)[s]
+        return bias
+
     def cost(self, view: CandidateView) -> FloatArray:
         """``Ĉ_{x,q}`` per candidate (docs/model.md §11)."""
         cost = view.radio.copy()
