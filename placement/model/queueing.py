@@ -95,8 +95,8 @@ def _erlang_c_and_slope(a: FloatArray, c: FloatArray) -> tuple[FloatArray, Float
     """``P^W(a)`` and ``dP^W/da`` for ``a < c`` (``dE/da = E (c/a − 1 + E)``)."""
     b = erlang_b(a, c)
     rho = a / c
-    with np.errstate(divide="ignore", invalid="ignore"):
-        db = np.where(a > 0, b * (c / a - 1.0 + b), np.where(c == 1, 1.0, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):  # (E/a) c: no inf · 0 when a is subnormal and E underflows
+        db = np.where(a > 0, (b / a) * c - b * (1.0 - b), np.where(c == 1, 1.0, 0.0))
     den = 1.0 - rho * (1.0 - b)
     pw = b / den
     dden = -(1.0 - b) / c + rho * db
@@ -195,6 +195,14 @@ def advertised_wait_and_slope(
     m = np.asarray(mean_service, dtype=float)
     if not (a.shape == c.shape == m.shape):
         a, c, m = np.broadcast_arrays(a, c, m)
+    if a.size > _SCALAR_LIMIT:  # many queues (a batch of mixes): the same formulas on arrays
+        safe_c = np.where(c > 0, c, 1.0)
+        a_below = np.minimum(a, rho_clip * safe_c)
+        pw, dpw = _erlang_c_and_slope(a_below, safe_c)
+        gap = safe_c - a_below
+        slope = m * (dpw * gap + pw) / (gap * gap)
+        extended = pw * m / gap + slope * np.maximum(a - a_below, 0.0)
+        return np.where(c > 0, extended, np.inf), np.where(c > 0, slope, 0.0)
     pairs = [_advertised_scalar_and_slope(x, k, t, rho_clip) for x, k, t in zip(a.ravel().tolist(), c.ravel().tolist(), m.ravel().tolist())]
     values = np.array(pairs, dtype=float).reshape(a.shape + (2,))
     return values[..., 0], values[..., 1]
