@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
@@ -88,7 +89,7 @@ class _Batch:
         if net.radio_exponent == 2.0:
             spatial = Alpha2Batch(np.pi * lam, instance.probabilities, work_weights)
         else:
-            lam_columns = np.repeat(lam.T, instance.residual_prefill.shape[1], axis=1)
+            lam_columns = np.repeat(lam.T, instance.first_token_time.shape[1], axis=1)
             spatial = FoldedBatch(kernel, net.radio_exponent, lam_columns, instance.probabilities, work_weights)
         return cls(instance, spatial, active, lam, scale, servers, reach)
 
@@ -120,7 +121,7 @@ class _Batch:
     def residual(self, v: FloatArray, shift: FloatArray, rho_clip: float) -> tuple[FloatArray, FloatArray]:
         """``F(v)`` ``(B, S)`` (0 on inactive tiers) and the association at ``W = e^v − w₀``."""
         w = np.exp(v) - shift[:, None]
-        a_q = self.spatial.association(self.cost_offsets(self.instance.residual_prefill[None] + w[:, :, None]))
+        a_q = self.spatial.association(self.cost_offsets(self.instance.first_token_time[None] + w[:, :, None]))
         _, work, mean_service = self.loads(a_q)
         tw = np.maximum(advertised_wait(work, self.servers, mean_service, rho_clip), 0.0) + shift[:, None]
         return np.where(self.active, np.log(tw) - v, 0.0), a_q
@@ -133,7 +134,7 @@ class _Batch:
         """
         inst = self.instance
         ev = np.exp(v)
-        offsets = self.cost_offsets(inst.residual_prefill[None] + (ev - shift[:, None])[:, :, None])
+        offsets = self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
         a_q, k_p, k_w = self.spatial.association_and_contractions(offsets, association)
         arrivals, work, mean_service = self.loads(a_q)
         wait, slope = advertised_wait_and_slope(work, self.servers, mean_service, rho_clip)
@@ -230,7 +231,7 @@ CHUNK_ELEMENTS = 1 << 20  # (B, S, S, Q) numbers per chunk: 8 MB
 
 def _chunk_size(instance: Instance) -> int:
     """Mixes per chunk so that the ``(B, S, S, Q)`` Jacobian holds about :data:`CHUNK_ELEMENTS` numbers."""
-    s, q = instance.residual_prefill.shape
+    s, q = instance.first_token_time.shape
     return int(max(1, min(1024, CHUNK_ELEMENTS // (s * s * q))))
 
 
@@ -264,7 +265,7 @@ def evaluate_batch(
     pi = _mixes(instance, mixes)
     tau = instance.placement.target if target is None else float(target)
     if not (np.isfinite(tau) and tau > 0):
-        raise ValueError(f"target: τ must be a positive number of seconds, got {tau!r}")
+        raise ValueError(f"target: τ must be a positive number of seconds, got {plain(tau)}")
     kernel = kernel or AnalyticKernel()
     starts = np.zeros(pi.shape)
     if warm_start is not None:
@@ -295,7 +296,7 @@ def _evaluate_chunk(
 ) -> tuple[list[Evaluation], FloatArray, BoolArray]:
     net = instance.network
     xi = net.radio_scale
-    g = instance.residual_prefill
+    g = instance.first_token_time
     u_cut = (tau - g) / xi  # (S, Q), the coverage cut in r^α
     batch = _Batch.of(instance, kernel, pi, float(u_cut.max()))
     n = len(pi)
