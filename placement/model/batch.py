@@ -31,7 +31,7 @@ from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
-from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.instance import MIX_TOLERANCE, Instance
 from edgeprefix.placement.model.policies import check_policy, needs_fixed_point
 from edgeprefix.placement.model.queueing import RHO_CLIP, advertised_wait, advertised_wait_and_slope, erlang_c
 from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
@@ -103,9 +103,9 @@ class _Batch:
         """``b = β/ξ`` ``(B, S, Q)`` with inactive tiers moved past every active breakpoint and cut."""
         b = bias / self.instance.network.radio_scale
         inactive = ~self.active
-        if inactive.any():
-            last = np.max(b, axis=(1, 2), where=self.active[:, :, None], initial=-np.inf)  # (B,)
-            b[inactive] = np.broadcast_to((last + self.reach)[:, None], inactive.shape)[inactive][:, None]
+        if inactive.any():  # beyond the largest breakpoint of the mix (active or not: all are finite)
+            far = b.reshape(len(b), -1).max(axis=1) + self.reach
+            b[inactive] = np.broadcast_to(far[:, None], inactive.shape)[inactive][:, None]
         return b
 
     def loads(self, a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -134,7 +134,7 @@ class _Batch:
         """
         inst = self.instance
         ev = np.exp(v)
-        offsets = self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
+        offsets = None if isinstance(self.spatial, Alpha2Batch) else self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
         a_q, k_p, k_w = self.spatial.association_and_contractions(offsets, association)
         arrivals, work, mean_service = self.loads(a_q)
         wait, slope = advertised_wait_and_slope(work, self.servers, mean_service, rho_clip)
@@ -164,7 +164,7 @@ def _solve(
     v = np.log(np.maximum(w0, 0.0) + shift[:, None])
     f, assoc = batch.residual(v, shift, rho_clip)
     jac = np.zeros((n, s, s))
-    stale = np.ones(n, dtype=bool)  # the Jacobian at v is still to be formed
+    stale = np.ones(n, dtype=bool)  # the Jacobian is to be formed at v
     steps = np.zeros(n, dtype=np.int64)
     evaluations = np.ones(n, dtype=np.int64)
     failed = np.zeros(n, dtype=bool)
@@ -236,8 +236,21 @@ def _chunk_size(instance: Instance) -> int:
 
 
 def _mixes(instance: Instance, mixes: Sequence[object] | npt.ArrayLike) -> FloatArray:
+    """The mixes as a ``(B, S)`` array, checked as :meth:`Instance.mix_vector` checks one (its message on failure)."""
+    s = len(instance.profiles)
+    if isinstance(mixes, np.ndarray) and mixes.ndim == 2 and mixes.shape[1] == s:
+        pi = np.asarray(mixes, dtype=float)
+        with np.errstate(invalid="ignore"):
+            bad = (
+                ~np.all(np.isfinite(pi), axis=1) | np.any(pi < 0, axis=1) | (np.abs(pi.sum(axis=1) - 1.0) > MIX_TOLERANCE)
+                | np.any((pi > 0) & (instance.concurrency < 1)[None, :], axis=1)
+            )
+        if bad.any():
+            i = int(np.argmax(bad))
+            instance.mix_vector(pi[i], field_name=f"mixes[{i}]")  # raises with the reason
+        return pi
     rows = [instance.mix_vector(m, field_name=f"mixes[{i}]") for i, m in enumerate(mixes)]  # type: ignore[arg-type]
-    return np.array(rows, dtype=float).reshape(len(rows), len(instance.profiles))
+    return np.array(rows, dtype=float).reshape(len(rows), s)
 
 
 def evaluate_batch(
@@ -309,8 +322,7 @@ def _evaluate_chunk(
         w_adv, a_q, ok, steps, calls, residual = _solve(batch, w0, shift, tol, rho_clip)
         fallback = ~ok
         for i in np.flatnonzero(ok):
-            warm = steps[i] == 0 and np.any(w0[i] != 0.0)
-            reports[i] = FixedPointReport("robust:warm-start" if warm else BATCH_METHOD, True, int(steps[i]), int(calls[i]), float(residual[i]))
+            reports[i] = FixedPointReport(BATCH_METHOD, True, int(steps[i]), int(calls[i]), float(residual[i]))
         bias = g[None] + w_adv[:, :, None]
     else:
         bias = np.broadcast_to(np.zeros_like(g) if policy == "nearest" else g, (n, *g.shape)).copy()
@@ -343,6 +355,7 @@ def _evaluate_chunk(
     tiers = np.where(batch.active[None], tiers, np.nan)
     assoc_full = np.where(batch.active[:, :, None], a_q, 0.0)
     bias_full = np.where(batch.active[:, :, None], bias, np.nan)
+    stable = np.all(stable_tier, axis=1)
     evaluations: list[Evaluation] = []
     for i in range(n):
         if fallback[i]:
@@ -355,7 +368,7 @@ def _evaluate_chunk(
                 instance=instance, policy=policy, mix=pi[i], target=tau, densities=batch.lam[i], active=batch.active[i],
                 association=assoc_full[i], bias=bias_full[i], advertised_wait=tiers[0, i], arrival_rate=tiers[1, i],
                 mean_service=tiers[2, i], utilization=tiers[3, i], wait_probability=tiers[4, i], mean_wait=tiers[5, i],
-                decay=tiers[6, i], stable=bool(np.all(stable_tier[i])), capacity_condition=bool(capacity[i]),
+                decay=tiers[6, i], stable=bool(stable[i]), capacity_condition=bool(capacity[i]),
                 fixed_point=reports[i], kernel=kernel,
             )
         )

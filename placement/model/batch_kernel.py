@@ -76,6 +76,7 @@ class _Segments:
     bs: FloatArray
     rate: FloatArray
     g_at: FloatArray
+    rise: FloatArray  # (K − 1, M) G over each bounded segment
 
     @classmethod
     def of(cls, b: FloatArray, weight: FloatArray) -> _Segments:
@@ -84,11 +85,11 @@ class _Segments:
         flat = order + (np.arange(len(b)) * b.shape[1])[:, None]  # flat positions (faster than take_along_axis)
         bs = np.ascontiguousarray(b.ravel()[flat].T)
         rate = _cumsum_rows(np.ascontiguousarray(weight.ravel()[flat].T))
+        rise = rate[:-1] * np.diff(bs, axis=0)  # G(bs_{k+1}) − G(bs_k)
         g_at = np.empty_like(bs)
         g_at[0] = 0.0
-        for k in range(1, len(bs)):
-            g_at[k] = g_at[k - 1] + rate[k - 1] * (bs[k] - bs[k - 1])
-        return cls(order, flat, bs, rate, g_at)
+        g_at[1:] = _cumsum_rows(rise)
+        return cls(order, flat, bs, rate, g_at, rise)
 
     def unsort(self, sorted_values: FloatArray) -> FloatArray:
         """``(K, M)`` values in sorted order back to ``(M, S)`` tier order."""
@@ -105,7 +106,7 @@ class _Segments:
     def tails(self) -> FloatArray:
         """``T_{s} = ∫_{b_s}^∞ e^{−G(y)} dy`` ``(M, S)``: suffix sums of the segments' exact integrals."""
         part = np.exp(-self.g_at)
-        part[:-1] *= -np.expm1(-self.rate[:-1] * np.diff(self.bs, axis=0))
+        part[:-1] *= -np.expm1(-self.rise)
         part /= self.rate
         return self.unsort(_cumsum_rows(part, reverse=True))
 
@@ -153,9 +154,10 @@ class Alpha2Batch:
         """``A`` ``(B, S, Q)`` from the cost offsets ``b`` ``(B, S, Q)``."""
         return self.weight[:, :, None] * self._tails(b)
 
-    def association_and_contractions(self, b: FloatArray, association: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """``A`` ``(B, S, Q)`` and ``K^p``, ``K^w`` ``(B, S, T)`` of (16.7); ``association``: ``A`` at ``b`` if known."""
+    def association_and_contractions(self, b: FloatArray | None, association: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``A`` ``(B, S, Q)`` and ``K^p``, ``K^w`` ``(B, S, T)`` of (16.7) at the offsets ``b``, or from ``A`` there if known."""
         if association is None:
+            assert b is not None
             tails = np.ascontiguousarray(self._tails(b))  # (B, S, Q)
         else:  # T = A / (π λ_s); an inactive tier's T never counts (its weight is 0)
             w = self.weight[:, :, None]
@@ -226,7 +228,8 @@ class FoldedBatch:
     def association(self, b: FloatArray) -> FloatArray:
         return _unfold(self.kernel.association(self.lam_columns, _fold(b), self.alpha), b.shape[0])
 
-    def association_and_contractions(self, b: FloatArray, association: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+    def association_and_contractions(self, b: FloatArray | None, association: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+        assert b is not None
         n, s, q = b.shape
         a, d_a = self.kernel.association_jacobian(self.lam_columns, _fold(b), self.alpha)
         d_a = d_a.reshape(s, s, n, q).transpose(2, 0, 1, 3)  # (B, S, T, Q)
