@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.memory_peak", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 100 × 150")
     parser.add_argument("--smoke", action="store_true", help="one tiny size (for the tests)")
-    parser.add_argument("--one-block-limit", type=float, default=2e9, metavar="BYTES",
-                        help="run the one-block comparison while one work array is at most this big (default 2e9)")
+    parser.add_argument("--one-block-limit", type=float, default=5e8, metavar="BYTES",
+                        help="run the one-block comparison while one work array is at most this big (default 5e8: up to 100 × 150)")
     parser.add_argument("--out", default=None, help="folder for memory_peak.json")
     args = parser.parse_args(argv)
     if args.smoke:

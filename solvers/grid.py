@@ -77,7 +77,7 @@ class GridSolver(Solver):
     STOCHASTIC: ClassVar[bool] = False
     NEEDS_BUDGET: ClassVar[bool] = False
     resolution: int = 20
-    chunk: int = 64
+    chunk: int = 512
 
     def __post_init__(self) -> None:
         for key in ("resolution", "chunk"):

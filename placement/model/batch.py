@@ -226,7 +226,7 @@ def _directions(jac: FloatArray, f: FloatArray) -> tuple[FloatArray, BoolArray]:
     return direction, solved
 
 
-CHUNK_ELEMENTS = 1 << 20  # (B, S, S, Q) numbers per chunk: 8 MB
+CHUNK_ELEMENTS = 1 << 21  # (B, S, S, Q) numbers per chunk: 16 MB
 
 
 def _chunk_size(instance: Instance) -> int:

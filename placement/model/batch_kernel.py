@@ -32,6 +32,7 @@ from edgeprefix.placement.model.spatial import AnalyticKernel
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
+CACHE_ELEMENTS = 1 << 17  # numbers of the (B', S, T, Q) minima formed at once (1 MB: they stay in cache)
 
 
 def _fold(x: FloatArray) -> FloatArray:
@@ -146,9 +147,14 @@ class Alpha2Batch:
         return _Segments.of(b.transpose(0, 2, 1).reshape(n * q, s), np.repeat(self.weight, q, axis=0))
 
     def _tails(self, b: FloatArray) -> FloatArray:
-        """``T_{s,q}`` ``(B, S, Q)`` from the cost offsets ``b`` ``(B, S, Q)``."""
+        """``T_{s,q}`` ``(B, S, Q)`` from the cost offsets ``b`` ``(B, S, Q)``, a cache-sized group of mixes at a time."""
         n, s, q = b.shape
-        return self._segments(b).tails().reshape(n, q, s).transpose(0, 2, 1)
+        group = max(1, CACHE_ELEMENTS // (4 * s * q))
+        out = np.empty((n, q, s))
+        for i in range(0, n, group):
+            part = b[i : i + group]
+            out[i : i + group] = self.take(np.arange(i, i + len(part)))._segments(part).tails().reshape(len(part), q, s)
+        return out.transpose(0, 2, 1)
 
     def association(self, b: FloatArray) -> FloatArray:
         """``A`` ``(B, S, Q)`` from the cost offsets ``b`` ``(B, S, Q)``."""
@@ -162,9 +168,15 @@ class Alpha2Batch:
         else:  # T = A / (π λ_s); an inactive tier's T never counts (its weight is 0)
             w = self.weight[:, :, None]
             tails = np.where(w > 0, association / np.where(w > 0, w, 1.0), 0.0)
+        n, s_count, q = tails.shape
         weights = np.stack([np.broadcast_to(self.probabilities, self.work_weights.shape), self.work_weights], axis=-1)  # (S, Q, 2)
-        nearest = np.minimum(tails[:, :, None, :], tails[:, None, :, :])  # (B, S, T, Q)
-        both = np.matmul(nearest, weights[None])  # (B, S, T, 2): weights p_q and p_q/μ_{s,q} of the row s
+        group = max(1, CACHE_ELEMENTS // (s_count * s_count * q))  # mixes whose (S, T, Q) minima stay in cache
+        nearest = np.empty((min(group, n), s_count, s_count, q))
+        both = np.empty((n, s_count, s_count, 2))  # weights p_q and p_q/μ_{s,q} of the row s
+        for start in range(0, n, group):
+            part = tails[start : start + group]
+            np.minimum(part[:, :, None, :], part[:, None, :, :], out=nearest[: len(part)])
+            np.matmul(nearest[: len(part)], weights[None], out=both[start : start + len(part)])
         cross_p, cross_w = both[..., 0], both[..., 1]
         pair = self.weight[:, :, None] * self.weight[:, None, :]
         k_p, k_w = _contract(pair * cross_p, pair * cross_w)
@@ -178,6 +190,15 @@ class Alpha2Batch:
         pieces are listed, evaluated with the closed forms of ``truncated_alpha2`` and summed per tier
         (a fifth of the ``S² Q`` pieces on the Mooncake instance).  ``u_cut ≥ 0`` and ``tilt``: ``(B, S, Q)``.
         """
+        n, s_count, q = b.shape
+        group = max(1, 4 * CACHE_ELEMENTS // (s_count * s_count * q))  # mixes per pass: the pieces' arrays stay in cache
+        if n > group:
+            parts = [self.take(np.arange(i, min(n, i + group)))._truncated(b[i : i + group], u_cut[i : i + group], tilt[i : i + group])
+                     for i in range(0, n, group)]
+            return np.concatenate([p for p, _ in parts]), np.concatenate([p for _, p in parts])
+        return self._truncated(b, u_cut, tilt)
+
+    def _truncated(self, b: FloatArray, u_cut: FloatArray, tilt: FloatArray) -> tuple[FloatArray, FloatArray]:
         n, s_count, q = b.shape
         m_count = n * q
         seg = self._segments(b)
