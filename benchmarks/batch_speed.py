@@ -1,21 +1,22 @@
 """Throughput of batched evaluation against one mix at a time (docs/model.md §16).
 
 Run ``python -m edgeprefix.benchmarks.batch_speed [--quick | --smoke] [--out DIR]``.  Every case
-scores the same points twice in one run, through the solvers' own path
+scores the same points both ways in one run (``--repeats`` interleaved rounds, median times),
+through the solvers' own path
 (:class:`edgeprefix.solvers.tracking.Tracker`):
 
 * **single** — ``Tracker.evaluate`` point by point, each fixed point warm-started from the
   previous point (how every method scored before batching);
 * **batched** — ``Tracker.evaluate_many`` on chunks of the method's size (grid 512, random 64,
-  CMA-ES its generation, QMC 16), every fixed point of a chunk started from the previous chunk's
-  last point.
+  QMC 16), every fixed point of a chunk started from the previous chunk's last point.
 
 The points: the exhaustive ``1/20`` lattice of ``medium_forest`` (2,997 points; the issue's
 case) and of ``paper_baseline`` (143), and projected Dirichlet(1) proposals on
 ``mooncake_large`` (a random-search population).  Reported: points per second of each path, the
 ratio, the largest ``|ΔP_cov|`` between the two, and how many mixes the batched Newton iteration
 left to the single-mix robust solver.  A last table times whole ``solve`` runs (grid, random,
-CMA-ES, QMC) batched and unbatched, same seeds.  The load average is printed with the tables.
+QMC; CMA-ES, which stays one proposal at a time, as a control) with and without the batched path,
+same seeds.  The load average is printed with the tables.
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ def _timed(fn: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def compare_paths(case: str, problem: PlacementProblem, points: np.ndarray, chunk: int, goal: float | None = None) -> BatchRow:
-    """Score ``points`` one by one and in chunks (same run, same order)."""
+def compare_paths(case: str, problem: PlacementProblem, points: np.ndarray, chunk: int, goal: float | None = None, repeats: int = 1) -> BatchRow:
+    """Score ``points`` one by one and in chunks (same run, same order), ``repeats`` times interleaved; median times."""
 
     def single() -> Tracker:
         tracker = Tracker(problem, None)
@@ -92,26 +93,30 @@ def compare_paths(case: str, problem: PlacementProblem, points: np.ndarray, chun
             fallbacks += sum(s.evaluation.fixed_point.method != BATCH_METHOD for s in scores if s.evaluation.fixed_point is not None)
         return tracker, fallbacks
 
-    single_seconds, one = _timed(single)
-    batched_seconds, (many, fallbacks) = _timed(batched)  # type: ignore[misc]
+    single_times, batched_times = [], []
+    for _ in range(repeats):
+        seconds, one = _timed(single)
+        single_times.append(seconds)
+        seconds, (many, fallbacks) = _timed(batched)  # type: ignore[misc]
+        batched_times.append(seconds)
     diff = float(np.max(np.abs(np.array(one.coverages) - np.array(many.coverages))))  # type: ignore[attr-defined]
-    return BatchRow(case, len(points), chunk, single_seconds, batched_seconds, diff, int(fallbacks), goal)
+    return BatchRow(case, len(points), chunk, float(np.median(single_times)), float(np.median(batched_times)), diff, int(fallbacks), goal)
 
 
-def batch_rows(mode: str) -> list[BatchRow]:
+def batch_rows(mode: str, repeats: int = 1) -> list[BatchRow]:
     """Lattices of ``paper_baseline`` and ``medium_forest`` and Dirichlet proposals on ``mooncake_large``."""
     rows = []
     for name, resolution in (("paper_baseline", 20), ("medium_forest", 5 if mode == "smoke" else 20)):
         problem = placement_problem(load_benchmark(name))
         points = feasible_lattice(problem.constraints, resolution)
         goal = GOALS.get(name) if resolution == 20 else None
-        rows.append(compare_paths(f"{name} 1/{resolution} grid", problem, points, 512, goal))
+        rows.append(compare_paths(f"{name} 1/{resolution} grid", problem, points, 512, goal, repeats))
     problem = placement_problem(load_benchmark("mooncake_large"))
     count = {"smoke": 16, "quick": 128, "full": 512}[mode]
     projection = Projection(problem.constraints)
     rng = np.random.default_rng(0)
     points = np.array([projection(z) for z in rng.dirichlet(np.ones(problem.dimension), size=count)])
-    rows.append(compare_paths(f"mooncake_large {count} random mixes", problem, points, 64, GOALS["mooncake_large"]))
+    rows.append(compare_paths(f"mooncake_large {count} random mixes", problem, points, 64, GOALS["mooncake_large"], repeats))
     return rows
 
 
@@ -127,12 +132,12 @@ def solve_rows(mode: str) -> list[SolveRow]:
         problem = placement_problem(load_benchmark(name))
         batched_seconds, batched = _timed(lambda: solve(problem, method, budget=run_budget, seed=0, **options))
         unbatched_problem = _Unbatched(problem)
-        saved = (optuna_search.CmaEsSolver.batch_size, optuna_search.QmcSolver.batch_size)
-        optuna_search.CmaEsSolver.batch_size = optuna_search.QmcSolver.batch_size = lambda self, study: 1  # type: ignore[method-assign]
+        saved = optuna_search.QmcSolver.batch_size
+        optuna_search.QmcSolver.batch_size = lambda self, study: 1  # type: ignore[method-assign]
         try:
             unbatched_seconds, unbatched = _timed(lambda: solve(unbatched_problem, method, budget=run_budget, seed=0, **options))  # type: ignore[arg-type]
         finally:
-            optuna_search.CmaEsSolver.batch_size, optuna_search.QmcSolver.batch_size = saved  # type: ignore[method-assign]
+            optuna_search.QmcSolver.batch_size = saved  # type: ignore[method-assign]
         rows.append(SolveRow(name, method, len(batched.values), unbatched_seconds, batched_seconds, unbatched.coverage, batched.coverage))  # type: ignore[attr-defined]
     return rows
 
@@ -174,10 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer mixes on mooncake_large, budget 100")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (for the tests)")
     parser.add_argument("--no-solve", action="store_true", help="skip the whole-solve table")
+    parser.add_argument("--repeats", type=int, default=None, metavar="N",
+                        help="interleaved single/batched rounds per case, median times (default 3; --smoke: 1)")
     parser.add_argument("--out", default=None, help="folder for batch_speed.json")
     args = parser.parse_args(argv)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
-    rows = batch_rows(mode)
+    repeats = args.repeats if args.repeats is not None else (1 if args.smoke else 3)
+    if repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {repeats}")
+    rows = batch_rows(mode, repeats)
     solves = [] if args.no_solve else solve_rows(mode)
     print(render(rows, solves))
     if args.out is not None:

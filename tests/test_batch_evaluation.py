@@ -18,7 +18,6 @@ from edgeprefix.placement.model.instance import default_instance, load_instance
 from edgeprefix.placement.model.spatial import AnalyticKernel
 from edgeprefix.solvers import solve
 from edgeprefix.solvers.grid import feasible_lattice
-from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
 from edgeprefix.solvers.tracking import StopSearch, Tracker
 
@@ -179,20 +178,3 @@ def test_random_search_proposals_do_not_depend_on_the_chunk():
     np.testing.assert_array_equal(a.points, b.points)
     with pytest.raises(ValueError, match="random option chunk must be a positive integer"):
         solve(problem, "random", budget=3, chunk=0)
-
-
-def test_projected_cmaes_generation_is_scored_together():
-    problem = placement_problem(load_instance(INSTANCES / "medium_forest.toml"))
-    sizes = []
-    original = Tracker.evaluate_many
-
-    def spy(self, points):
-        sizes.append(len(points))
-        return original(self, points)
-
-    Tracker.evaluate_many = spy
-    try:
-        result = solve(problem, "cmaes", budget=30, seed=1, projection=Projection(problem.constraints))
-    finally:
-        Tracker.evaluate_many = original
-    assert result.nfev == 30 and sizes and max(sizes) == 4 + int(np.floor(3 * np.log(7)))  # 7 free shares: generations of 9

@@ -84,8 +84,9 @@ class _Segments:
         """From breakpoints ``b`` and weights ``π λ_s`` laid out ``(M, S)`` (types major, tiers minor)."""
         order = np.argsort(b, axis=1)  # ties may come in any order: their segment is empty
         flat = order + (np.arange(len(b)) * b.shape[1])[:, None]  # flat positions (faster than take_along_axis)
-        bs = np.ascontiguousarray(b.ravel()[flat].T)
-        rate = _cumsum_rows(np.ascontiguousarray(weight.ravel()[flat].T))
+        rows = flat.T  # gathering with it lands the sorted values directly in the (K, M) layout
+        bs = b.ravel()[rows]
+        rate = _cumsum_rows(weight.ravel()[rows])
         rise = rate[:-1] * np.diff(bs, axis=0)  # G(bs_{k+1}) − G(bs_k)
         g_at = np.empty_like(bs)
         g_at[0] = 0.0
