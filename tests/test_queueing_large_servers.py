@@ -101,3 +101,15 @@ def test_an_instance_with_1e8_servers_evaluates_to_its_queue_free_coverage():
     assert np.all(ev.wait_probability == 0.0)
     assert ev.coverage() == pytest.approx(ev.coverage_queue_free(), abs=1e-15)
     assert 0.0 < ev.coverage() < 1.0
+
+
+def test_the_simulators_refuse_more_slots_than_they_can_hold():
+    from edgeprefix.placement.errors import InstanceError
+    from edgeprefix.placement.simulation.layout import sample_layout
+
+    inst = default_instance()
+    big = inst.replace(gpu=dataclasses.replace(inst.gpu, memory=1e6))  # fine for the model, not for a slot list
+    assert evaluate(big).fixed_point.converged
+    with pytest.raises(InstanceError, match=r"gpu\.memory.*simulators keep one slot per sequence"):
+        sample_layout(big, None, seed=0)
+    sample_layout(inst, None, seed=0)  # the paper's c_s ≤ 12 pass

@@ -15,8 +15,8 @@ A mix whose iteration fails (a singular Jacobian, a stalled line search, no conv
 :data:`MAX_STEPS`) is evaluated again by :func:`evaluate` alone, i.e. by the robust solver with
 its MINPACK and adaptive-damping fallbacks; :attr:`BatchEvaluation.fallback` says which.  Every
 other mix follows the single-mix iterates, so the two agree to rounding (and in any case within
-the fixed point's tolerance).  Kernels other than :class:`AnalyticKernel` and the ``damped``
-method are evaluated one mix at a time.
+the fixed point's tolerance).  Kernels other than :class:`AnalyticKernel`, the ``damped``
+method and the M/G/c queue law (docs/model.md §19.6) are evaluated one mix at a time.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.errors import plain
+from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
-from edgeprefix.placement.model.evaluation import Evaluation, evaluate
+from edgeprefix.placement.model.evaluation import ASSOCIATION_SLACK, Evaluation, checked_probability, evaluate
 from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
 from edgeprefix.placement.model.instance import MIX_TOLERANCE, Instance
 from edgeprefix.placement.model.policies import check_policy, needs_fixed_point
@@ -286,7 +286,7 @@ def evaluate_batch(
         if ws.shape not in (pi.shape[1:], pi.shape):
             raise ValueError(f"warm_start: expected shape {pi.shape[1:]} or {pi.shape}, got {ws.shape}")
         starts = np.broadcast_to(np.where(np.isfinite(ws), ws, 0.0), pi.shape)
-    if type(kernel) is not AnalyticKernel or method != "robust":
+    if type(kernel) is not AnalyticKernel or method != "robust" or instance.queue_law != "mmc":
         singles = [
             evaluate(instance, row, policy, target=tau, method=method, warm_start=start, tol=tol, rho_clip=rho_clip, kernel=kernel)
             for row, start in zip(pi, starts)
@@ -331,7 +331,12 @@ def _evaluate_chunk(
             a_q = np.repeat(share[:, :, None], g.shape[1], axis=2)
         else:
             a_q = batch.spatial.association(batch.cost_offsets(bias))
+    total = np.where(batch.active[:, :, None], a_q, 0.0).sum(axis=1)  # the single-mix checks (docs/model.md §20)
+    if not np.all(np.isfinite(a_q)) or np.any(a_q < -ASSOCIATION_SLACK) or np.any(np.abs(total - 1.0) > ASSOCIATION_SLACK):
+        raise NumericalError(f"association: Σ_s A_s,q = {total[np.argmax(np.abs(total - 1.0).max(axis=1))].tolist()!r}, not 1 (docs/model.md §20)")
     arrivals, work, mean_service = batch.loads(a_q)
+    if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
+        raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
     c = batch.servers
     if not needs_fixed_point(policy):
         w_adv = advertised_wait(work, c, mean_service, rho_clip)
@@ -348,7 +353,9 @@ def _evaluate_chunk(
     )
     pairs = p1 - pw[:, :, None] * p2
     pairs = np.where((stable_tier & batch.active)[:, :, None], np.maximum(pairs, 0.0), 0.0)
-    coverage = np.clip((pairs.sum(axis=1) * instance.probabilities).sum(axis=1), 0.0, 1.0)
+    if not (np.all(np.isfinite(p1)) and np.all(np.isfinite(p2))):
+        raise NumericalError(f"coverage at τ = {tau!r} s: the tier integrals are not finite (docs/model.md §20)")
+    coverage = checked_probability((pairs.sum(axis=1) * instance.probabilities).sum(axis=1), "coverage")
     demand = net.request_intensity * (instance.probabilities * np.where(batch.active[:, :, None], instance.service_time, np.inf).min(axis=1)).sum(axis=1)
     capacity = demand < net.edge_density * (pi * instance.concurrency).sum(axis=1)
     tiers = np.stack([w_adv, arrivals, mean_service, rho, pw, w_bar, decay])  # (7, B, S)
