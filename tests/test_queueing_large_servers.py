@@ -113,3 +113,14 @@ def test_the_simulators_refuse_more_slots_than_they_can_hold():
     with pytest.raises(InstanceError, match=r"gpu\.memory.*simulators keep one slot per sequence"):
         sample_layout(big, None, seed=0)
     sample_layout(inst, None, seed=0)  # the paper's c_s ≤ 12 pass
+
+
+def test_vectorised_newton_slope_matches_the_scalar_one():
+    rng = np.random.default_rng(4)
+    c = rng.choice([1.0, 3.0, 12.0, 80.0, 5000.0], size=200)
+    a = c * rng.uniform(0.0, 1.3, size=200)  # across ρ_clip: the linear continuation too
+    m = rng.uniform(0.2, 2.0, size=200)
+    wait, slope = advertised_wait_and_slope(a, c, m)  # > 64 queues: the array branch
+    pairs = [advertised_wait_and_slope(a[i : i + 1], c[i : i + 1], m[i : i + 1]) for i in range(200)]
+    np.testing.assert_allclose(wait, [w[0] for w, _ in pairs], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(slope, [s[0] for _, s in pairs], rtol=1e-10, atol=0)
