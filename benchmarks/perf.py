@@ -10,13 +10,16 @@ map instead of the fast method's seven); that only flatters the reference, so th
 ratio is a lower bound.
 
 A second table times the command line's start-up against plain Python imports
-(:mod:`edgeprefix.benchmarks.startup`; ``--startup-repeats 0`` skips it).
+(:mod:`edgeprefix.benchmarks.startup`; ``--startup-repeats 0`` skips it).  A third times the
+projection onto the placement polytope, exact algorithm against cvxpy/Clarabel on the same points
+(:mod:`edgeprefix.benchmarks.projection_speed`; ``--projection-points 0`` skips it).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import platform
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeprefix.benchmarks import startup
+from edgeprefix.benchmarks import projection_speed, startup
 from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
 from edgeprefix.benchmarks.synthetic import synthetic_instance
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-reference", action="store_true", help="skip the scipy.quad reference")
     parser.add_argument("--startup-repeats", type=int, default=None, metavar="N",
                         help="timed runs per command of the start-up table (default: 15, --quick: 5; 0 skips it)")
+    parser.add_argument("--projection-points", type=int, default=None, metavar="N",
+                        help="points projected per case in the projection table (default: 2000, --quick: 300; 0 skips it)")
     args = parser.parse_args(argv)
     repeats = args.startup_repeats if args.startup_repeats is not None else (5 if args.quick else 15)
     if repeats < 0:
@@ -151,8 +156,17 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(f"start-up (median of {repeats} subprocess runs each, interleaved)")
         print(startup.render(startup_rows))
+    count = args.projection_points if args.projection_points is not None else (300 if args.quick else 2000)
+    projection_rows = projection_speed.projection_rows(count) if count > 0 else []
+    if projection_rows:
+        print()
+        print(f"projection onto the placement polytope (median per call over {count} points, both paths on the same points)")
+        print(projection_speed.render(projection_rows))
     if args.out is not None:
-        payload = {"machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows}
+        payload = {
+            "machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows,
+            "projection": [{**dataclasses.asdict(r), "ratio": r.ratio} for r in projection_rows],
+        }
         atomic_write_text(args.out / "perf.json", json.dumps(payload, indent=2) + "\n")
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=sorted({k for r in rows for k in r}))

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "instance_from_mapping": "edgeprefix.placement.model.instance",
     "Evaluation": "edgeprefix.placement.model.evaluation",
     "evaluate": "edgeprefix.placement.model.evaluation",
+    "evaluate_batch": "edgeprefix.placement.model.batch",
     "POLICIES": "edgeprefix.placement.model.policies",
     "InstanceError": "edgeprefix.placement.errors",
     "MixError": "edgeprefix.placement.errors",
@@ -70,6 +71,7 @@ __all__ = [
     "default_instance",
     "density_problem",
     "evaluate",
+    "evaluate_batch",
     "instance_from_mapping",
     "load_instance",
     "load_migration",
@@ -100,6 +102,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from edgeprefix.formulations.migration import MigrationProblem, load_migration
     from edgeprefix.formulations.placement import PlacementProblem, placement_problem
     from edgeprefix.placement.errors import InstanceError, MixError
+    from edgeprefix.placement.model.batch import evaluate_batch
     from edgeprefix.placement.model.evaluation import Evaluation, evaluate
     from edgeprefix.placement.model.instance import (
         Instance,

@@ -97,14 +97,14 @@ class LinearConstraints:
         """Violation of each decision point (rows of ``points``); only without auxiliaries."""
         if self.has_auxiliary:
             raise ValueError("decision_violation needs a model without auxiliary variables; use a projection")
-        x = np.atleast_2d(np.asarray(points, dtype=float))
-        worst = np.zeros(len(x))
+        xt = np.atleast_2d(np.asarray(points, dtype=float)).T  # (n, N): reductions over the short axis 0 are vectorised
+        worst = np.zeros(xt.shape[1])
         if len(self.b_eq):
-            worst = np.maximum(worst, np.abs(x @ self.A_eq.T - self.b_eq).max(axis=1))
+            worst = np.maximum(worst, np.abs(self.A_eq @ xt - self.b_eq[:, None]).max(axis=0))
         if len(self.b_ub):
-            worst = np.maximum(worst, np.maximum(x @ self.A_ub.T - self.b_ub, 0.0).max(axis=1))
-        worst = np.maximum(worst, np.maximum(self.lower - x, 0.0).max(axis=1))
-        return np.maximum(worst, np.maximum(x - self.upper, 0.0).max(axis=1))
+            worst = np.maximum(worst, np.maximum(self.A_ub @ xt - self.b_ub[:, None], 0.0).max(axis=0))
+        worst = np.maximum(worst, np.maximum(self.lower[:, None] - xt, 0.0).max(axis=0))
+        return np.maximum(worst, np.maximum(xt - self.upper[:, None], 0.0).max(axis=0))
 
     def completes(self, decision: npt.ArrayLike, tol: float = 1e-9) -> bool:
         """Whether auxiliary values exist that make ``decision`` feasible (an LP without objective)."""

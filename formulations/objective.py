@@ -12,7 +12,7 @@ where ``P_cov`` already counts nothing from unstable tiers (their ``F_{W_s} ≡ 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,17 @@ def clean_mix(x: npt.ArrayLike, upper: FloatArray) -> FloatArray:
     return pi / total
 
 
+def clean_mixes(points: npt.ArrayLike, upper: FloatArray) -> FloatArray:
+    """:func:`clean_mix` of every row of ``points`` ``(B, S)`` at once (the same numbers)."""
+    pi = np.clip(np.atleast_2d(np.asarray(points, dtype=float)), 0.0, None)
+    pi[:, upper <= 0.0] = 0.0
+    pi[pi < 1e-13] = 0.0
+    total = pi.sum(axis=1)
+    if np.any(total <= 0.0):
+        clean_mix(np.atleast_2d(np.asarray(points, dtype=float))[int(np.argmax(total <= 0.0))], upper)  # raises
+    return pi / total[:, None]
+
+
 @dataclass(frozen=True)
 class CoverageObjective:
     """``π ↦ P_cov(τ_0; π)`` through the fixed point, with the infeasibility penalty above.
@@ -107,7 +118,28 @@ class CoverageObjective:
         """Evaluate a clean mix (see :func:`clean_mix`) and score it."""
         evaluate = self.evaluator or default_evaluator()
         ev = evaluate(self.instance, mix, self.policy, target=self.target, warm_start=warm_start)
-        coverage = float(ev.coverage(self.target))
+        return self._scored(mix, ev, float(ev.coverage(self.target)))
+
+    def score_many(self, mixes: Sequence[FloatArray], warm_start: FloatArray | None = None) -> list[Score]:
+        """:meth:`score` of every clean mix, in one batched evaluation (docs/model.md §16).
+
+        Every fixed point starts from ``warm_start``.  With an injected ``evaluator`` the mixes
+        are scored one by one, each warm-started from the previous one.
+        """
+        if self.evaluator is not None:
+            scores: list[Score] = []
+            for mix in mixes:
+                scores.append(self.score(mix, warm_start))
+                warm_start = scores[-1].warm_start
+            return scores
+        if not len(mixes):
+            return []
+        from edgeprefix.placement.model.batch import evaluate_batch
+
+        batch = evaluate_batch(self.instance, np.asarray(mixes, dtype=float), self.policy, target=self.target, warm_start=warm_start)
+        return [self._scored(mix, ev, float(cov)) for mix, ev, cov in zip(mixes, batch.evaluations, batch.coverage)]
+
+    def _scored(self, mix: FloatArray, ev: Any, coverage: float) -> Score:
         rho = np.asarray(ev.utilization, dtype=float)
         finite = rho[np.isfinite(rho)]
         overload = float(max(0.0, finite.max() - 1.0)) if finite.size else 0.0

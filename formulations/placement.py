@@ -8,7 +8,7 @@ point (a black box no Pyomo solver can optimise).  Solvers read the linear part 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +22,7 @@ from edgeprefix.formulations.objective import (
     Evaluator,
     Score,
     clean_mix,
+    clean_mixes,
 )
 from edgeprefix.placement.errors import InfeasibleConstraintsError
 from edgeprefix.placement.model.instance import Instance
@@ -115,6 +116,11 @@ class PlacementProblem:
     def score(self, x: npt.ArrayLike, warm_start: FloatArray | None = None) -> Score:
         """Evaluate a feasible point ``π`` (after :meth:`clean`) through the fixed point."""
         return self.objective.score(self.clean(x), warm_start)
+
+    def score_many(self, points: Sequence[npt.ArrayLike], warm_start: FloatArray | None = None) -> list[Score]:
+        """:meth:`score` of many feasible points in one batched evaluation (docs/model.md §16)."""
+        mixes = clean_mixes(np.asarray(points, dtype=float).reshape(len(points), self.dimension), self.constraints.upper[: self.dimension])
+        return self.objective.score_many(list(mixes), warm_start)
 
     def mix_dict(self, x: npt.ArrayLike) -> dict[str, float]:
         return dict(zip(self.variable_names, np.asarray(x, dtype=float).tolist()))

@@ -1,14 +1,13 @@
 """Grid search on Dask distributed (docs/model.md §10.3): a ``LocalCluster`` or a scheduler address.
 
-The lattice is cut into chunks; each chunk is one task that scores its points in order,
-warm-starting every fixed point from the previous point *of the same chunk* (the first one
-starts cold).  A task is therefore a pure function of its chunk, and gathering the tasks in
-order gives the same scores, bit for bit, whether they ran on a cluster or one after the
-other in this process (``client=None``).  The standard grid search then walks the lattice
-over the gathered table, so the :class:`edgeprefix.solvers.result.Result` (history, best point,
-``history.csv``) is the one a single-process run writes.  (The plain ``grid`` method warm-starts
-across chunk boundaries too; its values agree to about 1e-12.)
-"""
+The lattice is cut into chunks; each chunk is one task that scores its points in one batched
+evaluation, every fixed point starting cold (docs/model.md §16).  A task is therefore a pure
+function of its chunk, and gathering the tasks in order gives the same scores, bit for bit,
+whether they ran on a cluster or one after the other in this process (``client=None``).  The
+standard grid search then walks the lattice over the gathered table, so the
+:class:`edgeprefix.solvers.result.Result` (history, best point, ``history.csv``) is the one a
+single-process run writes.  (The plain ``grid`` method starts each chunk from the previous
+chunk's last point; its values agree within the fixed point's tolerance.)"""
 
 from __future__ import annotations
 
@@ -118,15 +117,18 @@ def map_ordered(fn: Callable[[T], R], items: Sequence[T], client: Any = None, on
 
 
 def score_chunk(problem: Problem, points: FloatArray) -> list[Row]:
-    """Score ``points`` (shape ``(n, S)``) in order, each fixed point warm-started from the previous one."""
-    rows: list[Row] = []
-    warm = None
-    for point in points:
-        score = problem.score(point, warm_start=warm)
-        if score.warm_start is not None:
-            warm = score.warm_start
-        rows.append((float(score.value), float(score.coverage), bool(score.feasible), float(score.overload)))
-    return rows
+    """Score ``points`` (shape ``(n, S)``) in order: in one batched evaluation from a cold start
+    (docs/model.md §16) when the problem has ``score_many``, else one by one, each fixed point
+    warm-started from the previous one."""
+    score_many = getattr(problem, "score_many", None)
+    if score_many is not None:
+        scores = score_many(list(points))
+    else:
+        scores, warm = [], None
+        for point in points:
+            scores.append(problem.score(point, warm_start=warm))
+            warm = scores[-1].warm_start if scores[-1].warm_start is not None else warm
+    return [(float(score.value), float(score.coverage), bool(score.feasible), float(score.overload)) for score in scores]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ unconstrained lattice has ``C(K + |S| − 1, |S| − 1)`` points; profiles pinne
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -28,16 +27,21 @@ FEASIBLE_TOL = 1e-9
 
 
 def simplex_lattice(n: int, resolution: int) -> FloatArray:
-    """All ``k / K`` with ``k ∈ N^n``, ``Σ k = K``; shape ``(C(K+n−1, n−1), n)``, lexicographic."""
+    """All ``k / K`` with ``k ∈ N^n``, ``Σ k = K``; shape ``(C(K+n−1, n−1), n)``, in decreasing lexicographic order."""
     if n < 1 or resolution < 1:
         raise ValueError(f"a lattice needs n >= 1 and resolution K >= 1, got n={n}, K={resolution}")
     size = math.comb(resolution + n - 1, n - 1)
     if size > 5_000_000:
         raise ValueError(f"the 1/{resolution} lattice over {n} profiles has {size} points (> 5e6): lower the resolution")
-    bars = np.array(list(itertools.combinations(range(resolution + n - 1), n - 1)), dtype=np.int64).reshape(size, n - 1)
-    edges = np.hstack([np.full((size, 1), -1), bars, np.full((size, 1), resolution + n - 1)])
-    counts = np.diff(edges, axis=1) - 1
-    return counts[::-1] / resolution
+    counts = np.zeros((1, 0), dtype=np.int64)
+    left = np.array([resolution])  # units not yet given to a coordinate, per partial point
+    for _ in range(n - 1):  # the next coordinate takes left, left − 1, …, 0 in turn
+        options = left + 1
+        parent = np.repeat(np.arange(len(counts)), options)
+        value = np.repeat(left, options) - (np.arange(options.sum()) - np.repeat(np.cumsum(options) - options, options))
+        counts = np.hstack([counts[parent], value[:, None]])
+        left = left[parent] - value
+    return np.hstack([counts, left[:, None]]) / resolution
 
 
 def feasible_lattice(constraints: LinearConstraints, resolution: int) -> FloatArray:
@@ -66,14 +70,14 @@ class GridSolver(Solver):
     Parameters
     ----------
     resolution : ``K`` (default 20, i.e. 5 % steps).
-    chunk : points scored per iteration (``nit`` counts chunks).
+    chunk : points scored per iteration, in one batched evaluation (``nit`` counts chunks).
     """
 
     name: ClassVar[str] = "grid"
     STOCHASTIC: ClassVar[bool] = False
     NEEDS_BUDGET: ClassVar[bool] = False
     resolution: int = 20
-    chunk: int = 64
+    chunk: int = 512
 
     def __post_init__(self) -> None:
         for key in ("resolution", "chunk"):
@@ -92,7 +96,6 @@ class GridSolver(Solver):
                 "raise the budget or lower the resolution"
             )
         for start in range(0, len(points), int(self.chunk)):
-            for point in points[start : start + int(self.chunk)]:
-                tracker.evaluate(point)
+            tracker.evaluate_many(points[start : start + int(self.chunk)])  # one batched evaluation per chunk
             tracker.nit += 1
         return Status.COMPLETED

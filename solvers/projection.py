@@ -1,9 +1,11 @@
 """Euclidean projection onto the linear part of a formulation (docs/model.md §10.2, eq. (50)).
 
 ``Proj(z) = argmin_x ||x_π − z||²`` subject to the rows and bounds read from the Pyomo model
-(auxiliary columns such as migration flows are free).  The cvxpy problem is parametrised
-(DPP) and built once per constraint set; each call only sets the parameter ``z`` and
-re-solves with Clarabel.
+(auxiliary columns such as migration flows are free).  When the rows are the placement polytope
+(simplex, share bounds, one knapsack row: :class:`edgeprefix.solvers.capped_simplex.CappedSimplex`)
+the projection is computed exactly by its KKT conditions (docs/model.md §16); any other
+constraint set goes to a cvxpy problem, parametrised (DPP) and built once per constraint set,
+where each call only sets the parameter ``z`` and re-solves with Clarabel.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import numpy.typing as npt
 from edgeprefix.formulations.linear import LinearConstraints
 from edgeprefix.placement.errors import InfeasibleConstraintsError
 from edgeprefix.placement.memory import check_memory
+from edgeprefix.solvers.capped_simplex import CappedSimplex
 
 FloatArray = npt.NDArray[np.float64]
 CLARABEL_OPTIONS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 200}
+METHODS = ("auto", "exact", "cvxpy")
 
 
 class Projection:
@@ -28,20 +32,44 @@ class Projection:
     The only mutable object of the solver layer: it caches the compiled cvxpy problem and
     counts calls (``calls``, ``seconds``; ``mean_seconds`` is the per-call time).
 
+    Parameters
+    ----------
+    constraints : the linear part of a formulation.
+    method : ``auto`` (exact for the placement polytope, else cvxpy), ``exact`` (raises unless
+        the constraints are a capped simplex with at most one knapsack row) or ``cvxpy``.
+
     Raises
     ------
     InfeasibleConstraintsError
         At construction when the constraints admit no point, and on a call whose QP fails.
     """
 
-    def __init__(self, constraints: LinearConstraints) -> None:
+    def __init__(self, constraints: LinearConstraints, method: str = "auto") -> None:
+        if method not in METHODS:
+            raise ValueError(f"projection method must be one of {list(METHODS)}, got {method!r}")
         self.constraints = constraints
         n, k = constraints.n_variables, constraints.n_decision
-        check_memory(  # the polish step holds a few dense n × n matrices
+        check_memory(  # the polish step (or the exact algorithm's breakpoint table) holds a few dense n × n matrices
             8.0 * 4 * n * n, "profiles", f"projecting onto the feasible mixes of {k} profiles",
             "use fewer profiles (e.g. prune dominated profiles, profiles --max-profiles)",
         )
         self._feasible_point = constraints.check_feasible()
+        self.exact = CappedSimplex.from_constraints(constraints) if method != "cvxpy" else None
+        if method == "exact" and self.exact is None:
+            raise ValueError(
+                "projection method 'exact' needs a simplex row, share bounds and at most one knapsack row "
+                f"({', '.join(constraints.eq_names + constraints.ub_names)} are something else): use method='auto'"
+            )
+        self.method = "exact" if self.exact is not None else "cvxpy"
+        self._problem: cp.Problem | None = None
+        self.calls = 0
+        self.seconds = 0.0
+        if self.exact is None:
+            self._build()
+
+    def _build(self) -> None:
+        constraints = self.constraints
+        n, k = constraints.n_variables, constraints.n_decision
         self._x = cp.Variable(n)
         self._z = cp.Parameter(k)
         rows = []
@@ -57,8 +85,6 @@ class Projection:
             rows.append(self._x[hi] <= constraints.upper[hi])
         self._problem = cp.Problem(cp.Minimize(cp.sum_squares(self._x[:k] - self._z)), rows)
         assert self._problem.is_dpp()
-        self.calls = 0
-        self.seconds = 0.0
 
     @property
     def mean_seconds(self) -> float:
@@ -71,6 +97,13 @@ class Projection:
         k = self.constraints.n_decision
         if z.shape != (k,) or not np.all(np.isfinite(z)):
             raise ValueError(f"a point to project must be {k} finite numbers, got {z.tolist()}")
+        if self.exact is not None:
+            start = time.perf_counter()
+            x = self.exact.project(z)
+            self.seconds += time.perf_counter() - start
+            self.calls += 1
+            return x
+        assert self._problem is not None
         start = time.perf_counter()
         self._z.value = z
         try:

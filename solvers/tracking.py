@@ -8,7 +8,7 @@ spent or the callback asks to stop.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -97,8 +97,31 @@ class Tracker:
         """Score a feasible mix (one budget unit), record it, and maybe stop the search."""
         self._check_budget()
         score = self.problem.score(x, warm_start=self.warm_start)
-        if score.warm_start is not None:
-            self.warm_start = score.warm_start
+        self._accept(score)
+        return score
+
+    def evaluate_many(self, points: Sequence[npt.ArrayLike]) -> list[Score]:
+        """Score several feasible mixes in one batched evaluation (docs/model.md §16), recorded in order.
+
+        Every fixed point starts from the tracker's warm start.  Only as many points as the budget
+        has left are scored (the returned list may be shorter; the next call stops the search);
+        the callback sees every recorded point and may stop the search in the middle of the batch.
+        Problems without ``score_many`` score the points one by one.
+        """
+        self._check_budget()
+        points = list(points)[: self.remaining] if self.remaining is not None else list(points)
+        score_many = getattr(self.problem, "score_many", None)
+        if score_many is None:
+            return [self.evaluate(x) for x in points]
+        scores = score_many(points, warm_start=self.warm_start)
+        for score in scores:
+            self._accept(score)
+        return scores
+
+    def _accept(self, score: Score) -> None:
+        warm = score.warm_start
+        if warm is not None:
+            self.warm_start = warm
         self._record(score.mix, score.value, score.coverage, score.feasible)
         if self.best_x is score.mix:
             self.best = score
@@ -110,7 +133,6 @@ class Tracker:
             )
             if self.callback(progress) is True:
                 raise StopSearch(Status.CALLBACK_STOP)
-        return score
 
     def replay(self, x: npt.ArrayLike, value: float, coverage: float, feasible: bool) -> None:
         """Record an evaluation done by an earlier run (a resumed study) without re-scoring it."""

@@ -89,7 +89,7 @@ def test_prefill_table_tokens_not_a_list(tmp_path, capsys):
     "field, value, words",
     [
         ("gpu__memory", 1e308, ["gpu.memory", "[1e-30, 1e+30]"]),
-        ("gpu__memory", 1e9, ["gpu.memory", "at most 100000"]),
+        ("gpu__memory", 1e13, ["gpu.memory", "at most 1000000000000"]),
         ("network__request_intensity", 1e308, ["network.request_intensity"]),
         ("network__edge_density", 1e308, ["network.edge_density"]),
         ("network__radio_exponent", 1e-6, ["network.radio_exponent", "[1, 6]"]),

@@ -20,7 +20,9 @@ type, not per (type, profile) pair, and one association costs ``O(|Q| |S| N)``.
   segment's left end a polynomial in ``x``; the axis is truncated where ``G_q ≥ 36``
   (``e^{−36} < 2.4e-16``).  :func:`association_error` reports the quadrature error estimate.
 
-Arrays are ``[s, q]``; only *active* tiers (``λ_s > 0``) are passed to these functions.
+Arrays are ``[s, q]``; only *active* tiers (``λ_s > 0``) are passed to these functions.  The
+densities ``lam`` are ``(S,)``, or ``(S, Q)`` with one density per column: columns are independent,
+so several mixes can share one call with their types side by side (docs/model.md §16).
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ G_MAX = 36.0  # truncate the cost axis where e^{−G} < 2.4e-16
 DEFAULT_NODES = 20  # Gauss–Legendre nodes per segment for α ≤ 2.5 (measured error < 5e-8)
 STEEP_NODES = 32  # nodes per segment above α = 2.5 (the tiers' ``(y − b)^{2/α}`` get rougher)
 SUBSTITUTION_POWER = 2.0  # m = max(1, 2α): the starting tier's G is (x^m)^{2/α} = x^4
+
+
+def _column_density(lam: FloatArray, b: FloatArray) -> FloatArray:
+    """``λ_s`` per column ``[s, q]``: ``lam`` broadcast to the shape of ``b`` (a view)."""
+    return np.broadcast_to(lam[:, None], b.shape) if lam.ndim == 1 else lam
 
 
 def _phi(x: FloatArray) -> FloatArray:
@@ -58,8 +65,9 @@ def truncated_alpha2(
     """
     order = np.argsort(b, axis=0, kind="stable")
     cols = np.arange(b.shape[1])
+    dens = _column_density(lam, b)
     bs = b[order, cols].T  # (Q, K) sorted breakpoints
-    slope = np.cumsum(np.pi * lam[order], axis=0).T  # slope of G on [bs_k, bs_{k+1})
+    slope = np.cumsum(np.pi * dens[order, cols], axis=0).T  # slope of G on [bs_k, bs_{k+1})
     g_at = np.zeros_like(bs)
     np.cumsum(slope[:, :-1] * np.diff(bs, axis=1), axis=1, out=g_at[:, 1:])
     seg_hi = np.empty_like(bs)
@@ -78,7 +86,7 @@ def truncated_alpha2(
     k2 = k1 - tilt[:, :, None]
     e0_2 = e0 - tilt[:, :, None] * (up - lo)
     part2 = np.exp(np.maximum(e0_2, e0_2 - k2 * d)) * d * _phi(np.abs(k2) * d)
-    scale = np.pi * lam[:, None]
+    scale = np.pi * dens
     return scale * part1.sum(axis=2), scale * part2.sum(axis=2)
 
 
@@ -94,7 +102,8 @@ def association_alpha2(lam: FloatArray, b: FloatArray, *, jacobian: bool = False
     order = b.argsort(axis=0, kind="stable")
     cols = np.arange(b.shape[1])
     bs = b[order, cols]
-    weight = np.pi * lam[order]
+    dens = _column_density(lam, b)
+    weight = np.pi * dens[order, cols]
     rate = np.add.accumulate(weight, axis=0)
     seg = bs[1:] - bs[:-1]
     g_at = np.empty_like(bs)
@@ -111,8 +120,8 @@ def association_alpha2(lam: FloatArray, b: FloatArray, *, jacobian: bool = False
     tail = np.empty_like(bs)
     tail[order, cols] = suffix  # ∫_{b_s}^∞ e^{−G}, per tier
     later = np.minimum(tail[:, None, :], tail[None, :, :])  # ∫ from max(b_s, b_t): the tail decreases in b
-    scale = np.pi * lam
-    cross = scale[:, None, None] * scale[None, :, None] * later
+    scale = np.pi * dens
+    cross = scale[:, None, :] * scale[None, :, :] * later
     return out, _with_diagonal(cross)
 
 
@@ -156,7 +165,7 @@ def _axis_limit(b: FloatArray, lam: FloatArray, power: float) -> FloatArray:
     """A ``y`` per type where ``G_q(y) ≥ G_MAX`` (an upper bound from the tiers started by each breakpoint)."""
     order = np.argsort(b, axis=0, kind="stable")
     bs = np.take_along_axis(b, order, axis=0)
-    started = np.cumsum(np.pi * lam[order], axis=0)
+    started = np.cumsum(np.pi * np.take_along_axis(_column_density(lam, b), order, axis=0), axis=0)
     return np.min(bs + (G_MAX / started) ** (1.0 / power), axis=0)
 
 
@@ -198,7 +207,7 @@ def tier_grid(
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.power(u, p - 1.0)  # one transcendental per node and tier
     rate = np.where(active, rate, 0.0)
-    rate *= (np.pi * p) * lam[:, None, None]  # G'_{s,q}(y)
+    rate *= (np.pi * p) * _column_density(lam, b)[:, :, None]  # G'_{s,q}(y)
     survival = np.exp(-(u * rate).sum(axis=0) / p)  # e^{−G_q}, G_{s,q} = u G'_{s,q} / p
     mass = rate * (survival * dy)[None]
     u[~active] = -1.0

@@ -39,7 +39,7 @@ from edgeprefix.placement.model.queueing import (
     erlang_c,
 )
 from edgeprefix.placement.model.serving import serving_report
-from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
+from edgeprefix.placement.model.spatial import BLOCK_ELEMENTS, AnalyticKernel, SpatialKernel
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -290,9 +290,11 @@ def _check_size(tiers: int, types: int, alpha: float, policy: str) -> None:
     quadrature grid cannot fit in memory (docs/model.md §20)."""
     if policy == "nearest" and alpha == 2.0:
         return  # O(S Q) only
-    per_pair = 4 if alpha == 2.0 else 6 * default_nodes(alpha)  # float64 arrays of S² Q entries alive at once
+    # four float64 arrays of S² Q entries alive at once (the sensitivities); the quadrature grid of any α
+    # is built in blocks of types of at most BLOCK_ELEMENTS numbers per array (docs/model.md §16.4)
+    grid = 0.0 if alpha == 2.0 else 8.0 * 6 * min(BLOCK_ELEMENTS, tiers * tiers * types * default_nodes(alpha))
     check_memory(
-        8.0 * tiers * tiers * types * per_pair,
+        8.0 * tiers * tiers * types * 4 + grid,
         "mix",
         f"an evaluation with {tiers} active profiles and {types} request types",
         "give fewer profiles a positive share (e.g. prune dominated profiles, profiles --max-profiles)",

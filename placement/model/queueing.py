@@ -12,15 +12,19 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
+from edgeprefix.placement.model.erlang import erlang_b_large, erlang_b_large_scalar
 
 FloatArray = npt.NDArray[np.float64]
 RHO_CLIP = 0.99  # ρ_clip: above it the advertised delay continues linearly (docs/model.md §7)
 
 
 _SCALAR_LIMIT = 64  # below this many queues the recursion runs on Python floats (faster)
+LARGE_SERVERS = 64  # from this c on, Erlang B in O(1) by the incomplete gamma function (docs/model.md §16)
 
 
 def _erlang_b_scalar(a: float, c: int) -> float:
+    if c >= LARGE_SERVERS:
+        return erlang_b_large_scalar(a, c)
     e = 1.0
     for k in range(1, c + 1):
         e = a * e / (k + a * e)
@@ -28,11 +32,13 @@ def _erlang_b_scalar(a: float, c: int) -> float:
 
 
 def erlang_b(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
-    """Erlang-B blocking ``E_c(a)`` by the recursion ``E_0 = 1``, ``E_k = a E_{k−1} / (k + a E_{k−1})``.
+    """Erlang-B blocking ``E_c(a)``: the recursion ``E_0 = 1``, ``E_k = a E_{k−1} / (k + a E_{k−1})`` below
+    ``c = 64``, the incomplete-gamma ratio of docs/model.md §16 from there on.
 
-    The recursion never forms a factorial or a power, so it stays exact for ``c`` in the
-    thousands.  It is sequential in ``k``: for a few queues it runs on Python floats, for many
-    it runs ``max(c)`` steps vectorised over the queues.
+    The recursion never forms a factorial or a power, so it is exact, but it costs ``c`` steps;
+    the ratio costs the same for any ``c`` (:mod:`edgeprefix.placement.model.erlang`, within 2e-13
+    of the recursion).  For a few queues the recursion runs on Python floats, for many it runs
+    ``max(c)`` steps (``c < 64``) vectorised over the queues.
     """
     a = np.asarray(offered_load, dtype=float)
     c = np.asarray(servers)
@@ -50,9 +56,12 @@ def erlang_b(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
         return np.array(flat, dtype=float).reshape(a.shape)
     e = np.ones(a.shape)
     out = np.ones(a.shape)
-    for k in range(1, int(c.max()) + 1):
+    large = c >= LARGE_SERVERS
+    for k in range(1, int(c.max(initial=0, where=~large)) + 1):
         e = a * e / (k + a * e)
         np.copyto(out, e, where=(c == k))
+    if np.any(large):
+        out[large] = erlang_b_large(a[large], c[large])
     return out
 
 
@@ -86,8 +95,8 @@ def _erlang_c_and_slope(a: FloatArray, c: FloatArray) -> tuple[FloatArray, Float
     """``P^W(a)`` and ``dP^W/da`` for ``a < c`` (``dE/da = E (c/a − 1 + E)``)."""
     b = erlang_b(a, c)
     rho = a / c
-    with np.errstate(divide="ignore", invalid="ignore"):
-        db = np.where(a > 0, b * (c / a - 1.0 + b), np.where(c == 1, 1.0, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):  # (E/a) c: no inf · 0 when a is subnormal and E underflows
+        db = np.where(a > 0, (b / a) * c - b * (1.0 - b), np.where(c == 1, 1.0, 0.0))
     den = 1.0 - rho * (1.0 - b)
     pw = b / den
     dden = -(1.0 - b) / c + rho * db
@@ -186,6 +195,14 @@ def advertised_wait_and_slope(
     m = np.asarray(mean_service, dtype=float)
     if not (a.shape == c.shape == m.shape):
         a, c, m = np.broadcast_arrays(a, c, m)
+    if a.size > _SCALAR_LIMIT:  # many queues (a batch of mixes): the same formulas on arrays
+        safe_c = np.where(c > 0, c, 1.0)
+        a_below = np.minimum(a, rho_clip * safe_c)
+        pw, dpw = _erlang_c_and_slope(a_below, safe_c)
+        gap = safe_c - a_below
+        slope = m * (dpw * gap + pw) / (gap * gap)
+        extended = pw * m / gap + slope * np.maximum(a - a_below, 0.0)
+        return np.where(c > 0, extended, np.inf), np.where(c > 0, slope, 0.0)
     pairs = [_advertised_scalar_and_slope(x, k, t, rho_clip) for x, k, t in zip(a.ravel().tolist(), c.ravel().tolist(), m.ravel().tolist())]
     values = np.array(pairs, dtype=float).reshape(a.shape + (2,))
     return values[..., 0], values[..., 1]

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import numpy.typing as npt
+
 from edgeprefix.placement.errors import InstanceError, plain
 
 SCALE_MIN, SCALE_MAX = 1e-30, 1e30  # densities λ_b, intensity Λ, radio scale ξ, memories M, m_run, κ, τ_0, L_q
 RADIO_EXPONENT_MIN, RADIO_EXPONENT_MAX = 1.0, 6.0  # α: quadrature error on A_{s,q} < 2e-6 with the default nodes
-MAX_CONCURRENCY = 100_000  # c_s: the Erlang-B recursion is exact but runs c_s steps
+MAX_CONCURRENCY = 10**12  # c_s: Erlang B costs O(1) in c (docs/model.md §16.1); c_s stays exact in int64 and float64
+MAX_SIMULATED_SLOTS = 100_000  # the simulators keep one slot per concurrent sequence of every node
 
 
 def check_scale(field: str, value: float, *, allow_zero: bool = False) -> None:
@@ -45,4 +49,15 @@ def check_concurrency(field: str, memory: float, runtime_per_sequence: float) ->
             field,
             f"M / m_run = {slots:.4g} concurrent sequences per node; at most {MAX_CONCURRENCY} are supported "
             "(docs/model.md §20): lower gpu.memory or raise gpu.runtime_per_sequence",
+        )
+
+
+def check_simulated_slots(servers: npt.ArrayLike) -> None:
+    """The simulators' slots per node (``c_s`` of the simulated profiles) at most :data:`MAX_SIMULATED_SLOTS`."""
+    most = int(np.max(np.asarray(servers), initial=0))
+    if most > MAX_SIMULATED_SLOTS:
+        raise InstanceError(
+            "gpu.memory",
+            f"c_s = {most} concurrent sequences per node; the simulators keep one slot per sequence and take at most "
+            f"{MAX_SIMULATED_SLOTS} (docs/model.md §20): lower gpu.memory or raise gpu.runtime_per_sequence for a simulation",
         )

@@ -52,11 +52,32 @@ class SpatialKernel(Protocol):
     def error(self, lam: FloatArray, b: FloatArray, alpha: float) -> float: ...
 
 
+BLOCK_ELEMENTS = 1 << 22  # largest (S, types, nodes) work array of one kernel call: 32 MB of float64
+
+
+def column_blocks(n_columns: int, per_column: int) -> list[slice]:
+    """Slices of the type axis whose work arrays hold at most :data:`BLOCK_ELEMENTS` numbers.
+
+    Types (columns) are independent in every integral of Theorem 1, so computing them block by
+    block gives the same numbers as one call while the memory stays bounded (docs/model.md §16).
+    """
+    step = max(1, BLOCK_ELEMENTS // max(1, per_column))
+    return [slice(start, min(n_columns, start + step)) for start in range(0, n_columns, step)]
+
+
+def _columns(lam: FloatArray, cols: slice) -> FloatArray:
+    return lam if lam.ndim == 1 else lam[:, cols]
+
+
 @dataclass(frozen=True)
 class AnalyticKernel:
     """Closed form at α = 2, breakpoint-aware Gauss–Legendre otherwise.
 
     nodes : Gauss–Legendre nodes per segment (``None``: 20 for α ≤ 2.5, else 32).
+
+    Densities ``lam`` may be ``(S,)`` or one per column ``(S, Q)`` (several mixes side by side).
+    Every method works on blocks of types (:func:`column_blocks`), so its memory is bounded
+    whatever ``|S|`` and ``|Q|`` are.
     """
 
     nodes: int | None = None
@@ -66,18 +87,27 @@ class AnalyticKernel:
         return self.nodes or default_nodes(alpha)
 
     def association(self, lam: FloatArray, b: FloatArray, alpha: float) -> FloatArray:
-        if lam.size == 1:
+        if lam.shape[0] == 1:
             return np.ones_like(b)
         if alpha == 2.0:
             return association_alpha2(lam, b)
-        return association_quadrature(lam, b, alpha, self._n(alpha))
+        out = np.empty_like(b)
+        for cols in column_blocks(b.shape[1], b.shape[0] ** 2 * self._n(alpha)):
+            out[:, cols] = association_quadrature(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
+        return out
 
     def association_jacobian(self, lam: FloatArray, b: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
-        if lam.size == 1:
+        s_count = b.shape[0]
+        if s_count == 1:
             return np.ones_like(b), np.zeros((1, 1, b.shape[1]))
-        if alpha == 2.0:
-            return association_alpha2(lam, b, jacobian=True)  # type: ignore[return-value]
-        return association_quadrature_jacobian(lam, b, alpha, self._n(alpha))
+        out, jac = np.empty_like(b), np.empty((s_count, s_count, b.shape[1]))
+        per_column = s_count**2 if alpha == 2.0 else s_count**2 * self._n(alpha)
+        for cols in column_blocks(b.shape[1], per_column):
+            if alpha == 2.0:
+                out[:, cols], jac[:, :, cols] = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)  # type: ignore[misc]
+            else:
+                out[:, cols], jac[:, :, cols] = association_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
+        return out, jac
 
     def truncated(
         self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray
@@ -85,6 +115,15 @@ class AnalyticKernel:
         """``P1``, ``P2`` (see module notes); ``u_cut`` ``(S, Q)`` may be ≤ 0 (then both are 0)."""
         u_cut = np.maximum(np.asarray(u_cut, dtype=float), 0.0)
         tilt = np.broadcast_to(np.asarray(tilt, dtype=float), b.shape)
+        p1, p2 = np.empty_like(b), np.empty_like(b)
+        per_column = b.shape[0] ** 2 if alpha == 2.0 else 2 * b.shape[0] ** 2 * self._n(alpha)
+        for cols in column_blocks(b.shape[1], per_column):
+            p1[:, cols], p2[:, cols] = self._truncated(_columns(lam, cols), b[:, cols], alpha, u_cut[:, cols], tilt[:, cols])
+        return p1, p2
+
+    def _truncated(
+        self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
         if alpha == 2.0:
             return truncated_alpha2(lam, b, u_cut, np.asarray(tilt, dtype=float))
         grid = tier_grid(lam, b, alpha, extra_breaks=b + u_cut, nodes=self._n(alpha))
@@ -95,9 +134,18 @@ class AnalyticKernel:
         return mass.sum(axis=2), (mass * discount).sum(axis=2)
 
     def moments(self, lam: FloatArray, b: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
-        grid = tier_grid(lam, b, alpha, nodes=self._n(alpha))
-        u = np.maximum(grid.u, 0.0)
-        return (grid.mass * u).sum(axis=2), (grid.mass * u ** (1.0 / alpha)).sum(axis=2)
+        mean_u, mean_r = np.empty_like(b), np.empty_like(b)
+        for cols in column_blocks(b.shape[1], b.shape[0] ** 2 * self._n(alpha)):
+            grid = tier_grid(_columns(lam, cols), b[:, cols], alpha, nodes=self._n(alpha))
+            u = np.maximum(grid.u, 0.0)
+            radius = np.sqrt(u) if alpha == 2.0 else u ** (1.0 / alpha)
+            mean_u[:, cols], mean_r[:, cols] = (grid.mass * u).sum(axis=2), (grid.mass * radius).sum(axis=2)
+        return mean_u, mean_r
 
     def error(self, lam: FloatArray, b: FloatArray, alpha: float) -> float:
-        return association_error(lam, b, 1.0, alpha, self._n(alpha))
+        if alpha == 2.0 or lam.shape[0] == 1:
+            return 0.0
+        worst = 0.0
+        for cols in column_blocks(b.shape[1], b.shape[0] ** 2 * (self._n(alpha) + 8)):
+            worst = max(worst, association_error(_columns(lam, cols), b[:, cols], 1.0, alpha, self._n(alpha)))
+        return worst

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from scipy.spatial import cKDTree
 
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.model.ranges import check_simulated_slots
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -194,6 +195,7 @@ def sample_layout(instance, mix, spec: LayoutSpec = LayoutSpec(), *, seed=None) 
         profile = rng.choice(pi.size, size=n, p=pi).astype(np.int64)
     positions = rng.random((n, 2)) * side
     servers = np.asarray(instance.concurrency, dtype=np.int64)[profile]
+    check_simulated_slots(servers)
     current = NodeAttributes()
     kind = rng.random(n)
     attrs: list[NodeAttributes] = []

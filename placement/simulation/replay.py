@@ -32,6 +32,7 @@ import numpy.typing as npt
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import check_policy
+from edgeprefix.placement.model.ranges import check_simulated_slots
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, exact_counts, sample_layout
@@ -391,7 +392,9 @@ def _layouts(schedule: MixSchedule, spec: ReplaySpec, rng: np.random.Generator) 
         prev = layouts[-1]
         profile = reassign_profiles(prev.profile, exact_counts(inst.mix_vector(mix), prev.nodes), rng)
         changed.append(int(np.count_nonzero(profile != prev.profile)))
-        layouts.append(replace(prev, profile=profile, servers=np.asarray(inst.concurrency, dtype=np.int64)[profile]))
+        servers = np.asarray(inst.concurrency, dtype=np.int64)[profile]
+        check_simulated_slots(servers)
+        layouts.append(replace(prev, profile=profile, servers=servers))
     return tuple(layouts), tuple(changed)
 
 

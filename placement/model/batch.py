@@ -1,0 +1,382 @@
+"""Many mixes evaluated in one vectorised call (docs/model.md §16).
+
+:func:`evaluate_batch` scores ``B`` mixes of one instance at once.  The load–association fixed
+point of every mix is solved by the single-mix Newton method of :func:`evaluate` — the residual
+``F(v) = log(T(e^v − w₀) + w₀) − v``, its exact Jacobian, Armijo backtracking, the same stopping
+test — run in lock-step over the batch; the Jacobian is formed only where a new Newton direction
+is needed (not at the trial points of the line search, nor at the last point), and only through
+the two contractions the loads use (:mod:`edgeprefix.placement.model.batch_kernel`).  The coverage
+at ``τ_0`` of every mix comes from one kernel call (at α = 2 over the non-empty pieces only).  Inactive tiers (``π_s = 0``) take part with
+``λ_s = 0`` and a breakpoint beyond the cost where the active tiers' ``G_q`` exceeds 800
+(``e^{−800}`` is 0 in double precision) and beyond the coverage cut, so they change neither the
+sums nor the segments of the active tiers; their Newton rows are the identity.
+
+A mix whose iteration fails (a singular Jacobian, a stalled line search, no convergence in
+:data:`MAX_STEPS`) is evaluated again by :func:`evaluate` alone, i.e. by the robust solver with
+its MINPACK and adaptive-damping fallbacks; :attr:`BatchEvaluation.fallback` says which.  Every
+other mix follows the single-mix iterates, so the two agree to rounding (and in any case within
+the fixed point's tolerance).  Kernels other than :class:`AnalyticKernel`, the ``damped``
+method and the M/G/c queue law (docs/model.md §19.6) are evaluated one mix at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from edgeprefix.placement.errors import NumericalError, plain
+from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
+from edgeprefix.placement.model.evaluation import ASSOCIATION_SLACK, Evaluation, checked_probability, evaluate
+from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
+from edgeprefix.placement.model.instance import MIX_TOLERANCE, Instance
+from edgeprefix.placement.model.policies import check_policy, needs_fixed_point
+from edgeprefix.placement.model.queueing import RHO_CLIP, advertised_wait, advertised_wait_and_slope, erlang_c
+from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.intp]
+MAX_STEPS = 50  # Newton steps, as in the single-mix solver
+SENTINEL_G = 800.0  # G_q at an inactive tier's breakpoint: e^{−800} == 0.0
+BATCH_METHOD = "robust:newton-batch"
+
+
+@dataclass(frozen=True)
+class BatchEvaluation:
+    """Result of :func:`evaluate_batch`.
+
+    Attributes
+    ----------
+    evaluations : one :class:`Evaluation` per mix, in input order.
+    coverage : ``P_cov(τ_0)`` per mix, ``(B,)`` (what ``evaluations[i].coverage()`` returns).
+    fallback : ``(B,)`` mixes that the batched iteration left to :func:`evaluate`.
+    """
+
+    evaluations: tuple[Evaluation, ...]
+    coverage: FloatArray
+    fallback: BoolArray
+
+    def __len__(self) -> int:
+        return len(self.evaluations)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The per-mix constants of one chunk (``B`` mixes)."""
+
+    instance: Instance
+    spatial: Alpha2Batch | FoldedBatch
+    active: BoolArray  # (B, S)
+    lam: FloatArray  # (B, S) λ_s = π_s λ_b
+    scale: FloatArray  # (B, S) Λ / λ_s (0 for inactive tiers)
+    servers: FloatArray  # (B, S) c_s (1 for inactive tiers: their queue is empty)
+    reach: FloatArray  # (B,) past the last active breakpoint: G_q ≥ 800 there, and beyond the coverage cut
+
+    @classmethod
+    def of(cls, instance: Instance, kernel: AnalyticKernel, mix: FloatArray, u_cut_max: float) -> _Batch:
+        net = instance.network
+        active = mix > 0
+        lam = mix * net.edge_density
+        with np.errstate(divide="ignore"):
+            scale = np.where(active, net.request_intensity / np.where(active, lam, 1.0), 0.0)
+        servers = np.where(active, instance.concurrency.astype(float)[None, :], 1.0)
+        reach = (SENTINEL_G / (np.pi * lam.sum(axis=1))) ** (net.radio_exponent / 2.0) + max(u_cut_max, 0.0) + 1.0
+        work_weights = instance.probabilities * instance.service_time
+        spatial: Alpha2Batch | FoldedBatch
+        if net.radio_exponent == 2.0:
+            spatial = Alpha2Batch(np.pi * lam, instance.probabilities, work_weights)
+        else:
+            lam_columns = np.repeat(lam.T, instance.first_token_time.shape[1], axis=1)
+            spatial = FoldedBatch(kernel, net.radio_exponent, lam_columns, instance.probabilities, work_weights)
+        return cls(instance, spatial, active, lam, scale, servers, reach)
+
+    def take(self, idx: IntArray) -> _Batch:
+        return _Batch(
+            self.instance, self.spatial.take(idx), self.active[idx], self.lam[idx], self.scale[idx],
+            self.servers[idx], self.reach[idx],
+        )
+
+    def cost_offsets(self, bias: FloatArray) -> FloatArray:
+        """``b = β/ξ`` ``(B, S, Q)`` with inactive tiers moved past every active breakpoint and cut."""
+        b = bias / self.instance.network.radio_scale
+        inactive = ~self.active
+        if inactive.any():  # beyond the largest breakpoint of the mix (active or not: all are finite)
+            far = b.reshape(len(b), -1).max(axis=1) + self.reach
+            b[inactive] = np.broadcast_to(far[:, None], inactive.shape)[inactive][:, None]
+        return b
+
+    def loads(self, a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``λq_s``, ``a_s`` and ``1/μ_s`` ``(B, S)`` from ``A`` (as in :func:`evaluate`)."""
+        inst = self.instance
+        arrivals = self.scale * (a_q @ inst.probabilities)
+        work = self.scale * (a_q * (inst.probabilities * inst.service_time)[None]).sum(axis=2)
+        busy = arrivals > 0
+        mean_service = np.where(busy, work / np.where(busy, arrivals, 1.0), inst.service_time.min(axis=1)[None, :])
+        return arrivals, work, mean_service
+
+    # -- the fixed point's residual in v = log(W + w₀) ------------------------------------------
+    def residual(self, v: FloatArray, shift: FloatArray, rho_clip: float) -> tuple[FloatArray, FloatArray]:
+        """``F(v)`` ``(B, S)`` (0 on inactive tiers) and the association at ``W = e^v − w₀``."""
+        w = np.exp(v) - shift[:, None]
+        a_q = self.spatial.association(self.cost_offsets(self.instance.first_token_time[None] + w[:, :, None]))
+        _, work, mean_service = self.loads(a_q)
+        tw = np.maximum(advertised_wait(work, self.servers, mean_service, rho_clip), 0.0) + shift[:, None]
+        return np.where(self.active, np.log(tw) - v, 0.0), a_q
+
+    def jacobian(self, v: FloatArray, shift: FloatArray, rho_clip: float, association: FloatArray) -> FloatArray:
+        """``∂F/∂v`` ``(B, S, S)``: ``∂T_s/∂W_t`` through (16.7), ``a_s``, ``1/μ_s`` and Erlang C (as in :func:`evaluate`).
+
+        ``association`` is ``A`` at ``v`` (from :meth:`residual`).  Inactive rows and columns are
+        those of ``−I`` (their ``v`` never moves).
+        """
+        inst = self.instance
+        ev = np.exp(v)
+        offsets = None if isinstance(self.spatial, Alpha2Batch) else self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
+        a_q, k_p, k_w = self.spatial.association_and_contractions(offsets, association)
+        arrivals, work, mean_service = self.loads(a_q)
+        wait, slope = advertised_wait_and_slope(work, self.servers, mean_service, rho_clip)
+        scale_xi = (self.scale / inst.network.radio_scale)[:, :, None]
+        d_arrivals, d_work = scale_xi * k_p, scale_xi * k_w
+        d_mean = (d_work - mean_service[:, :, None] * d_arrivals) / np.where(arrivals > 0, arrivals, np.inf)[:, :, None]
+        d_t = slope[:, :, None] * d_work + (wait / mean_service)[:, :, None] * d_mean
+        tw = np.maximum(np.where(self.active, wait, 0.0), 0.0) + shift[:, None]
+        eye = np.eye(v.shape[1])
+        with np.errstate(invalid="ignore"):
+            jac = d_t * ev[:, None, :] / tw[:, :, None] - eye
+        off = ~self.active
+        return np.where(off[:, :, None] | off[:, None, :], 0.0, jac) - np.where(off[:, :, None], eye, 0.0)
+
+
+def _solve(
+    batch: _Batch, w0: FloatArray, shift: FloatArray, tol: float, rho_clip: float
+) -> tuple[FloatArray, FloatArray, BoolArray, npt.NDArray[np.int64], npt.NDArray[np.int64], FloatArray]:
+    """Lock-step Newton on ``F(v)`` (see the module notes).
+
+    Returns ``W``, the association there, success, Newton steps, evaluations of ``T`` (the
+    single-mix count: the start and every trial point) and the final residual
+    ``max_s |T(W)_s − W_s|`` per mix.
+    """
+    n, s = w0.shape
+    tol_w = 0.5 * tol * np.maximum(1.0, np.abs(w0).max(axis=1))
+    v = np.log(np.maximum(w0, 0.0) + shift[:, None])
+    f, assoc = batch.residual(v, shift, rho_clip)
+    jac = np.zeros((n, s, s))
+    stale = np.ones(n, dtype=bool)  # the Jacobian is to be formed at v
+    steps = np.zeros(n, dtype=np.int64)
+    evaluations = np.ones(n, dtype=np.int64)
+    failed = np.zeros(n, dtype=bool)
+    done = np.zeros(n, dtype=bool)
+    while True:
+        with np.errstate(over="ignore", invalid="ignore"):
+            w_res = np.max(np.abs(np.exp(v) * np.expm1(f)), axis=1)
+        done |= ~failed & (w_res <= tol_w)
+        failed |= ~done & (steps >= MAX_STEPS)
+        todo = np.flatnonzero(~done & ~failed)
+        if not todo.size:
+            break
+        renew = todo[stale[todo]]
+        if renew.size:
+            jac[renew] = batch.take(renew).jacobian(v[renew], shift[renew], rho_clip, assoc[renew])
+            stale[renew] = False
+        direction, solved = _directions(jac[todo], f[todo])
+        failed[todo[~solved]] = True
+        todo, direction = todo[solved], direction[solved]
+        norm = np.sqrt(np.einsum("bs,bs->b", f[todo], f[todo]))
+        length = np.ones(todo.size)
+        pending = np.arange(todo.size)
+        while pending.size:  # Armijo backtracking, as in the single-mix solver
+            idx = todo[pending]
+            trial = v[idx] + length[pending, None] * direction[pending]
+            f_t, a_t = batch.take(idx).residual(trial, shift[idx], rho_clip)
+            evaluations[idx] += 1
+            with np.errstate(over="ignore", invalid="ignore"):
+                trial_norm = np.sqrt(np.einsum("bs,bs->b", f_t, f_t))
+                ok = np.isfinite(trial_norm) & (trial_norm <= (1.0 - 1e-4 * length[pending]) * norm[pending])
+            take = idx[ok]
+            v[take], f[take], assoc[take] = trial[ok], f_t[ok], a_t[ok]
+            steps[take] += 1
+            stale[take] = True
+            rejected = pending[~ok]
+            length[rejected] *= 0.5
+            low = length[rejected] < 1e-4
+            failed[todo[rejected[low]]] = True
+            pending = rejected[~low]
+    ok = done & ~failed
+    with np.errstate(over="ignore"):
+        w = np.where(batch.active, np.exp(v) - shift[:, None], 0.0)
+    return w, assoc, ok, steps, evaluations, w_res
+
+
+def _directions(jac: FloatArray, f: FloatArray) -> tuple[FloatArray, BoolArray]:
+    """Solve ``J d = −F`` for every row; ``solved`` is false where ``J`` is singular or not finite."""
+    direction = np.zeros(f.shape)
+    solved = np.all(np.isfinite(jac), axis=(1, 2)) & np.all(np.isfinite(f), axis=1)
+    rows = np.flatnonzero(solved)
+    try:
+        direction[rows] = np.linalg.solve(jac[rows], -f[rows][:, :, None])[:, :, 0]
+    except np.linalg.LinAlgError:  # one singular matrix spoils the stack: solve them one by one
+        for k in rows:
+            try:
+                direction[k] = np.linalg.solve(jac[k], -f[k])
+            except np.linalg.LinAlgError:
+                solved[k] = False
+    return direction, solved
+
+
+CHUNK_ELEMENTS = 1 << 21  # (B, S, S, Q) numbers per chunk: 16 MB
+
+
+def _chunk_size(instance: Instance) -> int:
+    """Mixes per chunk so that the ``(B, S, S, Q)`` Jacobian holds about :data:`CHUNK_ELEMENTS` numbers."""
+    s, q = instance.first_token_time.shape
+    return int(max(1, min(1024, CHUNK_ELEMENTS // (s * s * q))))
+
+
+def _mixes(instance: Instance, mixes: Sequence[object] | npt.ArrayLike) -> FloatArray:
+    """The mixes as a ``(B, S)`` array, checked as :meth:`Instance.mix_vector` checks one (its message on failure)."""
+    s = len(instance.profiles)
+    if isinstance(mixes, np.ndarray) and mixes.ndim == 2 and mixes.shape[1] == s:
+        pi = np.asarray(mixes, dtype=float)
+        with np.errstate(invalid="ignore"):
+            bad = (
+                ~np.all(np.isfinite(pi), axis=1) | np.any(pi < 0, axis=1) | (np.abs(pi.sum(axis=1) - 1.0) > MIX_TOLERANCE)
+                | np.any((pi > 0) & (instance.concurrency < 1)[None, :], axis=1)
+            )
+        if bad.any():
+            i = int(np.argmax(bad))
+            instance.mix_vector(pi[i], field_name=f"mixes[{i}]")  # raises with the reason
+        return pi
+    rows = [instance.mix_vector(m, field_name=f"mixes[{i}]") for i, m in enumerate(mixes)]  # type: ignore[arg-type]
+    return np.array(rows, dtype=float).reshape(len(rows), s)
+
+
+def evaluate_batch(
+    instance: Instance,
+    mixes: Sequence[object] | npt.ArrayLike,
+    policy: str = "load_aware",
+    *,
+    target: float | None = None,
+    warm_start: npt.ArrayLike | None = None,
+    tol: float = DEFAULT_TOLERANCE,
+    rho_clip: float = RHO_CLIP,
+    kernel: SpatialKernel | None = None,
+    method: str = "robust",
+) -> BatchEvaluation:
+    """Evaluate ``B`` mixes ``π`` of ``instance`` (docs/model.md §5–8, §16), each as :func:`evaluate` would.
+
+    Parameters
+    ----------
+    mixes : ``(B, S)`` shares in profile order (or a sequence of mappings by profile id).
+    warm_start : advertised delays ``W̄`` to start every fixed point from, ``(S,)`` or ``(B, S)``.
+    method : ``robust`` (batched Newton, fallback to :func:`evaluate`) or ``damped`` (one by one).
+    Other parameters as :func:`evaluate`.
+    """
+    check_policy(policy)
+    pi = _mixes(instance, mixes)
+    tau = instance.placement.target if target is None else float(target)
+    if not (np.isfinite(tau) and tau > 0):
+        raise ValueError(f"target: τ must be a positive number of seconds, got {plain(tau)}")
+    kernel = kernel or AnalyticKernel()
+    starts = np.zeros(pi.shape)
+    if warm_start is not None:
+        ws = np.asarray(warm_start, dtype=float)
+        if ws.shape not in (pi.shape[1:], pi.shape):
+            raise ValueError(f"warm_start: expected shape {pi.shape[1:]} or {pi.shape}, got {ws.shape}")
+        starts = np.broadcast_to(np.where(np.isfinite(ws), ws, 0.0), pi.shape)
+    if type(kernel) is not AnalyticKernel or method != "robust" or instance.queue_law != "mmc":
+        singles = [
+            evaluate(instance, row, policy, target=tau, method=method, warm_start=start, tol=tol, rho_clip=rho_clip, kernel=kernel)
+            for row, start in zip(pi, starts)
+        ]
+        return BatchEvaluation(tuple(singles), np.array([ev.coverage(tau) for ev in singles]), np.ones(len(pi), dtype=bool))
+    evaluations: list[Evaluation] = []
+    coverage, fallback = np.empty(len(pi)), np.zeros(len(pi), dtype=bool)
+    size = _chunk_size(instance)
+    for start in range(0, len(pi), size):
+        chunk = slice(start, start + size)
+        evs, cov, fb = _evaluate_chunk(instance, pi[chunk], starts[chunk], policy, tau, tol, rho_clip, kernel)
+        evaluations.extend(evs)
+        coverage[chunk], fallback[chunk] = cov, fb
+    return BatchEvaluation(tuple(evaluations), coverage, fallback)
+
+
+def _evaluate_chunk(
+    instance: Instance, pi: FloatArray, starts: FloatArray, policy: str, tau: float, tol: float, rho_clip: float,
+    kernel: AnalyticKernel,
+) -> tuple[list[Evaluation], FloatArray, BoolArray]:
+    net = instance.network
+    xi = net.radio_scale
+    g = instance.first_token_time
+    u_cut = (tau - g) / xi  # (S, Q), the coverage cut in r^α
+    batch = _Batch.of(instance, kernel, pi, float(u_cut.max()))
+    n = len(pi)
+    reports: list[FixedPointReport | None] = [None] * n
+    fallback = np.zeros(n, dtype=bool)
+    if needs_fixed_point(policy):
+        service_mean = instance.service_time.mean(axis=1)
+        shift = 0.05 * (batch.active * service_mean).sum(axis=1) / batch.active.sum(axis=1)
+        w0 = np.where(batch.active, starts, 0.0)
+        w_adv, a_q, ok, steps, calls, residual = _solve(batch, w0, shift, tol, rho_clip)
+        fallback = ~ok
+        for i in np.flatnonzero(ok):
+            reports[i] = FixedPointReport(BATCH_METHOD, True, int(steps[i]), int(calls[i]), float(residual[i]))
+        bias = g[None] + w_adv[:, :, None]
+    else:
+        bias = np.broadcast_to(np.zeros_like(g) if policy == "nearest" else g, (n, *g.shape)).copy()
+        if policy == "nearest":
+            share = batch.lam / batch.lam.sum(axis=1, keepdims=True)
+            a_q = np.repeat(share[:, :, None], g.shape[1], axis=2)
+        else:
+            a_q = batch.spatial.association(batch.cost_offsets(bias))
+    total = np.where(batch.active[:, :, None], a_q, 0.0).sum(axis=1)  # the single-mix checks (docs/model.md §20)
+    if not np.all(np.isfinite(a_q)) or np.any(a_q < -ASSOCIATION_SLACK) or np.any(np.abs(total - 1.0) > ASSOCIATION_SLACK):
+        raise NumericalError(f"association: Σ_s A_s,q = {total[np.argmax(np.abs(total - 1.0).max(axis=1))].tolist()!r}, not 1 (docs/model.md §20)")
+    arrivals, work, mean_service = batch.loads(a_q)
+    if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
+        raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
+    c = batch.servers
+    if not needs_fixed_point(policy):
+        w_adv = advertised_wait(work, c, mean_service, rho_clip)
+    rho = work / c
+    stable_tier = (rho < 1.0) | ~batch.active
+    pw = erlang_c(work, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        decay = (c - work) / mean_service
+        w_bar = np.where(stable_tier, pw / decay, np.inf)
+    # coverage at τ_0 (eq. (39)) of every mix in one kernel call
+    tilt = np.where(batch.active & (decay > 0), decay, 0.0)[:, :, None] * xi
+    p1, p2 = batch.spatial.truncated(
+        batch.cost_offsets(bias), np.broadcast_to(np.maximum(u_cut, 0.0), bias.shape), np.broadcast_to(tilt, bias.shape)
+    )
+    pairs = p1 - pw[:, :, None] * p2
+    pairs = np.where((stable_tier & batch.active)[:, :, None], np.maximum(pairs, 0.0), 0.0)
+    if not (np.all(np.isfinite(p1)) and np.all(np.isfinite(p2))):
+        raise NumericalError(f"coverage at τ = {tau!r} s: the tier integrals are not finite (docs/model.md §20)")
+    coverage = checked_probability((pairs.sum(axis=1) * instance.probabilities).sum(axis=1), "coverage")
+    demand = net.request_intensity * (instance.probabilities * np.where(batch.active[:, :, None], instance.service_time, np.inf).min(axis=1)).sum(axis=1)
+    capacity = demand < net.edge_density * (pi * instance.concurrency).sum(axis=1)
+    tiers = np.stack([w_adv, arrivals, mean_service, rho, pw, w_bar, decay])  # (7, B, S)
+    tiers = np.where(batch.active[None], tiers, np.nan)
+    assoc_full = np.where(batch.active[:, :, None], a_q, 0.0)
+    bias_full = np.where(batch.active[:, :, None], bias, np.nan)
+    stable = np.all(stable_tier, axis=1)
+    evaluations: list[Evaluation] = []
+    for i in range(n):
+        if fallback[i]:
+            ev = evaluate(instance, pi[i], policy, target=tau, warm_start=starts[i], tol=tol, rho_clip=rho_clip, kernel=kernel)
+            evaluations.append(ev)
+            coverage[i] = ev.coverage(tau)
+            continue
+        evaluations.append(
+            Evaluation(
+                instance=instance, policy=policy, mix=pi[i], target=tau, densities=batch.lam[i], active=batch.active[i],
+                association=assoc_full[i], bias=bias_full[i], advertised_wait=tiers[0, i], arrival_rate=tiers[1, i],
+                mean_service=tiers[2, i], utilization=tiers[3, i], wait_probability=tiers[4, i], mean_wait=tiers[5, i],
+                decay=tiers[6, i], stable=bool(stable[i]), capacity_condition=bool(capacity[i]),
+                fixed_point=reports[i], kernel=kernel,
+            )
+        )
+    return evaluations, coverage, fallback
