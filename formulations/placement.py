@@ -165,6 +165,7 @@ def placement_problem(
     target: float | None = None,
     policy: str = "load_aware",
     evaluator: Evaluator | None = None,
+    queue_model: str = "meanfield",
 ) -> PlacementProblem:
     """Build the placement problem of ``instance`` (τ_0 defaults to ``placement.target``).
 
@@ -174,7 +175,8 @@ def placement_problem(
         When the simplex, budget ``B̄``, fallback ``π_min`` and caps ``π_s^max`` admit no mix
         (checked here, before any search).
     """
-    objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator)
+    objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator,
+                                  queue_model)
     model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
     constraints = read_linear_constraints(model, model.pi)
     diagnose_infeasibility(instance)

@@ -28,11 +28,13 @@ from typing import Any
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_queue_model_argument,
     at_least,
     fmt,
     instance_from_args,
     network_text,
     print_json,
+    queue_model_from_args,
     target_text,
     wrote,
 )
@@ -62,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_arguments(parser, default_method="spsa", budget_help=f"black-box evaluations (default: {DEFAULT_BUDGET}; grid: every point)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    add_queue_model_argument(parser)
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
     add_distributed_arguments(parser)
@@ -185,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--seed")
     at_least(args, 1, "--budget", "--workers", "--resolution")
     instance = instance_from_args(args)
-    problem = placement_problem(instance, target=args.target, policy=args.policy)
+    queue_model = queue_model_from_args(args)
+    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model)
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
@@ -215,7 +219,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     overrides = {k: v for k, v in (("request_intensity", args.intensity), ("edge_density", args.density)) if v is not None}
-    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "seed": args.seed,
+    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "queue_model": queue_model,
+               "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
                "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
