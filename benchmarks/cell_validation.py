@@ -87,7 +87,7 @@ def simulate_until(instance, mix, router, spec, seeds, tau, se_target: float, mi
 
 
 def validate_case(case: Case, *, se_target: float = 0.005, max_reps: int = 24, seed: int = 0, nodes: float = 1000.0,
-                  online: bool = False, fractions=LOAD_FRACTIONS) -> list[dict]:
+                  online: bool = False, fractions=LOAD_FRACTIONS, verbose: bool = False) -> list[dict]:
     inst, mix = case.instance, case.mix
     spec = replace(case.spec, layout=LayoutSpec(mean_nodes=nodes, counts="exact"))
     tau = float(inst.placement.target)
@@ -112,6 +112,8 @@ def validate_case(case: Case, *, se_target: float = 0.005, max_reps: int = 24, s
                 sim_o, se_o, reps_o = simulate_until(net, mix, router, spec, seeds, tau, se_target)
                 row.update(online=sim_o, online_se=se_o, online_replications=reps_o)
         rows.append(row)
+        if verbose:
+            print(render([row]).splitlines()[2], flush=True)
     return rows
 
 
@@ -182,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in filter(None, (n.strip() for n in args.instances.split(","))):
         case = benchmark_case(name)
         rows += validate_case(case, se_target=se, max_reps=args.max_reps, seed=args.seed, nodes=nodes,
-                              online=args.online, fractions=fractions)
+                              online=args.online, fractions=fractions, verbose=True)
         print(render([r for r in rows if r["instance"] == name]), flush=True)
     print(render(rows))
     if args.out is not None:

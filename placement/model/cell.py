@@ -51,11 +51,14 @@ FloatArray = npt.NDArray[np.float64]
 QUEUE_MODELS = ("meanfield", "cell")
 SECTORS = 3.5  # K: independent sectors of a region (the Poisson–Voronoi Gamma shape)
 L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
-RAY_NODES = 160  # trapezoid nodes of the ℓ axis
-RADIAL_NODES = 16  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
-LOAD_NODES = 24  # equal-probability nodes of the conditional load law
+RAY_NODES = 64  # trapezoid nodes of the ℓ axis
+RADIAL_NODES = 12  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
+LTV_NODES = 16  # nodes in v of the law-of-total-variance integral
+LOAD_NODES = 16  # equal-probability nodes of the conditional load law
 WAIT_TABLE = 257  # nodes of the per-tier P^W(ρ) table
 MIN_CONDITIONAL = 0.25  # floor of v^c_s as a share of v_s
+SKEW_MAX = 12.0  # skewness of the load law is capped here (node nodes tabulated on [0, SKEW_MAX])
+SKEW_GRID = 481
 
 
 def check_queue_model(queue_model: str) -> str:
@@ -91,33 +94,67 @@ def _probability_levels(nodes: int) -> FloatArray:
 def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: float) -> FloatArray:
     """``L_{s,q}(v) = π Σ_t λ_t ρ_{t|s,q}(v)²`` (eq. (14.1)).
 
-    ``v`` broadcasts against ``delta[..., None]``; ``delta`` ``(T, ...)`` is ``b_{s,q} − b_{t,q}``
-    (cost offsets over ``ξ``); the sum runs over the leading tier axis ``t``.
+    ``delta`` ``(..., T)`` holds ``b_{s,q} − b_{t,q}`` (cost offsets over ``ξ``) on its last axis;
+    ``v`` ``(..., R)`` the squared distances, with the same leading axes.  Returns ``(..., R)``.
     """
+    shift = delta[..., None, :]
     if alpha == 2.0:
-        rho2 = np.maximum(v + delta[..., None], 0.0)
+        rho2 = np.maximum(v[..., None] + shift, 0.0)
     else:
-        rho2 = np.maximum(v ** (alpha / 2.0) + delta[..., None], 0.0) ** (2.0 / alpha)
-    return np.pi * np.tensordot(lam, rho2, axes=(0, 0))
+        rho2 = np.maximum(v[..., None] ** (alpha / 2.0) + shift, 0.0) ** (2.0 / alpha)
+    return rho2 @ (np.pi * lam)
 
 
-def _invert_rows(ell: FloatArray, table: FloatArray, v: FloatArray) -> FloatArray:
-    """Row-wise inverse of increasing ``table[q, :]`` (values at ``v``) at the points ``ell``;
-    0 below the row's first value (the region does not reach the nucleus)."""
+def _offsets(b: FloatArray) -> FloatArray:
+    """``Δ[s, q, t] = b_{s,q} − b_{t,q}``."""
+    return (b.T[:, :, None] - b.T[:, None, :]).transpose(1, 0, 2)
+
+
+def _ray_extent_alpha2(lam: FloatArray, delta: FloatArray, ell: FloatArray) -> FloatArray:
+    """α = 2: exact inverse ``V_q(ℓ) = L_{s,q}^{-1}(ℓ)`` of the piecewise-linear ``L``, ``(S, Q, N)``.
+
+    ``L(v) = π Σ_t λ_t max(v − c_t, 0)`` with ``c_t = −Δ_t`` sorted; at ``x_j = max(c_(j), 0)`` the
+    tiers ``i ≤ max(j, j_0)`` have started (``j_0``: the last ``c ≤ 0``), so the slope is the
+    cumulative ``K_j`` and ``L_j = x_j K_j − Σ_{i started} π λ_(i) c_(i)``; on ``[x_j, x_{j+1}]``
+    ``L = L_j + K_j (v − x_j)``.  0 where ``ℓ < L(0)`` (the region misses the nucleus).
+    """
+    s_count, q_count, t_count = delta.shape
+    c = -delta
+    order = np.argsort(c, axis=2)
+    cs = np.take_along_axis(c, order, axis=2)
+    ls = (np.pi * lam)[order]
+    x = np.maximum(cs, 0.0)
+    started = np.maximum(np.arange(t_count), (cs <= 0.0).sum(axis=2, keepdims=True) - 1)  # max(j, j_0)
+    slope = np.take_along_axis(np.cumsum(ls, axis=2), started, axis=2)
+    level = x * slope - np.take_along_axis(np.cumsum(ls * cs, axis=2), started, axis=2)
+    rows = s_count * q_count
+    top = float(max(ell[-1], level.max())) + 1.0
+    offset = (np.arange(rows) * 2.0 * top)[:, None]
+    flat = np.maximum.accumulate((np.minimum(level.reshape(rows, t_count), top) + offset).ravel())
+    j = np.searchsorted(flat, (ell[None, :] + offset).ravel(), side="right") - 1
+    base = np.repeat(np.arange(rows) * t_count, ell.size)
+    j = np.clip(j, base, base + t_count - 1)
+    out = x.reshape(-1)[j] + (np.tile(ell, rows) - level.reshape(-1)[j]) / slope.reshape(-1)[j]
+    return np.where(ell >= level[..., :1], out.reshape(s_count, q_count, ell.size), 0.0)
+
+
+def _ray_extent_table(lam: FloatArray, delta: FloatArray, alpha: float, ell: FloatArray, vmax: FloatArray) -> FloatArray:
+    """Any α: the inverse of ``L`` by linear interpolation in a table of 129 values per row."""
+    s_count, q_count, _ = delta.shape
+    grid = vmax[:, None, None] * np.linspace(0.0, 1.0, 129) ** 2 * np.ones((1, q_count, 1))  # (S, Q, F)
+    table = void_exponent(grid, lam, delta, alpha).reshape(s_count * q_count, -1)
     rows, n = table.shape
     top = float(max(ell[-1], table.max())) + 1.0
-    offset = np.arange(rows)[:, None] * (2.0 * top)
-    flat = (np.minimum(table, top) + offset).ravel()
-    flat = np.maximum.accumulate(flat)  # guard against round-off non-monotonicity
+    offset = (np.arange(rows) * 2.0 * top)[:, None]
+    flat = np.maximum.accumulate((np.minimum(table, top) + offset).ravel())
     queries = (ell[None, :] + offset).ravel()
-    idx = np.clip(np.searchsorted(flat, queries, side="right"), 1, rows * n - 1)
-    idx = np.clip(idx, (np.arange(rows)[:, None] * n + 1).repeat(ell.size, 1).ravel(),
-                  (np.arange(rows)[:, None] * n + n - 1).repeat(ell.size, 1).ravel())
+    base = np.repeat(np.arange(rows) * n, ell.size)
+    idx = np.clip(np.searchsorted(flat, queries, side="right"), base + 1, base + n - 1)
     lo, hi = flat[idx - 1], flat[idx]
-    vv = np.tile(v, rows)
+    vv = grid.reshape(-1)
     frac = np.clip((queries - lo) / np.where(hi > lo, hi - lo, 1.0), 0.0, 1.0)
-    out = (vv[idx - 1] + frac * (vv[idx] - vv[idx - 1])).reshape(rows, ell.size)
-    return np.where(ell[None, :] >= table[:, :1], out, 0.0)
+    out = (vv[idx - 1] + frac * (vv[idx] - vv[idx - 1])).reshape(s_count, q_count, ell.size)
+    return np.where(ell >= table.reshape(s_count, q_count, n)[..., :1], out, 0.0)
 
 
 @dataclass(frozen=True)
@@ -129,7 +166,7 @@ class CellLoad:
     variance : ``v_s`` node-level variance of ``X`` (eq. (14.3)).
     skewness : ``γ_s`` (eq. (14.3)).
     conditional_variance : ``v^c_s`` (eq. (14.5)).
-    ray_mean : ``κ_1`` of the ray work; ``tail`` ``T(ℓ)`` on ``ell`` ``(S, N)`` (eq. (14.4)).
+    ray_mean : ``κ_1`` of the ray work; ``tail`` ``T(ℓ) e^ℓ / κ_1 = E[g | ℓ' ≥ ℓ]/κ_1`` on ``ell`` ``(S, N)`` (eq. (14.4)).
     """
 
     lam: FloatArray
@@ -143,18 +180,24 @@ class CellLoad:
     conditional_variance: FloatArray
     sectors: float = SECTORS
 
-    def conditional_mean(self, v: FloatArray) -> FloatArray:
-        """``M_{s,q}(v)`` (eq. (14.4)) at ``v`` ``(S, Q, R)`` (squared distances)."""
-        lam, b = self.lam, self.offsets
-        delta = b[None, :, :] - b[:, None, :]  # [t, s, q] = b_{s,q} − b_{t,q}
-        expo = void_exponent(v, lam, delta, self.alpha)  # (S, Q, R)
+    def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64]) -> FloatArray:
+        """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for rows of tier ``tier`` ``(P,)``."""
         out = np.empty_like(expo)
-        for s in range(lam.size):  # one shared ℓ axis per tier: np.interp is the fast path
-            t_val = np.interp(expo[s], self.ell, self.tail[s])
-            with np.errstate(over="ignore", invalid="ignore"):
-                out[s] = 1.0 + (np.where(expo[s] < L_MAX, t_val * np.exp(np.minimum(expo[s], L_MAX)), self.ray_mean[s])
-                                / self.ray_mean[s] - 1.0) / self.sectors
+        clipped = np.minimum(expo, L_MAX)
+        for s in range(self.lam.size):  # one shared ℓ axis per tier: np.interp is the fast path
+            rows = tier == s
+            if not rows.any():
+                continue
+            ratio = np.interp(clipped[rows], self.ell, self.tail[s])  # E[g | ℓ' ≥ ℓ] / κ_1
+            out[rows] = 1.0 + (ratio - 1.0) / self.sectors
         return out
+
+    def conditional_mean(self, v: FloatArray) -> FloatArray:
+        """``M_{s,q}(v)`` (eq. (14.4)) at squared distances ``v`` ``(S, Q, R)``."""
+        s_count, q_count, r_count = v.shape
+        expo = void_exponent(v, self.lam, _offsets(self.offsets), self.alpha).reshape(s_count * q_count, r_count)
+        tier = np.repeat(np.arange(s_count), q_count)
+        return self.conditional_mean_from_exponent(expo, tier).reshape(s_count, q_count, r_count)
 
 
 def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float = SECTORS) -> CellLoad:
@@ -172,22 +215,17 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     w = np.asarray(work, dtype=float)
     s_count, q_count = b.shape
     ell, weight = _ray_axis()
-    x, xw = _legendre01(48)
-    delta = b[None, :, :] - b[:, None, :]  # [t, s, q]
+    delta = _offsets(b)  # (S, Q, T)
     vmax = L_MAX / (np.pi * lam)  # the own tier alone makes L ≥ 36 beyond it
-    grid = vmax[:, None] * x[None, :] ** 2  # (S, V) Gauss–Legendre nodes in v
-    grid_w = vmax[:, None] * 2.0 * x[None, :] * xw[None, :]
-    expo = void_exponent(grid[:, None, :], lam, delta, alpha)  # (S, Q, V), increasing in v
-    # ray work g(ℓ) = ½ Σ_q w V_q(ℓ); V_q from a fine table of L (inverse by interpolation)
-    fine = np.linspace(0.0, 1.0, 257) ** 2
-    g = np.empty((s_count, ell.size))
-    for s in range(s_count):
-        vf = vmax[s] * fine
-        table = void_exponent(vf[None, :], lam, delta[:, s, :], alpha)  # (Q, F)
-        g[s] = 0.5 * (w[s][:, None] * _invert_rows(ell, table, vf)).sum(axis=0)
+    if alpha == 2.0:
+        extent = _ray_extent_alpha2(lam, delta, ell)
+    else:
+        extent = _ray_extent_table(lam, delta, alpha, ell, vmax)
+    g = 0.5 * np.einsum("sq,sqn->sn", w, extent)  # ray work g(ℓ)
     k1 = g @ weight
-    k2 = (g**2) @ weight - k1**2
-    k3 = (g**3) @ weight - 3.0 * k1 * ((g**2) @ weight) + 2.0 * k1**3
+    m2 = (g**2) @ weight
+    k2 = m2 - k1**2
+    k3 = (g**3) @ weight - 3.0 * k1 * m2 + 2.0 * k1**3
     var_g = np.maximum(k2, 1e-300)
     variance = var_g / (sectors * k1**2)
     skewness = np.maximum(k3, 0.0) / var_g**1.5 / np.sqrt(sectors)
@@ -195,11 +233,18 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     integrand = g * np.exp(-ell)[None, :]
     pieces = 0.5 * (integrand[:, 1:] + integrand[:, :-1]) * np.diff(ell)[None, :]
     tail = np.concatenate([np.cumsum(pieces[:, ::-1], axis=1)[:, ::-1], np.zeros((s_count, 1))], axis=1)
-    tail *= (k1 / np.where(tail[:, 0] > 0, tail[:, 0], 1.0))[:, None]  # T(0) = κ_1 exactly
+    tail /= np.where(tail[:, :1] > 0, tail[:, :1], 1.0)  # T(ℓ)/T(0): T(0) = κ_1 exactly
+    with np.errstate(over="ignore", invalid="ignore"):
+        tail = tail * np.exp(ell)[None, :]  # E[g | ℓ' ≥ ℓ] / κ_1, smooth and increasing
+    tail[:, -1] = np.maximum(tail[:, -1], tail[:, -2])  # T(ℓ_max) = 0 on the grid: hold the last ratio
     law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
-    m = law.conditional_mean(grid[:, None, :].repeat(q_count, axis=1))
-    measure = w[:, :, None] * np.exp(-expo) * grid_w[:, None, :]
+    x, xw = _legendre01(LTV_NODES)
+    grid = vmax[:, None, None] * x**2 * np.ones((1, q_count, 1))  # (S, Q, V)
+    expo = void_exponent(grid, lam, delta, alpha)
+    m = law.conditional_mean_from_exponent(expo.reshape(s_count * q_count, -1), np.repeat(np.arange(s_count), q_count))
+    m = m.reshape(expo.shape)
+    measure = w[:, :, None] * np.exp(-expo) * (vmax[:, None, None] * 2.0 * x * xw)
     total = measure.sum(axis=(1, 2))
     e1 = (measure * m).sum(axis=(1, 2)) / total
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
@@ -208,37 +253,39 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors)
 
 
+@lru_cache(maxsize=2)
+def _standard_table(nodes: int) -> tuple[FloatArray, FloatArray]:
+    """Equal-probability nodes of the standardised Pearson III law on a grid of skewness ``γ``."""
+    u = _probability_levels(nodes)
+    gam = np.linspace(0.0, SKEW_MAX, SKEW_GRID)
+    k = 4.0 / np.maximum(gam, 1e-12) ** 2
+    with np.errstate(invalid="ignore"):
+        z = (gammaincinv(k[1:, None], u[None, :]) - k[1:, None]) / np.sqrt(k[1:, None])
+    table = np.vstack([ndtri(u)[None, :], z])
+    table.setflags(write=False)
+    return gam, table
+
+
 def standard_nodes(skewness: FloatArray, nodes: int = LOAD_NODES) -> FloatArray:
     """Equal-probability nodes of the standardised Pearson III law with skewness ``γ_s`` ``(S, J)``.
 
-    ``Z = (G − k)/√k`` with ``G ~ Gamma(k)``, ``k = 4/γ²`` (the normal law as ``γ → 0``).
+    ``Z = (G − k)/√k`` with ``G ~ Gamma(k)``, ``k = 4/γ²`` (the normal law at ``γ = 0``); linear
+    interpolation in ``γ`` in a table computed once (``γ`` capped at ``SKEW_MAX``).
     """
-    u = _probability_levels(nodes)
-    gam = np.asarray(skewness, dtype=float)
-    small = gam < 1e-3
-    k = 4.0 / np.where(small, 1.0, gam) ** 2
-    z = (gammaincinv(k[:, None], u[None, :]) - k[:, None]) / np.sqrt(k)[:, None]
-    return np.where(small[:, None], ndtri(u)[None, :], z)
+    gam, table = _standard_table(nodes)
+    pos = np.clip(np.asarray(skewness, dtype=float), 0.0, SKEW_MAX) / gam[1]
+    lo = np.minimum(np.floor(pos).astype(np.int64), gam.size - 2)
+    frac = (pos - lo)[:, None]
+    return table[lo] * (1.0 - frac) + table[lo + 1] * frac
 
 
 def wait_probability_table(servers: FloatArray, nodes: int = WAIT_TABLE) -> tuple[FloatArray, FloatArray]:
-    """``P^W(ρ c_s, c_s)`` on a ``ρ`` grid dense near 1, ``(S, N)``, and the grid ``(N,)``."""
+    """``P^W(ρ c_s, c_s)`` on a ``ρ`` grid dense near 1 (``(S, N)``, 1 at ``ρ = 1``) and the grid ``(N,)``."""
     x = np.linspace(0.0, 1.0, nodes)
-    rho = 1.0 - (1.0 - x) ** 2  # 0 … 1 (1 excluded below)
-    rho = rho[:-1]
+    rho = 1.0 - (1.0 - x[:-1]) ** 2
     c = np.asarray(servers, dtype=float)
     table = np.asarray(erlang_c(rho[None, :] * c[:, None], np.repeat(c[:, None], rho.size, axis=1)), dtype=float)
     return np.concatenate([table, np.ones((c.size, 1))], axis=1), np.append(rho, 1.0)
-
-
-def _wait_probability(rho: FloatArray, table: FloatArray) -> FloatArray:
-    """Linear interpolation of the table at ``ρ`` ``(S, ...)`` (the grid is analytic: no search)."""
-    n = table.shape[1] - 1
-    pos = n * (1.0 - np.sqrt(np.clip(1.0 - rho, 0.0, 1.0)))
-    lo = np.clip(np.floor(pos).astype(np.int64), 0, n - 1)
-    frac = pos - lo
-    rows = np.arange(table.shape[0]).reshape((-1,) + (1,) * (rho.ndim - 1))
-    return table[rows, lo] * (1.0 - frac) + table[rows, lo + 1] * frac
 
 
 def cell_coverage_pairs(
@@ -254,7 +301,8 @@ def cell_coverage_pairs(
     """``P(T ≤ τ, s | q)`` of the cell model (eq. (14.9)) for the active tiers, ``(S, Q)``.
 
     ``first_token`` is ``g_{s,q}``; ``offered_load`` ``a_s``; ``mean_service`` ``1/μ_s``; ``τ = inf``
-    gives the share of requests served by stable nodes.
+    gives the share of requests served by stable nodes.  Pairs whose deadline is already
+    spent (``g_{s,q} ≥ τ``) contribute 0 and are skipped.
     """
     lam, b, alpha, xi = law.lam, law.offsets, law.alpha, radio_scale
     s_count, q_count = b.shape
@@ -264,25 +312,34 @@ def cell_coverage_pairs(
         v_cut = np.minimum(u_cut ** (2.0 / alpha), vmax[:, None])
     else:
         v_cut = np.repeat(vmax[:, None], q_count, axis=1)
+    out = np.zeros((s_count, q_count))
+    tier, kind = np.nonzero(v_cut > 0.0)
+    if tier.size == 0:
+        return out
     x, xw = _legendre01(RADIAL_NODES)
-    v = v_cut[:, :, None] * x**2  # (S, Q, R); dv = 2 v_cut x dx
-    dv = v_cut[:, :, None] * 2.0 * x * xw
-    delta = b[None, :, :] - b[:, None, :]
-    density = lam[:, None, None] * np.pi * np.exp(-void_exponent(v, lam, delta, alpha))  # f_{s,q} in v
-    mean = law.conditional_mean(v)  # (S, Q, R)
+    cut = v_cut[tier, kind][:, None]
+    v = cut * x**2  # (P, R); dv = 2 v_cut x dx
+    delta = b[tier, kind][:, None] - b[:, kind].T  # (P, T)
+    expo = void_exponent(v, lam, delta, alpha)
+    density = (lam[tier] * np.pi)[:, None] * np.exp(-expo) * (cut * 2.0 * x * xw)  # f_{s,q}(v) dv
+    mean = law.conditional_mean_from_exponent(expo, tier)  # (P, R)
     z = standard_nodes(law.skewness)  # (S, J)
     sd = np.sqrt(law.conditional_variance)
-    load = np.maximum(mean[..., None] + (sd[:, None] * z)[:, None, None, :], 0.0)  # X, (S, Q, R, J)
-    rho = load * (offered_load / servers)[:, None, None, None]
-    table, _ = wait_probability_table(servers)
-    pw = _wait_probability(rho, table)
-    stable = rho < 1.0
+    load = np.maximum(mean[:, :, None] + (sd[:, None] * z)[tier][:, None, :], 0.0)  # X, (P, R, J)
+    safe = np.where(servers > 0, servers, 1.0)
+    rho = load * np.where(servers > 0, offered_load / safe, np.inf)[tier][:, None, None]
+    table, grid = wait_probability_table(servers)
+    pw = np.empty_like(rho)
+    for s in range(s_count):
+        rows = tier == s
+        if rows.any():
+            pw[rows] = np.interp(rho[rows], grid, table[s])
     if np.isfinite(tau):
-        slack = np.maximum(tau - xi * v ** (alpha / 2.0) - first_token[:, :, None], 0.0)
-        decay = (1.0 - rho) * (servers / mean_service)[:, None, None, None]
-        with np.errstate(over="ignore"):
-            h = 1.0 - pw * np.exp(-decay * slack[..., None])
+        slack = np.maximum(tau - xi * v ** (alpha / 2.0) - first_token[tier, kind][:, None], 0.0)
+        decay = (1.0 - rho) * (safe / mean_service)[tier][:, None, None]
+        h = 1.0 - pw * np.exp(-decay * slack[:, :, None])
     else:
         h = np.ones_like(rho)
-    h = np.where(stable, h, 0.0).mean(axis=3)
-    return (density * h * dv).sum(axis=2)
+    h = np.where(rho < 1.0, h, 0.0).mean(axis=2)
+    out[tier, kind] = (density * h).sum(axis=1)
+    return out
