@@ -52,7 +52,7 @@ QUEUE_MODELS = ("meanfield", "cell")
 SECTORS = 3.5  # K: independent sectors of a region (the Poisson–Voronoi Gamma shape)
 L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
 RAY_NODES = 64  # trapezoid nodes of the ℓ axis
-RADIAL_NODES = 12  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
+RADIAL_NODES = 24  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
 LTV_NODES = 16  # nodes in v of the law-of-total-variance integral
 LOAD_NODES = 16  # equal-probability nodes of the conditional load law
 WAIT_TABLE = 257  # nodes of the per-tier P^W(ρ) table
@@ -69,15 +69,9 @@ def check_queue_model(queue_model: str) -> str:
 
 
 @lru_cache(maxsize=4)
-def _ray_axis(nodes: int = RAY_NODES) -> tuple[FloatArray, FloatArray]:
-    """ℓ nodes (dense near 0 where e^{−ℓ} lives) and trapezoid weights of ``∫ · e^{−ℓ} dℓ``."""
-    x = np.linspace(0.0, 1.0, nodes)
-    ell = L_MAX * x**2
-    trap = np.empty_like(ell)
-    d = np.diff(ell)
-    trap[0], trap[-1] = d[0] / 2, d[-1] / 2
-    trap[1:-1] = (d[:-1] + d[1:]) / 2
-    return ell, trap * np.exp(-ell)
+def _ray_axis(nodes: int = RAY_NODES) -> FloatArray:
+    """ℓ nodes on ``[0, L_MAX]``, dense near 0 where ``e^{−ℓ}`` lives."""
+    return L_MAX * np.linspace(0.0, 1.0, nodes) ** 2
 
 
 @lru_cache(maxsize=4)
@@ -214,7 +208,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     b = np.asarray(offsets, dtype=float)
     w = np.asarray(work, dtype=float)
     s_count, q_count = b.shape
-    ell, weight = _ray_axis()
+    ell = _ray_axis()
     delta = _offsets(b)  # (S, Q, T)
     vmax = L_MAX / (np.pi * lam)  # the own tier alone makes L ≥ 36 beyond it
     if alpha == 2.0:
@@ -222,21 +216,26 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     else:
         extent = _ray_extent_table(lam, delta, alpha, ell, vmax)
     g = 0.5 * np.einsum("sq,sqn->sn", w, extent)  # ray work g(ℓ)
-    k1 = g @ weight
-    m2 = (g**2) @ weight
+    # g is piecewise linear between the ℓ nodes (exactly so between kinks at α = 2): integrate
+    # g^n e^{−ℓ} exactly on each segment, −e^{−ℓ} (g^n + n m g^{n−1} + … + n! m^n) with slope m
+    m = np.diff(g, axis=1) / np.diff(ell)[None, :]
+    ea, eb = np.exp(-ell[:-1])[None, :], np.exp(-ell[1:])[None, :]
+    ga, gb = g[:, :-1], g[:, 1:]
+    seg1 = ea * (ga + m) - eb * (gb + m)
+    seg2 = ea * (ga**2 + 2 * m * ga + 2 * m**2) - eb * (gb**2 + 2 * m * gb + 2 * m**2)
+    seg3 = ea * (ga**3 + 3 * m * ga**2 + 6 * m**2 * ga + 6 * m**3) - eb * (gb**3 + 3 * m * gb**2 + 6 * m**2 * gb + 6 * m**3)
+    k1 = seg1.sum(axis=1)
+    m2 = seg2.sum(axis=1)
     k2 = m2 - k1**2
-    k3 = (g**3) @ weight - 3.0 * k1 * m2 + 2.0 * k1**3
+    k3 = seg3.sum(axis=1) - 3.0 * k1 * m2 + 2.0 * k1**3
     var_g = np.maximum(k2, 1e-300)
     variance = var_g / (sectors * k1**2)
     skewness = np.maximum(k3, 0.0) / var_g**1.5 / np.sqrt(sectors)
-    # T(ℓ) = ∫_ℓ^∞ g e^{−ℓ'} dℓ' by the trapezoid rule on the same axis
-    integrand = g * np.exp(-ell)[None, :]
-    pieces = 0.5 * (integrand[:, 1:] + integrand[:, :-1]) * np.diff(ell)[None, :]
-    tail = np.concatenate([np.cumsum(pieces[:, ::-1], axis=1)[:, ::-1], np.zeros((s_count, 1))], axis=1)
-    tail /= np.where(tail[:, :1] > 0, tail[:, :1], 1.0)  # T(ℓ)/T(0): T(0) = κ_1 exactly
+    # E[g | ℓ' ≥ ℓ]/κ_1 = e^ℓ T(ℓ)/κ_1 with T(ℓ_i) = Σ_{segments ≥ i}; held flat beyond the last node
+    tail = np.concatenate([np.cumsum(seg1[:, ::-1], axis=1)[:, ::-1], np.zeros((s_count, 1))], axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
-        tail = tail * np.exp(ell)[None, :]  # E[g | ℓ' ≥ ℓ] / κ_1, smooth and increasing
-    tail[:, -1] = np.maximum(tail[:, -1], tail[:, -2])  # T(ℓ_max) = 0 on the grid: hold the last ratio
+        tail = tail * np.exp(ell)[None, :] / k1[:, None]
+    tail[:, -1] = tail[:, -2]
     law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
     x, xw = _legendre01(LTV_NODES)
@@ -262,6 +261,8 @@ def _standard_table(nodes: int) -> tuple[FloatArray, FloatArray]:
     with np.errstate(invalid="ignore"):
         z = (gammaincinv(k[1:, None], u[None, :]) - k[1:, None]) / np.sqrt(k[1:, None])
     table = np.vstack([ndtri(u)[None, :], z])
+    table -= table.mean(axis=1, keepdims=True)  # the discrete law keeps mean 0 and variance 1 exactly
+    table /= table.std(axis=1, keepdims=True)
     table.setflags(write=False)
     return gam, table
 
@@ -270,7 +271,8 @@ def standard_nodes(skewness: FloatArray, nodes: int = LOAD_NODES) -> FloatArray:
     """Equal-probability nodes of the standardised Pearson III law with skewness ``γ_s`` ``(S, J)``.
 
     ``Z = (G − k)/√k`` with ``G ~ Gamma(k)``, ``k = 4/γ²`` (the normal law at ``γ = 0``); linear
-    interpolation in ``γ`` in a table computed once (``γ`` capped at ``SKEW_MAX``).
+    interpolation in ``γ`` in a table computed once (``γ`` capped at ``SKEW_MAX``); each row is
+    re-centred and re-scaled so that the ``J`` nodes have mean 0 and variance 1.
     """
     gam, table = _standard_table(nodes)
     pos = np.clip(np.asarray(skewness, dtype=float), 0.0, SKEW_MAX) / gam[1]
