@@ -32,7 +32,7 @@ from edgeprefix.placement.simulation.compare import analytical_router
 from edgeprefix.placement.simulation.layout import LayoutSpec
 from edgeprefix.placement.simulation.network import simulate_network
 from edgeprefix.solvers.api import solve
-from edgeprefix.solvers.density import plan.edge_density
+from edgeprefix.solvers.density import plan_density
 
 QUEUE_MODELS = ("meanfield", "cell")
 
@@ -104,7 +104,7 @@ def density_rows(*, reps: int, seed: int, nodes: float, reliability: float = 0.8
     seeds = np.random.SeedSequence(seed + 1).spawn(reps)
     rows = []
     for qm in QUEUE_MODELS:
-        plan = plan.edge_density(density_problem(inst, reliability, queue_model=qm))
+        plan = plan_density(density_problem(inst, reliability, queue_model=qm))
         dense = inst.with_network(edge_density=plan.edge_density)
         mix = np.array([plan.mix[s] for s in inst.profile_ids])
         sim = simulate_mixes(dense, {qm: mix}, spec, seeds, tau)[qm]
