@@ -7,7 +7,7 @@ Run ``python -m edgeprefix.benchmarks.cell_decisions [--instances A,B] [--reps 8
    each queue model (same method, budget and seed); both chosen mixes are then simulated on
    the same networks and arrivals (common random numbers; Theorem 1's tier rule with each
    mix's own advertised delays) and the paired difference is reported with its standard error.
-2. Density planning on ``paper_calibrated``: ``plan.edge_density --reliability 0.8`` with each queue
+2. Density planning on ``paper_calibrated``: ``plan-density --reliability 0.8`` with each queue
    model (joint with the mix, the 1/10 grid); the simulated coverage at each plan's ``λ_b`` and mix.
 
 The simulated coverages use the queue-free control variate of
@@ -110,7 +110,7 @@ def density_rows(*, reps: int, seed: int, nodes: float, reliability: float = 0.8
         sim = simulate_mixes(dense, {qm: mix}, spec, seeds, tau)[qm]
         rows.append({"queue_model": qm, "edge_density": plan.edge_density, "mix": plan.mix, "predicted": plan.coverage,
                      "simulated": sim["simulated"], "simulated_se": sim["simulated_se"], "reliability": reliability})
-        print(f"plan.edge_density ζ = {reliability} with {qm}: λ_b = {plan.edge_density:.4f}, predicted {plan.coverage:.4f}, "
+        print(f"plan-density ζ = {reliability} with {qm}: λ_b = {plan.edge_density:.4f}, predicted {plan.coverage:.4f}, "
               f"simulated {sim['simulated']:.4f} ± {sim['simulated_se']:.4f}", flush=True)
     return rows
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=8, help="simulated networks per mix (common to both mixes)")
     parser.add_argument("--nodes", type=float, default=1000.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-density", action="store_true", help="skip the plan.edge_density check")
+    parser.add_argument("--no-density", action="store_true", help="skip the plan-density check")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     report: dict = {"placement": [], "density": []}
