@@ -29,8 +29,10 @@ sectors of angle ``2π/K``).  Hence, with ``κ_n`` the cumulants of ``g`` under 
   ``v^c_s = κ_3(X) + v_s − v_s² − Var_req(M)`` (14.5); the conditional law is a
   Pearson III (shifted Gamma) law with mean ``M``, variance ``v^c_s``, skewness ``γ_s`` (14.6).
 
-``K = 3.5`` is the Poisson–Voronoi case (one tier, no bias): there ``g ~ Exp``, so the closure
-gives the Gamma(3.5) cell area used by :mod:`edgeprefix.placement.simulation.correction`.
+With ``K = 3.5`` the closure gives the Poisson–Voronoi case exactly (one tier, no bias: ``g ~ Exp``,
+so ``X ~ Gamma(3.5)``, the law of :mod:`edgeprefix.placement.simulation.correction`); under biased
+routing the closure over-states the conditional mean of far requests, and ``K = 3.85`` (one
+constant, fitted to the network simulation, docs/model.md §14) removes most of that.
 
 Everything is a deterministic, smooth function of ``(λ_s, b_{s,q}, a_s, c_s, 1/μ_s, w_{s,q})``
 computed by 1-D quadratures (no sampling), vectorised over tiers, types and nodes.
@@ -49,10 +51,11 @@ from edgeprefix.placement.model.queueing import erlang_c
 
 FloatArray = npt.NDArray[np.float64]
 QUEUE_MODELS = ("meanfield", "cell")
-SECTORS = 3.5  # K: independent sectors of a region (the Poisson–Voronoi Gamma shape)
+SECTORS = 3.85  # K: independent sectors of a region (fitted; 3.5 reproduces the Poisson–Voronoi Gamma shape, docs/model.md §14)
 L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
 RAY_NODES = 64  # trapezoid nodes of the ℓ axis
 RADIAL_NODES = 24  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
+RADIAL_L_MAX = 20.0  # the radial integral stops where e^{−L} < 2.1e-9
 LTV_NODES = 16  # nodes in v of the law-of-total-variance integral
 LOAD_NODES = 16  # equal-probability nodes of the conditional load law
 WAIT_TABLE = 257  # nodes of the per-tier P^W(ρ) table
@@ -173,6 +176,7 @@ class CellLoad:
     skewness: FloatArray
     conditional_variance: FloatArray
     sectors: float = SECTORS
+    request_mean: FloatArray | None = None  # E_req[M] = E[W²]/a_s² implied by (14.4) (a diagnostic of the closure)
 
     def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64]) -> FloatArray:
         """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for rows of tier ``tier`` ``(P,)``."""
@@ -249,7 +253,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
     third = skewness * variance**1.5
     conditional = np.maximum(third + variance - variance**2 - (e2 - e1**2), MIN_CONDITIONAL * variance)
-    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors)
+    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1)
 
 
 @lru_cache(maxsize=2)
@@ -308,12 +312,16 @@ def cell_coverage_pairs(
     """
     lam, b, alpha, xi = law.lam, law.offsets, law.alpha, radio_scale
     s_count, q_count = b.shape
-    vmax = L_MAX / (np.pi * lam)
+    # beyond L_{s,q}(v) = RADIAL_L_MAX (e^{−20} = 2e-9) nothing is left to integrate
+    if alpha == 2.0:
+        v_cap = _ray_extent_alpha2(lam, _offsets(b), np.array([RADIAL_L_MAX]))[:, :, 0]
+    else:
+        v_cap = np.repeat((RADIAL_L_MAX / (np.pi * lam))[:, None], q_count, axis=1)
     if np.isfinite(tau):
         u_cut = np.maximum((tau - first_token) / xi, 0.0)
-        v_cut = np.minimum(u_cut ** (2.0 / alpha), vmax[:, None])
+        v_cut = np.minimum(u_cut ** (2.0 / alpha), v_cap)
     else:
-        v_cut = np.repeat(vmax[:, None], q_count, axis=1)
+        v_cut = v_cap
     out = np.zeros((s_count, q_count))
     tier, kind = np.nonzero(v_cut > 0.0)
     if tier.size == 0:
