@@ -53,7 +53,7 @@ FloatArray = npt.NDArray[np.float64]
 QUEUE_MODELS = ("meanfield", "cell")
 SECTORS = 3.85  # K: independent sectors of a region (fitted; 3.5 reproduces the Poisson–Voronoi Gamma shape, docs/model.md §14)
 L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
-RAY_NODES = 64  # trapezoid nodes of the ℓ axis
+RAY_NODES = 32  # nodes of the ℓ axis (g is integrated exactly between them)
 RADIAL_NODES = 24  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
 RADIAL_L_MAX = 20.0  # the radial integral stops where e^{−L} < 2.1e-9
 LTV_NODES = 16  # nodes in v of the law-of-total-variance integral
@@ -94,11 +94,10 @@ def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: floa
     ``delta`` ``(..., T)`` holds ``b_{s,q} − b_{t,q}`` (cost offsets over ``ξ``) on its last axis;
     ``v`` ``(..., R)`` the squared distances, with the same leading axes.  Returns ``(..., R)``.
     """
-    shift = delta[..., None, :]
-    if alpha == 2.0:
-        rho2 = np.maximum(v[..., None] + shift, 0.0)
-    else:
-        rho2 = np.maximum(v[..., None] ** (alpha / 2.0) + shift, 0.0) ** (2.0 / alpha)
+    rho2 = (v[..., None] if alpha == 2.0 else v[..., None] ** (alpha / 2.0)) + delta[..., None, :]
+    np.maximum(rho2, 0.0, out=rho2)  # in place: these arrays are large, a fresh one costs page faults
+    if alpha != 2.0:
+        np.power(rho2, 2.0 / alpha, out=rho2)
     return rho2 @ (np.pi * lam)
 
 
@@ -177,6 +176,7 @@ class CellLoad:
     conditional_variance: FloatArray
     sectors: float = SECTORS
     request_mean: FloatArray | None = None  # E_req[M] = E[W²]/a_s² implied by (14.4) (a diagnostic of the closure)
+    radial_cap: FloatArray | None = None  # v where L_{s,q}(v) = RADIAL_L_MAX, (S, Q): the radial integral stops there
 
     def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64]) -> FloatArray:
         """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for rows of tier ``tier`` ``(P,)``."""
@@ -215,10 +215,12 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     ell = _ray_axis()
     delta = _offsets(b)  # (S, Q, T)
     vmax = L_MAX / (np.pi * lam)  # the own tier alone makes L ≥ 36 beyond it
+    queries = np.append(ell, RADIAL_L_MAX)
     if alpha == 2.0:
-        extent = _ray_extent_alpha2(lam, delta, ell)
+        extent = _ray_extent_alpha2(lam, delta, queries)
     else:
-        extent = _ray_extent_table(lam, delta, alpha, ell, vmax)
+        extent = _ray_extent_table(lam, delta, alpha, queries, vmax)
+    extent, cap = extent[..., :-1], extent[..., -1]
     g = 0.5 * np.einsum("sq,sqn->sn", w, extent)  # ray work g(ℓ)
     # g is piecewise linear between the ℓ nodes (exactly so between kinks at α = 2): integrate
     # g^n e^{−ℓ} exactly on each segment, −e^{−ℓ} (g^n + n m g^{n−1} + … + n! m^n) with slope m
@@ -253,7 +255,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
     third = skewness * variance**1.5
     conditional = np.maximum(third + variance - variance**2 - (e2 - e1**2), MIN_CONDITIONAL * variance)
-    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1)
+    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap)
 
 
 @lru_cache(maxsize=2)
@@ -313,10 +315,7 @@ def cell_coverage_pairs(
     lam, b, alpha, xi = law.lam, law.offsets, law.alpha, radio_scale
     s_count, q_count = b.shape
     # beyond L_{s,q}(v) = RADIAL_L_MAX (e^{−20} = 2e-9) nothing is left to integrate
-    if alpha == 2.0:
-        v_cap = _ray_extent_alpha2(lam, _offsets(b), np.array([RADIAL_L_MAX]))[:, :, 0]
-    else:
-        v_cap = np.repeat((RADIAL_L_MAX / (np.pi * lam))[:, None], q_count, axis=1)
+    v_cap = law.radial_cap if law.radial_cap is not None else np.repeat((RADIAL_L_MAX / (np.pi * lam))[:, None], q_count, axis=1)
     if np.isfinite(tau):
         u_cut = np.maximum((tau - first_token) / xi, 0.0)
         v_cut = np.minimum(u_cut ** (2.0 / alpha), v_cap)
@@ -335,21 +334,30 @@ def cell_coverage_pairs(
     mean = law.conditional_mean_from_exponent(expo, tier)  # (P, R)
     z = standard_nodes(law.skewness)  # (S, J)
     sd = np.sqrt(law.conditional_variance)
-    load = np.maximum(mean[:, :, None] + (sd[:, None] * z)[tier][:, None, :], 0.0)  # X, (P, R, J)
     safe = np.where(servers > 0, servers, 1.0)
-    rho = load * np.where(servers > 0, offered_load / safe, np.inf)[tier][:, None, None]
+    # ρ X of every (pair, radial node, load node), built in place (large arrays: avoid temporaries)
+    rho = mean[:, :, None] + (sd[:, None] * z)[tier][:, None, :]  # X, (P, R, J)
+    np.maximum(rho, 0.0, out=rho)
+    rho *= np.where(servers > 0, offered_load / safe, np.inf)[tier][:, None, None]
     table, grid = wait_probability_table(servers)
     pw = np.empty_like(rho)
+    bounds = np.searchsorted(tier, np.arange(s_count + 1))  # np.nonzero sorts the pairs by tier
     for s in range(s_count):
-        rows = tier == s
-        if rows.any():
-            pw[rows] = np.interp(rho[rows], grid, table[s])
+        lo, hi = bounds[s], bounds[s + 1]
+        if hi > lo:
+            pw[lo:hi] = np.interp(rho[lo:hi], grid, table[s])
+    stable = rho < 1.0
     if np.isfinite(tau):
         slack = np.maximum(tau - xi * v ** (alpha / 2.0) - first_token[tier, kind][:, None], 0.0)
-        decay = (1.0 - rho) * (safe / mean_service)[tier][:, None, None]
-        h = 1.0 - pw * np.exp(-decay * slack[:, :, None])
+        h = np.subtract(1.0, rho)
+        h *= (safe / mean_service)[tier][:, None, None] * slack[:, :, None]  # (c − aX) μ w
+        np.negative(h, out=h)
+        np.exp(h, out=h)
+        h *= pw
+        np.subtract(1.0, h, out=h)  # 1 − P^W e^{−(c μ − λ) w}
     else:
         h = np.ones_like(rho)
-    h = np.where(rho < 1.0, h, 0.0).mean(axis=2)
+    h *= stable
+    h = h.mean(axis=2)
     out[tier, kind] = (density * h).sum(axis=1)
     return out
