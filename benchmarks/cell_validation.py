@@ -111,14 +111,15 @@ def _estimate(covs, free, queue_free) -> tuple[float, float]:
 
 
 def validate_case(case: Case, *, se_target: float = 0.005, max_reps: int = 24, seed: int = 0, nodes: float = 1000.0,
-                  online: bool = False, fractions=LOAD_FRACTIONS, verbose: bool = False) -> list[dict]:
+                  online: bool = False, fractions=LOAD_FRACTIONS, verbose: bool = False,
+                  policies=ANALYTICAL_POLICIES) -> list[dict]:
     inst, mix = case.instance, case.mix
     spec = replace(case.spec, layout=LayoutSpec(mean_nodes=nodes, counts="exact"))
     tau = float(inst.placement.target)
-    edges = {policy: stability_edge(inst, mix, policy) for policy in ANALYTICAL_POLICIES}
+    edges = {policy: stability_edge(inst, mix, policy) for policy in policies}
     seeds = np.random.SeedSequence(seed).spawn(max_reps)
     rows = []
-    work = [(f, p) for f in fractions for p in ANALYTICAL_POLICIES]
+    work = [(f, p) for f in fractions for p in policies]
     for frac, policy in progress_bar(work, desc=case.name):
         lam = round(edges[policy] * frac, 4)
         net = inst.with_network(request_intensity=lam)
@@ -200,16 +201,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=float, default=1000.0, help="nodes on the simulated torus")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--online", action="store_true", help="also simulate the online router (load-aware rows)")
+    parser.add_argument("--policies", default=",".join(ANALYTICAL_POLICIES), help="comma-separated policies")
+    parser.add_argument("--fractions", default=None, metavar="F,...",
+                        help="loads as fractions of each policy's stability edge (default 0.15,0.35,0.55,0.7,0.85,0.95)")
     parser.add_argument("--quick", action="store_true", help="two loads, 300 nodes, SE 0.02 (a smoke run)")
     parser.add_argument("--out", type=Path, default=None, help="folder for cell_validation.json and .png")
     args = parser.parse_args(argv)
     fractions = (0.35, 0.85) if args.quick else LOAD_FRACTIONS
+    if args.fractions is not None:
+        fractions = tuple(float(f) for f in args.fractions.split(",") if f.strip())
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    unknown = sorted(set(policies) - set(ANALYTICAL_POLICIES))
+    if unknown:
+        parser.error(f"--policies: unknown {unknown[0]!r} (valid: {', '.join(ANALYTICAL_POLICIES)})")
     nodes, se = (300.0, 0.02) if args.quick else (args.nodes, args.se)
     rows: list[dict] = []
     for name in filter(None, (n.strip() for n in args.instances.split(","))):
         case = benchmark_case(name)
         rows += validate_case(case, se_target=se, max_reps=args.max_reps, seed=args.seed, nodes=nodes,
-                              online=args.online, fractions=fractions, verbose=True)
+                              online=args.online, fractions=fractions, verbose=True, policies=policies)
         print(render([r for r in rows if r["instance"] == name]), flush=True)
     print(render(rows))
     if args.out is not None:
