@@ -56,7 +56,7 @@ L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
 RAY_NODES = 32  # nodes of the ℓ axis (g is integrated exactly between them)
 RADIAL_NODES = 24  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
 RADIAL_L_MAX = 20.0  # the radial integral stops where e^{−L} < 2.1e-9
-LTV_NODES = 16  # nodes in v of the law-of-total-variance integral
+LTV_NODES = 10  # nodes in v of the law-of-total-variance integral
 LOAD_NODES = 16  # equal-probability nodes of the conditional load law
 WAIT_TABLE = 257  # nodes of the per-tier P^W(ρ) table
 MIN_CONDITIONAL = 0.25  # floor of v^c_s as a share of v_s
@@ -245,11 +245,12 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
     x, xw = _legendre01(LTV_NODES)
-    grid = vmax[:, None, None] * x**2 * np.ones((1, q_count, 1))  # (S, Q, V)
+    span = np.maximum(cap, 1e-300)[:, :, None]  # each pair's own range, up to L = RADIAL_L_MAX
+    grid = span * x**2  # (S, Q, V)
     expo = void_exponent(grid, lam, delta, alpha)
     m = law.conditional_mean_from_exponent(expo.reshape(s_count * q_count, -1), np.repeat(np.arange(s_count), q_count))
     m = m.reshape(expo.shape)
-    measure = w[:, :, None] * np.exp(-expo) * (vmax[:, None, None] * 2.0 * x * xw)
+    measure = w[:, :, None] * np.exp(-expo) * (span * 2.0 * x * xw)
     total = measure.sum(axis=(1, 2))
     e1 = (measure * m).sum(axis=(1, 2)) / total
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
@@ -335,29 +336,30 @@ def cell_coverage_pairs(
     z = standard_nodes(law.skewness)  # (S, J)
     sd = np.sqrt(law.conditional_variance)
     safe = np.where(servers > 0, servers, 1.0)
-    # ρ X of every (pair, radial node, load node), built in place (large arrays: avoid temporaries)
-    rho = mean[:, :, None] + (sd[:, None] * z)[tier][:, None, :]  # X, (P, R, J)
-    np.maximum(rho, 0.0, out=rho)
-    rho *= np.where(servers > 0, offered_load / safe, np.inf)[tier][:, None, None]
+    load_ratio = np.where(servers > 0, offered_load / safe, np.inf)  # ρ_s
+    rate = safe / mean_service  # c_s μ_s
     table, grid = wait_probability_table(servers)
-    pw = np.empty_like(rho)
-    bounds = np.searchsorted(tier, np.arange(s_count + 1))  # np.nonzero sorts the pairs by tier
-    for s in range(s_count):
-        lo, hi = bounds[s], bounds[s + 1]
-        if hi > lo:
-            pw[lo:hi] = np.interp(rho[lo:hi], grid, table[s])
-    stable = rho < 1.0
     if np.isfinite(tau):
         slack = np.maximum(tau - xi * v ** (alpha / 2.0) - first_token[tier, kind][:, None], 0.0)
-        h = np.subtract(1.0, rho)
-        h *= (safe / mean_service)[tier][:, None, None] * slack[:, :, None]  # (c − aX) μ w
-        np.negative(h, out=h)
-        np.exp(h, out=h)
-        h *= pw
-        np.subtract(1.0, h, out=h)  # 1 − P^W e^{−(c μ − λ) w}
-    else:
-        h = np.ones_like(rho)
-    h *= stable
-    h = h.mean(axis=2)
-    out[tier, kind] = (density * h).sum(axis=1)
+    h_mean = np.empty_like(v)
+    bounds = np.searchsorted(tier, np.arange(s_count + 1))  # np.nonzero sorts the pairs by tier
+    for s in range(s_count):  # one tier at a time: (pairs, R, J) blocks stay in cache
+        lo, hi = bounds[s], bounds[s + 1]
+        if hi == lo:
+            continue
+        rho = mean[lo:hi, :, None] + sd[s] * z[s]  # X
+        np.maximum(rho, 0.0, out=rho)
+        rho *= load_ratio[s]  # ρ_s X
+        if np.isfinite(tau):
+            h = np.subtract(1.0, rho)
+            h *= rate[s] * slack[lo:hi, :, None]  # (c − aX) μ w
+            np.negative(h, out=h)
+            np.exp(h, out=h)
+            h *= np.interp(rho, grid, table[s])  # P^W(a X, c)
+            np.subtract(1.0, h, out=h)  # 1 − P^W e^{−(c μ − λ) w}
+        else:
+            h = np.ones_like(rho)
+        h *= rho < 1.0
+        h_mean[lo:hi] = h.mean(axis=2)
+    out[tier, kind] = (density * h_mean).sum(axis=1)
     return out
