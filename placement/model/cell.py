@@ -180,15 +180,14 @@ class CellLoad:
 
     def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64]) -> FloatArray:
         """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for rows of tier ``tier`` ``(P,)``."""
-        out = np.empty_like(expo)
-        clipped = np.minimum(expo, L_MAX)
-        for s in range(self.lam.size):  # one shared ℓ axis per tier: np.interp is the fast path
-            rows = tier == s
-            if not rows.any():
-                continue
-            ratio = np.interp(clipped[rows], self.ell, self.tail[s])  # E[g | ℓ' ≥ ℓ] / κ_1
-            out[rows] = 1.0 + (ratio - 1.0) / self.sectors
-        return out
+        # the ℓ nodes are L_MAX x² on a uniform x grid: the cell of ℓ is found without a search
+        n = self.ell.size - 1
+        pos = np.sqrt(np.clip(expo, 0.0, L_MAX) / L_MAX) * n
+        lo = np.minimum(pos.astype(np.int64), n - 1)
+        frac = (self.ell.take(lo + 1) - np.minimum(expo, L_MAX)) / np.diff(self.ell).take(lo)
+        flat = (tier * (n + 1)).reshape((-1,) + (1,) * (expo.ndim - 1)) + lo
+        ratio = self.tail.take(flat) * frac + self.tail.take(flat + 1) * (1.0 - frac)  # E[g | ℓ' ≥ ℓ] / κ_1
+        return 1.0 + (ratio - 1.0) / self.sectors
 
     def conditional_mean(self, v: FloatArray) -> FloatArray:
         """``M_{s,q}(v)`` (eq. (14.4)) at squared distances ``v`` ``(S, Q, R)``."""
@@ -297,6 +296,15 @@ def wait_probability_table(servers: FloatArray, nodes: int = WAIT_TABLE) -> tupl
     return np.concatenate([table, np.ones((c.size, 1))], axis=1), np.append(rho, 1.0)
 
 
+def _wait_probability(rho: FloatArray, row: FloatArray) -> FloatArray:
+    """Linear interpolation in one tier's ``P^W`` table; its ρ grid ``1 − (1 − x)²`` is uniform in ``x``."""
+    n = row.size - 1
+    pos = (1.0 - np.sqrt(np.clip(1.0 - rho, 0.0, 1.0))) * n
+    lo = np.minimum(pos.astype(np.int64), n - 1)
+    frac = pos - lo
+    return row.take(lo) * (1.0 - frac) + row.take(lo + 1) * frac
+
+
 def cell_coverage_pairs(
     law: CellLoad,
     tau: float,
@@ -355,7 +363,7 @@ def cell_coverage_pairs(
             h *= rate[s] * slack[lo:hi, :, None]  # (c − aX) μ w
             np.negative(h, out=h)
             np.exp(h, out=h)
-            h *= np.interp(rho, grid, table[s])  # P^W(a X, c)
+            h *= _wait_probability(rho, table[s])  # P^W(a X, c)
             np.subtract(1.0, h, out=h)  # 1 − P^W e^{−(c μ − λ) w}
         else:
             h = np.ones_like(rho)
