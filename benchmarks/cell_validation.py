@@ -79,14 +79,18 @@ def stability_edge(instance: Instance, mix, policy: str = "load_aware", *, steps
 
 
 def simulate_until(instance, mix, router, spec, seeds, tau, se_target: float, queue_free: float | None = None,
-                   min_reps: int = 3) -> tuple[float, float, int]:
+                   min_reps: int | None = None) -> tuple[float, float, int]:
     """Mean coverage over replications (one seed each, in order) until its SE ≤ ``se_target``.
 
     With ``queue_free`` (the exact queue-free coverage of the routing, eq. (39) with ``F_W ≡ 1``),
     each run's queue-free coverage ``1{ξ r^α + g ≤ τ}`` is a control variate: the estimate is
     ``mean(cov) − β (mean(qf) − queue_free)`` with ``β`` fitted across replications (it removes the
-    network-to-network spread of the distances); its SE is that of the residuals.
+    network-to-network spread of the distances); its SE is that of the residuals, which needs
+    enough replications to be trusted: at least 6 with the control variate (4 degrees of freedom),
+    3 without.
     """
+    if min_reps is None:
+        min_reps = 6 if queue_free is not None else 3
     covs: list[float] = []
     free: list[float] = []
     for s in seeds:
