@@ -116,9 +116,14 @@ def _estimate(covs, free, queue_free) -> tuple[float, float]:
 
 def validate_case(case: Case, *, se_target: float = 0.005, max_reps: int = 24, seed: int = 0, nodes: float = 1000.0,
                   online: bool = False, fractions=LOAD_FRACTIONS, verbose: bool = False,
-                  policies=ANALYTICAL_POLICIES) -> list[dict]:
+                  policies=ANALYTICAL_POLICIES, min_reps: int | None = None, warmup: float | None = None,
+                  horizon: float | None = None) -> list[dict]:
     inst, mix = case.instance, case.mix
     spec = replace(case.spec, layout=LayoutSpec(mean_nodes=nodes, counts="exact"))
+    if warmup is not None:
+        spec = replace(spec, warmup=warmup)
+    if horizon is not None:
+        spec = replace(spec, horizon=horizon)
     tau = float(inst.placement.target)
     edges = {policy: stability_edge(inst, mix, policy) for policy in policies}
     seeds = np.random.SeedSequence(seed).spawn(max_reps)
@@ -135,7 +140,7 @@ def validate_case(case: Case, *, se_target: float = 0.005, max_reps: int = 24, s
         if mean_field.stable:
             start = time.perf_counter()
             free = float(mean_field.coverage_queue_free(tau))
-            sim, se, reps = simulate_until(net, mix, analytical_router(mean_field), spec, seeds, tau, se_target, free)
+            sim, se, reps = simulate_until(net, mix, analytical_router(mean_field), spec, seeds, tau, se_target, free, min_reps)
             row.update(simulated=sim, simulated_se=se, replications=reps, seconds=time.perf_counter() - start)
             if online and policy == "load_aware":
                 router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
@@ -208,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(ANALYTICAL_POLICIES), help="comma-separated policies")
     parser.add_argument("--fractions", default=None, metavar="F,...",
                         help="loads as fractions of each policy's stability edge (default 0.15,0.35,0.55,0.7,0.85,0.95)")
+    parser.add_argument("--min-reps", type=int, default=None, help="fewest replications (default 6 with the control variate)")
+    parser.add_argument("--warmup", type=float, default=None, help="discarded seconds (default max(60, 40 × mean service))")
+    parser.add_argument("--horizon", type=float, default=None, help="measured seconds (default max(80, 40 × mean service))")
     parser.add_argument("--quick", action="store_true", help="two loads, 300 nodes, SE 0.02 (a smoke run)")
     parser.add_argument("--out", type=Path, default=None, help="folder for cell_validation.json and .png")
     args = parser.parse_args(argv)
@@ -223,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in filter(None, (n.strip() for n in args.instances.split(","))):
         case = benchmark_case(name)
         rows += validate_case(case, se_target=se, max_reps=args.max_reps, seed=args.seed, nodes=nodes,
-                              online=args.online, fractions=fractions, verbose=True, policies=policies)
+                              online=args.online, fractions=fractions, verbose=True, policies=policies,
+                              min_reps=args.min_reps, warmup=args.warmup, horizon=args.horizon)
         print(render([r for r in rows if r["instance"] == name]), flush=True)
     print(render(rows))
     if args.out is not None:
