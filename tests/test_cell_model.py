@@ -154,3 +154,16 @@ def test_validation_benchmark_smoke():
     assert {"intensity", "policy", "simulated", "simulated_se", "meanfield", "cell"} <= set(row)
     assert 0.0 < row["simulated"] < 1.0 and row["replications"] == 3
     assert row["cell"] < row["meanfield"]
+
+
+def test_validate_json_has_the_coverage_table(capsys):
+    assert main(["validate", "paper_calibrated", "--intensities", "2", "--samples", "2000", "--customers", "500",
+                 "--nodes", "60", "--horizon", "6", "--warmup", "3", "--replications", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    table = report["coverage_table"]
+    assert [row["policy"] for row in table] == ["load_aware", "prefix", "nearest"]
+    for row in table:
+        assert set(row) == {"intensity", "policy", "simulated", "simulated_se", "meanfield", "cell"}
+        assert row["cell"] < row["meanfield"]
+    load_aware = next(r for r in report["coverage"] if r["policy"] == "load_aware")
+    assert 0.0 < load_aware["online"] <= 1.0  # the online router ran on the same networks
