@@ -6,9 +6,9 @@ node with probability proportional to its region (size bias), and a far request 
 large region.  This module replaces ``F_W`` of eq. (39) by its average over the load of the
 request's own node, given the request's type ``q`` and serving distance ``r``:
 
-``P_cov(τ) = Σ_q p_q Σ_s ∫ f_{s,q}(r) E[ h_s(X, τ − ξ r^α − g_{s,q}) | q, r ] dr``  (14.9)
+``P_cov(τ) = Σ_q p_q Σ_s ∫ f_{s,q}(r) E[ h_s(X, τ − ξ r^α − g_{s,q}) | q, r ] dr``  (14.8)–(14.9)
 
-``h_s(x, w) = 1{a_s x < c_s} (1 − P^W(a_s x, c_s) exp(−(c_s − a_s x) w / (1/μ_s)))``  (14.8)
+``h_s(x, w) = 1{a_s x < c_s} (1 − P^W(a_s x, c_s) exp(−(c_s − a_s x) w / (1/μ_s)))``  (14.7)
 
 with ``X`` the node's work relative to the tier mean (``E X = 1`` over nodes).
 
@@ -315,7 +315,7 @@ def cell_coverage_pairs(
     offered_load: FloatArray,
     mean_service: FloatArray,
 ) -> FloatArray:
-    """``P(T ≤ τ, s | q)`` of the cell model (eq. (14.9)) for the active tiers, ``(S, Q)``.
+    """``P(T ≤ τ, s | q)`` of the cell model (eq. (14.8)) for the active tiers, ``(S, Q)``.
 
     ``first_token`` is ``g_{s,q}``; ``offered_load`` ``a_s``; ``mean_service`` ``1/μ_s``; ``τ = inf``
     gives the share of requests served by stable nodes.  Pairs whose deadline is already
