@@ -77,3 +77,11 @@ class SimulationObjective:
         coverage = float(np.mean([simulate_network(self.instance, mix, router, spec, seed=seed).coverage(self.target)
                                   for seed in s.seeds]))
         return Score(coverage, coverage, True, overload, mix, ev)
+
+    def score_many(self, mixes, warm_start=None) -> list[Score]:
+        """:meth:`score` of every mix, one by one (each simulation is the cost; nothing to batch)."""
+        scores: list[Score] = []
+        for mix in mixes:
+            scores.append(self.score(mix, warm_start))
+            warm_start = scores[-1].warm_start
+        return scores
