@@ -82,6 +82,7 @@ class CompareConfig:
     jobs: int = 1
     tol: float = SUCCESS_TOL
     seed_values: tuple[int, ...] = ()
+    queue_model: str = "meanfield"  # the objective's queue model (docs/model.md §14)
 
     def __post_init__(self) -> None:
         if self.seed_values:
@@ -138,6 +139,7 @@ class _Job:
     seed: int
     budget: int
     resolution: int = 0
+    queue_model: str = "meanfield"
 
 
 def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
@@ -145,21 +147,21 @@ def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
     jobs: list[_Job] = []
     reference_points: dict[str, int] = {}
     for name in config.instances:
-        problem = placement_problem(load_benchmark(name))
+        problem = placement_problem(load_benchmark(name), queue_model=config.queue_model)
         size = lattice_size(problem, REFERENCE_RESOLUTION) if _small_lattice(problem.dimension, config.grid_limit) else 0
         reference_points[name] = size if 1 <= size <= config.grid_limit else 0
         if reference_points[name]:
-            jobs.append(_Job(name, "grid", -1, size, REFERENCE_RESOLUTION))
+            jobs.append(_Job(name, "grid", -1, size, REFERENCE_RESOLUTION, config.queue_model))
         for method in config.methods:
             if method == "grid":
                 for b in config.budgets:
                     k = grid_resolution_for(problem, b)
                     if k:
-                        jobs.append(_Job(name, "grid", -1, b, k))
+                        jobs.append(_Job(name, "grid", -1, b, k, config.queue_model))
             elif method in PER_BUDGET_METHODS:
-                jobs.extend(_Job(name, method, seed, b) for b in config.budgets for seed in config.seed_list)
+                jobs.extend(_Job(name, method, seed, b, 0, config.queue_model) for b in config.budgets for seed in config.seed_list)
             else:
-                jobs.extend(_Job(name, method, seed, max(config.budgets)) for seed in config.seed_list)
+                jobs.extend(_Job(name, method, seed, max(config.budgets), 0, config.queue_model) for seed in config.seed_list)
     return jobs, reference_points
 
 
@@ -169,7 +171,7 @@ def _small_lattice(n: int, limit: int) -> bool:
 
 
 def _execute(job: _Job) -> RunRecord:
-    return run_method(job.instance, job.method, job.seed, job.budget, resolution=job.resolution)
+    return run_method(job.instance, job.method, job.seed, job.budget, resolution=job.resolution, queue_model=job.queue_model)
 
 
 def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None = None) -> Comparison:

@@ -141,9 +141,9 @@ def _timed_run(problem: PlacementProblem, method: str, budget: int, seed: int | 
     return result, np.asarray(stamps, dtype=float)
 
 
-def run_method(name: str, method: str, seed: int, budget: int, *, resolution: int = 0) -> RunRecord:
+def run_method(name: str, method: str, seed: int, budget: int, *, resolution: int = 0, queue_model: str = "meanfield") -> RunRecord:
     """Run ``method`` on benchmark ``name`` (a fresh problem: safe in a worker process)."""
-    problem = placement_problem(load_benchmark(name))
+    problem = placement_problem(load_benchmark(name), queue_model=queue_model)
     options = {"resolution": resolution} if method == "grid" else {}
     result, stamps = _timed_run(problem, method, budget, None if method == "grid" else seed, **options)
     curve = feasible_best_so_far(result.feasible, result.coverages)

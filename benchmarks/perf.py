@@ -40,6 +40,7 @@ from edgeprefix.placement.model.instance import (
     Instance,
     atomic_write_text,
     default_instance,
+    load_instance,
 )
 from edgeprefix.placement.progress import progress_bar
 
@@ -131,11 +132,58 @@ def render(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def queue_model_cases(quick: bool) -> list[tuple[str, Instance, object]]:
+    """Every benchmark instance (with the mix its comparisons use) and the synthetic α = 2.5 case."""
+    import json as _json
+
+    folder = Path(__file__).resolve().parent / "instances"
+    medium = load_instance(folder / "medium_forest.toml")
+    optimum = _json.loads((folder / "medium_forest.checks.json").read_text())["optimum"]["mix"]
+    moon = load_instance(folder / "mooncake_large.toml")
+    out = [("paper_baseline", default_instance(), None), ("paper_calibrated", load_instance("paper_calibrated"), None),
+           ("medium_forest", medium, optimum), ("mooncake_large", moon, np.full(len(moon.profiles), 1.0 / len(moon.profiles)))]
+    if not quick:
+        out.append(("synthetic 64×16 (α=2.5)", synthetic_instance(64, 16, alpha=2.5), None))
+    return out
+
+
+def queue_model_rows(quick: bool) -> list[dict[str, object]]:
+    """Median wall and CPU time of ``evaluate(...).coverage(τ_0)`` with each queue model (docs/model.md §14),
+    the two interleaved so that both see the same machine load."""
+    rows = []
+    for name, inst, mix in queue_model_cases(quick):
+        reps = 5 if "synthetic" in name else (20 if quick else 60)
+        times: dict[str, list[tuple[float, float]]] = {"meanfield": [], "cell": []}
+        for qm in times:  # warm-up
+            evaluate(inst, mix, queue_model=qm).coverage()
+        for _ in range(reps):
+            for qm in times:
+                wall, cpu = time.perf_counter(), time.process_time()
+                evaluate(inst, mix, queue_model=qm).coverage()
+                times[qm].append((time.perf_counter() - wall, time.process_time() - cpu))
+        med = {qm: np.median(np.array(v), axis=0) * 1e3 for qm, v in times.items()}
+        rows.append({"case": name, "profiles": len(inst.profiles), "types": len(inst.requests),
+                     "meanfield_ms": float(med["meanfield"][0]), "cell_ms": float(med["cell"][0]),
+                     "meanfield_cpu_ms": float(med["meanfield"][1]), "cell_cpu_ms": float(med["cell"][1]),
+                     "ratio": float(med["cell"][0] / med["meanfield"][0]), "cpu_ratio": float(med["cell"][1] / med["meanfield"][1])})
+    return rows
+
+
+def render_queue_models(rows: list[dict[str, object]]) -> str:
+    head = f"{'case':<26}{'S×Q':>8}{'meanfield ms':>13}{'cell ms':>9}{'ratio':>7}{'CPU ratio':>10}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['case']:<26}{str(r['profiles']) + '×' + str(r['types']):>8}{r['meanfield_ms']:>13.2f}{r['cell_ms']:>9.2f}"
+                     f"{r['ratio']:>7.2f}{r['cpu_ratio']:>10.2f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="folder for perf.json and perf.csv")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--no-reference", action="store_true", help="skip the scipy.quad reference")
+    parser.add_argument("--no-queue-models", action="store_true", help="skip the meanfield vs cell cost table")
     parser.add_argument("--startup-repeats", type=int, default=None, metavar="N",
                         help="timed runs per command of the start-up table (default: 15, --quick: 5; 0 skips it)")
     parser.add_argument("--projection-points", type=int, default=None, metavar="N",
@@ -151,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_case(case, with_reference=not args.no_reference))
     print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}")
     print(render(rows))
+    queue_rows = [] if args.no_queue_models else queue_model_rows(args.quick)
+    if queue_rows:
+        print()
+        print("queue models: evaluate(...).coverage(τ_0), median of interleaved runs (docs/model.md §14)")
+        print(render_queue_models(queue_rows))
     startup_rows = startup.measure(repeats) if repeats else []
     if startup_rows:
         print()
@@ -166,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         payload = {
             "machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows,
             "projection": [{**dataclasses.asdict(r), "ratio": r.ratio} for r in projection_rows],
+            "queue_models": queue_rows,
         }
         atomic_write_text(args.out / "perf.json", json.dumps(payload, indent=2) + "\n")
         buffer = io.StringIO()

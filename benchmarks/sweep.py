@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any
 
 from edgeprefix.benchmarks.seeds import SEEDS_HELP, seeds_argument
-from edgeprefix.formulations.objective import POLICIES
+from edgeprefix.formulations.objective import POLICIES, QUEUE_MODELS
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import atomic_write_text, load_instance
@@ -72,6 +72,7 @@ class Sweep:
     options: tuple[tuple[str, Any], ...] = field(default=())
     policy: str = "load_aware"
     target: float | None = None
+    queue_model: str = "meanfield"  # docs/model.md §14
 
     def __post_init__(self) -> None:
         for key in ("instances", "loads", "densities", "seeds"):
@@ -94,7 +95,7 @@ class Sweep:
 def run_cell(sweep: Sweep, cell: Cell) -> dict[str, Any]:
     """Solve one cell and return its CSV row (floats as ``repr``, the mix as ``id=share;...``)."""
     instance = load_instance(cell.instance).with_network(request_intensity=cell.load, edge_density=cell.density)
-    problem = placement_problem(instance, target=sweep.target, policy=sweep.policy)
+    problem = placement_problem(instance, target=sweep.target, policy=sweep.policy, queue_model=sweep.queue_model)
     result = solve(problem, sweep.method, budget=sweep.budget, seed=cell.seed, **dict(sweep.options))
     return {
         "instance": instance.name, "load": repr(cell.load), "density": repr(cell.density), "seed": cell.seed,
@@ -147,6 +148,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=None, metavar="N", help="evaluations per cell (grid: every point)")
     parser.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (only with --method grid)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware")
+    parser.add_argument("--queue-model", default="meanfield", metavar="MODEL",
+                        help="queue model of the coverage: meanfield (eq. (39)) or cell (docs/model.md §14); default: meanfield")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
     where.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
@@ -164,7 +167,15 @@ def sweep_from_args(args: argparse.Namespace) -> Sweep:
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per cell)")
-    return Sweep(tuple(args.instances), args.loads, args.densities, args.seeds, args.method, budget, options, args.policy)
+    return Sweep(tuple(args.instances), args.loads, args.densities, args.seeds, args.method, budget, options, args.policy,
+                 queue_model=_queue_model(args))
+
+
+def _queue_model(args: argparse.Namespace) -> str:
+    value = getattr(args, "queue_model", "meanfield")
+    if value not in QUEUE_MODELS:
+        raise ValueError(f"--queue-model: unknown {value!r} (valid: {', '.join(QUEUE_MODELS)})")
+    return value
 
 
 def _local(sweep: Sweep, workers: int | None) -> list[dict[str, Any]]:
@@ -210,7 +221,7 @@ def sweep_settings(sweep: Sweep) -> dict[str, Any]:
     """The sweep's settings as JSON-ready values."""
     return {"instances": list(sweep.instances), "loads": list(sweep.loads), "densities": list(sweep.densities),
             "seeds": list(sweep.seeds), "method": sweep.method, "budget": sweep.budget, "options": dict(sweep.options),
-            "policy": sweep.policy, "target": sweep.target}
+            "policy": sweep.policy, "target": sweep.target, "queue_model": sweep.queue_model}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ constraints), the objective ``min λ_b`` and the reliability constraint as an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +47,7 @@ def build_density_model(instance: Instance, reliability: float, mix: FloatArray 
     caps = share_caps(instance)
 
     def coverage_of(density: float, *pi: float) -> float:
-        scaled = CoverageObjective(instance.with_network(edge_density=density), objective.target, objective.policy, objective.evaluator)
+        scaled = replace(objective, instance=instance.with_network(edge_density=density))
         return scaled.score(clean_mix(pi, caps)).coverage
 
     model.coverage_of = pyo.ExternalFunction(coverage_of)
@@ -84,13 +84,14 @@ class DensityPlanningProblem:
         pi = self.mix if mix is None else np.asarray(mix, dtype=float)
         if pi is None:
             raise ValueError("a joint density problem needs a mix to score; use placement(density)")
-        objective = CoverageObjective(self.at_density(density), self.objective.target, self.objective.policy, self.objective.evaluator)
+        objective = replace(self.objective, instance=self.at_density(density))
         return objective.score(clean_mix(pi, share_caps(self.instance)), warm_start)
 
     def placement(self, density: float) -> PlacementProblem:
         """The §10.1 placement problem at ``λ_b = density`` (for the joint version)."""
         return placement_problem(
-            self.at_density(density), target=self.objective.target, policy=self.objective.policy, evaluator=self.objective.evaluator
+            self.at_density(density), target=self.objective.target, policy=self.objective.policy, evaluator=self.objective.evaluator,
+            queue_model=self.objective.queue_model,
         )
 
     def meets(self, score: Score) -> bool:
@@ -106,6 +107,7 @@ def density_problem(
     target: float | None = None,
     policy: str = "load_aware",
     evaluator: Evaluator | None = None,
+    queue_model: str = "meanfield",
 ) -> DensityPlanningProblem:
     """Build the density-planning problem (``mix=None``: joint with the mix).
 
@@ -118,9 +120,10 @@ def density_problem(
     if not (0.0 < zeta < 1.0):
         raise ValueError(f"reliability ζ must lie in (0, 1), got {plain(reliability)}")
     pi = None if mix is None else instance.mix_vector(mix)  # type: ignore[arg-type]
-    objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator)
+    objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator,
+                                  queue_model)
     if pi is None:
-        placement_problem(instance, target=objective.target, policy=policy, evaluator=evaluator)  # checks the polytope
+        placement_problem(instance, target=objective.target, policy=policy, evaluator=evaluator, queue_model=queue_model)  # checks the polytope
     else:
         pi.setflags(write=False)
     model = build_density_model(instance, zeta, pi, objective)

@@ -232,6 +232,7 @@ class MigrationProblem:
     target: float | None = None
     policy: str = "load_aware"
     evaluator: Evaluator | None = field(default=None, compare=False)
+    queue_model: str = "meanfield"  # docs/model.md §14
 
     def __post_init__(self) -> None:
         if not self.epochs:
@@ -259,7 +260,8 @@ class MigrationProblem:
         instance = self.epoch_instance(e)
         previous = np.asarray(previous, dtype=float)
         objective = CoverageObjective(
-            instance, instance.placement.target if self.target is None else float(self.target), self.policy, self.evaluator
+            instance, instance.placement.target if self.target is None else float(self.target), self.policy, self.evaluator,
+            self.queue_model,
         )
         model = pyo.ConcreteModel(name=f"migration_epoch[{e}]")
         declare_mix(model, instance)

@@ -25,6 +25,7 @@ from edgeprefix.placement.model.instance import Instance
 FloatArray = npt.NDArray[np.float64]
 INFEASIBLE_BASE = -1.0  # score offset of an unstable or non-converged point
 POLICIES = ("load_aware", "prefix", "nearest")
+QUEUE_MODELS = ("meanfield", "cell")
 
 Evaluator = Callable[..., Any]  # evaluate(instance, mix, policy, *, target=..., warm_start=...)
 
@@ -101,32 +102,38 @@ class CoverageObjective:
     target : ``τ_0`` in seconds.
     policy : routing policy (``load_aware``, ``prefix`` or ``nearest``).
     evaluator : ``evaluate`` of the model layer (injectable for tests).
+    queue_model : ``meanfield`` (eq. (39)) or ``cell`` (per-node load law, docs/model.md §14).
     """
 
     instance: Instance
     target: float
     policy: str = "load_aware"
     evaluator: Evaluator | None = None
+    queue_model: str = "meanfield"
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.target) and self.target > 0):
             raise ValueError(f"target τ_0 must be a positive number of seconds, got {plain(self.target)}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {list(POLICIES)}, got {self.policy!r}")
+        if self.queue_model not in QUEUE_MODELS:
+            raise ValueError(f"queue_model: unknown {self.queue_model!r} (valid: {list(QUEUE_MODELS)})")
 
     def score(self, mix: FloatArray, warm_start: FloatArray | None = None) -> Score:
         """Evaluate a clean mix (see :func:`clean_mix`) and score it."""
         evaluate = self.evaluator or default_evaluator()
-        ev = evaluate(self.instance, mix, self.policy, target=self.target, warm_start=warm_start)
+        extra = {} if self.queue_model == "meanfield" else {"queue_model": self.queue_model}
+        ev = evaluate(self.instance, mix, self.policy, target=self.target, warm_start=warm_start, **extra)
         return self._scored(mix, ev, float(ev.coverage(self.target)))
 
     def score_many(self, mixes: Sequence[FloatArray], warm_start: FloatArray | None = None) -> list[Score]:
         """:meth:`score` of every clean mix, in one batched evaluation (docs/model.md §16).
 
         Every fixed point starts from ``warm_start``.  With an injected ``evaluator`` the mixes
-        are scored one by one, each warm-started from the previous one.
+        are scored one by one, each warm-started from the previous one; so are they under the cell
+        queue model (the batched path is the mean field's).
         """
-        if self.evaluator is not None:
+        if self.evaluator is not None or self.queue_model != "meanfield":
             scores: list[Score] = []
             for mix in mixes:
                 scores.append(self.score(mix, warm_start))

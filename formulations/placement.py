@@ -24,6 +24,7 @@ from edgeprefix.formulations.objective import (
     clean_mix,
     clean_mixes,
 )
+from edgeprefix.formulations.simulated import SimulationObjective, SimulationSettings
 from edgeprefix.placement.errors import InfeasibleConstraintsError
 from edgeprefix.placement.model.instance import Instance
 
@@ -165,8 +166,14 @@ def placement_problem(
     target: float | None = None,
     policy: str = "load_aware",
     evaluator: Evaluator | None = None,
+    queue_model: str = "meanfield",
+    simulation: SimulationSettings | None = None,
 ) -> PlacementProblem:
     """Build the placement problem of ``instance`` (τ_0 defaults to ``placement.target``).
+
+    ``queue_model`` (``meanfield`` or ``cell``, docs/model.md §14) sets the coverage model;
+    ``simulation`` replaces the model by the network simulator on a fixed seed set
+    (:class:`~edgeprefix.formulations.simulated.SimulationSettings`; slow: small instances only).
 
     Raises
     ------
@@ -174,7 +181,11 @@ def placement_problem(
         When the simplex, budget ``B̄``, fallback ``π_min`` and caps ``π_s^max`` admit no mix
         (checked here, before any search).
     """
-    objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator)
+    tau = instance.placement.target if target is None else float(target)
+    if simulation is not None:  # simulation in the loop (a reference for small instances)
+        objective = SimulationObjective(instance, tau, policy, simulation, evaluator)
+    else:
+        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model)
     model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
     constraints = read_linear_constraints(model, model.pi)
     diagnose_infeasibility(instance)

@@ -117,3 +117,25 @@ def fmt(value: float | None, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
     return f"{value:.{digits}f}"
+
+
+QUEUE_MODELS = ("meanfield", "cell")  # mirrors edgeprefix.placement.model.cell.QUEUE_MODELS (kept here for a fast start)
+
+
+def add_queue_model_argument(parser: argparse.ArgumentParser) -> None:
+    """``--queue-model meanfield|cell`` (docs/model.md §14); checked by :func:`queue_model_from_args`."""
+    parser.add_argument(
+        "--queue-model",
+        default="meanfield",
+        metavar="MODEL",
+        help="queue model of the coverage: meanfield (eq. (39), every node at its tier's load) or cell "
+        "(per-node load law, docs/model.md §14); default: meanfield",
+    )
+
+
+def queue_model_from_args(args: argparse.Namespace) -> str:
+    """The ``--queue-model`` value, or a one-line ``ValueError`` naming the option."""
+    value = getattr(args, "queue_model", "meanfield")
+    if value not in QUEUE_MODELS:
+        raise ValueError(f"--queue-model: unknown {value!r} (valid: {', '.join(QUEUE_MODELS)})")
+    return value

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgeprefix.commands._common import at_least, print_json
+from edgeprefix.commands._common import add_queue_model_argument, at_least, print_json, queue_model_from_args
 
 if TYPE_CHECKING:
     from edgeprefix.benchmarks.compare import CompareConfig
@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed values of every stochastic method: a list (0,3,7), an inclusive range (0-9) or both "
                         "(default: 0-9; --quick: 0-1)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default: 1)")
+    add_queue_model_argument(parser)
     parser.add_argument("--grid-limit", type=int, default=None,
                         help="largest feasible 1/20 lattice searched exhaustively for the reference P* (default: 5000; --quick: 500)")
     parser.add_argument("--quick", action="store_true", help="smoke run: paper_baseline + medium_forest, budgets 10,20, 2 seeds, grid limit 500")
@@ -87,6 +88,7 @@ def config_from_args(args: argparse.Namespace) -> CompareConfig:
         seed_values=args.seeds or (),
         grid_limit=args.grid_limit if args.grid_limit is not None else (500 if quick else 5000),
         jobs=args.jobs,
+        queue_model=queue_model_from_args(args),
     )
 
 

@@ -7,11 +7,13 @@ import sys
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_queue_model_argument,
     fmt,
     instance_from_args,
     network_text,
     parse_mix,
     print_json,
+    queue_model_from_args,
     target_text,
 )
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
@@ -33,13 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
+    add_queue_model_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
-    ev = evaluate(instance, parse_mix(args.mix), args.policy, target=args.target, method=args.method)
+    ev = evaluate(instance, parse_mix(args.mix), args.policy, target=args.target, method=args.method,
+                  queue_model=queue_model_from_args(args))
     if args.json:
         print_json(ev.to_dict())
     else:
@@ -61,7 +65,8 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
     fp = d["fixed_point"]
     lines = [
         "  ".join(filter(None, [f"instance {d['instance']}", network, f"policy {d['policy']}",
-                                target_text("τ", d["target"], args or argparse.Namespace())])),
+                                target_text("τ", d["target"], args or argparse.Namespace()),
+                                f"queue model {d['queue_model']}" if d["queue_model"] != "meanfield" else ""])),
         "mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
         "",
         f"TTFT coverage at τ          {fmt(d['coverage'])}",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 
-from edgeprefix.commands._common import fmt, print_json
+from edgeprefix.commands._common import add_queue_model_argument, fmt, print_json, queue_model_from_args
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.migration import load_migration
 from edgeprefix.formulations.objective import POLICIES
@@ -40,13 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         parser, default_method="grid", budget_help="evaluations per epoch (grid: every point; with --joint: in total, default 300)"
     )
     parser.set_defaults(method=None)  # grid, or spsa with --joint
+    add_queue_model_argument(parser)
     parser.add_argument("--joint", action="store_true", help="search all epochs' mixes at once instead of epoch by epoch")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = load_migration(args.epochs_file, policy=args.policy)
+    queue_model = queue_model_from_args(args)
+    problem = load_migration(args.epochs_file, policy=args.policy, queue_model=queue_model)
     args.method = args.method or ("spsa" if args.joint else "grid")
     if args.method != "grid" and args.budget is None and not args.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per epoch)")
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
     )
     if args.json:
-        print_json(solution.to_dict())
+        print_json({**solution.to_dict(), "queue_model": queue_model})
     else:
         print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
     return 0

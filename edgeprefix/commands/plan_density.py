@@ -6,11 +6,13 @@ import argparse
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_queue_model_argument,
     fmt,
     instance_from_args,
     network_text,
     parse_mix,
     print_json,
+    queue_model_from_args,
     target_text,
 )
 from edgeprefix.commands.solve import add_search_arguments, search_options
@@ -32,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--mix", default=None, help="fixed profile shares, e.g. none=0.2,shallow=0.5,deep=0.3")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    add_queue_model_argument(parser)
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -40,12 +43,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
-    problem = density_problem(instance, args.reliability, mix=parse_mix(args.mix), target=args.target, policy=args.policy)
+    queue_model = queue_model_from_args(args)
+    problem = density_problem(instance, args.reliability, mix=parse_mix(args.mix), target=args.target, policy=args.policy,
+                              queue_model=queue_model)
     if args.method != "grid" and args.budget is None and problem.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
     if args.json:
-        print_json(plan.to_dict())
+        print_json({**plan.to_dict(), "queue_model": queue_model})
     else:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args))
     return 0

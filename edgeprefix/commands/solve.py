@@ -28,11 +28,13 @@ from typing import Any
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_queue_model_argument,
     at_least,
     fmt,
     instance_from_args,
     network_text,
     print_json,
+    queue_model_from_args,
     target_text,
     wrote,
 )
@@ -62,6 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_arguments(parser, default_method="spsa", budget_help=f"black-box evaluations (default: {DEFAULT_BUDGET}; grid: every point)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    add_queue_model_argument(parser)
+    parser.add_argument("--objective", default="coverage", metavar="OBJ",
+                        help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
+                        "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
+    parser.add_argument("--sim-seeds", default="0-3", metavar="SEEDS", help="seeds of --objective simulation (default 0-3)")
+    parser.add_argument("--sim-nodes", type=float, default=300.0, metavar="N", help="nodes of --objective simulation (default 300)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
     add_distributed_arguments(parser)
@@ -181,11 +189,29 @@ class Interrupt:
         return self.hit
 
 
+def simulation_from_args(args: argparse.Namespace):
+    """``--objective simulation`` settings, or ``None`` for the model's coverage."""
+    if args.objective not in ("coverage", "simulation"):
+        raise ValueError(f"--objective: unknown {args.objective!r} (valid: coverage, simulation)")
+    if args.objective == "coverage":
+        return None
+    from edgeprefix.benchmarks.seeds import parse_seeds
+    from edgeprefix.formulations.simulated import SimulationSettings
+
+    try:
+        seeds = parse_seeds(args.sim_seeds)
+    except ValueError as exc:
+        raise ValueError(f"--sim-seeds: {str(exc).removeprefix('--seeds: ')}") from None
+    return SimulationSettings(seeds=tuple(seeds), nodes=args.sim_nodes)
+
+
 def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--seed")
     at_least(args, 1, "--budget", "--workers", "--resolution")
     instance = instance_from_args(args)
-    problem = placement_problem(instance, target=args.target, policy=args.policy)
+    queue_model = queue_model_from_args(args)
+    simulation = simulation_from_args(args)
+    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation)
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
@@ -215,7 +241,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     overrides = {k: v for k, v in (("request_intensity", args.intensity), ("edge_density", args.density)) if v is not None}
-    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "seed": args.seed,
+    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "queue_model": queue_model,
+               "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
                "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
     # The answer reaches stdout before the disk is touched: a failed write never loses it.

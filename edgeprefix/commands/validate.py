@@ -26,12 +26,14 @@ import numpy as np
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_queue_model_argument,
     at_least,
     fmt,
     instance_from_args,
     network_text,
     parse_mix,
     print_json,
+    queue_model_from_args,
     wrote,
 )
 from edgeprefix.placement.atomic import atomic_savefig
@@ -54,6 +56,7 @@ from edgeprefix.placement.simulation.layout import (
 from edgeprefix.placement.simulation.mmc import simulate_mmc
 
 # the telemetry periods of ``--baselines`` (staleness_sweep's default), run one at a time
+COVERAGE_TABLE_KEYS = ("intensity", "policy", "simulated", "simulated_se", "meanfield", "cell")
 STALENESS_PERIODS = tuple(inspect.signature(staleness_sweep).parameters["periods"].default)
 
 
@@ -84,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=float, default=VALIDATION_SPEC.warmup, metavar="SECONDS", help="discarded seconds (default 60)")
     parser.add_argument("--replications", type=int, default=2, help="independent networks per table cell (default 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
+    parser.add_argument("--no-online", action="store_true",
+                        help="skip the online router (fresh per-node telemetry) on the load-aware rows of the coverage table")
+    add_queue_model_argument(parser)
     parser.add_argument("--baselines", action="store_true", help="also run the online router and production baselines (slower)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--out", default=None, metavar="DIR", help="write PNG comparison plots to DIR")
@@ -103,13 +109,14 @@ def run(args: argparse.Namespace) -> int:
     check_memory(8.0 * args.samples * (3 * len(instance.profiles) + 3 * len(instance.requests)), "--samples",
                  f"a Monte Carlo association of {args.samples} samples", "lower --samples")
     intensities = _floats(args.intensities, "--intensities")
+    queue_model = queue_model_from_args(args)
     tau = float(instance.placement.target if args.target is None else args.target)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
                    layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"))
     small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
     cells = [(lam, policy) for lam in intensities for policy in ANALYTICAL_POLICIES]
     steps = len(ANALYTICAL_POLICIES) + 2 + len(cells) + (len(intensities) + len(STALENESS_PERIODS) if args.baselines else 0)
-    report: dict = {"instance": instance.name, "target": tau}
+    report: dict = {"instance": instance.name, "target": tau, "queue_model": queue_model}
     with progress_bar(total=steps, desc="validate", unit="step") as bar:
         def step(label: str) -> None:
             bar.set_postfix_str(label, refresh=False)
@@ -122,15 +129,18 @@ def run(args: argparse.Namespace) -> int:
         step("edge effect")
         # one (Λ, policy) cell at a time: the same seeds as one call over all cells, so the same rows
         report["coverage"] = []
+        report["coverage_table"] = []  # the JSON contract: both queue models side by side
         for lam, policy in cells:
             rows = compare_coverage(instance, mix, intensities=(lam,), policies=(policy,), spec=spec,
-                                    replications=args.replications, tau=tau, seed=args.seed)
+                                    replications=args.replications, tau=tau, seed=args.seed, online=not args.no_online)
             report["coverage"] += [row.to_dict() for row in rows]
+            report["coverage_table"] += [{key: row.to_dict()[key] for key in COVERAGE_TABLE_KEYS} for row in rows]
             step(f"coverage Λ = {lam:g} {policy}")
         if args.baselines:
             report["policies"] = []
             for lam in intensities:
-                report["policies"] += policy_table(instance, mix, intensities=(lam,), spec=small, tau=tau, seed=args.seed)
+                report["policies"] += policy_table(instance, mix, intensities=(lam,), spec=small, tau=tau, seed=args.seed,
+                                                   queue_model=queue_model)
                 step(f"policies Λ = {lam:g}")
             report["staleness"] = []
             heavy = instance.with_network(request_intensity=max(intensities))
@@ -230,13 +240,17 @@ def render(report: dict, instance, network: str = "") -> str:
                   "vs the plane's Rayleigh law (reference: 1.36/√nodes)",
               "  " + "  ".join(f"{sid}: {fmt(d['kolmogorov'], 3)} (ref {fmt(d['reference'], 3)})"
                                for sid, d in report["edge_effect"].items())]
-    lines += ["", "TTFT coverage: network simulation vs analysis, its Gamma-law correction and node-level Erlang C",
-              f"{'Λ':>4} {'policy':<11}{'simulated':>10}{'± SE':>8}{'analysis':>9}{'error':>8}{'Gamma':>8}{'error':>8}"
-              f"{'node':>8}{'error':>8}  closest"]
+    lines += ["", "TTFT coverage: network simulation (Theorem 1's tier rule) vs the mean-field model (eq. (39)), the cell model "
+              "(§14), the sampled Gamma-law and node-level Erlang-C corrections; 'online': the online router with fresh "
+              "per-node telemetry on the same networks",
+              f"{'Λ':>4} {'policy':<11}{'simulated':>10}{'± SE':>8}{'meanfield':>10}{'error':>8}{'cell':>8}{'error':>8}"
+              f"{'Gamma':>8}{'error':>8}{'node':>8}{'error':>8}{'online':>8}{'± SE':>7}  closest"]
     for d in report["coverage"]:
+        online = f"{d['online']:>8.4f}{d['online_se']:>7.4f}" if d.get("online") is not None and np.isfinite(d["online"]) else f"{'—':>8}{'':>7}"
         lines.append(f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>10.4f}{d['simulated_se']:>8.4f}"
-                     f"{d['analytical']:>9.4f}{d['error_analytical']:>+8.4f}{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
-                     f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}  {d['closest']}")
+                     f"{d['analytical']:>10.4f}{d['error_analytical']:>+8.4f}{d['cell']:>8.4f}{d['error_cell']:>+8.4f}"
+                     f"{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
+                     f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}{online}  {d['closest']}")
     if "policies" in report:
         ids = instance.profile_ids
         lines += ["", "policies (simulated): coverage, TTFT quantiles [s], per-profile utilisation",
@@ -328,6 +342,7 @@ def coverage_figure(report: dict):
         color = f"C{i}"
         ax.plot(lam, [d["analytical"] for d in rows], "-", color=color, label=f"{policy}: analysis")
         ax.plot(lam, [d["gamma"] for d in rows], ":", color=color, label=f"{policy}: Gamma-law correction")
+        ax.plot(lam, [d["cell"] for d in rows], "-.", color=color, label=f"{policy}: cell model (§14)")
         ax.plot(lam, [d["node_erlang"] for d in rows], "--", color=color, label=f"{policy}: node-level Erlang C")
         ax.errorbar(lam, [d["simulated"] for d in rows], yerr=[2 * d["simulated_se"] for d in rows], fmt="o",
                     color=color, label=f"{policy}: simulation ± 2 SE")

@@ -18,6 +18,7 @@ from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.association import default_nodes
 from edgeprefix.placement.model.catalogue import catalogue_evaluation
+from edgeprefix.placement.model.cell import CellLoad, cell_coverage_pairs, cell_load, check_queue_model
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -69,6 +70,7 @@ class Evaluation:
     fixed_point: FixedPointReport | None
     kernel: SpatialKernel = field(repr=False)
     service_scv: FloatArray | None = None  # C_S² per tier under the M/G/c law (docs/model.md §19.6), else None
+    queue_model: str = "meanfield"  # "cell": coverage averaged over the per-node load (docs/model.md §14)
 
     # -- lazily computed spatial moments ----------------------------------------------------
     @cached_property
@@ -101,9 +103,31 @@ class Evaluation:
         xi = self.instance.network.radio_scale
         return self.kernel.error(self.densities[self.active], self.bias[self.active] / xi, self.instance.network.radio_exponent)
 
+    # -- cell-load queue model (docs/model.md §14) ------------------------------------------
+    @cached_property
+    def cell_load(self) -> CellLoad:
+        """Per-node load law of the active tiers (variance ``v_s``, skewness ``γ_s``, ``M_{s,q}``)."""
+        inst, act = self.instance, self.active
+        work = inst.network.request_intensity * inst.probabilities[None, :] * inst.service_time[act]
+        return cell_load(self.densities[act], self.bias[act] / inst.network.radio_scale, inst.network.radio_exponent, work)
+
+    def _cell_pairs(self, tau: float) -> FloatArray:
+        inst, act = self.instance, self.active
+        return cell_coverage_pairs(
+            self.cell_load,
+            tau,
+            radio_scale=inst.network.radio_scale,
+            first_token=inst.first_token_time[act],
+            servers=inst.concurrency[act].astype(float),
+            offered_load=(self.arrival_rate * self.mean_service)[act],
+            mean_service=self.mean_service[act],
+        )
+
     # -- coverage and quantiles -------------------------------------------------------------
     def _coverage_pairs(self, tau: float, queue: bool) -> FloatArray:
         inst, act = self.instance, self.active
+        if queue and self.queue_model == "cell":
+            return self._cell_pairs(tau)
         if not np.isfinite(tau):
             return np.where(self._stable_tiers()[:, None] | (not queue), self.association[act], 0.0)
         xi = inst.network.radio_scale
@@ -234,6 +258,7 @@ class Evaluation:
         return {
             "instance": inst.name,
             "policy": self.policy,
+            "queue_model": self.queue_model,
             "target": tau,
             "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
             "coverage": float(self.coverage(tau)),
@@ -334,6 +359,7 @@ def evaluate(
     rho_clip: float = RHO_CLIP,
     kernel: SpatialKernel | None = None,
     record_history: bool = False,
+    queue_model: str = "meanfield",
 ) -> Evaluation:
     """Evaluate a profile mix ``π`` under a routing policy (docs/model.md §5–8).
 
@@ -347,8 +373,12 @@ def evaluate(
     method : fixed-point method, ``robust`` or ``damped`` (the paper's iteration).
     warm_start : advertised delays ``W̄`` ``(S,)`` to start from (e.g. a neighbouring point's).
     kernel : spatial kernel (default :class:`AnalyticKernel`).
+    queue_model : ``meanfield`` (eq. (39): every node carries its tier's load) or ``cell`` (the
+        per-node load law of docs/model.md §14 in coverage and quantiles; the routing
+        equilibrium, ``W̄`` and ``T̄`` are the mean-field ones).
     """
     check_policy(policy)
+    check_queue_model(queue_model)
     pi = instance.mix_vector(mix)
     tau = instance.placement.target if target is None else float(target)
     if not (np.isfinite(tau) and tau > 0):
@@ -498,6 +528,7 @@ def evaluate(
         fixed_point=report,
         kernel=kernel,
         service_scv=_scatter(scv_active, active) if mgc else None,
+        queue_model=queue_model,
     )
 
 

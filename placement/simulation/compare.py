@@ -48,6 +48,9 @@ class CoverageRow:
     node_erlang : :func:`node_erlang_coverage` (per-node loads and distances jointly sampled).
     simulated : mean coverage over the replications; ``simulated_se`` its standard error
         (spread across replications, or batch means when there is one).
+    cell : the cell-load queue model (docs/model.md §14) at the same operating point.
+    online, online_se : the online router with fresh per-node telemetry (docs/model.md §11) on
+        the same networks and arrivals (load-aware rows with ``online=True``; else NaN).
     """
 
     intensity: float
@@ -60,10 +63,14 @@ class CoverageRow:
     requests: int
     utilization_analytical: FloatArray = field(repr=False)
     utilization_simulated: FloatArray = field(repr=False)
+    cell: float = float("nan")
+    online: float = float("nan")
+    online_se: float = float("nan")
 
     def closest(self) -> str:
         """Which model is nearest to the simulation."""
-        errors = {"analytical": self.analytical, "gamma": self.gamma, "node_erlang": self.node_erlang}
+        errors = {"analytical": self.analytical, "gamma": self.gamma, "node_erlang": self.node_erlang, "cell": self.cell}
+        errors = {k: v for k, v in errors.items() if np.isfinite(v)}
         return min(errors, key=lambda k: abs(errors[k] - self.simulated))
 
     def to_dict(self) -> dict:
@@ -78,6 +85,11 @@ class CoverageRow:
             "error_analytical": self.analytical - self.simulated,
             "error_gamma": self.gamma - self.simulated,
             "error_node_erlang": self.node_erlang - self.simulated,
+            "meanfield": self.analytical,
+            "cell": self.cell,
+            "error_cell": self.cell - self.simulated,
+            "online": self.online,
+            "online_se": self.online_se,
             "closest": self.closest(),
             "requests": self.requests,
             "utilization_analytical": [float(v) for v in self.utilization_analytical],
@@ -96,12 +108,15 @@ def compare_coverage(
     tau: float | None = None,
     seed: int | None = 0,
     node_points: int = 300,
+    online: bool = False,
 ) -> list[CoverageRow]:
     """Simulated vs analytical TTFT coverage for each (Λ, policy).
 
     Each replication draws its own network and arrivals from ``seed``; the same seeds are
     used for every policy (common random numbers).  The node-level Erlang-C coverage uses
     a network of the simulation's size with ``node_points`` request locations per node.
+    ``online`` also simulates, on the load-aware rows, the online router with fresh per-node
+    telemetry (k = 2 candidates per profile) on the same seeds.
     """
     if replications < 1:
         raise ValueError(f"replications: must be >= 1, got {plain(replications)}")
@@ -115,10 +130,13 @@ def compare_coverage(
             router = analytical_router(ev)
             runs = [simulate_network(inst, mix, router, spec, seed=np.random.default_rng(s)) for s in seeds]
             covs = np.array([r.coverage(tau) for r in runs])
-            if replications > 1:
-                se = float(covs.std(ddof=1) / np.sqrt(replications))
-            else:
-                se = runs[0].coverage_standard_error(tau)
+            se = _standard_error(covs, runs, tau)
+            online_cov = online_se = float("nan")
+            if online and policy == "load_aware":
+                live = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
+                online_runs = [simulate_network(inst, mix, live, spec, seed=np.random.default_rng(s)) for s in seeds]
+                online_covs = np.array([r.coverage(tau) for r in online_runs])
+                online_cov, online_se = float(online_covs.mean()), _standard_error(online_covs, online_runs, tau)
             rows.append(CoverageRow(
                 intensity=float(lam),
                 policy=policy,
@@ -131,8 +149,18 @@ def compare_coverage(
                 requests=int(sum(r.requests for r in runs)),
                 utilization_analytical=np.nan_to_num(np.asarray(ev.utilization, dtype=float)),
                 utilization_simulated=np.nanmean([r.tier_utilization() for r in runs], axis=0),
+                cell=float(evaluate(inst, mix, policy, target=tau, queue_model="cell").coverage(tau)),
+                online=online_cov,
+                online_se=online_se,
             ))
     return rows
+
+
+def _standard_error(covs: FloatArray, runs, tau: float) -> float:
+    """Spread across replications, or batch means within the one run."""
+    if covs.size > 1:
+        return float(covs.std(ddof=1) / np.sqrt(covs.size))
+    return runs[0].coverage_standard_error(tau)
 
 
 def policy_table(
@@ -145,8 +173,11 @@ def policy_table(
     spec: SimulationSpec = VALIDATION_SPEC,
     tau: float | None = None,
     seed: int | None = 0,
+    queue_model: str = "meanfield",
 ) -> list[dict]:
     """Coverage, p50/p95/p99 TTFT and per-tier utilisation for every policy and Λ.
+
+    ``analytical_coverage`` of the analytical rows is the ``queue_model``'s (docs/model.md §14).
 
     Rows: the three analytical policies (simulated as Theorem 1's rule), the online
     router with live telemetry (``load_aware_online``), and the production baselines
@@ -159,7 +190,7 @@ def policy_table(
         inst = instance.with_network(request_intensity=float(lam))
         routers = []
         for policy in ANALYTICAL_POLICIES:
-            ev = evaluate(inst, mix, policy, target=tau)
+            ev = evaluate(inst, mix, policy, target=tau, queue_model=queue_model)
             routers.append((analytical_router(ev), float(ev.coverage(tau))))
         if online:
             routers.append((OnlineRouter("load_aware", "telemetry", candidates_per_profile=2), None))

@@ -1,0 +1,169 @@
+"""The cell-load queue model (docs/model.md §14): closed-form limits, plumbing, and the simulation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from edgeprefix.cli import main
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.cell import SECTORS, cell_load, standard_nodes
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.simulation.compare import analytical_router
+from edgeprefix.placement.simulation.layout import LayoutSpec
+from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
+
+
+@pytest.fixture(scope="module")
+def calibrated():
+    return load_instance("paper_calibrated")
+
+
+def test_single_tier_is_the_voronoi_gamma_law():
+    """One tier, one type: the ray work is exponential, so v = 1/K, γ = 2/√K and M(v) = 1 + πλv/K."""
+    lam = np.array([0.7])
+    law = cell_load(lam, np.zeros((1, 1)), 2.0, np.array([[2.0]]))
+    assert law.variance[0] == pytest.approx(1.0 / SECTORS, rel=5e-3)
+    assert law.skewness[0] == pytest.approx(2.0 / np.sqrt(SECTORS), rel=2e-2)
+    v = np.array([[[0.0, 0.3, 1.0, 2.5]]])
+    expected = 1.0 + np.pi * lam[0] * v[0, 0] / SECTORS
+    np.testing.assert_allclose(law.conditional_mean(v)[0, 0], expected, rtol=5e-3)
+
+
+def test_equal_biases_give_one_law_for_every_tier():
+    """Nearest routing: every tier's region is a Poisson–Voronoi cell of the superposition."""
+    lam = np.array([0.45, 0.35, 0.2])
+    law = cell_load(lam, np.zeros((3, 2)), 2.0, np.array([[1.0, 2.0], [0.5, 1.5], [0.3, 0.9]]))
+    np.testing.assert_allclose(law.variance, 1.0 / SECTORS, rtol=5e-3)
+
+
+def test_standard_nodes_are_standardised():
+    z = standard_nodes(np.array([0.0, 0.5, 2.0]))
+    np.testing.assert_allclose(z.mean(axis=1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(z.var(axis=1), 1.0, rtol=1e-12)
+    skew = ((z - z.mean(axis=1, keepdims=True)) ** 3).mean(axis=1)
+    assert skew[0] == pytest.approx(0.0, abs=1e-9) and skew[1] < skew[2]
+
+
+def test_meanfield_is_the_default_and_unchanged(calibrated):
+    base = evaluate(calibrated)
+    named = evaluate(calibrated, queue_model="meanfield")
+    assert base.queue_model == "meanfield"
+    assert named.coverage() == base.coverage()
+    np.testing.assert_array_equal(named.coverage_by_pair(), base.coverage_by_pair())
+
+
+def test_cell_keeps_the_operating_point_and_lowers_heavy_load_coverage(calibrated):
+    mf = evaluate(calibrated)
+    cell = evaluate(calibrated, queue_model="cell")
+    np.testing.assert_array_equal(cell.advertised_wait, mf.advertised_wait)  # same routing equilibrium
+    np.testing.assert_array_equal(cell.association, mf.association)
+    assert cell.coverage_queue_free() == mf.coverage_queue_free()
+    assert cell.coverage() < mf.coverage() - 0.1  # Λ = 3: the per-node load spread costs > 0.1
+    assert 0.0 < cell.coverage() <= cell.max_coverage <= 1.0
+
+
+def test_light_load_limit_is_the_mean_field(calibrated):
+    light = calibrated.with_network(request_intensity=0.05)
+    for policy in ("load_aware", "prefix", "nearest"):
+        assert evaluate(light, policy=policy, queue_model="cell").coverage() == pytest.approx(
+            evaluate(light, policy=policy).coverage(), abs=2e-3)
+
+
+def test_cell_coverage_is_monotone_in_tau_and_smooth_in_the_mix(calibrated):
+    ev = evaluate(calibrated, queue_model="cell")
+    curve = ev.coverage(np.linspace(0.2, 3.0, 15))
+    assert np.all(np.diff(curve) >= -1e-3)  # radial quadrature error (docs/model.md §14)
+    assert ev.ttft_quantile(0.4) == pytest.approx(float(np.interp(0.4, curve, np.linspace(0.2, 3.0, 15))), abs=0.1)
+    h = 1e-3
+    base = np.array([0.45, 0.35, 0.2])
+    d = np.array([1.0, -1.0, 0.0])
+    f = [evaluate(calibrated, base + k * h * d, queue_model="cell").coverage() for k in (-1, 0, 1)]
+    assert abs(f[2] - 2 * f[1] + f[0]) < 5e-5  # no jumps: second difference at the scale of h²
+
+
+def test_unknown_queue_model_is_one_clear_error(calibrated, capsys):
+    with pytest.raises(ValueError, match="queue_model"):
+        evaluate(calibrated, queue_model="exact")
+    with pytest.raises(ValueError, match="queue_model"):
+        placement_problem(calibrated, queue_model="exact")
+    assert main(["evaluate", "--queue-model", "exact"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--queue-model" in err[0]
+
+
+def test_json_echoes_the_queue_model(capsys):
+    assert main(["evaluate", "paper_calibrated", "--queue-model", "cell", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queue_model"] == "cell"
+    assert out["coverage"] == pytest.approx(evaluate(load_instance("paper_calibrated"), queue_model="cell").coverage())
+    assert main(["solve", "paper_calibrated", "--queue-model", "cell", "--budget", "6", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queue_model"] == "cell"
+    assert main(["plan-density", "paper_calibrated", "--reliability", "0.6", "--mix", "none=0.45,shallow=0.35,deep=0.2",
+                 "--queue-model", "cell", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["queue_model"] == "cell" and plan["coverage"] >= 0.6
+
+
+@pytest.mark.slow
+def test_cell_matches_the_network_simulation_where_the_mean_field_does_not(calibrated):
+    """Λ = 3, load-aware (Theorem 1's tier rule): the mean field is > 0.1 too high; the cell
+    model is within 0.015 + 2 SE of the simulation (4 networks of 1000 nodes)."""
+    spec = SimulationSpec(horizon=80.0, warmup=60.0, layout=LayoutSpec(mean_nodes=1000.0, counts="exact"))
+    mf = evaluate(calibrated)
+    cell = evaluate(calibrated, queue_model="cell")
+    seeds = np.random.SeedSequence(7).spawn(4)
+    covs = [simulate_network(calibrated, None, analytical_router(mf), spec, seed=np.random.default_rng(s)).coverage(0.8)
+            for s in seeds]
+    sim, se = float(np.mean(covs)), float(np.std(covs, ddof=1) / 2.0)
+    assert abs(cell.coverage() - sim) <= 0.015 + 2.0 * se
+    assert mf.coverage() - sim > 0.1
+
+
+def test_simulation_objective_uses_common_random_numbers(calibrated):
+    """Scoring a mix twice on the fixed seed set gives the same number; another mix differs."""
+    from edgeprefix.formulations.simulated import SimulationSettings
+
+    settings = SimulationSettings(seeds=(3,), nodes=60.0, horizon=10.0, warmup=5.0)
+    problem = placement_problem(calibrated.with_network(request_intensity=2.0), simulation=settings)
+    a = problem.score(np.array([0.45, 0.35, 0.2])).coverage
+    assert a == problem.score(np.array([0.45, 0.35, 0.2])).coverage
+    assert 0.0 < a < 1.0
+    assert problem.score(np.array([0.8, 0.0, 0.2])).coverage != a
+
+
+def test_solve_objective_simulation_cli(capsys):
+    assert main(["solve", "paper_calibrated", "--objective", "simulation", "--method", "grid", "--resolution", "5",
+                 "--sim-seeds", "0", "--sim-nodes", "60", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scored_by"] == "simulation" and out["feasible"]
+    assert main(["solve", "--objective", "oracle"]) == 2
+    assert "--objective" in capsys.readouterr().err
+
+
+def test_validation_benchmark_smoke():
+    """One small cell of the benchmark: structure, and the control variate's estimate is a coverage."""
+    from edgeprefix.benchmarks.cell_validation import benchmark_case, validate_case
+
+    rows = validate_case(benchmark_case("paper_calibrated"), se_target=0.05, max_reps=3, nodes=100.0,
+                         fractions=(0.35,), policies=("nearest",))
+    (row,) = rows
+    assert {"intensity", "policy", "simulated", "simulated_se", "meanfield", "cell"} <= set(row)
+    assert 0.0 < row["simulated"] < 1.0 and row["replications"] == 3
+    assert row["cell"] < row["meanfield"]
+
+
+def test_validate_json_has_the_coverage_table(capsys):
+    assert main(["validate", "paper_calibrated", "--intensities", "2", "--samples", "2000", "--customers", "500",
+                 "--nodes", "60", "--horizon", "6", "--warmup", "3", "--replications", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    table = report["coverage_table"]
+    assert [row["policy"] for row in table] == ["load_aware", "prefix", "nearest"]
+    for row in table:
+        assert set(row) == {"intensity", "policy", "simulated", "simulated_se", "meanfield", "cell"}
+        assert row["cell"] < row["meanfield"]
+    load_aware = next(r for r in report["coverage"] if r["policy"] == "load_aware")
+    assert 0.0 < load_aware["online"] <= 1.0  # the online router ran on the same networks
