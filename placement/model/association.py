@@ -37,7 +37,7 @@ from scipy.special import roots_legendre
 FloatArray = npt.NDArray[np.float64]
 G_MAX = 36.0  # truncate the cost axis where e^{−G} < 2.4e-16
 DEFAULT_NODES = 20  # Gauss–Legendre nodes per segment for α ≤ 2.5 (measured error < 5e-8)
-STEEP_NODES = 32  # nodes per segment above α = 2.5 (the tiers' ``(y − b)^{2/α}`` get rougher)
+STEEP_NODES = 32  # nodes per segment for 2.5 < α ≤ 3.5 (the tiers' ``(y − b)^{2/α}`` get rougher; more above)
 SUBSTITUTION_POWER = 2.0  # m = max(1, 2α): the starting tier's G is (x^m)^{2/α} = x^4
 
 

@@ -73,7 +73,8 @@ def _columns(lam: FloatArray, cols: slice) -> FloatArray:
 class AnalyticKernel:
     """Closed form at α = 2, breakpoint-aware Gauss–Legendre otherwise.
 
-    nodes : Gauss–Legendre nodes per segment (``None``: 20 for α ≤ 2.5, else 32).
+    nodes : Gauss–Legendre nodes per segment (``None``: :func:`default_nodes`, 20 for α ≤ 2.5 up to 64
+        above α = 4.5; docs/model.md eq. (6.18)).
 
     Densities ``lam`` may be ``(S,)`` or one per column ``(S, Q)`` (several mixes side by side).
     Every method works on blocks of types (:func:`column_blocks`), so its memory is bounded
