@@ -98,13 +98,19 @@ def result(figure: int, title: str, points: Iterable[Point], **extra: Any) -> di
 
 def table(payload: Mapping[str, Any]) -> str:
     """A fixed-width table of the points (paper's value and the difference where given)."""
+    points = payload["points"]
+    ws = min(46, max([28, *(len(str(p["series"])) + 2 for p in points)]))
+    wx = max([12, *(len(_cell(p["x"])) + 2 for p in points)])
     lines = [f"Fig. {payload['figure']}: {payload['title']}",
-             f"{'series':<28}{'x':>12}{'ours':>12}{'paper':>10}{'diff':>11}  holds"]
-    for p in payload["points"]:
+             f"{'series':<{ws}}{'x':>{wx}}{'ours':>12}{'paper':>10}{'diff':>11}  holds"]
+    for p in points:
         ours, paper = p["ours"], p["paper"]
         diff = ours - paper if isinstance(ours, (int, float)) and isinstance(paper, (int, float)) else None
-        holds = "" if "holds" not in p else f"  {'yes' if p['holds'] else 'NO'} ({p['relation']} ±{p['tolerance']:g})"
-        lines.append(f"{p['series']!s:<28}{_cell(p['x']):>12}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>11}{holds}")
+        holds = ""
+        if "holds" in p:
+            rule = f"≈ ±{p['tolerance']:g}" if p["relation"] == "≈" else p["relation"]
+            holds = f"  {'yes' if p['holds'] else 'NO'} ({rule})"
+        lines.append(f"{p['series']!s:<{ws}}{_cell(p['x']):>{wx}}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>11}{holds}")
     if "targets" in payload:
         t = payload["targets"]
         lines.append(f"paper targets checked: {t['checked']}, holding: {t['hold']}")

@@ -48,7 +48,8 @@ def markdown_table(report: dict[str, Any]) -> str:
         claim = r.get("claim") or r["series"]
         rel = r["relation"]
         paper = f"{rel} {_number(r['paper'])}" + (f" ± {_number(r['tolerance'])}" if rel == "≈" else "")
-        lines.append(f"| {r['figure']} | {claim} | {_number(r['x'])} | {paper} | {_number(r['ours'])} | {'yes' if r['holds'] else '**no**'} |")
+        cells = [str(r["figure"]), claim, _number(r["x"]), paper, _number(r["ours"]), "yes" if r["holds"] else "**no**"]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     t = report["targets"]
     instances = sorted({str(r["instance"]) for r in report["checks"] if r.get("instance")})
     mode = " (quick mode)" if report.get("quick") else ""
