@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeprefix.benchmarks.calibration.targets import TARGET
+from edgeprefix.benchmarks.calibration.targets import FIG7_LOADS, FIG10_LOADS, FIG12_INTENSITY, TARGET
 from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
 from edgeprefix.placement.atomic import atomic_write_text
 from edgeprefix.placement.errors import InstanceError
@@ -214,18 +214,19 @@ class Parameters:
 
 @dataclass(frozen=True)
 class FigureLoads:
-    """The loads ``Λ`` the paper does not state (``λ_b = 1``), per figure.
+    """The loads ``Λ`` the paper does not state (``λ_b = 1``), per figure; the defaults are the
+    historical settings of ``paper_calibrated`` (:mod:`~edgeprefix.benchmarks.calibration.targets`).
 
     fig7 : light, moderate, heavy (uniform cached depth); fig9 : the load of the popularity sweep;
     fig10 : light, moderate, high (best mix; Fig. 11's adaptive gain is read at ``high``);
     fig11 : the loads of the adaptive-vs-fixed curve; fig12 : the demand of the density sweep.
     """
 
-    fig7: tuple[float, float, float] = (1.0, 3.0, 4.0)
-    fig9: float = 2.0
-    fig10: tuple[float, float, float] = (1.0, 2.0, 4.0)
+    fig7: tuple[float, float, float] = tuple(FIG7_LOADS.values())  # type: ignore[assignment]
+    fig9: float = FIG10_LOADS["moderate"]
+    fig10: tuple[float, float, float] = tuple(FIG10_LOADS.values())  # type: ignore[assignment]
     fig11: tuple[float, ...] = (1.0, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0)
-    fig12: float = 3.0
+    fig12: float = FIG12_INTENSITY
 
     def __post_init__(self) -> None:
         for name in ("fig7", "fig10"):
