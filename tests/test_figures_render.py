@@ -34,6 +34,11 @@ def test_every_figure_has_titles_labels_instance_and_load(rendered):
         assert (out / name).stat().st_size > 5000
 
 
+def test_every_figure_passes_the_shared_plot_checks(rendered):
+    problems = {name: t["problems"] for name, t in rendered[0].items() if t["problems"]}
+    assert problems == {}
+
+
 def test_fig1_has_one_legend_for_both_panels(rendered):
     t = rendered[0]["fig1.png"]
     assert t["legends"] == 1 and not any(a["legend"] for a in t["axes"])

@@ -35,7 +35,7 @@ import numpy as np
 from edgeprefix.benchmarks.calibration.targets import FIG7_LOADS, FIG10_LOADS, FIG12_INTENSITY, TARGET
 from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
 from edgeprefix.placement.atomic import atomic_write_text
-from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.errors import InstanceError, plain
 from edgeprefix.placement.model.instance import Instance, instance_from_mapping
 from edgeprefix.placement.pipeline.calibration import fit_table
 
@@ -116,12 +116,12 @@ class Parameters:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if not math.isfinite(value):
-                raise InstanceError(f"section6.{f.name}", f"must be finite, got {value!r}")
+                raise InstanceError(f"section6.{f.name}", f"must be finite, got {plain(value)}")
         box = _box()
         for name, (low, high, _) in box.items():
             value = getattr(self, name)
             if not low * (1 - 1e-9) <= value <= high * (1 + 1e-9):
-                raise InstanceError(f"section6.{name}", f"must lie in [{low:.6g}, {high:.6g}], got {value!r}")
+                raise InstanceError(f"section6.{name}", f"must lie in [{low:.6g}, {high:.6g}], got {plain(value)}")
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -232,12 +232,12 @@ class FigureLoads:
         for name in ("fig7", "fig10"):
             value = getattr(self, name)
             if len(value) != 3 or not 0 < value[0] < value[1] < value[2]:
-                raise ValueError(f"figure loads {name}: need three increasing loads > 0, got {value!r}")
+                raise ValueError(f"figure loads {name}: need three increasing loads > 0, got {plain(value)}")
         if not self.fig11 or any(x <= 0 for x in self.fig11) or list(self.fig11) != sorted(self.fig11):
-            raise ValueError(f"figure loads fig11: need increasing loads > 0, got {self.fig11!r}")
+            raise ValueError(f"figure loads fig11: need increasing loads > 0, got {plain(self.fig11)}")
         for name in ("fig9", "fig12"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"figure loads {name}: need a load > 0, got {getattr(self, name)!r}")
+                raise ValueError(f"figure loads {name}: need a load > 0, got {plain(getattr(self, name))}")
 
     @property
     def fig7_labels(self) -> dict[str, float]:

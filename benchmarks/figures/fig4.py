@@ -75,7 +75,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         ax.set_xticks(x, inst.profile_ids)
         ax.set_xlabel("cache profile s")
         ax.set_ylabel("association probability $A_{s,q}$")
-        ax.set_title(f"Fig. 4: Theorem 1 vs Monte Carlo, max |error| = {error:.1e} ({samples} samples)\n"
+        ax.set_title(f"Fig. 4: analytical association vs Monte Carlo, max |error| = {error:.1e} ({samples} samples)\n"
                      f"{subtitle(inst, f'load-aware, Λ = {inst.network.request_intensity:g}, default mix')}", fontsize=9)
         ax.legend(fontsize=8)
 

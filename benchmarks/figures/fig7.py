@@ -140,15 +140,17 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             ax.plot([o["depth"]], [o["coverage"]], marker="*", ms=16, color=color, mec="k", zorder=5)
             ax.axvline(o["depth"], color=color, lw=0.8, ls=ls, alpha=0.6)
         slots = [p["concurrency"] for p in points if p["series"] == f"calibrated light (Λ={loads['light']:g})"]
-        changes = [(depths[0], slots[0])] + [(d, c) for d, c, prev in zip(depths[1:], slots[1:], slots[:-1]) if c != prev]
-        for d, c in changes:
-            ax.annotate(f"c={c}", (d, 1.0), textcoords="offset points", xytext=(2, 2), fontsize=7, color="gray")
+        starts = [0] + [i for i in range(1, len(slots)) if slots[i] != slots[i - 1]]
+        for a, b in zip(starts, [*starts[1:], len(slots)]):  # label each concurrency plateau wide enough to read
+            lo, hi = depths[a], depths[b - 1]
+            if hi - lo >= 0.06 * depths[-1]:
+                ax.text(0.5 * (lo + hi), 1.03, f"c = {slots[a]}", ha="center", fontsize=7, color="gray")
         ax.set_xlabel("uniform cached depth d [tokens] (c = concurrency per node)")
         ax.set_ylabel(f"TTFT coverage $P_{{cov}}({TARGET}\\,s)$")
         ax.set_ylim(0, 1.08)
         ax.grid(alpha=0.3)
         ax.set_title(f"Fig. 7: coverage vs uniform cached depth (★ = optimum)\n{subtitle(inst, 'nearest routing, one tier; loads in legend')}",
                      fontsize=10)
-        ax.legend(fontsize=8, loc="lower left")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="load", title_fontsize=8)
 
-    return finish(payload, out, draw, echo=echo, size=(8.0, 5.0))
+    return finish(payload, out, draw, echo=echo, size=(9.0, 5.0))
