@@ -1,11 +1,10 @@
 """The paper's Sec. VI claims as checks: one number of ours against the paper's value or threshold.
 
-A :class:`Check` is one claim of one figure with the relation and the tolerance it is held to
-(``≈``: ``|ours − paper| ≤ tolerance``; ``<``, ``≤``, ``>``, ``≥``: ``ours`` against ``paper``
-shifted by the tolerance in the claim's favour never — the tolerance of an inequality is 0).
-The figures list their checks as points (``paper`` non-null, with ``tolerance``, ``relation``,
-``holds``); the calibration search reads the same thresholds from here, so the search and the
-figures agree on what holds.
+A :class:`Check` is one claim of one figure with its relation and tolerance: ``≈`` holds when
+``|ours − paper| ≤ tolerance``; ``<``, ``≤``, ``>``, ``≥`` compare ``ours`` with ``paper`` directly
+(tolerance 0).  The figures list their checks as points (``paper`` non-null, with ``tolerance``,
+``relation``, ``holds``); the calibration's assessment uses the same thresholds (with a search
+margin on top), so a point the search accepts also passes the figures.
 """
 
 from __future__ import annotations
@@ -62,12 +61,5 @@ class Check:
 
 
 def approx(figure: int, claim: str, x: Any, ours: float | None, paper: float, tolerance: float = TOLERANCE) -> Check:
+    """A ``≈`` check: ``|ours − paper| ≤ tolerance`` (default the Fig. 8/12 band ±0.03)."""
     return Check(figure, claim, x, ours, paper, "≈", tolerance)
-
-
-def summary(payloads: list[dict[str, Any]]) -> dict[str, Any]:
-    """How many checked points hold over figure payloads (points with ``holds``)."""
-    rows = [(payload["figure"], p) for payload in payloads for p in payload["points"] if "holds" in p]
-    return {"checked": len(rows), "hold": sum(bool(p["holds"]) for _, p in rows),
-            "failing": [{"figure": f, "series": p["series"], "x": p["x"], "ours": p["ours"], "paper": p["paper"]}
-                        for f, p in rows if not p["holds"]]}
