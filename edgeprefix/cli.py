@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "migrate": ("edgeprefix.commands.migrate", "decide per-epoch mixes under a node-change budget and plan the migrations"),
     "validate": ("edgeprefix.commands.validate", "check the analytical model against Monte Carlo and discrete-event simulation"),
     "profiles": ("edgeprefix.commands.profiles", "build cache profiles and an instance from a request trace"),
-    "reproduce": ("edgeprefix.commands.reproduce", "reproduce one of the paper's figures (table, CSV, PNG)"),
+    "reproduce": ("edgeprefix.commands.reproduce", "reproduce one of the paper's figures, or all of them (table, CSV, PNG)"),
     "compare": ("edgeprefix.commands.compare", "compare the optimisers on the benchmark instances"),
     "sweep": ("edgeprefix.commands.sweep", "solve every (instance, load, density, seed) cell on Dask and write one CSV"),
     "instance": ("edgeprefix.commands.instance", "print an instance as TOML (a starting file) or the instance file's JSON Schema"),

@@ -36,3 +36,33 @@ def baseline_mapping(baseline) -> dict[str, Any]:
 @pytest.fixture()
 def build():
     return instance_from_mapping
+
+
+@pytest.fixture(scope="session")
+def figure_report(tmp_path_factory):
+    """``reproduce --all --quick`` on the default instance, run once per session.
+
+    Returns ``(report, texts, out)``: the report of :func:`edgeprefix.benchmarks.figures.report.run_all`,
+    what each saved PNG shows (suptitle, per-axes title and labels, legends, and the problems
+    ``plot_checks.figure_problems`` finds) and the output folder.
+    """
+    from edgeprefix.benchmarks.figures import _common
+    from edgeprefix.benchmarks.figures.report import run_all
+
+    texts: dict[str, dict[str, Any]] = {}
+    real = _common.atomic_savefig
+
+    from plot_checks import figure_problems
+
+    def record(fig, path, *, dpi=120):
+        axes = [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "image": bool(ax.images),
+                 "legend": ax.get_legend() is not None} for ax in fig.axes]
+        texts[os.path.basename(str(path))] = {"suptitle": fig._suptitle.get_text() if fig._suptitle is not None else "",
+                                              "axes": axes, "legends": len(fig.legends), "problems": figure_problems(fig)}
+        real(fig, path, dpi=dpi)
+
+    out = tmp_path_factory.mktemp("figures")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_common, "atomic_savefig", record)
+        report = run_all(quick=True, out=out)
+    return report, texts, out

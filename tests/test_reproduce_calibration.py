@@ -30,7 +30,7 @@ def test_every_calibrated_point_within_tolerance():
 
 
 def test_check_command_reports_success(capsys):
-    assert main(["--check"]) == 0
+    assert main(["--legacy", "--check"]) == 0
     assert "every fitted comparison holds: True" in capsys.readouterr().out
 
 

@@ -1,10 +1,14 @@
-"""Calibration of the embedded ``paper_calibrated`` instance.
+"""Calibration of the embedded instances to the paper's Sec. VI (see ``README.md`` next to this file).
 
-- :mod:`~edgeprefix.benchmarks.calibration.targets`: the paper's numbers and the experiment settings;
-- :mod:`~edgeprefix.benchmarks.calibration.model`: free parameters → instance (fixed design choices);
-- :mod:`~edgeprefix.benchmarks.calibration.loss`: what is measured and minimised;
-- ``python -m edgeprefix.benchmarks.calibration``: the search (Nelder–Mead over the package's own
-  ``evaluate``), the report and ``--write``.
+``paper_section6`` (every Sec. VI target, the figures' default):
 
-The reasoning and the final numbers are in ``README.md`` next to this file.
+- :mod:`~edgeprefix.benchmarks.calibration.checks`: the paper's claims as checks with tolerances;
+- :mod:`~edgeprefix.benchmarks.calibration.section6`: the 16 free parameters → instance, figure loads;
+- :mod:`~edgeprefix.benchmarks.calibration.assess`: staged measurement of every target (early rejection);
+- :mod:`~edgeprefix.benchmarks.calibration.search`: CMA-ES over the family, search log, Pareto front;
+- ``python -m edgeprefix.benchmarks.calibration``: search, ``--check``, ``--pareto``, ``--write``.
+
+``paper_calibrated`` (Figs 8/12 only, kept): :mod:`~edgeprefix.benchmarks.calibration.targets`,
+:mod:`~edgeprefix.benchmarks.calibration.model`, :mod:`~edgeprefix.benchmarks.calibration.loss`,
+``python -m edgeprefix.benchmarks.calibration --legacy``.
 """

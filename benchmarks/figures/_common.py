@@ -4,6 +4,9 @@ Every figure's ``run(quick, out, instance)`` returns a JSON-ready dict
 ``{"figure": N, "title": ..., "points": [{"series", "x", "ours", "paper"}], ...}`` built with
 :func:`result`; :func:`finish` prints its table and writes ``figN.csv`` and ``figN.png`` into
 ``out`` (both atomically: a temporary file in the same folder, then a rename).
+
+A point that checks one of the paper's claims carries ``paper`` (non-null), ``tolerance``,
+``relation`` and ``holds`` (:func:`check_point`); :func:`result` counts them under ``targets``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from edgeprefix.benchmarks.calibration.checks import Check
+from edgeprefix.benchmarks.calibration.section6 import FigureLoads, figure_loads
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import (
@@ -30,16 +35,37 @@ from edgeprefix.placement.model.instance import (
     load_instance,
 )
 
-DEFAULT_INSTANCE = "paper_calibrated"
+DEFAULT_INSTANCE = "paper_section6"
 Point = dict[str, Any]
 Plot = Callable[[plt.Figure], None]
 
 
 def resolve_instance(instance: Instance | str | os.PathLike[str] | None) -> Instance:
-    """An :class:`Instance` from an instance, an embedded name or a file (default ``paper_calibrated``)."""
+    """An :class:`Instance` from an instance, an embedded name or a file (default ``paper_section6``)."""
     if isinstance(instance, Instance):
         return instance
     return load_instance(DEFAULT_INSTANCE if instance is None else instance)
+
+
+def loads_of(instance: Instance) -> FigureLoads:
+    """The figure loads calibrated for ``instance`` (by name; the historical defaults otherwise)."""
+    return figure_loads(instance.name)
+
+
+def check_point(check: Check, **extra: Any) -> Point:
+    """A point for one of the paper's claims: ``paper`` non-null, with ``tolerance``, ``relation``, ``holds``."""
+    return point(f"check: {check.claim}", check.x, check.ours, **check.fields(), **extra)
+
+
+def add_check_fields(row: Point, check: Check) -> Point:
+    """Mark an existing point (its ``ours`` and ``paper``) as a check (adds tolerance, relation, holds)."""
+    row.update({key: _plain(value) for key, value in check.fields().items()})
+    return row
+
+
+def subtitle(instance: Instance, load: str) -> str:
+    """The caption line every figure carries: instance and load."""
+    return f"instance {instance.name}; {load}"
 
 
 def point(series: str, x: Any, ours: float | None, paper: float | None = None, **extra: Any) -> Point:
@@ -58,19 +84,36 @@ def _plain(value: Any) -> Any:
 
 
 def result(figure: int, title: str, points: Iterable[Point], **extra: Any) -> dict[str, Any]:
-    """The dict every ``run`` returns (``figure``, ``title``, ``points`` and any extra keys)."""
-    out: dict[str, Any] = {"figure": int(figure), "title": title, "points": list(points)}
+    """The dict every ``run`` returns (``figure``, ``title``, ``points``, ``targets`` and any extra keys).
+
+    ``targets`` counts the points that check a paper claim: ``{"checked": n, "hold": k}``.
+    """
+    rows = list(points)
+    checked = [p for p in rows if "holds" in p]
+    out: dict[str, Any] = {"figure": int(figure), "title": title, "points": rows,
+                           "targets": {"checked": len(checked), "hold": sum(bool(p["holds"]) for p in checked)}}
     out.update(extra)
     return out
 
 
 def table(payload: Mapping[str, Any]) -> str:
     """A fixed-width table of the points (paper's value and the difference where given)."""
-    lines = [f"Fig. {payload['figure']}: {payload['title']}", f"{'series':<28}{'x':>12}{'ours':>12}{'paper':>10}{'diff':>11}"]
-    for p in payload["points"]:
+    points = payload["points"]
+    ws = min(46, max([28, *(len(str(p["series"])) + 2 for p in points)]))
+    wx = max([12, *(len(_cell(p["x"])) + 2 for p in points)])
+    lines = [f"Fig. {payload['figure']}: {payload['title']}",
+             f"{'series':<{ws}}{'x':>{wx}}{'ours':>12}{'paper':>10}{'diff':>11}  holds"]
+    for p in points:
         ours, paper = p["ours"], p["paper"]
         diff = ours - paper if isinstance(ours, (int, float)) and isinstance(paper, (int, float)) else None
-        lines.append(f"{p['series']!s:<28}{_cell(p['x']):>12}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>11}")
+        holds = ""
+        if "holds" in p:
+            rule = f"≈ ±{p['tolerance']:g}" if p["relation"] == "≈" else p["relation"]
+            holds = f"  {'yes' if p['holds'] else 'NO'} ({rule})"
+        lines.append(f"{p['series']!s:<{ws}}{_cell(p['x']):>{wx}}{_cell(ours):>12}{_cell(paper):>10}{_cell(diff, signed=True):>11}{holds}")
+    if "targets" in payload:
+        t = payload["targets"]
+        lines.append(f"paper targets checked: {t['checked']}, holding: {t['hold']}")
     for note in payload.get("notes", ()):
         lines.append(f"note: {note}")
     return "\n".join(lines)
@@ -108,7 +151,8 @@ def save_png(path: Path, draw: Plot, size: tuple[float, float] = (7.0, 4.5)) -> 
     fig = plt.figure(figsize=size)
     try:
         draw(fig)
-        fig.tight_layout()
+        # a figure-level legend sits below the panels: keep a strip free for it
+        fig.tight_layout(rect=(0.0, 0.06, 1.0, 0.92 if fig._suptitle is not None else 1.0) if fig.legends else None)
         atomic_savefig(fig, path, dpi=120)
     finally:
         plt.close(fig)
@@ -136,17 +180,19 @@ def coverage_curves(points: list[dict[str, Any]], policies: Iterable[str], paper
 
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
-        for policy in policies:
-            ax.plot(*series_xy(points, policy), marker="o", label=policy)
-        for (_, x), value in paper.items():
-            ax.plot([x], [value], "kx")
+        styles = ("-o", "--s", ":^", "-.v")
+        for i, policy in enumerate(policies):
+            ax.plot(*series_xy(points, policy), styles[i % len(styles)], label=policy)
+        xs, ys = [x for (_, x) in paper], list(paper.values())
+        ax.plot(xs, ys, "kx", ms=9, mew=2, label="paper (Sec. VI)")
         if plateau is not None:
-            ax.axhline(plateau, color="gray", lw=0.5, ls=":")
+            ax.axhline(plateau, color="gray", lw=0.8, ls=":", label=f"paper: nearest ≈ {plateau:g}")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"TTFT coverage $P_{{cov}}({target}\\,s)$")
-        ax.set_title(title)
-        ax.set_ylim(0, 1)
-        ax.legend()
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
 
     return draw
 

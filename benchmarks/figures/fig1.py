@@ -20,6 +20,7 @@ from edgeprefix.benchmarks.figures._common import (
     point,
     resolve_instance,
     result,
+    subtitle,
 )
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
@@ -79,11 +80,17 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             ax.imshow(image, origin="lower", extent=(0, layout.side, 0, layout.side), interpolation="nearest")
             for s, sid in enumerate(inst.profile_ids):
                 pts = layout.positions[layout.profile == s]
-                ax.scatter(pts[:, 0], pts[:, 1], s=18, color=colors[s % len(colors)], edgecolor="k", label=sid)
-            ax.set_title(f"{qid} ({int(inst.lengths[q])} tokens)")
+                ax.scatter(pts[:, 0], pts[:, 1], s=18, color=colors[s % len(colors)], edgecolor="k", label=f"{sid} node")
+            shares = ", ".join(f"{sid} {area[qid][sid]:.2f}" for sid in inst.profile_ids)
+            ax.set_title(f"{qid} request ({int(inst.lengths[q])} tokens)\narea served by: {shares}", fontsize=9)
+            ax.set_xlabel("x [distance units]")
+            ax.set_ylabel("y [distance units]")
             ax.set_xticks([])
             ax.set_yticks([])
-            if q == 0:
-                ax.legend(fontsize=7, loc="upper right")
+        handles, labels = fig.axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
+        load = f"Λ = {inst.network.request_intensity:g}, λ_b = {inst.network.edge_density:g}, {layout.nodes} nodes, seed {seed}"
+        fig.suptitle(f"Fig. 1: region each request type sends to each profile (load-aware router)\n{subtitle(inst, load)}",
+                     fontsize=10)
 
-    return finish(payload, out, draw, echo=echo, size=(10.0, 5.0))
+    return finish(payload, out, draw, echo=echo, size=(10.0, 5.8))

@@ -17,11 +17,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.benchmarks.calibration import checks
 from edgeprefix.benchmarks.figures._common import (
+    check_point,
     finish,
     point,
     resolve_instance,
     result,
+    subtitle,
 )
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
@@ -87,6 +90,13 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     final_damped = dict(zip(ids, map(float, damped.advertised_wait[damped.active])))
     final_robust = dict(zip(ids, map(float, ev.advertised_wait[ev.active])))
     peak = {sid: float(max(w[i] for w in history)) for i, sid in enumerate(ids)} if history else {}
+    deepest = inst.profile_ids[int(np.argmax(inst.memory))]
+    rivals = [w for sid, w in final_robust.items() if sid != deepest]
+    if deepest in final_robust and rivals:
+        points.append(check_point(checks.Check(FIGURE, f"{deepest} tier's delay − largest other tier's", "final",
+                                               final_robust[deepest] - max(rivals), 0.0, ">")))
+    points.append(check_point(checks.Check(FIGURE, "damped vs robust fixed point: max |ΔW̄|", "final",
+                                           max(abs(final_damped[s] - final_robust[s]) for s in ids), 1e-6, "≤")))
     payload = result(
         FIGURE, f"mean wait per tier across fixed-point iterations (Λ = {intensity:g})", points,
         instance=inst.name, intensity=intensity,
@@ -100,8 +110,10 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         for i, sid in enumerate(ids):
             left.plot([w[i] for w in history], label=sid)
             right.plot([w[i] for w in robust], marker="o", label=sid)
-        left.set_title(f"damped η=0.3: {damped.fixed_point.iterations} iterations")
-        right.set_title(f"robust: {ev.fixed_point.evaluations} evaluations")
+        left.set_title(f"(a) damped η = 0.3: {damped.fixed_point.iterations} iterations", fontsize=9)
+        right.set_title(f"(b) robust: {ev.fixed_point.evaluations} evaluations", fontsize=9)
+        fig.suptitle(f"Fig. 6: per-tier mean wait across fixed-point iterations\n{subtitle(inst, f'load-aware, Λ = {intensity:g}, default mix')}",
+                     fontsize=10)
         for ax in (left, right):
             ax.set_xlabel("iteration")
             ax.set_ylabel("advertised $\\bar W_s$ [s]")

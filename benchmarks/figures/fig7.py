@@ -7,11 +7,9 @@ routing policies coincide); persistent memory ``B = κ d`` lowers the concurrenc
 at moderate and heavy load the optimum moves shallower (concurrency becomes the bottleneck)
 and past it extra static cache raises the queue delay or makes the tier unstable.
 
-Two variants are drawn: the calibrated instance itself, where occupancy is dominated by the
-prefill that deep caching removes (so deeper is better at every stable load), and a
-*decode-heavy* variant (``D_short = 2.5 s``, ``D_long = 1.5 s``) where the saving is small against
-the occupancy and the concurrency cost shows (``benchmarks/calibration/README.md`` explains why
-the two cannot hold together with Fig. 8).
+The loads are the instance's calibrated ``FigureLoads.fig7`` (the paper does not state them).
+A *decode-heavy* variant (``D_short = 2.5 s``, ``D_long = 1.5 s``), drawn by earlier versions to
+show the concurrency cost on ``paper_calibrated``, is still reported in the JSON.
 """
 
 from __future__ import annotations
@@ -22,13 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from edgeprefix.benchmarks.calibration.targets import FIG7_LOADS, TARGET
+from edgeprefix.benchmarks.calibration import checks
+from edgeprefix.benchmarks.calibration.targets import TARGET
 from edgeprefix.benchmarks.figures._common import (
+    check_point,
     finish,
+    loads_of,
     point,
     resolve_instance,
     result,
     series_xy,
+    subtitle,
 )
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance, PlacementSpec
@@ -38,8 +40,8 @@ from edgeprefix.placement.model.workload import Prefix
 FIGURE = 7
 DECODE_HEAVY = {"short": 2.5, "long": 1.5}  # D_q of the decode-heavy variant, seconds
 DECODE_HEAVY_LOADS = {"light": 1.0, "moderate": 3.0, "heavy": 3.5}
-STEPS = 31
-QUICK_STEPS = 13
+STEPS = 25
+QUICK_STEPS = 13  # every other depth of the full grid
 
 
 def shared_depths(instance: Instance) -> tuple[float, dict[str, float]]:
@@ -88,17 +90,24 @@ def depth_curve(instance: Instance, depths: np.ndarray, load: float, target: flo
 
 def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
         *, echo: bool = True) -> dict[str, Any]:
-    """Coverage vs uniform depth per load and variant; ``optimum[variant][label]`` is each best depth."""
+    """Coverage vs uniform depth per load; ``optimum[variant][label]`` is each best depth.
+
+    The checked claims: the heavy-load optimum is strictly shallower than the light-load one,
+    the moderate-load optimum is not deeper, and past the heavy-load optimum coverage collapses
+    (falls by at least ``checks.COLLAPSE_DROP``).  The decode-heavy variant of earlier versions
+    is still computed and reported under its keys but no longer drawn.
+    """
     inst = resolve_instance(instance)
     top, _ = shared_depths(inst)
     depths = np.linspace(0.0, top, QUICK_STEPS if quick else STEPS)
-    variants = {"calibrated": (inst, FIG7_LOADS), "decode-heavy": (decode_heavy(inst), DECODE_HEAVY_LOADS)}
+    loads = loads_of(inst).fig7_labels
+    variants = {"calibrated": (inst, loads), "decode-heavy": (decode_heavy(inst), DECODE_HEAVY_LOADS)}
     points: list[dict[str, Any]] = []
     optimum: dict[str, dict[str, Any]] = {}
     past: dict[str, dict[str, Any]] = {}
-    for variant, (model, loads) in variants.items():
+    for variant, (model, variant_loads) in variants.items():
         optimum[variant], past[variant] = {}, {}
-        for label, load in loads.items():
+        for label, load in variant_loads.items():
             rows = depth_curve(model, depths, load)
             best = max(rows, key=lambda r: r["coverage"])
             optimum[variant][label] = {"load": load, "depth": best["depth"], "coverage": best["coverage"],
@@ -107,19 +116,41 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             for r in rows:
                 points.append(point(f"{variant} {label} (Λ={load:g})", r["depth"], r["coverage"], None,
                                     concurrency=r["concurrency"], utilization=r["utilization"], mean_wait=r["mean_wait"]))
+    opt = optimum["calibrated"]
+    drop = opt["heavy"]["coverage"] - past["calibrated"]["heavy"] if past["calibrated"]["heavy"] is not None else 0.0
+    points += [
+        check_point(checks.Check(FIGURE, "optimum depth: heavy − light", f"Λ={loads['heavy']:g} vs {loads['light']:g}",
+                                 opt["heavy"]["depth"] - opt["light"]["depth"], 0.0, "<")),
+        check_point(checks.Check(FIGURE, "optimum depth: moderate − light", f"Λ={loads['moderate']:g} vs {loads['light']:g}",
+                                 opt["moderate"]["depth"] - opt["light"]["depth"], 0.0, "≤")),
+        check_point(checks.Check(FIGURE, "collapse past the heavy-load optimum", f"Λ={loads['heavy']:g}", drop,
+                                 checks.COLLAPSE_DROP, "≥")),
+    ]
     payload = result(FIGURE, "coverage vs uniform cached depth d", points, instance=inst.name, optimum=optimum,
-                     worst_past_optimum=past, decode_heavy=DECODE_HEAVY)
+                     worst_past_optimum=past, decode_heavy=DECODE_HEAVY, loads=loads)
 
     def draw(fig) -> None:
-        for i, (variant, (_, loads)) in enumerate(variants.items()):
-            ax = fig.add_subplot(1, 2, i + 1)
-            for label, load in loads.items():
-                xs, ys = series_xy(points, f"{variant} {label} (Λ={load:g})")
-                ax.plot(xs, ys, marker=".", label=f"{label} Λ={load:g}")
-                ax.plot([optimum[variant][label]["depth"]], [optimum[variant][label]["coverage"]], "k*")
-            ax.set_xlabel("uniform cached depth d [tokens]")
-            ax.set_ylabel(f"TTFT coverage $P_{{cov}}({TARGET}\\,s)$")
-            ax.set_title(f"Fig. 7, {variant} (★ = optimum)", fontsize=9)
-            ax.legend(fontsize=8)
+        ax = fig.add_subplot(1, 1, 1)
+        styles = {"light": ("tab:blue", "-", "o"), "moderate": ("tab:orange", "--", "s"), "heavy": ("tab:red", ":", "^")}
+        for label, load in loads.items():
+            color, ls, marker = styles[label]
+            xs, ys = series_xy(points, f"calibrated {label} (Λ={load:g})")
+            ax.plot(xs, ys, color=color, ls=ls, marker=marker, ms=4, label=f"{label}, Λ = {load:g}")
+            o = opt[label]
+            ax.plot([o["depth"]], [o["coverage"]], marker="*", ms=16, color=color, mec="k", zorder=5)
+            ax.axvline(o["depth"], color=color, lw=0.8, ls=ls, alpha=0.6)
+        slots = [p["concurrency"] for p in points if p["series"] == f"calibrated light (Λ={loads['light']:g})"]
+        starts = [0] + [i for i in range(1, len(slots)) if slots[i] != slots[i - 1]]
+        for a, b in zip(starts, [*starts[1:], len(slots)]):  # label each concurrency plateau wide enough to read
+            lo, hi = depths[a], depths[b - 1]
+            if hi - lo >= 0.06 * depths[-1]:
+                ax.text(0.5 * (lo + hi), 1.03, f"c = {slots[a]}", ha="center", fontsize=7, color="gray")
+        ax.set_xlabel("uniform cached depth d [tokens] (c = concurrency per node)")
+        ax.set_ylabel(f"TTFT coverage $P_{{cov}}({TARGET}\\,s)$")
+        ax.set_ylim(0, 1.08)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"Fig. 7: coverage vs uniform cached depth (★ = optimum)\n{subtitle(inst, 'nearest routing, one tier; loads in legend')}",
+                     fontsize=10)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="load", title_fontsize=8)
 
-    return finish(payload, out, draw, echo=echo, size=(11.0, 4.2))
+    return finish(payload, out, draw, echo=echo, size=(9.0, 5.0))

@@ -2,7 +2,8 @@
 
 Paper (Sec. VI): almost identical prefix and load-aware routing at light load; at ``Λ = 3``
 load-aware ≈ 0.69 vs queue-unaware ≈ 0.55, at ``Λ = 4`` ≈ 0.63 vs ≈ 0.23; nearest-node
-routing stays ≈ 0.52.  The load-aware fixed point is warm-started from the previous load.
+routing stays ≈ 0.52, so cache awareness without load awareness can do worse than ignoring
+cache affinity.  The load-aware fixed point is warm-started from the previous load.
 """
 
 from __future__ import annotations
@@ -10,18 +11,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from edgeprefix.benchmarks.calibration import checks
 from edgeprefix.benchmarks.calibration.targets import (
     FIG8_PAPER,
     NEAREST_PLATEAU,
     TARGET,
+    TOLERANCE,
 )
 from edgeprefix.benchmarks.figures._common import (
+    add_check_fields,
+    check_point,
     coverage_along,
     coverage_curves,
     finish,
     point,
     resolve_instance,
     result,
+    subtitle,
 )
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import POLICIES
@@ -49,11 +55,26 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     inst = resolve_instance(instance)
     loads = QUICK_LOADS if quick else LOADS
     cov = sweep(inst, loads)
-    points = [point(policy, load, value, paper_value(policy, load))
-              for policy in POLICIES for load, value in zip(loads, cov[policy])]
-    payload = result(FIGURE, f"coverage at τ = {TARGET} s vs request intensity Λ", points, instance=inst.name)
+    points = []
+    for policy in POLICIES:
+        for load, value in zip(loads, cov[policy]):
+            row = point(policy, load, value, paper_value(policy, load))
+            if row["paper"] is not None:
+                add_check_fields(row, checks.approx(FIGURE, f"{policy} at Λ = {load:g}", load, value, row["paper"], TOLERANCE))
+            points.append(row)
+    at = {(policy, load): value for policy in POLICIES for load, value in zip(loads, cov[policy])}
+    light, heavy = loads[loads.index(1.0)], 4.0
+    points += [
+        check_point(checks.Check(FIGURE, "light load: |load-aware − prefix|", light,
+                                 abs(at[("load_aware", light)] - at[("prefix", light)]), checks.SAME_AT_LIGHT, "≤")),
+        check_point(checks.Check(FIGURE, "Λ = 4: prefix − nearest (cache-aware worse than nearest)", heavy,
+                                 at[("prefix", heavy)] - at[("nearest", heavy)], 0.0, "<")),
+    ]
+    payload = result(FIGURE, f"coverage at τ = {TARGET} s vs request intensity Λ", points, instance=inst.name,
+                     edge_density=inst.network.edge_density)
 
-    draw = coverage_curves(points, POLICIES, FIG8_PAPER, xlabel="request intensity Λ [requests / unit area / s]", title="Fig. 8 (× = paper)",
+    draw = coverage_curves(points, POLICIES, FIG8_PAPER, xlabel="request intensity Λ [requests / unit area / s]",
+                           title=f"Fig. 8: coverage vs load (× = paper)\n{subtitle(inst, f'λ_b = {inst.network.edge_density:g}, mix = default')}",
                            target=TARGET, plateau=NEAREST_PLATEAU)
 
     return finish(payload, out, draw, echo=echo)

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-EMBEDDED = ("paper_baseline", "paper_calibrated")  # the loader's list, checked by the tests
+EMBEDDED = ("paper_baseline", "paper_calibrated", "paper_section6")  # the loader's list, checked by the tests
 
 
 def register(sub: argparse._SubParsersAction) -> None:

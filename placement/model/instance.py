@@ -62,7 +62,7 @@ from edgeprefix.placement.model.workload import (
 
 FloatArray = npt.NDArray[np.float64]
 MIX_TOLERANCE = 1e-9  # |Σ_s π_s − 1| allowed
-EMBEDDED = ("paper_baseline", "paper_calibrated")
+EMBEDDED = ("paper_baseline", "paper_calibrated", "paper_section6")
 
 
 @dataclass(frozen=True)
