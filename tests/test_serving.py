@@ -58,6 +58,7 @@ def test_the_paper_instances_evaluate_bit_for_bit_as_before(reference, key, sour
     ev = evaluate(load_instance(source), mix, policy)
     summary = ev.to_dict()
     assert summary.pop("queue_model") == "meanfield"  # added later (docs/model.md §14); the rest is unchanged
+    assert summary.pop("router") == "online"  # the router the mean-field coverage predicts for (added later)
     now = {"dict": summary, "ttft_quantile_0.9": ev.ttft_quantile(0.9),
            "coverage_curve": np.asarray(ev.coverage(np.linspace(0.1, 3.0, 7))).tolist()}
     assert json.loads(json.dumps(now)) == reference[key]

@@ -133,6 +133,19 @@ def add_queue_model_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# mirrors edgeprefix.placement.model.cell.ROUTER_OF_QUEUE_MODEL / ROUTER_DESCRIPTION (fast start)
+ROUTER_OF_QUEUE_MODEL = {"meanfield": "online", "cell": "tier"}
+PREDICTED_FOR = {
+    "meanfield": "a router that sees each node's own queue (fresh telemetry); for the tier-level rule use --queue-model cell",
+    "cell": "the tier-level rule (each tier's mean delay); for a router that sees each node's queue use --queue-model meanfield",
+}
+
+
+def router_line(queue_model: str) -> str:
+    """The text line that names the router a prediction is for."""
+    return f"predicted for {PREDICTED_FOR[queue_model]}"
+
+
 def queue_model_from_args(args: argparse.Namespace) -> str:
     """The ``--queue-model`` value, or a one-line ``ValueError`` naming the option."""
     value = getattr(args, "queue_model", "meanfield")

@@ -14,6 +14,7 @@ from edgeprefix.commands._common import (
     parse_mix,
     print_json,
     queue_model_from_args,
+    router_line,
     target_text,
 )
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
@@ -70,6 +71,7 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
         "mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
         "",
         f"TTFT coverage at τ          {fmt(d['coverage'])}",
+        f"  {router_line(d['queue_model'])}",
         f"queue-free bound            {fmt(d['coverage_queue_free'])}",
         f"mean TTFT [s]               {fmt(d['mean_ttft'])}",
         f"offloading ratio            {fmt(d['offload_ratio'])}",

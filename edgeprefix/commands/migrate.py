@@ -20,7 +20,14 @@ from __future__ import annotations
 
 import argparse
 
-from edgeprefix.commands._common import add_queue_model_argument, fmt, print_json, queue_model_from_args
+from edgeprefix.commands._common import (
+    ROUTER_OF_QUEUE_MODEL,
+    add_queue_model_argument,
+    fmt,
+    print_json,
+    queue_model_from_args,
+    router_line,
+)
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.migration import load_migration
 from edgeprefix.formulations.objective import POLICIES
@@ -56,9 +63,10 @@ def run(args: argparse.Namespace) -> int:
         problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
     )
     if args.json:
-        print_json({**solution.to_dict(), "queue_model": queue_model})
+        print_json({**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model]})
     else:
         print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
+        print(router_line(queue_model))
     return 0
 
 

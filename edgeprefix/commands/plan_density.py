@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from edgeprefix.commands._common import (
+    ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
     add_queue_model_argument,
     fmt,
@@ -13,6 +14,7 @@ from edgeprefix.commands._common import (
     parse_mix,
     print_json,
     queue_model_from_args,
+    router_line,
     target_text,
 )
 from edgeprefix.commands.solve import add_search_arguments, search_options
@@ -50,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
     if args.json:
-        print_json({**plan.to_dict(), "queue_model": queue_model})
+        print_json({**plan.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model]})
     else:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args))
+        print(router_line(queue_model))
     return 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprefix.commands._common import (
+    ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
     add_queue_model_argument,
     at_least,
@@ -35,6 +36,7 @@ from edgeprefix.commands._common import (
     network_text,
     print_json,
     queue_model_from_args,
+    router_line,
     target_text,
     wrote,
 )
@@ -242,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     overrides = {k: v for k, v in (("request_intensity", args.intensity), ("edge_density", args.density)) if v is not None}
     payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "queue_model": queue_model,
+               "router": ROUTER_OF_QUEUE_MODEL[queue_model],
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
                "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
@@ -292,6 +295,7 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
         "best mix  " + "  ".join(f"{k}={v:.4f}" for k, v in result.mix.items()),
         f"TTFT coverage at τ_0 = {payload['target']:g} s   {fmt(result.coverage)}   feasible {result.success}",
         f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
+        router_line(payload["queue_model"]) if payload.get("scored_by") != "simulation" else "scored by the network simulator",
     ]
     if extras.get("projections"):
         lines.append(f"projection {1e3 * extras['projection_seconds_per_call']:.2f} ms per call ({extras['projections']} calls)")

@@ -64,6 +64,16 @@ SKEW_MAX = 12.0  # skewness of the load law is capped here (node nodes tabulated
 SKEW_GRID = 481
 
 
+# The router whose delivered coverage each queue model predicts (docs/model.md §14): the mean-field
+# coverage is what a router that sees every node's own queue delivers (per-node balancing evens the
+# loads), the cell model what Theorem 1's tier-level rule delivers.
+ROUTER_OF_QUEUE_MODEL = {"meanfield": "online", "cell": "tier"}
+ROUTER_DESCRIPTION = {
+    "online": "a router that sees each node's own queue (fresh per-node telemetry, docs/model.md §11)",
+    "tier": "the tier-level rule of Theorem 1 (each tier's mean delay, docs/model.md §6)",
+}
+
+
 def check_queue_model(queue_model: str) -> str:
     """``queue_model`` must be ``meanfield`` (eq. (39)) or ``cell`` (docs/model.md §14)."""
     if queue_model not in QUEUE_MODELS:

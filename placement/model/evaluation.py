@@ -18,7 +18,13 @@ from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.association import default_nodes
 from edgeprefix.placement.model.catalogue import catalogue_evaluation
-from edgeprefix.placement.model.cell import CellLoad, cell_coverage_pairs, cell_load, check_queue_model
+from edgeprefix.placement.model.cell import (
+    ROUTER_OF_QUEUE_MODEL,
+    CellLoad,
+    cell_coverage_pairs,
+    cell_load,
+    check_queue_model,
+)
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -259,6 +265,7 @@ class Evaluation:
             "instance": inst.name,
             "policy": self.policy,
             "queue_model": self.queue_model,
+            "router": ROUTER_OF_QUEUE_MODEL[self.queue_model],
             "target": tau,
             "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
             "coverage": float(self.coverage(tau)),
