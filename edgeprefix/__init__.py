@@ -18,9 +18,17 @@ facade and the CLI.  The model reference is ``docs/model.md``.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 from edgeprefix._version import __version__
+
+# Imported from a source checkout (its root first on sys.path, as ``python -m ...`` run there puts
+# it): the sub-packages that the wheel installs inside this package sit beside this folder, so
+# resolve them there too, exactly as pyproject.toml's package-dir maps them.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_ROOT, "pyproject.toml")) and os.path.isfile(os.path.join(_ROOT, "placement", "__init__.py")):
+    __path__.append(_ROOT)  # noqa: F821 (a package's __path__)
 
 # name → module that defines it
 _EXPORTS: dict[str, str] = {

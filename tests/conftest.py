@@ -13,6 +13,8 @@ from typing import Any
 # installed mapping, as a user imports it.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
+# The same for every Python process a test starts (``python -m edgeprefix...`` in any folder).
+os.environ["PYTHONSAFEPATH"] = "1"
 
 import pytest  # noqa: E402
 

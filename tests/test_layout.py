@@ -158,3 +158,17 @@ def test_facade_exports_resolve() -> None:
     assert edgeprefix.__version__ == importlib.metadata.version("edgeprefix")
     with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
         edgeprefix.nonsense  # noqa: B018
+
+
+def test_python_dash_m_works_at_the_repository_root() -> None:
+    """A user's ``python -m edgeprefix.benchmarks.perf`` at the root must find the sub-packages even
+    though the root's ``edgeprefix/`` folder (the CLI alone) comes first on sys.path."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    code = "import edgeprefix.placement.model.evaluation, edgeprefix.benchmarks.datasets as d; print(d.MOONCAKE_TRACE.is_file())"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
