@@ -93,5 +93,6 @@ def solve(
         feasible=feasible,
         evaluation=best.evaluation,
         extras=extras,
+        njev=tracker.njev,
         **frozen,
     )
