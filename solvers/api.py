@@ -30,7 +30,7 @@ def solve(
     Parameters
     ----------
     problem : a formulation (e.g. :class:`edgeprefix.formulations.placement.PlacementProblem`); never mutated.
-    method : a registered name (``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
+    method : a registered name (``gradient``, ``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
     budget : black-box evaluations allowed (``None``: only for methods that end on their own).
     seed : seed or generator; the only source of randomness.
     callback : called with a :class:`edgeprefix.solvers.result.Progress` after every evaluation;
@@ -49,6 +49,8 @@ def solve(
     solver = solver_cls.from_options(options)
     if budget is None and solver_cls.NEEDS_BUDGET:
         raise ValueError(f"method {method!r} needs a budget (a positive number of evaluations), got None")
+    if solver_cls.NEEDS_GRADIENT and not callable(getattr(problem, "gradient", None)):
+        raise ValueError(f"method {method!r} needs exact gradients, which {type(problem).__name__} does not provide: use a derivative-free method")
     tracker = Tracker(problem, budget, callback)
     projector = projection or Projection(problem.constraints)
     rng = np.random.default_rng(seed)
