@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.solvers.base import Solver
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.registry import get_solver
 from edgeprefix.solvers.result import Result, Status
@@ -45,8 +46,22 @@ def solve(
     ValueError
         For an unknown method or option, or a bad budget.
     """
-    solver_cls = get_solver(method)
-    solver = solver_cls.from_options(options)
+    solver = get_solver(method).from_options(options)
+    return run_solver(problem, solver, budget=budget, seed=seed, callback=callback, projection=projection)
+
+
+def run_solver(
+    problem: Problem,
+    solver: Solver,
+    *,
+    budget: int | None = DEFAULT_BUDGET,
+    seed: int | np.random.Generator | None = None,
+    callback: Callback | None = None,
+    projection: Projection | None = None,
+) -> Result:
+    """:func:`solve` with a built solver (registered or not, e.g. a benchmark's baseline); same arguments."""
+    method = solver.name
+    solver_cls = type(solver)
     if budget is None and solver_cls.NEEDS_BUDGET:
         raise ValueError(f"method {method!r} needs a budget (a positive number of evaluations), got None")
     if solver_cls.NEEDS_GRADIENT and not callable(getattr(problem, "gradient", None)):

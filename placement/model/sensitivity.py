@@ -45,9 +45,10 @@ from edgeprefix.placement.model.spatial import AnalyticKernel
 from edgeprefix.placement.model.wait_laws import QueueLaw, WaitLaw, wait_law_for
 
 FloatArray = npt.NDArray[np.float64]
+_PSI_COEF = [1.0 / (float(np.prod(np.arange(1, n + 1))) * (n + 2)) for n in range(10)]
 OBJECTIVES = ("coverage", "mean_ttft", "max_utilization")
 ENTERING_SHARE = 1e-10  # ε: a profile at share 0 enters with density ε λ_b (relative error O(ε))
-_PSI_SERIES = 18  # terms of ψ(z) = Σ (−z)^n / (n! (n + 2)) below z = 0.5 (error < 1e-19)
+_PSI_SMALL = 0.1  # below it ψ(z) = Σ_{n<10} (−z)^n / (n! (n + 2)) (truncation < 1e-17); above, the closed form
 
 
 @dataclass(frozen=True)
@@ -103,15 +104,6 @@ class _Window:
     def values(self) -> FloatArray:
         return self.m0.sum(axis=2)
 
-    def cross_b(self) -> FloatArray:
-        """``∂V_{s,q}/∂b_{t,q}`` as ``(n, n, Q)``: ``∫ e^{−G} G'_t (factor) dG_s`` off the diagonal, minus
-        the row sum on it (shifting ``b_s`` moves the window with it)."""
-        cross = np.einsum("sqj,tqj->stq", self.m0, self.gprime)
-        idx = np.arange(cross.shape[0])
-        cross[idx, idx, :] = 0.0
-        cross[idx, idx, :] = -cross.sum(axis=1)
-        return cross
-
     def vjp(self, w: FloatArray, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``(Σ_{s,q} w_{s,q} ∂V_{s,q}/∂λ_t, Σ_s w_{s,q} ∂V_{s,q}/∂b_{t,q})``: shapes ``(n,)``, ``(n, Q)``."""
         agg0 = np.einsum("sqj,sq->qj", self.m0, w)
@@ -130,17 +122,21 @@ class _Window:
 
 
 def _phi_psi(z: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``φ(z) = ∫_0^1 e^{−zx} dx`` and ``ψ(z) = ∫_0^1 x e^{−zx} dx`` for ``z ≥ 0``, without cancellation."""
-    small = z < 0.5
-    zs = np.where(small, z, 1.0)
-    zl = np.where(small, 1.0, z)
-    phi = np.where(z < 1e-8, 1.0 - 0.5 * z, -np.expm1(-np.where(z < 1e-8, 1.0, z)) / np.where(z < 1e-8, 1.0, z))
-    series = np.zeros_like(z)
-    term = np.ones_like(z)
-    for n in range(_PSI_SERIES):
-        series += term / (n + 2)
-        term = term * (-zs) / (n + 1)
-    psi = np.where(small, series, (1.0 - np.exp(-zl) * (1.0 + zl)) / zl**2)
+    """``φ(z) = ∫_0^1 e^{−zx} dx`` and ``ψ(z) = ∫_0^1 x e^{−zx} dx`` for ``z ≥ 0``, without cancellation
+    (a 10-term series below :data:`_PSI_SMALL`, ``φ`` by ``expm1``)."""
+    small = z < _PSI_SMALL
+    big = np.where(small, 1.0, z)
+    e = np.exp(-big)
+    phi = np.where(z > 0, -np.expm1(-big) / big, 1.0)
+    psi = (1.0 - e * (1.0 + big)) / (big * big)
+    if np.any(small):
+        zs = z[small]
+        series = np.full(zs.shape, _PSI_COEF[-1])
+        for c in _PSI_COEF[-2::-1]:  # Horner on Σ_n c_n (−z)^n, c_n = 1 / (n! (n + 2))
+            series = c - zs * series
+        phi_small = -np.expm1(-zs) / np.where(zs > 0, zs, 1.0)
+        phi[small] = np.where(zs > 0, phi_small, 1.0)
+        psi[small] = series
     return phi, psi
 
 
@@ -148,27 +144,35 @@ def _exp_moments(e0: FloatArray, k: FloatArray, d: FloatArray) -> tuple[FloatArr
     """``∫_0^d e^{e0 − k x} dx`` and ``∫_0^d x e^{e0 − k x} dx`` (``d = inf`` only where ``k > 0``).
 
     The exponential is anchored at the larger end (``max(e0, e0 − k d)``), so nothing overflows
-    whatever the sign of ``k``; for ``k < 0`` the first moment is ``d² (φ − ψ)(|k| d)``.
+    whatever the sign of ``k``; for ``k < 0`` the first moment is ``d² (φ − ψ)(|k| d)``.  Only the
+    entries with ``d > 0`` are computed (the others are 0).
     """
+    m0, m1 = np.zeros(d.shape), np.zeros(d.shape)
+    on = d > 0
+    e0, k, d = e0[on], k[on], d[on]
+    if not d.size:
+        return m0, m1
     infinite = np.isinf(d)
     dd = np.where(infinite, 0.0, d)
     z = np.abs(k) * dd
     phi, psi = _phi_psi(z)
     top = np.exp(np.maximum(e0, e0 - k * dd))
-    m0 = top * dd * phi
-    m1 = top * dd * dd * np.where(k >= 0, psi, phi - psi)
+    first = top * dd * phi
+    second = top * dd * dd * np.where(k >= 0, psi, phi - psi)
     if np.any(infinite):
         rate = np.where(infinite, k, 1.0)
         tail = np.exp(np.where(infinite, e0, 0.0)) / rate
-        m0 = np.where(infinite, tail, m0)
-        m1 = np.where(infinite, tail / rate, m1)
+        first = np.where(infinite, tail, first)
+        second = np.where(infinite, tail / rate, second)
+    m0[on], m1[on] = first, second
     return m0, m1
 
 
 @dataclass(frozen=True)
 class _Segments:
     """α = 2: the sorted breakpoints of every type (left ends ``lo`` ``(Q, K)``, lengths, ``G`` and
-    its slope on each segment) and every tier's ``G'``, ``G`` there."""
+    its slope on each segment, and the moments ``∫ e^{−G}``, ``∫ (y − lo) e^{−G}`` of each segment)
+    and every tier's ``G'``, ``G`` there."""
 
     lo: FloatArray
     length: FloatArray
@@ -177,6 +181,9 @@ class _Segments:
     gprime: FloatArray
     gunit: FloatArray
     gprime_unit: FloatArray
+    m0: FloatArray
+    m1: FloatArray
+    started: npt.NDArray[np.bool_]
 
 
 def _segments(lam: FloatArray, b: FloatArray, cuts: FloatArray) -> _Segments:
@@ -184,33 +191,32 @@ def _segments(lam: FloatArray, b: FloatArray, cuts: FloatArray) -> _Segments:
     length = np.empty_like(lo)
     length[:, :-1] = np.diff(lo, axis=1)
     length[:, -1] = np.inf
-    started = b[:, :, None] <= lo[None]  # (n, Q, K): G_t has begun at the segment's left end
-    gprime_unit = np.pi * started.astype(float)
+    gap = lo[None] - b[:, :, None]
+    started = gap >= 0  # (n, Q, K): G_t has begun at the segment's left end
+    gprime_unit = np.where(started, np.pi, 0.0)
     gprime = lam[:, None, None] * gprime_unit
-    rate = gprime.sum(axis=0)
+    rate = np.pi * (lam @ started.reshape(lam.size, -1)).reshape(lo.shape)
     g_at = np.zeros_like(lo)
     np.cumsum(rate[:, :-1] * length[:, :-1], axis=1, out=g_at[:, 1:])
-    gunit = np.pi * np.maximum(lo[None] - b[:, :, None], 0.0)
-    return _Segments(lo, length, g_at, rate, gprime, gunit, gprime_unit)
+    gunit = np.pi * np.maximum(gap, 0.0)
+    m0, m1 = _exp_moments(-g_at, rate, length)  # the last segment is infinite: rate > 0 there
+    return _Segments(lo, length, g_at, rate, gprime, gunit, gprime_unit, m0, m1, started)
 
 
-def _segment_window(seg: _Segments, lam: FloatArray, b: FloatArray, upper: FloatArray | None, tilt: FloatArray | None) -> _Window:
-    """α = 2 window ``[b_s, U_s]`` (``[b_s, ∞)`` when ``upper`` is None) with factor ``e^{−tilt_s (U_s − y)}``."""
-    lo = seg.lo[None]
-    inside = b[:, :, None] <= lo
-    if upper is not None:
-        inside &= lo < upper[:, :, None]  # U_s is a breakpoint: a segment is wholly in or out
-    d = np.where(inside, seg.length[None], 0.0)
-    e0 = np.broadcast_to(-seg.g_at[None], d.shape)
-    k = np.broadcast_to(seg.rate[None], d.shape)
-    dist = None
-    if tilt is not None:
-        assert upper is not None
-        dist = np.where(inside, upper[:, :, None] - lo, 0.0)
-        e0 = np.where(inside, e0 - tilt[:, :, None] * dist, 0.0)
-        k = k - tilt[:, :, None]
-    m0, m1 = _exp_moments(e0, k, d)
+def _segment_window(seg: _Segments, lam: FloatArray, inside: npt.NDArray[np.bool_], upper: FloatArray | None = None,
+                    tilt: FloatArray | None = None) -> _Window:
+    """α = 2 window over the segments ``inside`` (``[b_s, U_s]``, or ``[b_s, ∞)``) with factor ``e^{−tilt_s (U_s − y)}``."""
     scale = (np.pi * lam)[:, None, None]
+    if tilt is None:  # the integrand e^{−G} is the same for every tier: only the window differs
+        weight = inside * scale
+        return _Window(weight * seg.m0, weight * seg.m1, seg.gprime, seg.gunit, seg.gprime_unit, seg.rate)
+    assert upper is not None
+    s_i, q_i, k_i = np.nonzero(inside)  # only the window's segments: a tilt makes each tier's integrand its own
+    dist_in = upper[s_i, q_i] - seg.lo[q_i, k_i]
+    tilt_in = tilt[s_i, q_i]
+    first, second = _exp_moments(-seg.g_at[q_i, k_i] - tilt_in * dist_in, seg.rate[q_i, k_i] - tilt_in, seg.length[q_i, k_i])
+    m0, m1, dist = np.zeros(inside.shape), np.zeros(inside.shape), np.zeros(inside.shape)
+    m0[s_i, q_i, k_i], m1[s_i, q_i, k_i], dist[s_i, q_i, k_i] = first, second, dist_in
     return _Window(m0 * scale, m1 * scale, seg.gprime, seg.gunit, seg.gprime_unit, seg.rate, dist)
 
 
@@ -221,7 +227,8 @@ class _Atoms:
         self.lam, self.b, self.u_cut, self.alpha = lam, b, u_cut, alpha
         if alpha == 2.0:
             self.seg = _segments(lam, b, b + u_cut)
-            self.assoc = _segment_window(self.seg, lam, b, None, None)
+            self.assoc = _segment_window(self.seg, lam, self.seg.started)
+            self._window = self.seg.started & (self.seg.lo[None] < (b + u_cut)[:, :, None])  # U_s is a breakpoint
         else:
             p = 2.0 / alpha
             plain = tier_grid(lam, b, alpha, nodes=nodes)
@@ -235,7 +242,7 @@ class _Atoms:
     def truncated(self, tilt: FloatArray | None) -> _Window:
         """The window ``[b_s, b_s + u_cut]`` with factor ``e^{−tilt (u_cut − u)}`` (none when ``tilt`` is None)."""
         if self.alpha == 2.0:
-            return _segment_window(self.seg, self.lam, self.b, self.b + self.u_cut, tilt)
+            return _segment_window(self.seg, self.lam, self._window, self.b + self.u_cut, tilt)
         cut, inside = self._cut, self._inside
         p = 2.0 / self.alpha
         dist = np.where(inside, self.u_cut[:, :, None] - cut.u, 0.0)
@@ -249,8 +256,7 @@ class _Atoms:
         """``Σ_q w_q ∂/∂λ_t ∫ e^{−G_q} dy = −Σ_q w_q ∫ e^{−G_q} G_{t,q}/λ_t dy``, shape ``(n,)``."""
         if self.alpha == 2.0:
             seg = self.seg
-            m0, m1 = _exp_moments(-seg.g_at, seg.rate, seg.length)
-            return -(np.einsum("qj,tqj->t", m0 * w[:, None], seg.gunit) + np.einsum("qj,tqj->t", m1 * w[:, None], seg.gprime_unit))
+            return -(np.einsum("qj,tqj->t", seg.m0 * w[:, None], seg.gunit) + np.einsum("qj,tqj->t", seg.m1 * w[:, None], seg.gprime_unit))
         plain = self._plain
         rate = plain.rate.sum(axis=0)
         weight = np.where(rate > 0, plain.mass.sum(axis=0) / np.where(rate > 0, rate, 1.0), 0.0)  # e^{−G} dy at the nodes
@@ -311,45 +317,44 @@ class _Linearisation:
         return arrivals, work, mean_service
 
     def _solve_entering(self) -> None:
-        """Advertised delay of each test tier: ``W_e = T_e(W_e)`` with the other tiers held (vectorised
-        safeguarded Newton on ``F = W − T``; ``F(0) ≤ 0``, and the bracket's upper end grows from 5 % of
-        the tier's shortest service time by doubling until ``F ≥ 0``, so no probe drives the tier's load
-        to zero)."""
+        """Advertised delay of each test tier: ``W_e = T_e(W_e)`` with the other tiers held.
+
+        Vectorised safeguarded Newton in ``v = log(W + w₀)`` (as the fixed point's, docs/model.md §7) on
+        ``F(v) = log(T(W) + w₀) − v``, decreasing through its root: a step leaving the bracket
+        ``[lo, hi]`` is replaced by bisection, so no probe drives a tier's load to zero.
+        """
         kernel = self.ev.kernel
         e = self.entering
+        shift = 0.05 * float(self.service.mean())
 
-        def residual(w_e: FloatArray) -> tuple[FloatArray, FloatArray]:
+        def residual(v: FloatArray) -> tuple[FloatArray, FloatArray]:
             wait = self.wait.copy()
-            wait[e] = w_e
+            wait[e] = np.exp(v) - shift
             a_q, d_a = kernel.association_jacobian(self.lam, self.bias(wait), self.alpha)
             arrivals, work, mean = self.loads(a_q)
             t, da, dm = self.law.advertised(work, self.c, mean, self.rho_clip)
-            diag = np.einsum("sq,sq->s", self.weighted_service, np.einsum("ssq->sq", d_a)) * self.scale / self.xi
-            diag_arr = np.einsum("q,sq->s", self.p, np.einsum("ssq->sq", d_a)) * self.scale / self.xi
-            d_mean = np.where(arrivals > 0, (diag - mean * diag_arr) / np.where(arrivals > 0, arrivals, 1.0), 0.0)
-            slope = da * diag + dm * d_mean
-            return (w_e - t[e]), (1.0 - slope[e])
+            diag = np.einsum("ssq->sq", d_a) * self.scale[:, None] / self.xi  # ∂A_{s,q}/∂W_s, per node
+            d_work = (diag * self.weighted_service).sum(axis=1)
+            d_arr = diag @ self.p
+            d_mean = np.where(arrivals > 0, (d_work - mean * d_arr) / np.where(arrivals > 0, arrivals, 1.0), 0.0)
+            slope = (da * d_work + dm * d_mean)[e]  # ∂T_e/∂W_e
+            t_e = np.maximum(t[e], 0.0) + shift
+            return np.log(t_e) - v, slope * np.exp(v) / t_e - 1.0
 
-        lo = np.zeros(int(e.sum()))
-        hi = 0.05 * self.service[e].min(axis=1)
+        lo = np.full(int(e.sum()), np.log(shift))  # W = 0, where F ≥ 0
+        hi = np.full_like(lo, np.inf)
+        active = self.wait[self.active]
+        v = np.log(np.full_like(lo, float(np.median(active)) if active.size else 0.0) + shift)
         for _ in range(200):
-            f_hi, _ = residual(hi)
-            grow = f_hi < 0
-            if not np.any(grow):
+            f, df = residual(v)
+            if np.all(np.abs(f) <= 1e-13):
                 break
-            lo = np.where(grow, hi, lo)
-            hi = np.where(grow, 2.0 * hi, hi)
-        w = 0.5 * (lo + hi)
-        for _ in range(100):
-            f, df = residual(w)
-            if np.all(np.abs(f) <= 1e-14 * (1.0 + np.abs(w))):
-                break
-            lo = np.where(f < 0, w, lo)
-            hi = np.where(f > 0, w, hi)
-            newton = w - f / np.where(df > 0, df, 1.0)
-            ok = (df > 0) & (newton > lo) & (newton < hi)
-            w = np.where(ok, newton, 0.5 * (lo + hi))
-        self.wait[e] = w
+            lo = np.where(f > 0, v, lo)
+            hi = np.where(f < 0, v, hi)
+            newton = v - f / np.where(df < 0, df, -1.0)
+            fallback = np.where(np.isfinite(hi), 0.5 * (lo + hi), v + 1.0)
+            v = np.where((df < 0) & (newton > lo) & (newton < hi), newton, fallback)
+        self.wait[e] = np.exp(v) - shift
 
     def _build(self) -> None:
         self.b = self.bias(self.wait)
@@ -391,7 +396,7 @@ class _Linearisation:
 
     def fixed_point_matrix(self) -> FloatArray:
         """``I − ∂T/∂W`` of the load–association map at the point (``(n, n)``)."""
-        d_a = self.atoms.assoc.cross_b() / self.xi  # ∂A_{s,q}/∂W_t
+        d_a = self.ev.kernel.association_jacobian(self.lam, self.b, self.alpha)[1] / self.xi  # ∂A_{s,q}/∂W_t, as Newton's
         d_work = self.scale[:, None] * np.einsum("sq,stq->st", self.weighted_service, d_a)
         d_arr = self.scale[:, None] * np.einsum("q,stq->st", self.p, d_a)
         busy = self.arrivals > 0
