@@ -272,6 +272,9 @@ class _Linearisation:
         net = inst.network
         if not isinstance(ev.kernel, AnalyticKernel):
             raise ValueError(f"gradient: needs the analytic kernel (AnalyticKernel), got {type(ev.kernel).__name__}")
+        if getattr(inst, "queue_law", "mmc") != "mmc":
+            raise ValueError(f"gradient: the {inst.queue_law!r} queue law (serving.queue) has no sensitivities yet; "
+                             "only the paper's M/M/c queue (Erlang C) is differentiated")
         if ev.fixed_point is not None and not ev.fixed_point.converged:
             raise ValueError("gradient: the fixed point did not converge, so the point has no derivative; evaluate it again first")
         self.ev, self.law, self.target = ev, law, target
@@ -288,7 +291,7 @@ class _Linearisation:
         self.entering = entering[self.idx]
         density = net.edge_density
         self.lam = np.where(self.active, ev.mix[self.idx] * density, ENTERING_SHARE * density)
-        self.g = inst.residual_prefill[self.idx]
+        self.g = inst.first_token_time[self.idx]  # g(L_q − h_{s,q}) in the paper's model, the bias's fixed part
         self.c = conc[self.idx]
         self.p = inst.probabilities
         self.service = inst.service_time[self.idx]
