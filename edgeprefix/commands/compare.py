@@ -129,7 +129,8 @@ def header(config: CompareConfig) -> str:
     """The settings of the run, on the first line of the text output."""
     return (f"compare  instances {','.join(config.instances)}  methods {','.join(config.methods)}  "
             f"budgets {','.join(map(str, config.budgets))}  seeds {_seed_text(config.seed_list)}  "
-            f"reference grid limit {config.grid_limit}  workers {config.jobs}")
+            f"reference grid limit {config.grid_limit}  workers {config.jobs}"
+            + ("" if config.loads == (1.0,) else f"  loads ×{','.join(f'{x:g}' for x in config.loads)}"))
 
 
 def _seed_text(seeds: tuple[int, ...]) -> str:

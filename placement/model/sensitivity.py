@@ -326,23 +326,23 @@ class _Linearisation:
         ``F(v) = log(T(W) + w₀) − v``, decreasing through its root: a step leaving the bracket
         ``[lo, hi]`` is replaced by bisection, so no probe drives a tier's load to zero.
         """
-        kernel = self.ev.kernel
         e = self.entering
         shift = 0.05 * float(self.service.mean())
+        association = self._test_association()
+        weighted, p, scale = self.weighted_service[e], self.p, self.scale[e]
 
         def residual(v: FloatArray) -> tuple[FloatArray, FloatArray]:
-            wait = self.wait.copy()
-            wait[e] = np.exp(v) - shift
-            a_q, d_a = kernel.association_jacobian(self.lam, self.bias(wait), self.alpha)
-            arrivals, work, mean = self.loads(a_q)
-            t, da, dm = self.law.advertised(work, self.c, mean, self.rho_clip)
-            diag = np.einsum("ssq->sq", d_a) * self.scale[:, None] / self.xi  # ∂A_{s,q}/∂W_s, per node
-            d_work = (diag * self.weighted_service).sum(axis=1)
-            d_arr = diag @ self.p
-            d_mean = np.where(arrivals > 0, (d_work - mean * d_arr) / np.where(arrivals > 0, arrivals, 1.0), 0.0)
-            slope = (da * d_work + dm * d_mean)[e]  # ∂T_e/∂W_e
-            t_e = np.maximum(t[e], 0.0) + shift
-            return np.log(t_e) - v, slope * np.exp(v) / t_e - 1.0
+            a_q, d_a = association(np.exp(v) - shift)  # A_{e,q} and ∂A_{e,q}/∂W_e
+            arrivals = scale * (a_q @ p)
+            work = scale * (a_q * weighted).sum(axis=1)
+            busy = arrivals > 0
+            mean = np.where(busy, work / np.where(busy, arrivals, 1.0), self.service[e].min(axis=1))
+            t, da, dm = self.law.advertised(work, self.c[e], mean, self.rho_clip)
+            d_work = scale * (d_a * weighted).sum(axis=1)
+            d_arr = scale * (d_a @ p)
+            d_mean = np.where(busy, (d_work - mean * d_arr) / np.where(busy, arrivals, 1.0), 0.0)
+            t_e = np.maximum(t, 0.0) + shift
+            return np.log(t_e) - v, (da * d_work + dm * d_mean) * np.exp(v) / t_e - 1.0
 
         lo = np.full(int(e.sum()), np.log(shift))  # W = 0, where F ≥ 0
         hi = np.full_like(lo, np.inf)
@@ -358,6 +358,43 @@ class _Linearisation:
             fallback = np.where(np.isfinite(hi), 0.5 * (lo + hi), v + 1.0)
             v = np.where((df < 0) & (newton > lo) & (newton < hi), newton, fallback)
         self.wait[e] = np.exp(v) - shift
+
+    def _test_association(self) -> Any:
+        """``W_e ↦ (A_{e,q}, ∂A_{e,q}/∂W_e)`` of the test tiers with the others held.
+
+        At α = 2 a test tier does not change ``G_q``, so ``A_{e,q} = π λ_e ∫_{b_{e,q}}^∞ e^{−G_q}`` is a
+        lookup in the active tiers' segments and ``∂A_{e,q}/∂b_{e,q} = −π λ_e e^{−G_q(b_{e,q})}``; at
+        other α the kernel's association (and ``∂A/∂b``) of all tiers is taken.
+        """
+        e, kernel = self.entering, self.ev.kernel
+        if self.alpha != 2.0:
+            def through_kernel(w_e: FloatArray) -> tuple[FloatArray, FloatArray]:
+                wait = self.wait.copy()
+                wait[e] = w_e
+                a_q, d_a = kernel.association_jacobian(self.lam, self.bias(wait), self.alpha)
+                return a_q[e], np.einsum("ssq->sq", d_a)[e] / self.xi
+
+            return through_kernel
+        active = self.active
+        seg = _segments(self.lam[active], self.bias(self.wait)[active], np.empty((0, self.p.size)))
+        fixed = self.g[e] / self.xi  # b_{e,q} = (g + W_e)/ξ
+        weight = (np.pi * self.lam[e])[:, None]
+
+        def by_lookup(w_e: FloatArray) -> tuple[FloatArray, FloatArray]:
+            y = fixed + (w_e / self.xi)[:, None]  # (E, Q)
+            k = (seg.lo[None] <= y[:, :, None]).sum(axis=2) - 1  # segment holding y, −1 before the first
+            before = k < 0
+            kk = np.maximum(k, 0)
+            q = np.arange(y.shape[1])[None, :]
+            lo, rate, g_at = seg.lo[q, kk], seg.rate[q, kk], seg.g_at[q, kk]
+            ahead = np.cumsum(seg.m0[:, ::-1], axis=1)[:, ::-1]  # ∫ from segment k's left end to ∞
+            offset = np.where(before, 0.0, y - lo)
+            g_y = np.where(before, 0.0, g_at + rate * offset)
+            tail = np.where(before, seg.lo[:, 0][None, :] - y + ahead[:, 0][None, :],
+                            ahead[q, kk] - np.exp(-g_at) * offset * _phi_psi(rate * offset)[0])
+            return weight * tail, -weight * np.exp(-g_y) / self.xi
+
+        return by_lookup
 
     def _build(self) -> None:
         self.b = self.bias(self.wait)
