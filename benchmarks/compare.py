@@ -46,6 +46,7 @@ from edgeprefix.benchmarks.compare_runs import (
     lattice_size,
     load_benchmark,
     run_method,
+    split_method,
 )
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import plain
@@ -103,9 +104,10 @@ class CompareConfig:
         if not self.loads or any(not (np.isfinite(x) and x > 0) for x in self.loads) or len(set(self.loads)) != len(self.loads):
             raise ValueError(f"loads: distinct positive multipliers of Λ are needed, got {list(self.loads)}")
         valid = (*method_names(), *BASELINES)
-        bad = [m for m in self.methods if m not in valid]
+        bad = [m for m in self.methods if split_method(m)[0] not in valid]
         if bad or not self.methods:
-            raise ValueError(f"methods: each must be one of {list(valid)}, got {list(self.methods)}")
+            raise ValueError(f"methods: each must be one of {list(valid)} (an Optuna method may name its space, e.g. cmaes:box), "
+                             f"got {list(self.methods)}")
         if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
             raise ValueError(f"budgets: positive integers are needed, got {list(self.budgets)}")
         if list(self.budgets) != sorted(set(self.budgets)):

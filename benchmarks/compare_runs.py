@@ -27,11 +27,13 @@ from edgeprefix.placement.model.instance import Instance, load_instance
 from edgeprefix.solvers import Progress, Result, solve
 from edgeprefix.solvers.api import run_solver
 from edgeprefix.solvers.grid import feasible_lattice
+from edgeprefix.solvers.optuna_common import SPACES
 
 FloatArray = npt.NDArray[np.float64]
 INSTANCES_DIR = Path(__file__).resolve().parent / "instances"
 MAX_GRID_RESOLUTION = 200
 PER_BUDGET_METHODS = frozenset({"spsa", "grid"})  # their steps depend on the budget
+SPACE_METHODS = frozenset({"tpe", "cmaes", "qmc"})  # the methods that take ``space=`` (``cmaes:box``)
 
 
 @dataclass(frozen=True)
@@ -178,13 +180,27 @@ def _timed_run(problem: PlacementProblem, method: str, budget: int, seed: int | 
     return result, np.asarray(stamps, dtype=float), np.asarray(cpu, dtype=float)
 
 
+def split_method(method: str) -> tuple[str, dict[str, str]]:
+    """``cmaes:box`` → (``cmaes``, ``{"space": "box"}``): an Optuna method in another search space
+    (:data:`edgeprefix.solvers.optuna_common.SPACES`); a plain name has no options."""
+    base, sep, space = method.partition(":")
+    if not sep:
+        return method, {}
+    if base not in SPACE_METHODS or space not in SPACES:
+        raise ValueError(f"methods: {method!r} must be an Optuna method {sorted(SPACE_METHODS)} and a space {list(SPACES)}, "
+                         "e.g. cmaes:box")
+    return base, {"space": space}
+
+
 def run_method(name: str, method: str, seed: int, budget: int, *, resolution: int = 0, queue_model: str = "meanfield",
                load: float = 1.0) -> RunRecord:
-    """Run ``method`` (registered or a scipy baseline) on benchmark ``name`` at ``load`` times its ``Λ``
-    (a fresh problem: safe in a worker process)."""
+    """Run ``method`` (registered, a scipy baseline, or ``optuna_method:space``) on benchmark ``name`` at
+    ``load`` times its ``Λ`` (a fresh problem: safe in a worker process)."""
     problem = placement_problem(load_benchmark(name, load), queue_model=queue_model)
-    options = {"resolution": resolution} if method == "grid" else {}
-    result, stamps, cpu = _timed_run(problem, method, budget, None if method == "grid" else seed, **options)
+    base, options = split_method(method)
+    if base == "grid":
+        options = {"resolution": resolution}
+    result, stamps, cpu = _timed_run(problem, base, budget, None if base == "grid" else seed, **options)
     curve = feasible_best_so_far(result.feasible, result.coverages)
     best = tuple(np.asarray(result.x, dtype=float).tolist()) if result.success else ()
     for array in (curve, stamps, cpu):

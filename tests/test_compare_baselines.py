@@ -60,3 +60,14 @@ def test_bad_loads_and_methods_are_refused():
         CompareConfig(loads=(1.0, -2.0))
     with pytest.raises(ValueError, match=r"methods: each must be one of \[.*'slsqp-fd', 'de'\]"):
         CompareConfig(methods=("nelder",))
+
+
+def test_an_optuna_method_may_name_its_search_space():
+    config = CompareConfig(instances=("paper_baseline",), methods=("cmaes:box", "cmaes"), budgets=(8,), seeds=1, grid_limit=1)
+    comparison = run_comparison(config)
+    assert {r.method for r in comparison.runs} == {"cmaes:box", "cmaes"}
+    box = next(r for r in comparison.runs if r.method == "cmaes:box")
+    soft = next(r for r in comparison.runs if r.method == "cmaes")
+    assert not np.array_equal(box.curve, soft.curve)  # the same seed proposes different points
+    with pytest.raises(ValueError, match="must be an Optuna method"):
+        CompareConfig(methods=("spsa:box",))

@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instances", type=_csv_list, default=None, metavar="A,B",
                         help=f"benchmark names or instance files (default: {','.join(DEFAULT_INSTANCES)})")
     parser.add_argument("--methods", type=_csv_list, default=None, metavar="M,N",
-                        help=f"solvers or scipy baselines slsqp-fd, de (default: {','.join(DEFAULT_METHODS)})")
+                        help=f"solvers, scipy baselines slsqp-fd, de, or an Optuna method in another search space, e.g. cmaes:box "
+                             f"(default: {','.join(DEFAULT_METHODS)})")
     parser.add_argument("--budgets", type=_budgets, default=None, metavar="B1,B2",
                         help=f"evaluation budgets (default: {','.join(map(str, DEFAULT_BUDGETS))})")
     parser.add_argument("--seeds", type=_seeds, default=None, metavar="SEEDS",
