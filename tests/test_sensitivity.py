@@ -23,6 +23,7 @@ from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance
 from edgeprefix.placement.model.queueing import erlang_c, mean_wait
 from edgeprefix.placement.model.sensitivity import sensitivity
+from edgeprefix.placement.model.serving import Serving
 from edgeprefix.placement.model.spatial import AnalyticKernel
 from edgeprefix.placement.model.wait_laws import ErlangCLaw, erlang_c_and_slope, wait_law_for
 
@@ -151,6 +152,20 @@ def test_a_profile_entering_unstable_makes_mean_ttft_jump():
     assert not evaluate(inst, np.array([0.5, 0.499, 0.001]), "prefix").stable
 
 
+@pytest.mark.parametrize("policy", ["load_aware", "prefix"])
+@pytest.mark.parametrize("intensity", [1.5, 4.0])
+def test_gradients_under_the_mgc_queue_law(intensity, policy):
+    # chunked prefill with the M/G/c law (docs/model.md §19.6): C²_s moves with the association
+    chunked = load_instance("paper_baseline").replace(serving=Serving(queue="mgc", chunk_size=512, chunk_overhead=0.008, decode_scv=0.5))
+    instance = chunked.with_network(request_intensity=intensity)
+    for pi, objectives in ((np.array([0.3, 0.2, 0.5]), ("coverage", "mean_ttft")), (np.array([0.5, 0.5, 0.0]), ("coverage",))):
+        ev = evaluate(instance, pi, policy, tol=FP_TOL)
+        assert ev.service_scv is not None
+        sens = sensitivity(ev, objectives=objectives)
+        for objective in objectives:
+            assert relative_error(sens.gradients[objective], finite_difference(instance, pi, policy, objective)) <= TOL
+
+
 def test_erlang_c_law_derivatives():
     law = ErlangCLaw()
     a = np.array([0.3, 4.0, 11.5, 30.0, 1e-300])
@@ -166,7 +181,8 @@ def test_erlang_c_law_derivatives():
     step = (a + h) - np.maximum(a - h, 0.0)
     np.testing.assert_allclose(w.d_weight_da[0], (up.weight - down.weight)[0] / step, rtol=1e-6, atol=1e-12)
     bar = np.linspace(1.0, 2.0, a.size)
-    da, dm = w.mean_vjp(bar)
+    da, dm, ds = w.mean_vjp(bar)
+    assert not np.any(ds)  # the M/M/c law does not read the service's C²
     fd_a = (mean_wait(a + h, c, m) - mean_wait(np.maximum(a - h, 0.0), c, m)) / step
     np.testing.assert_allclose(da, bar * fd_a, rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(dm, bar * mean_wait(a, c, m) / m, rtol=1e-12)
@@ -186,7 +202,7 @@ def test_bad_arguments_name_the_rule(baseline):
         sensitivity(evaluate(baseline, kernel=QuadReferenceKernel()))
     with pytest.raises(ValueError, match="did not converge"):
         sensitivity(evaluate(baseline.with_network(request_intensity=3.5), method="damped", max_iterations=2))
-    with pytest.raises(ValueError, match=r"queue_model: no sensitivities for 'cell' \(valid: \['meanfield'\]\)"):
+    with pytest.raises(ValueError, match=r"queue_model: no sensitivities for 'cell' \(valid: \['meanfield', 'mgc'\]\)"):
         wait_law_for("cell")
     with pytest.raises(ValueError, match="was not computed"):
         sensitivity(ev).by_profile("mean_ttft")

@@ -263,6 +263,69 @@ class _Atoms:
         return -np.einsum("qj,tqj->t", weight * w[:, None], self.assoc.gunit)
 
 
+# -- loads of the tiers ------------------------------------------------------------------------------
+class _Loads:
+    """Per-node loads of tiers from their association ``A`` ``(n, Q)`` (docs/model.md §5, eq. (19.17)):
+
+    ``λq_s = σ_s Σ_q p_q A_{s,q}``, ``a_s = σ_s Σ_q A p_q/μ_{s,q}``, ``m_s = a_s/λq_s`` and, when the law
+    reads it, ``E[S²]_s = σ_s Σ_q A p_q E[S²_{s,q}] / λq_s``, ``C²_s = max(0, E[S²]_s/m_s² − 1)``, with
+    ``σ_s = Λ/λ_s``; a tier that receives nothing takes its shortest type's service.
+    """
+
+    def __init__(self, a_q: FloatArray, scale: FloatArray, p: FloatArray, weighted_service: FloatArray,
+                 weighted_second: FloatArray | None, service: FloatArray, second: FloatArray | None) -> None:
+        self.scale, self.p, self.ws, self.w2 = scale, p, weighted_service, weighted_second
+        self.arrivals = scale * (a_q @ p)
+        self.work = scale * (a_q * weighted_service).sum(axis=1)
+        self.busy = self.arrivals > 0
+        self.per_arrival = 1.0 / np.where(self.busy, self.arrivals, np.inf)  # 0 for an idle tier
+        shortest = service.argmin(axis=1)
+        self.mean = np.where(self.busy, self.work * self.per_arrival, service.min(axis=1))
+        self.scv = self.moment = self.raw = None
+        if weighted_second is not None and second is not None:
+            self.raw = scale * (a_q * weighted_second).sum(axis=1)
+            self.moment = np.where(self.busy, self.raw * self.per_arrival, second[np.arange(shortest.size), shortest])
+            self.scv = np.maximum(self.moment / self.mean**2 - 1.0, 0.0)
+
+    def directional(self, d_a: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(∂a, ∂m, ∂C²)`` along ``∂A`` — ``(n, n, Q)`` columns ``t`` of ``∂A_{s,q}/∂W_t``, or ``(n, Q)``
+        for one direction per tier — as ``(n, n)`` or ``(n,)`` arrays."""
+        one = d_a.ndim == 2
+        d_a = d_a[:, None, :] if one else d_a
+        col = (slice(None), None)
+        d_work = self.scale[col] * np.einsum("sq,stq->st", self.ws, d_a)
+        d_arr = self.scale[col] * np.einsum("q,stq->st", self.p, d_a)
+        d_mean = (d_work - self.mean[col] * d_arr) * self.per_arrival[col]
+        d_scv = np.zeros_like(d_work)
+        if self.scv is not None:
+            d_raw = self.scale[col] * np.einsum("sq,stq->st", self.w2, d_a)
+            d_moment = (d_raw - self.moment[col] * d_arr) * self.per_arrival[col]
+            d_scv = np.where((self.scv > 0)[col], d_moment / self.mean[col] ** 2 - 2.0 * (self.moment / self.mean**3)[col] * d_mean, 0.0)
+        if one:
+            return d_work[:, 0], d_mean[:, 0], d_scv[:, 0]
+        return d_work, d_mean, d_scv
+
+    def vjp(self, work_bar: FloatArray, mean_bar: FloatArray, scv_bar: FloatArray | None, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(Ā, λ̄)`` of seeds on ``a``, ``m`` and ``C²`` (``λ̄`` the direct ``1/λ_s`` of ``σ_s``)."""
+        work_bar = work_bar.copy()
+        arr_bar = np.zeros_like(work_bar)
+        raw_bar = np.zeros_like(work_bar)
+        mean_bar = mean_bar.copy()
+        if scv_bar is not None and self.scv is not None:
+            moment_bar = np.where(self.scv > 0, scv_bar / self.mean**2, 0.0)
+            mean_bar -= np.where(self.scv > 0, 2.0 * scv_bar * self.moment / self.mean**3, 0.0)
+            raw_bar = moment_bar * self.per_arrival
+            arr_bar -= moment_bar * self.moment * self.per_arrival
+        work_bar += mean_bar * self.per_arrival
+        arr_bar -= mean_bar * self.mean * self.per_arrival
+        a_bar = self.scale[:, None] * (work_bar[:, None] * self.ws + arr_bar[:, None] * self.p)
+        lam_bar = -(work_bar * self.work + arr_bar * self.arrivals)
+        if self.w2 is not None and self.raw is not None:
+            a_bar += self.scale[:, None] * raw_bar[:, None] * self.w2
+            lam_bar -= raw_bar * self.raw
+        return a_bar, lam_bar / lam
+
+
 # -- the linearised model at one point -------------------------------------------------------------
 class _Linearisation:
     """Forward quantities and vector–Jacobian products of one evaluation over the tiers ``idx``."""
@@ -272,9 +335,6 @@ class _Linearisation:
         net = inst.network
         if not isinstance(ev.kernel, AnalyticKernel):
             raise ValueError(f"gradient: needs the analytic kernel (AnalyticKernel), got {type(ev.kernel).__name__}")
-        if getattr(inst, "queue_law", "mmc") != "mmc":
-            raise ValueError(f"gradient: the {inst.queue_law!r} queue law (serving.queue) has no sensitivities yet; "
-                             "only the paper's M/M/c queue (Erlang C) is differentiated")
         if ev.fixed_point is not None and not ev.fixed_point.converged:
             raise ValueError("gradient: the fixed point did not converge, so the point has no derivative; evaluate it again first")
         self.ev, self.law, self.target = ev, law, target
@@ -296,6 +356,7 @@ class _Linearisation:
         self.p = inst.probabilities
         self.service = inst.service_time[self.idx]
         self.weighted_service = self.p * self.service  # p_q / μ_{s,q}
+        self.weighted_second = self.p * inst.service_second_moment[self.idx] if law.needs_scv else None  # p_q E[S²_{s,q}]
         self.scale = net.request_intensity / self.lam
         self.wait = np.zeros(self.idx.size)  # advertised W_s
         if self.fixed_point:
@@ -312,12 +373,11 @@ class _Linearisation:
             return self.g / self.xi
         return (self.g + wait[:, None]) / self.xi
 
-    def loads(self, a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        arrivals = self.scale * (a_q @ self.p)
-        work = self.scale * (a_q * self.weighted_service).sum(axis=1)
-        busy = arrivals > 0
-        mean_service = np.where(busy, work / np.where(busy, arrivals, 1.0), self.service.min(axis=1))
-        return arrivals, work, mean_service
+    def loads(self, a_q: FloatArray, rows: Any = slice(None)) -> _Loads:
+        """Per-node loads of the tiers ``rows`` from their association ``a_q``."""
+        second = None if self.weighted_second is None else self.weighted_second[rows]
+        return _Loads(a_q, self.scale[rows], self.p, self.weighted_service[rows], second, self.service[rows],
+                      self.ev.instance.service_second_moment[self.idx][rows] if second is not None else None)
 
     def _solve_entering(self) -> None:
         """Advertised delay of each test tier: ``W_e = T_e(W_e)`` with the other tiers held.
@@ -329,20 +389,14 @@ class _Linearisation:
         e = self.entering
         shift = 0.05 * float(self.service.mean())
         association = self._test_association()
-        weighted, p, scale = self.weighted_service[e], self.p, self.scale[e]
 
         def residual(v: FloatArray) -> tuple[FloatArray, FloatArray]:
             a_q, d_a = association(np.exp(v) - shift)  # A_{e,q} and ∂A_{e,q}/∂W_e
-            arrivals = scale * (a_q @ p)
-            work = scale * (a_q * weighted).sum(axis=1)
-            busy = arrivals > 0
-            mean = np.where(busy, work / np.where(busy, arrivals, 1.0), self.service[e].min(axis=1))
-            t, da, dm = self.law.advertised(work, self.c[e], mean, self.rho_clip)
-            d_work = scale * (d_a * weighted).sum(axis=1)
-            d_arr = scale * (d_a @ p)
-            d_mean = np.where(busy, (d_work - mean * d_arr) / np.where(busy, arrivals, 1.0), 0.0)
+            loads = self.loads(a_q, e)
+            t, da, dm, ds = self.law.advertised(loads.work, self.c[e], loads.mean, self.rho_clip, loads.scv)
+            d_work, d_mean, d_scv = loads.directional(d_a)
             t_e = np.maximum(t, 0.0) + shift
-            return np.log(t_e) - v, (da * d_work + dm * d_mean) * np.exp(v) / t_e - 1.0
+            return np.log(t_e) - v, (da * d_work + dm * d_mean + ds * d_scv) * np.exp(v) / t_e - 1.0
 
         lo = np.full(int(e.sum()), np.log(shift))  # W = 0, where F ≥ 0
         hi = np.full_like(lo, np.inf)
@@ -386,12 +440,14 @@ class _Linearisation:
             before = k < 0
             kk = np.maximum(k, 0)
             q = np.arange(y.shape[1])[None, :]
-            lo, rate, g_at = seg.lo[q, kk], seg.rate[q, kk], seg.g_at[q, kk]
-            ahead = np.cumsum(seg.m0[:, ::-1], axis=1)[:, ::-1]  # ∫ from segment k's left end to ∞
+            lo, rate, g_at, length = seg.lo[q, kk], seg.rate[q, kk], seg.g_at[q, kk], seg.length[q, kk]
+            ahead = np.zeros((seg.lo.shape[0], seg.lo.shape[1] + 1))  # ∫ from segment k's left end to ∞
+            ahead[:, :-1] = np.cumsum(seg.m0[:, ::-1], axis=1)[:, ::-1]
             offset = np.where(before, 0.0, y - lo)
             g_y = np.where(before, 0.0, g_at + rate * offset)
-            tail = np.where(before, seg.lo[:, 0][None, :] - y + ahead[:, 0][None, :],
-                            ahead[q, kk] - np.exp(-g_at) * offset * _phi_psi(rate * offset)[0])
+            rest = np.where(np.isinf(length), 0.0, length - offset)  # to the segment's right end (a sum of positives)
+            inside = np.exp(-g_y) * np.where(np.isinf(length), 1.0 / rate, rest * _phi_psi(rate * rest)[0]) + ahead[q, kk + 1]
+            tail = np.where(before, seg.lo[:, 0][None, :] - y + ahead[:, 0][None, :], inside)
             return weight * tail, -weight * np.exp(-g_y) / self.xi
 
         return by_lookup
@@ -405,20 +461,17 @@ class _Linearisation:
             self.A = np.repeat(share[:, None], self.p.size, axis=1)
         else:
             self.A = self.atoms.assoc.values
-        self.arrivals, self.work, self.mean_service = self.loads(self.A)
-        self.waits: WaitLaw = self.law.wait_law(self.work, self.c, self.mean_service)
+        self.load = self.loads(self.A)
+        self.work, self.mean_service = self.load.work, self.load.mean
+        self.waits: WaitLaw = self.law.wait_law(self.work, self.c, self.mean_service, self.load.scv)
         self.stable = self.waits.stable
         self.p1 = self.atoms.truncated(None)
         self.p2 = [self.atoms.truncated(np.where(self.stable, k, 0.0)[:, None] * self.xi * np.ones_like(self.b)) for k in self.waits.decay]
 
     # reverse ---------------------------------------------------------------------------------
-    def loads_vjp(self, work_bar: FloatArray, mean_bar: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """``(Ā, λ̄)`` of ``(a_s, 1/μ_s)`` seeds: ``a_s = (Λ/λ_s) Σ_q A p_q/μ_{s,q}``, ``1/μ_s = a_s/λq_s``."""
-        busy = self.arrivals > 0
-        per_arrival = np.where(busy, mean_bar / np.where(busy, self.arrivals, 1.0), 0.0)
-        a_bar = self.scale[:, None] * (work_bar[:, None] * self.weighted_service
-                                      + per_arrival[:, None] * (self.weighted_service - self.mean_service[:, None] * self.p))
-        return a_bar, -work_bar * self.work / self.lam
+    def loads_vjp(self, work_bar: FloatArray, mean_bar: FloatArray, scv_bar: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
+        """``(Ā, λ̄)`` of seeds on ``a_s``, ``1/μ_s`` and ``C²_s`` (see :class:`_Loads`)."""
+        return self.load.vjp(work_bar, mean_bar, scv_bar, self.lam)
 
     def association_vjp(self, a_bar: FloatArray) -> tuple[FloatArray, FloatArray]:
         if self.policy == "nearest":  # A_{s,q} = λ_s / Σ_t λ_t
@@ -429,26 +482,18 @@ class _Linearisation:
     def assoc_window_vjp(self, a_bar: FloatArray) -> tuple[FloatArray, FloatArray]:
         return self.atoms.assoc.vjp(a_bar, self.lam)
 
-    def law_vjp(self, weight_bar: FloatArray, decay_bar: FloatArray) -> tuple[FloatArray, FloatArray]:
-        w = self.waits
-        return ((weight_bar * w.d_weight_da + decay_bar * w.d_decay_da).sum(axis=0),
-                (weight_bar * w.d_weight_dm + decay_bar * w.d_decay_dm).sum(axis=0))
-
     def fixed_point_matrix(self) -> FloatArray:
         """``I − ∂T/∂W`` of the load–association map at the point (``(n, n)``)."""
         d_a = self.ev.kernel.association_jacobian(self.lam, self.b, self.alpha)[1] / self.xi  # ∂A_{s,q}/∂W_t, as Newton's
-        d_work = self.scale[:, None] * np.einsum("sq,stq->st", self.weighted_service, d_a)
-        d_arr = self.scale[:, None] * np.einsum("q,stq->st", self.p, d_a)
-        busy = self.arrivals > 0
-        d_mean = np.where(busy[:, None], (d_work - self.mean_service[:, None] * d_arr) / np.where(busy, self.arrivals, 1.0)[:, None], 0.0)
-        _, da, dm = self.law.advertised(self.work, self.c, self.mean_service, self.rho_clip)
-        self._advertised_slopes = (da, dm)
-        return np.eye(self.idx.size) - (da[:, None] * d_work + dm[:, None] * d_mean)
+        d_work, d_mean, d_scv = self.load.directional(d_a)
+        _, da, dm, ds = self.law.advertised(self.work, self.c, self.mean_service, self.rho_clip, self.load.scv)
+        self._advertised_slopes = (da, dm, ds)
+        return np.eye(self.idx.size) - (da[:, None] * d_work + dm[:, None] * d_mean + ds[:, None] * d_scv)
 
     def advertised_vjp(self, v: FloatArray) -> FloatArray:
         """``vᵀ ∂T/∂λ`` at fixed ``W``."""
-        da, dm = self._advertised_slopes
-        a_bar, lam_bar = self.loads_vjp(v * da, v * dm)
+        da, dm, ds = self._advertised_slopes
+        a_bar, lam_bar = self.loads_vjp(v * da, v * dm, v * ds)
         return lam_bar + self.association_vjp(a_bar)[0]
 
     # objectives: seeds → (λ̄ at fixed W, W̄) -----------------------------------------------------
@@ -466,8 +511,8 @@ class _Linearisation:
             lam_bar, b_bar = lam_bar + lb, b_bar + bb
             weight_bar[k] = -st * (p2[k] @ p)
             decay_bar[k] = self.xi * (seed * win.tilt_derivative()).sum(axis=1)
-        work_bar, mean_bar = self.law_vjp(weight_bar, decay_bar)
-        return value, *self._through_loads(work_bar, mean_bar, lam_bar, b_bar)
+        work_bar, mean_bar, scv_bar = self.waits.vjp(weight_bar, decay_bar)
+        return value, *self._through_loads(work_bar, mean_bar, lam_bar, b_bar, scv_bar)
 
     def mean_ttft(self) -> tuple[float, FloatArray, FloatArray]:
         if not np.all(self.stable[self.active]):
@@ -478,8 +523,7 @@ class _Linearisation:
         extra = self.g + mean_wait[:, None] - beta  # g + W̄_s − β_{s,q}: 0 for load-aware below ρ_clip
         value = float(self.ev.mean_ttft)
         lam_bar = self.xi * self.atoms.axis_lambda_vjp(p)  # Σ_q p_q ξ ∂E[Y_q]/∂λ (∂E[Y_q]/∂b_t = A_{t,q} cancels −A β)
-        work_bar, mean_bar = self.waits.mean_vjp((self.A * p).sum(axis=1))
-        a_bar, lb = self.loads_vjp(work_bar, mean_bar)
+        a_bar, lb = self.loads_vjp(*self.waits.mean_vjp((self.A * p).sum(axis=1)))
         lam_bar = lam_bar + lb
         lb, bb = self.association_vjp(a_bar + p * extra)
         return value, lam_bar + lb, bb
@@ -491,8 +535,9 @@ class _Linearisation:
         work_bar[top] = 1.0 / self.c[top]
         return float(rho[top]), *self._through_loads(work_bar, np.zeros(self.idx.size), np.zeros(self.idx.size), np.zeros_like(self.b))
 
-    def _through_loads(self, work_bar: FloatArray, mean_bar: FloatArray, lam_bar: FloatArray, b_bar: FloatArray) -> tuple[FloatArray, FloatArray]:
-        a_bar, lb = self.loads_vjp(work_bar, mean_bar)
+    def _through_loads(self, work_bar: FloatArray, mean_bar: FloatArray, lam_bar: FloatArray, b_bar: FloatArray,
+                       scv_bar: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
+        a_bar, lb = self.loads_vjp(work_bar, mean_bar, scv_bar)
         la, ba = self.association_vjp(a_bar)
         return lam_bar + lb + la, b_bar + ba
 
@@ -513,7 +558,8 @@ def sensitivity(evaluation: Any, target: float | None = None, objectives: Sequen
     tau = float(evaluation.target if target is None else target)
     if not (np.isfinite(tau) and tau > 0):
         raise ValueError(f"target: τ must be a positive number of seconds, got {tau!r}")
-    law = wait_law_for(str(getattr(evaluation, "queue_model", "meanfield")))
+    mgc = getattr(evaluation.instance, "queue_law", "mmc") == "mgc"
+    law = wait_law_for("mgc" if mgc else str(getattr(evaluation, "queue_model", "meanfield")))
     point = _Linearisation(evaluation, tau, law)
     matrix = point.fixed_point_matrix() if point.fixed_point else None
     inst = evaluation.instance
