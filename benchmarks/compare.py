@@ -313,6 +313,29 @@ def file_stem(label: str) -> str:
     return stem[:100] or "instance"
 
 
+def markdown_summary(summaries: Sequence[Summary], references: dict[str, Reference], methods: Sequence[str]) -> str:
+    """benchmarks/README.md's tables: per budget, the median gap to ``P*`` and the share of seeds within
+    1e-4 (rows: methods, columns: instance × load); then evaluations used and CPU per evaluation at
+    the largest budget."""
+    labels = list(references)
+    budgets = sorted({s.budget for s in summaries})
+    cell = {(s.method, s.instance, s.budget): s for s in summaries}
+    head = "| method | " + " | ".join(labels) + " |\n|---|" + "---:|" * len(labels)
+    out = ["P* " + ", ".join(f"{k} {v.coverage:.6f}" for k, v in references.items())]
+
+    def table(title: str, text: Any, budget: int) -> None:
+        out.extend(["", title, "", head])
+        for m in methods:
+            row = [text(cell[(m, label, budget)]) if (m, label, budget) in cell else "" for label in labels]
+            out.append(f"| {m} | " + " | ".join(row) + " |")
+
+    for b in budgets:
+        table(f"**Budget {b}: median gap to P\\* (share of seeds within 1e-4)**", lambda s: f"{s.gap:.4f} ({s.success_fine:.1f})", b)
+    top = budgets[-1]
+    table(f"**Budget {top}: evaluations used (median) / CPU ms per evaluation**", lambda s: f"{s.evaluations:.0f} / {s.cpu_ms:.1f}", top)
+    return "\n".join(out) + "\n"
+
+
 def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
     from edgeprefix.benchmarks.compare_plots import (
@@ -322,8 +345,9 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     )
 
     written = []
+    markdown = markdown_summary(comparison.summaries, comparison.references, comparison.config.methods)
     for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
-                       ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n")):
+                       ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n"), ("summary.md", markdown)):
         atomic_write_text(out / name, text)
         written.append(out / name)
     methods = comparison.config.methods

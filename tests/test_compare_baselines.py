@@ -71,3 +71,14 @@ def test_an_optuna_method_may_name_its_search_space():
     assert not np.array_equal(box.curve, soft.curve)  # the same seed proposes different points
     with pytest.raises(ValueError, match="must be an Optuna method"):
         CompareConfig(methods=("spsa:box",))
+
+
+def test_the_readme_tables_are_written_with_the_outputs(comparison, tmp_path):
+    from edgeprefix.benchmarks.compare import write_outputs
+
+    written = {p.name for p in write_outputs(comparison, tmp_path)}
+    assert "summary.md" in written
+    text = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "| method | paper_baseline×0.5 | paper_baseline |" in text
+    assert all(f"| {m} |" in text for m in ("gradient", "slsqp-fd", "de"))
+    assert text.count("**Budget") == len(BUDGETS) + 1
