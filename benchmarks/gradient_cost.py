@@ -12,7 +12,10 @@ times, interleaved so that the machine's load hits all alike (median CPU millise
   vector–Jacobian products and the test tiers, reusing the point's fixed point.
 
 It prints a table with the ratios gradient / score and writes ``gradient_cost.json`` / ``.csv``
-with ``--out``.
+with ``--out``.  ``--to-target`` adds a second table: at 0.5, 1 and 1.3 times each instance's
+load, the evaluations and CPU milliseconds the gradient method, scipy's SLSQP with finite
+differences (``slsqp-fd``) and CMA-ES (seeds 0–2, median) take to come within 1e-4 of the best
+known optimum (the best of a 300-evaluation gradient run with restarts and the three methods' runs).
 """
 
 from __future__ import annotations
@@ -78,6 +81,40 @@ def measure(name: str, repeats: int) -> list[CostRow]:
     return rows
 
 
+TARGET_LOADS = (0.5, 1.0, 1.3)
+TARGET_METHODS = (("gradient", 40, (0,)), ("slsqp-fd", 400, (0,)), ("cmaes", 300, (0, 1, 2)))
+FINE = 1e-4
+
+
+def to_target(name: str, load: float) -> dict[str, tuple[float, float] | None]:
+    """Per method: median (evaluations, CPU ms) to reach ``P* − 1e-4``; ``None`` when a seed never does."""
+    from edgeprefix.benchmarks.compare_runs import run_method
+
+    runs = {m: [run_method(name, m, seed, budget, load=load) for seed in seeds] for m, budget, seeds in TARGET_METHODS}
+    best = max(r.best for rs in runs.values() for r in rs)
+    best = max(best, run_method(name, "gradient", 0, 300, load=load).best)
+    out: dict[str, tuple[float, float] | None] = {}
+    for method, records in runs.items():
+        hits = [np.flatnonzero(r.curve >= best - FINE) for r in records]
+        if any(h.size == 0 for h in hits):
+            out[method] = None
+            continue
+        first = [int(h[0]) for h in hits]
+        out[method] = (float(np.median([k + 1 for k in first])),
+                       float(np.median([1e3 * float(r.cpu[k]) for r, k in zip(records, first) if r.cpu is not None])))
+    return out
+
+
+def render_targets(table: dict[str, dict[str, tuple[float, float] | None]]) -> str:
+    methods = [m for m, _, _ in TARGET_METHODS]
+    head = f"{'instance × load':<24}" + "".join(f"{m + ' evals / CPU ms':>28}" for m in methods)
+    lines = [head, "-" * len(head)]
+    for label, cells in table.items():
+        text = ["never" if cells[m] is None else f"{cells[m][0]:.0f} / {cells[m][1]:.0f}" for m in methods]
+        lines.append(f"{label:<24}" + "".join(f"{t:>28}" for t in text))
+    return "\n".join(lines)
+
+
 def render(rows: list[CostRow]) -> str:
     head = f"{'instance':<18}{'mix':<9}{'|S|':>4}{'zeros':>6}{'score cold':>11}{'score warm':>11}{'gradient':>10}{'÷ cold':>8}{'÷ warm':>8}"
     lines = [head, "-" * len(head)]
@@ -92,14 +129,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=30, help="timed repetitions per measurement (default: 30)")
     parser.add_argument("--instances", default=",".join(INSTANCES), help=f"comma-separated (default: {','.join(INSTANCES)})")
     parser.add_argument("--out", type=Path, default=None, help="folder for gradient_cost.json and gradient_cost.csv")
+    parser.add_argument("--to-target", action="store_true", help="also time every method to within 1e-4 of the best known optimum")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
-    rows = [row for name in args.instances.split(",") if name for row in measure(name.strip(), args.repeats)]
+    names = [name.strip() for name in args.instances.split(",") if name.strip()]
+    rows = [row for name in names for row in measure(name, args.repeats)]
     print(render(rows))
+    targets: dict[str, dict[str, tuple[float, float] | None]] = {}
+    if args.to_target:
+        from edgeprefix.benchmarks.compare_runs import instance_label
+
+        targets = {instance_label(name, load): to_target(name, load) for name in names for load in TARGET_LOADS}
+        print()
+        print(render_targets(targets))
     if args.out is not None:
         payload = [{**asdict(r), "ratio_cold": r.ratio_cold, "ratio_warm": r.ratio_warm} for r in rows]
-        atomic_write_text(args.out / "gradient_cost.json", json.dumps(payload, indent=2) + "\n")
+        atomic_write_text(args.out / "gradient_cost.json", json.dumps({"cost": payload, "to_target": targets}, indent=2) + "\n")
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=list(payload[0]))
         writer.writeheader()
