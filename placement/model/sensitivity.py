@@ -27,7 +27,8 @@ of density ``ε λ_b`` (:data:`ENTERING_SHARE`) whose advertised delay solves it
 point with the other tiers held (its effect on them is ``O(ε)``).
 
 The queue model enters only through its :class:`~edgeprefix.placement.model.wait_laws.QueueLaw`
-(advertised delay and waiting-time law as functions of ``a_s``, ``c_s``, ``1/μ_s``).
+(advertised delay and waiting-time law as functions of ``a_s``, ``c_s``, ``1/μ_s`` and, for the
+M/G/c law of docs/model.md §19.6, the service's ``C²_s``, differentiated through :class:`_Loads`).
 """
 
 from __future__ import annotations
