@@ -8,6 +8,7 @@ point (a black box no Pyomo solver can optimise).  Solvers read the linear part 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -118,17 +119,31 @@ class PlacementProblem:
     def score(self, x: npt.ArrayLike, warm_start: FloatArray | None = None, *, gradient: bool = False) -> Score:
         """Evaluate a feasible point ``π`` (after :meth:`clean`) through the fixed point; ``gradient=True``
         adds the exact ``∂value/∂π`` (docs/model.md §15)."""
-        return self.objective.score(self.clean(x), warm_start, gradient=gradient)
+        if not gradient:
+            return self.objective.score(self.clean(x), warm_start)
+        score = self.objective.score(self.clean(x), warm_start)
+        return dataclasses.replace(score, gradient=self.gradient(score))
+
+    @property
+    def gradient_missing(self) -> str:
+        """Why scores have no exact gradient (empty when they have one): the simulation objective has
+        none, and the cell queue model has no sensitivities yet (docs/model.md §15)."""
+        if not callable(getattr(self.objective, "gradient", None)):
+            return f"the {type(self.objective).__name__} has no gradient"
+        queue_model = getattr(self.objective, "queue_model", "meanfield")
+        if queue_model != "meanfield":
+            return f"the {queue_model!r} queue model has no sensitivities yet"
+        return ""
 
     @property
     def differentiable(self) -> bool:
-        """Whether scores have exact gradients (the model's objective has, the simulation's has not)."""
-        return callable(getattr(self.objective, "gradient", None))
+        """Whether scores have exact gradients (see :attr:`gradient_missing`)."""
+        return not self.gradient_missing
 
     def gradient(self, score: Score) -> FloatArray | None:
         """Exact ``∂value/∂π`` at a point already scored (see :meth:`CoverageObjective.gradient`)."""
         if not self.differentiable:
-            raise ValueError(f"the {type(self.objective).__name__} has no gradient: use a derivative-free method")
+            raise ValueError(f"gradient: {self.gradient_missing}; use a derivative-free method")
         return self.objective.gradient(score)  # type: ignore[union-attr]
 
     def score_many(self, points: Sequence[npt.ArrayLike], warm_start: FloatArray | None = None) -> list[Score]:

@@ -64,8 +64,9 @@ def run_solver(
     solver_cls = type(solver)
     if budget is None and solver_cls.NEEDS_BUDGET:
         raise ValueError(f"method {method!r} needs a budget (a positive number of evaluations), got None")
-    if solver_cls.NEEDS_GRADIENT and not callable(getattr(problem, "gradient", None)):
-        raise ValueError(f"method {method!r} needs exact gradients, which {type(problem).__name__} does not provide: use a derivative-free method")
+    if solver_cls.NEEDS_GRADIENT and not getattr(problem, "differentiable", False):
+        why = getattr(problem, "gradient_missing", "") or f"{type(problem).__name__} does not provide them"
+        raise ValueError(f"method {method!r} needs exact gradients, but {why}: use a derivative-free method")
     tracker = Tracker(problem, budget, callback)
     projector = projection or Projection(problem.constraints)
     rng = np.random.default_rng(seed)

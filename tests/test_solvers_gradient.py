@@ -52,8 +52,10 @@ def test_restarts_from_the_corners_find_the_better_of_two_local_maxima():
 def test_a_problem_without_gradients_is_refused():
     instance = load_instance("paper_baseline")
     epoch = MigrationProblem(instance, (Epoch("a"),), instance.mix_vector(None), change_budget=0.1).epoch_problem(0, instance.mix_vector(None))
-    with pytest.raises(ValueError, match="method 'gradient' needs exact gradients, which EpochProblem does not provide"):
+    with pytest.raises(ValueError, match="method 'gradient' needs exact gradients, but EpochProblem does not provide them"):
         solve(epoch, "gradient", budget=10)
+    with pytest.raises(ValueError, match="but the 'cell' queue model has no sensitivities yet"):
+        solve(placement_problem(instance, queue_model="cell"), "gradient", budget=10)
     with pytest.raises(ValueError, match="gradient option starts must be an integer >= 1"):
         solve(placement_problem(instance), "gradient", budget=10, starts=0)
 
