@@ -7,7 +7,9 @@ share of seeds within 0.005 of ``P*`` and the wall time; it writes ``runs.csv`` 
 budget), ``summary.csv``, ``summary.json``, ``curves_<instance>.png`` and ``ecdf.png``.
 
 ``P*`` is the exhaustive ``1/20`` grid where its feasible lattice has at most ``grid_limit``
-points, raised to the best mix any run found when a run beats the lattice.
+points, raised to the best mix any run found when a run beats the lattice.  The scipy baselines
+(:mod:`edgeprefix.benchmarks.compare_baselines`) run beside the registered methods, and
+``loads`` repeats everything at multiples of each instance's ``Λ``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from edgeprefix.benchmarks.compare_baselines import BASELINES
 from edgeprefix.benchmarks.compare_metrics import (
     SUCCESS_TOL,
     Reference,
@@ -43,6 +46,7 @@ from edgeprefix.benchmarks.compare_runs import (
     lattice_size,
     load_benchmark,
     run_method,
+    split_method,
 )
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import plain
@@ -51,7 +55,7 @@ from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers.registry import method_names
 
 DEFAULT_INSTANCES = ("paper_baseline", "medium_forest", "mooncake_large")
-DEFAULT_METHODS = ("spsa", "tpe", "cmaes", "qmc", "random", "grid")
+DEFAULT_METHODS = ("gradient", "slsqp-fd", "de", "spsa", "tpe", "cmaes", "qmc", "random", "grid")
 DEFAULT_BUDGETS = (50, 100, 200, 400, 800)
 QUICK_INSTANCES = ("paper_baseline", "medium_forest")
 QUICK_BUDGETS = (10, 20)
@@ -65,13 +69,16 @@ class CompareConfig:
     Attributes
     ----------
     instances : benchmark names (files of ``benchmarks/instances``) or instance paths.
-    methods : solver names; ``grid`` runs the finest ``1/K`` lattice fitting each budget.
+    methods : solver names or scipy baselines (``slsqp-fd``, ``de``); ``grid`` runs the finest
+        ``1/K`` lattice fitting each budget.
     budgets : evaluation budgets ``b`` (increasing); stochastic runs use the largest.
     seeds : number of seeds per stochastic method (the seeds ``0 … seeds−1`` unless
         ``seed_values`` names them).
     seed_values : the seeds themselves (``--seeds 0-9`` or ``0,3,7``); sets ``seeds`` to their count.
     grid_limit : largest feasible ``1/20`` lattice searched exhaustively for ``P*``.
     jobs : worker processes.
+    loads : multipliers of each instance's request intensity ``Λ`` (one reference ``P*`` per
+        instance and load; a load other than 1 labels the instance ``name×load``).
     """
 
     instances: tuple[str, ...] = DEFAULT_INSTANCES
@@ -83,6 +90,7 @@ class CompareConfig:
     tol: float = SUCCESS_TOL
     seed_values: tuple[int, ...] = ()
     queue_model: str = "meanfield"  # the objective's queue model (docs/model.md §14)
+    loads: tuple[float, ...] = (1.0,)
 
     def __post_init__(self) -> None:
         if self.seed_values:
@@ -93,10 +101,13 @@ class CompareConfig:
             object.__setattr__(self, "seeds", len(values))
         if not self.instances:
             raise ValueError("instances: at least one instance is needed, got none")
-        valid = method_names()
-        bad = [m for m in self.methods if m not in valid]
+        if not self.loads or any(not (np.isfinite(x) and x > 0) for x in self.loads) or len(set(self.loads)) != len(self.loads):
+            raise ValueError(f"loads: distinct positive multipliers of Λ are needed, got {list(self.loads)}")
+        valid = (*method_names(), *BASELINES)
+        bad = [m for m in self.methods if split_method(m)[0] not in valid]
         if bad or not self.methods:
-            raise ValueError(f"methods: each must be one of {list(valid)}, got {list(self.methods)}")
+            raise ValueError(f"methods: each must be one of {list(valid)} (an Optuna method may name its space, e.g. cmaes:box), "
+                             f"got {list(self.methods)}")
         if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
             raise ValueError(f"budgets: positive integers are needed, got {list(self.budgets)}")
         if list(self.budgets) != sorted(set(self.budgets)):
@@ -140,28 +151,33 @@ class _Job:
     budget: int
     resolution: int = 0
     queue_model: str = "meanfield"
+    load: float = 1.0
+
+    @property
+    def label(self) -> str:
+        return instance_label(self.instance, self.load)
 
 
 def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
-    """The runs to make, and per instance the ``1/20`` lattice size if it fits ``grid_limit`` (else 0)."""
+    """The runs to make, and per instance label the ``1/20`` lattice size if it fits ``grid_limit`` (else 0)."""
     jobs: list[_Job] = []
     reference_points: dict[str, int] = {}
     for name in config.instances:
         problem = placement_problem(load_benchmark(name), queue_model=config.queue_model)
         size = lattice_size(problem, REFERENCE_RESOLUTION) if _small_lattice(problem.dimension, config.grid_limit) else 0
-        reference_points[name] = size if 1 <= size <= config.grid_limit else 0
-        if reference_points[name]:
-            jobs.append(_Job(name, "grid", -1, size, REFERENCE_RESOLUTION, config.queue_model))
-        for method in config.methods:
-            if method == "grid":
-                for b in config.budgets:
-                    k = grid_resolution_for(problem, b)
-                    if k:
-                        jobs.append(_Job(name, "grid", -1, b, k, config.queue_model))
-            elif method in PER_BUDGET_METHODS:
-                jobs.extend(_Job(name, method, seed, b, 0, config.queue_model) for b in config.budgets for seed in config.seed_list)
-            else:
-                jobs.extend(_Job(name, method, seed, max(config.budgets), 0, config.queue_model) for seed in config.seed_list)
+        resolutions = {b: grid_resolution_for(problem, b) for b in config.budgets} if "grid" in config.methods else {}
+        for load in config.loads:
+            label = instance_label(name, load)
+            reference_points[label] = size if 1 <= size <= config.grid_limit else 0
+            if reference_points[label]:
+                jobs.append(_Job(name, "grid", -1, size, REFERENCE_RESOLUTION, config.queue_model, load))
+            for method in config.methods:
+                if method == "grid":
+                    jobs.extend(_Job(name, "grid", -1, b, k, config.queue_model, load) for b, k in resolutions.items() if k)
+                elif method in PER_BUDGET_METHODS:
+                    jobs.extend(_Job(name, method, seed, b, 0, config.queue_model, load) for b in config.budgets for seed in config.seed_list)
+                else:
+                    jobs.extend(_Job(name, method, seed, max(config.budgets), 0, config.queue_model, load) for seed in config.seed_list)
     return jobs, reference_points
 
 
@@ -171,7 +187,8 @@ def _small_lattice(n: int, limit: int) -> bool:
 
 
 def _execute(job: _Job) -> RunRecord:
-    return run_method(job.instance, job.method, job.seed, job.budget, resolution=job.resolution, queue_model=job.queue_model)
+    return run_method(job.instance, job.method, job.seed, job.budget, resolution=job.resolution, queue_model=job.queue_model,
+                      load=job.load)
 
 
 def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None = None) -> Comparison:
@@ -196,17 +213,21 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
             for i, job in enumerate(jobs, 1):
                 records.append(_execute(job))
                 _report(i, len(jobs), records[-1], say, bar)
-    labels = {name: instance_label(name) for name in config.instances}
-    reference_runs = {r.instance: r for r, j in zip(records, jobs) if j.method == "grid" and j.resolution == REFERENCE_RESOLUTION and reference_points[j.instance]}
-    comparison_runs = [r for r, j in zip(records, jobs) if not (j.method == "grid" and j.resolution == REFERENCE_RESOLUTION and reference_points[j.instance])]
-    refs = {labels[n]: make_reference(labels[n], comparison_runs, reference_runs.get(labels[n])) for n in config.instances}
+    labels = [instance_label(name, load) for name in config.instances for load in config.loads]
+
+    def is_reference(j: _Job) -> bool:
+        return j.method == "grid" and j.resolution == REFERENCE_RESOLUTION and bool(reference_points[j.label])
+
+    reference_runs = {r.instance: r for r, j in zip(records, jobs) if is_reference(j)}
+    comparison_runs = [r for r, j in zip(records, jobs) if not is_reference(j)]
+    refs = {label: make_reference(label, comparison_runs, reference_runs.get(label)) for label in labels}
     summaries = []
-    for name in config.instances:
+    for label in labels:
         for method in config.methods:
             for b in config.budgets:
-                if any(r.instance == labels[name] and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == b)
+                if any(r.instance == label and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == b)
                        for r in comparison_runs):
-                    summaries.append(summarise(comparison_runs, refs[labels[name]], method, b, tol=config.tol))
+                    summaries.append(summarise(comparison_runs, refs[label], method, b, tol=config.tol))
     return Comparison(config, refs, tuple(summaries), tuple(comparison_runs))
 
 
@@ -227,11 +248,13 @@ def render_table(comparison: Comparison) -> str:
     lines = []
     for name, ref in comparison.references.items():
         lines.append(f"\n{name}: P* = {ref.coverage:.4f} ({reference_note(ref)})")
-        head = f"{'method':<8}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'feasible':>9}{'time s':>9}"
+        head = (f"{'method':<9}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'±1e-4':>7}"
+                f"{'evals':>7}{'feasible':>9}{'time s':>9}{'CPU ms/ev':>10}")
         lines += [head, "-" * len(head)]
         for s in comparison.summaries:
             if s.instance == name:
-                lines.append(f"{s.method:<8}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.success_strict:>8.2f}{s.feasible:>9.2f}{s.seconds:>9.2f}")
+                lines.append(f"{s.method:<9}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.success_strict:>8.2f}"
+                             f"{s.success_fine:>7.2f}{s.evaluations:>7.0f}{s.feasible:>9.2f}{s.seconds:>9.2f}{s.cpu_ms:>10.2f}")
     return "\n".join(lines).lstrip("\n")
 
 
@@ -259,13 +282,16 @@ def runs_csv(comparison: Comparison) -> str:
     """One row per run × budget: the raw numbers behind every summary."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["instance", "method", "seed", "budget", "resolution", "evaluations", "best_coverage", "feasible", "seconds", "best_mix"])
+    writer.writerow(["instance", "method", "seed", "budget", "resolution", "evaluations", "best_coverage", "feasible", "seconds", "best_mix",
+                     "cpu_ms_per_evaluation", "gradient_solves"])
     budgets = comparison.config.budgets
     for r in comparison.runs:
         for b in ([r.budget] if r.method in PER_BUDGET_METHODS else budgets):
             best = r.best_at(b)
+            cpu = 1e3 * r.cpu_per_evaluation(b)
             writer.writerow([r.instance, r.method, r.seed, b, r.resolution, min(b, r.nfev), f"{best:.10g}" if np.isfinite(best) else "",
-                             int(np.isfinite(best)), f"{r.seconds_at(b):.4f}", " ".join(f"{v:.6g}" for v in r.best_mix) if b >= r.nfev else ""])
+                             int(np.isfinite(best)), f"{r.seconds_at(b):.4f}", " ".join(f"{v:.6g}" for v in r.best_mix) if b >= r.nfev else "",
+                             f"{cpu:.4f}" if np.isfinite(cpu) else "", r.njev])
     return buffer.getvalue()
 
 
@@ -287,6 +313,29 @@ def file_stem(label: str) -> str:
     return stem[:100] or "instance"
 
 
+def markdown_summary(summaries: Sequence[Summary], references: dict[str, Reference], methods: Sequence[str]) -> str:
+    """benchmarks/README.md's tables: per budget, the median gap to ``P*`` and the share of seeds within
+    1e-4 (rows: methods, columns: instance × load); then evaluations used and CPU per evaluation at
+    the largest budget."""
+    labels = list(references)
+    budgets = sorted({s.budget for s in summaries})
+    cell = {(s.method, s.instance, s.budget): s for s in summaries}
+    head = "| method | " + " | ".join(labels) + " |\n|---|" + "---:|" * len(labels)
+    out = ["P* " + ", ".join(f"{k} {v.coverage:.6f}" for k, v in references.items())]
+
+    def table(title: str, text: Any, budget: int) -> None:
+        out.extend(["", title, "", head])
+        for m in methods:
+            row = [text(cell[(m, label, budget)]) if (m, label, budget) in cell else "" for label in labels]
+            out.append(f"| {m} | " + " | ".join(row) + " |")
+
+    for b in budgets:
+        table(f"**Budget {b}: median gap to P\\* (share of seeds within 1e-4)**", lambda s: f"{s.gap:.4f} ({s.success_fine:.1f})", b)
+    top = budgets[-1]
+    table(f"**Budget {top}: evaluations used (median) / CPU ms per evaluation**", lambda s: f"{s.evaluations:.0f} / {s.cpu_ms:.1f}", top)
+    return "\n".join(out) + "\n"
+
+
 def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
     from edgeprefix.benchmarks.compare_plots import (
@@ -296,8 +345,9 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     )
 
     written = []
+    markdown = markdown_summary(comparison.summaries, comparison.references, comparison.config.methods)
     for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
-                       ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n")):
+                       ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n"), ("summary.md", markdown)):
         atomic_write_text(out / name, text)
         written.append(out / name)
     methods = comparison.config.methods

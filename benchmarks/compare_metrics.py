@@ -18,6 +18,7 @@ from edgeprefix.benchmarks.compare_runs import PER_BUDGET_METHODS, RunRecord
 FloatArray = npt.NDArray[np.float64]
 SUCCESS_TOL = 0.005
 STRICT_TOL = 0.001  # a second, tighter success level (the 0.005 one saturates on flat instances)
+FINE_TOL = 1e-4  # the gradient method's goal
 TARGET_PRECISIONS = (0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)  # Δ, COCO-style targets P* − Δ
 
 
@@ -44,8 +45,11 @@ class Summary:
 
     ``median``, ``q25``, ``q75`` of the best coverage (a run with no feasible point counts as
     0); ``gap`` is ``P* − median``; ``success`` the share of seeds within :data:`SUCCESS_TOL`
-    of ``P*`` (``success_strict``: within :data:`STRICT_TOL`); ``seconds`` the median wall time
-    of the first ``b`` evaluations; ``feasible`` the share of seeds with a feasible mix.
+    of ``P*`` (``success_strict``: within :data:`STRICT_TOL`, ``success_fine``: within
+    :data:`FINE_TOL`); ``seconds`` the median wall time of the first ``b`` evaluations;
+    ``feasible`` the share of seeds with a feasible mix; ``evaluations`` the median number of
+    evaluations made within ``b`` (fewer for a method that ended on its own); ``cpu_ms`` the median
+    CPU milliseconds per evaluation, everything the method did included (NaN if not recorded).
     """
 
     instance: str
@@ -60,6 +64,9 @@ class Summary:
     seconds: float
     feasible: float
     success_strict: float
+    success_fine: float = float("nan")
+    evaluations: float = float("nan")
+    cpu_ms: float = float("nan")
 
     @property
     def iqr(self) -> float:
@@ -110,6 +117,9 @@ def summarise(runs: Sequence[RunRecord], ref: Reference, method: str, budget: in
         seconds=float(np.median([r.seconds_at(budget) for r in chosen])),
         feasible=float(np.mean(np.isfinite(raw))),
         success_strict=float(np.mean(best >= ref.coverage - STRICT_TOL)),
+        success_fine=float(np.mean(best >= ref.coverage - FINE_TOL)),
+        evaluations=float(np.median([r.evaluations_at(budget) for r in chosen])),
+        cpu_ms=float(np.median([1e3 * r.cpu_per_evaluation(budget) for r in chosen])),
     )
 
 

@@ -36,8 +36,8 @@ def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[
         chosen = [r for r in anytime_runs(runs, method) if r.instance == instance]
         if not chosen:
             continue
-        length = min(r.nfev for r in chosen)
-        stack = np.array([np.where(np.isfinite(r.curve[:length]), r.curve[:length], np.nan) for r in chosen])
+        length = max(r.budget for r in chosen)  # a run that ended early holds its best
+        stack = np.array([np.where(np.isfinite(c), c, np.nan) for c in (r.curve_to(length) for r in chosen)])
         x = np.arange(1, length + 1)
         with np.errstate(all="ignore"):
             q25, med, q75 = np.nanpercentile(stack, [25, 50, 75], axis=0)

@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "evaluate": "edgeprefix.placement.model.evaluation",
     "evaluate_batch": "edgeprefix.placement.model.batch",
     "POLICIES": "edgeprefix.placement.model.policies",
+    "sensitivity": "edgeprefix.placement.model.sensitivity",
     "InstanceError": "edgeprefix.placement.errors",
     "MixError": "edgeprefix.placement.errors",
     # problems
@@ -86,6 +87,7 @@ __all__ = [
     "method_names",
     "placement_problem",
     "plan_density",
+    "sensitivity",
     "solve",
     "solve_migration",
     "write_instance",
@@ -120,6 +122,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
         write_instance,
     )
     from edgeprefix.placement.model.policies import POLICIES
+    from edgeprefix.placement.model.sensitivity import sensitivity
     from edgeprefix.solvers.api import solve
     from edgeprefix.solvers.density import DensityPlan, plan_density
     from edgeprefix.solvers.migration import MigrationSolution, solve_migration

@@ -24,7 +24,7 @@ from edgeprefix._version import __version__
 # The help must equal the module's own (tests/test_cli_startup.py checks it).
 COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("edgeprefix.commands.evaluate", "evaluate a profile mix: association, queues, TTFT coverage"),
-    "solve": ("edgeprefix.commands.solve", "find the coverage-maximising profile mix (SPSA, TPE, CMA-ES, QMC, grid)"),
+    "solve": ("edgeprefix.commands.solve", "find the coverage-maximising profile mix (exact-gradient SLSQP, SPSA, TPE, CMA-ES, QMC, grid)"),
     "plan-density": ("edgeprefix.commands.plan_density", "smallest edge density λ_b whose TTFT coverage reaches ζ"),
     "migrate": ("edgeprefix.commands.migrate", "decide per-epoch mixes under a node-change budget and plan the migrations"),
     "validate": ("edgeprefix.commands.validate", "check the analytical model against Monte Carlo and discrete-event simulation"),

@@ -12,6 +12,7 @@ where ``P_cov`` already counts nothing from unstable tiers (their ``F_{W_s} ≡ 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ POLICIES = ("load_aware", "prefix", "nearest")
 QUEUE_MODELS = ("meanfield", "cell")
 
 Evaluator = Callable[..., Any]  # evaluate(instance, mix, policy, *, target=..., warm_start=...)
+Differentiator = Callable[..., Any]  # sensitivity(evaluation, target, objectives) -> .gradients[name]
 
 
 def default_evaluator() -> Evaluator:
@@ -35,6 +37,13 @@ def default_evaluator() -> Evaluator:
     from edgeprefix.placement.model.evaluation import evaluate
 
     return evaluate
+
+
+def default_differentiator() -> Differentiator:
+    """``edgeprefix.placement.model.sensitivity.sensitivity`` (exact gradients, docs/model.md §15)."""
+    from edgeprefix.placement.model.sensitivity import sensitivity
+
+    return sensitivity
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,8 @@ class Score:
     overload : ``max(0, max_s ρ_s − 1)`` over active tiers.
     mix : the evaluated mix ``π`` (cleaned: exact zeros, sums to 1).
     evaluation : the model's ``Evaluation`` of the point.
+    gradient : ``∂value/∂π_s`` (other shares held fixed, one-sided at ``π_s = 0``) when asked
+        for, else ``None``; also ``None`` when the fixed point did not converge (no derivative).
     """
 
     value: float
@@ -57,6 +68,7 @@ class Score:
     overload: float
     mix: FloatArray
     evaluation: Any
+    gradient: FloatArray | None = None
 
     @property
     def warm_start(self) -> FloatArray | None:
@@ -103,6 +115,7 @@ class CoverageObjective:
     policy : routing policy (``load_aware``, ``prefix`` or ``nearest``).
     evaluator : ``evaluate`` of the model layer (injectable for tests).
     queue_model : ``meanfield`` (eq. (39)) or ``cell`` (per-node load law, docs/model.md §14).
+    differentiator : ``sensitivity`` of the model layer (injectable for tests, with the evaluator).
     """
 
     instance: Instance
@@ -110,6 +123,7 @@ class CoverageObjective:
     policy: str = "load_aware"
     evaluator: Evaluator | None = None
     queue_model: str = "meanfield"
+    differentiator: Differentiator | None = None
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.target) and self.target > 0):
@@ -119,12 +133,13 @@ class CoverageObjective:
         if self.queue_model not in QUEUE_MODELS:
             raise ValueError(f"queue_model: unknown {self.queue_model!r} (valid: {list(QUEUE_MODELS)})")
 
-    def score(self, mix: FloatArray, warm_start: FloatArray | None = None) -> Score:
-        """Evaluate a clean mix (see :func:`clean_mix`) and score it."""
+    def score(self, mix: FloatArray, warm_start: FloatArray | None = None, *, gradient: bool = False) -> Score:
+        """Evaluate a clean mix (see :func:`clean_mix`) and score it; ``gradient=True`` adds ``∂value/∂π``."""
         evaluate = self.evaluator or default_evaluator()
         extra = {} if self.queue_model == "meanfield" else {"queue_model": self.queue_model}
         ev = evaluate(self.instance, mix, self.policy, target=self.target, warm_start=warm_start, **extra)
-        return self._scored(mix, ev, float(ev.coverage(self.target)))
+        score = self._scored(mix, ev, float(ev.coverage(self.target)))
+        return dataclasses.replace(score, gradient=self.gradient(score)) if gradient else score
 
     def score_many(self, mixes: Sequence[FloatArray], warm_start: FloatArray | None = None) -> list[Score]:
         """:meth:`score` of every clean mix, in one batched evaluation (docs/model.md §16).
@@ -154,3 +169,19 @@ class CoverageObjective:
         feasible = bool(ev.stable) and converged
         value = coverage if feasible else INFEASIBLE_BASE + 0.5 * coverage - overload
         return Score(value=value, coverage=coverage, feasible=feasible, overload=overload, mix=mix, evaluation=ev)
+
+    def gradient(self, score: Score) -> FloatArray | None:
+        """``∂value/∂π`` at a scored point (no second fixed point: the evaluation is reused): the
+        coverage's gradient, or the penalty's ``½ ∂P_cov − ∂ max_s ρ_s`` (its kink at ``ρ = 1`` taken
+        from above); ``None`` when the fixed point did not converge (the point has no derivative)."""
+        ev = score.evaluation
+        if ev.fixed_point is not None and not ev.fixed_point.converged:
+            return None
+        differentiate = self.differentiator or default_differentiator()
+        names = ("coverage",) if score.feasible or score.overload <= 0 else ("coverage", "max_utilization")
+        sens = differentiate(ev, self.target, names)
+        coverage = np.asarray(sens.gradients["coverage"], dtype=float)
+        if score.feasible:
+            return coverage
+        penalty = 0.5 * coverage
+        return penalty - np.asarray(sens.gradients["max_utilization"], dtype=float) if score.overload > 0 else penalty

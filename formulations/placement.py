@@ -8,6 +8,7 @@ point (a black box no Pyomo solver can optimise).  Solvers read the linear part 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from scipy.optimize import linprog
 from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
 from edgeprefix.formulations.objective import (
     CoverageObjective,
+    Differentiator,
     Evaluator,
     Score,
     clean_mix,
@@ -114,9 +116,35 @@ class PlacementProblem:
         """Snap a projected point onto the exact simplex (see :func:`edgeprefix.formulations.objective.clean_mix`)."""
         return clean_mix(x, self.constraints.upper[: self.dimension])
 
-    def score(self, x: npt.ArrayLike, warm_start: FloatArray | None = None) -> Score:
-        """Evaluate a feasible point ``π`` (after :meth:`clean`) through the fixed point."""
-        return self.objective.score(self.clean(x), warm_start)
+    def score(self, x: npt.ArrayLike, warm_start: FloatArray | None = None, *, gradient: bool = False) -> Score:
+        """Evaluate a feasible point ``π`` (after :meth:`clean`) through the fixed point; ``gradient=True``
+        adds the exact ``∂value/∂π`` (docs/model.md §15)."""
+        if not gradient:
+            return self.objective.score(self.clean(x), warm_start)
+        score = self.objective.score(self.clean(x), warm_start)
+        return dataclasses.replace(score, gradient=self.gradient(score))
+
+    @property
+    def gradient_missing(self) -> str:
+        """Why scores have no exact gradient (empty when they have one): the simulation objective has
+        none, and the cell queue model has no sensitivities yet (docs/model.md §15)."""
+        if not callable(getattr(self.objective, "gradient", None)):
+            return f"the {type(self.objective).__name__} has no gradient"
+        queue_model = getattr(self.objective, "queue_model", "meanfield")
+        if queue_model != "meanfield":
+            return f"the {queue_model!r} queue model has no sensitivities yet"
+        return ""
+
+    @property
+    def differentiable(self) -> bool:
+        """Whether scores have exact gradients (see :attr:`gradient_missing`)."""
+        return not self.gradient_missing
+
+    def gradient(self, score: Score) -> FloatArray | None:
+        """Exact ``∂value/∂π`` at a point already scored (see :meth:`CoverageObjective.gradient`)."""
+        if not self.differentiable:
+            raise ValueError(f"gradient: {self.gradient_missing}; use a derivative-free method")
+        return self.objective.gradient(score)  # type: ignore[union-attr]
 
     def score_many(self, points: Sequence[npt.ArrayLike], warm_start: FloatArray | None = None) -> list[Score]:
         """:meth:`score` of many feasible points in one batched evaluation (docs/model.md §16)."""
@@ -168,6 +196,7 @@ def placement_problem(
     evaluator: Evaluator | None = None,
     queue_model: str = "meanfield",
     simulation: SimulationSettings | None = None,
+    differentiator: Differentiator | None = None,
 ) -> PlacementProblem:
     """Build the placement problem of ``instance`` (τ_0 defaults to ``placement.target``).
 
@@ -185,7 +214,7 @@ def placement_problem(
     if simulation is not None:  # simulation in the loop (a reference for small instances)
         objective = SimulationObjective(instance, tau, policy, simulation, evaluator)
     else:
-        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model)
+        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator)
     model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
     constraints = read_linear_constraints(model, model.pi)
     diagnose_infeasibility(instance)

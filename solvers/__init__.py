@@ -1,4 +1,4 @@
-"""Methods that search a formulation (docs/model.md §10.2–10.5): projection, SPSA, Optuna, grid."""
+"""Methods that search a formulation (docs/model.md §10.2–10.5, §15): projection, the exact-gradient SLSQP, SPSA, Optuna, grid."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.solvers.base import Solver
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.registry import get_solver
 from edgeprefix.solvers.result import Result, Status
@@ -30,7 +31,7 @@ def solve(
     Parameters
     ----------
     problem : a formulation (e.g. :class:`edgeprefix.formulations.placement.PlacementProblem`); never mutated.
-    method : a registered name (``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
+    method : a registered name (``gradient``, ``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
     budget : black-box evaluations allowed (``None``: only for methods that end on their own).
     seed : seed or generator; the only source of randomness.
     callback : called with a :class:`edgeprefix.solvers.result.Progress` after every evaluation;
@@ -45,10 +46,27 @@ def solve(
     ValueError
         For an unknown method or option, or a bad budget.
     """
-    solver_cls = get_solver(method)
-    solver = solver_cls.from_options(options)
+    solver = get_solver(method).from_options(options)
+    return run_solver(problem, solver, budget=budget, seed=seed, callback=callback, projection=projection)
+
+
+def run_solver(
+    problem: Problem,
+    solver: Solver,
+    *,
+    budget: int | None = DEFAULT_BUDGET,
+    seed: int | np.random.Generator | None = None,
+    callback: Callback | None = None,
+    projection: Projection | None = None,
+) -> Result:
+    """:func:`solve` with a built solver (registered or not, e.g. a benchmark's baseline); same arguments."""
+    method = solver.name
+    solver_cls = type(solver)
     if budget is None and solver_cls.NEEDS_BUDGET:
         raise ValueError(f"method {method!r} needs a budget (a positive number of evaluations), got None")
+    if solver_cls.NEEDS_GRADIENT and not getattr(problem, "differentiable", False):
+        why = getattr(problem, "gradient_missing", "") or f"{type(problem).__name__} does not provide them"
+        raise ValueError(f"method {method!r} needs exact gradients, but {why}: use a derivative-free method")
     tracker = Tracker(problem, budget, callback)
     projector = projection or Projection(problem.constraints)
     rng = np.random.default_rng(seed)
@@ -93,5 +111,6 @@ def solve(
         feasible=feasible,
         evaluation=best.evaluation,
         extras=extras,
+        njev=tracker.njev,
         **frozen,
     )

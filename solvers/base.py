@@ -26,6 +26,7 @@ class Solver:
     STOCHASTIC: ClassVar[bool] = True  # results depend on the seed
     RESUMABLE: ClassVar[bool] = False  # accepts ``storage=`` and resumes a killed run
     NEEDS_BUDGET: ClassVar[bool] = True  # cannot end on its own
+    NEEDS_GRADIENT: ClassVar[bool] = False  # asks the problem for exact gradients (``problem.gradient(score)``)
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """What the Optuna methods and their shared-study workers both use: the trial attributes,
-the search box of the decision ``z``, storage URLs and a quiet Optuna context."""
+the search space of the decision (box, simplex or softmax coordinates), storage URLs and a
+quiet Optuna context."""
 
 from __future__ import annotations
 
@@ -114,3 +115,56 @@ class SearchBox:
         for i in np.flatnonzero(self.upper > self.lower):
             z[i] = trial.suggest_float(f"z_{self.names[i]}", float(self.lower[i]), float(self.upper[i]))
         return z
+
+
+SPACES = ("box", "simplex", "softmax")
+SOFTMAX_RANGE = 7.0  # softmax coordinates v ∈ [−L, L]: shares span a factor e^{2L} ≈ 1.2e6
+SNAP = 1e-3  # simplex and softmax proposals: shares below SNAP / |free| become exactly 0
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Where a sampler proposes, and the point (to be projected) a proposal stands for.
+
+    * ``box`` — ``z_<profile>`` in ``[lower, upper]``, the point is ``z`` itself.  The Euclidean
+      projection of a box sample zeroes every share below a threshold, so most proposals land on
+      low-dimensional faces and the many ``z`` mapping to one boundary point make flat plateaus.
+    * ``simplex`` — ``u_<profile>`` in ``[0, 1]``; ``e = −log(1 − u)`` (the Exp(1) quantile) normalised
+      to ``w = e / Σ e``: uniform ``u`` gives the uniform distribution on the simplex of the shares
+      allowed to be positive, so every face is sampled in proportion to its size.
+    * ``softmax`` — ``v_<profile>`` in ``[−L, L]`` (:data:`SOFTMAX_RANGE`), ``w ∝ e^{v}``: a smooth,
+      log-scaled map for samplers that adapt a Gaussian (CMA-ES), the box centre being the uniform mix.
+
+    For ``simplex`` and ``softmax`` shares below :data:`SNAP` ``/ |free|`` are set to 0 (so faces with
+    zero shares have proposals of positive measure), and the projection then adds the budget,
+    fallback floor and caps.  Parameter names differ by space, so a stored study is never read in
+    another space.
+    """
+
+    kind: str
+    box: SearchBox
+
+    @classmethod
+    def of(cls, kind: str, problem: Problem, projection: Projection) -> SearchSpace:
+        if kind not in SPACES:
+            raise ValueError(f"space: unknown search space {kind!r} (valid: {list(SPACES)})")
+        return cls(kind, SearchBox.of(problem, projection))
+
+    def suggest(self, trial: optuna.Trial) -> np.ndarray:
+        """The point proposed by ``trial`` (still to be projected)."""
+        box = self.box
+        if self.kind == "box":
+            return box.suggest(trial)
+        free = np.flatnonzero(box.upper > 0)
+        if self.kind == "simplex":
+            u = np.array([trial.suggest_float(f"u_{box.names[i]}", 0.0, 1.0) for i in free])
+            weight = -np.log1p(-np.minimum(u, 1.0 - 1e-16))
+        else:
+            v = np.array([trial.suggest_float(f"v_{box.names[i]}", -SOFTMAX_RANGE, SOFTMAX_RANGE) for i in free])
+            weight = np.exp(v - v.max())
+        total = weight.sum()
+        shares = weight / total if total > 0 else np.full(free.size, 1.0 / free.size)
+        shares = np.where(shares < SNAP / free.size, 0.0, shares)
+        point = np.zeros(box.lower.size)
+        point[free] = shares / shares.sum()
+        return point

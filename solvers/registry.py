@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.gradient import GradientSolver
 from edgeprefix.solvers.grid import GridSolver
 from edgeprefix.solvers.optuna_search import CmaEsSolver, QmcSolver, TpeSolver
 from edgeprefix.solvers.random_search import RandomSolver
 from edgeprefix.solvers.spsa import SpsaSolver
 
 SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (SpsaSolver, TpeSolver, CmaEsSolver, QmcSolver, GridSolver, RandomSolver)
+    cls.name: cls for cls in (GradientSolver, SpsaSolver, TpeSolver, CmaEsSolver, QmcSolver, GridSolver, RandomSolver)
 }
 
 

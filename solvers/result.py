@@ -55,13 +55,15 @@ class Result:
 
     Attributes
     ----------
-    method : solver name (``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
+    method : solver name (``gradient``, ``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
     x : best mix ``π`` in profile order, shape ``(S,)``; ``mix`` maps profile id → share.
     fun : best objective value (``P_cov(τ_0)`` when feasible); ``coverage`` its coverage.
     success : the best point is feasible (stable, converged) and the search ended normally.
     status, message : see :class:`Status`.
-    nfev : black-box evaluations, including those replayed from a resumed study.
+    nfev : black-box evaluations (fixed-point solves), including those replayed from a resumed study.
     nit : iterations of the method (SPSA steps, Optuna trials, grid chunks).
+    njev : exact gradient solves (one adjoint solve each at an already evaluated point; 0 for
+        derivative-free methods).
     seconds : wall time of this run.
     history : best-so-far objective after each evaluation, shape ``(nfev,)``.
     points, values, coverages, feasible : every evaluated mix and its score, in order.
@@ -87,6 +89,7 @@ class Result:
     feasible: npt.NDArray[np.bool_] = field(repr=False)
     evaluation: Any = field(repr=False, compare=False, default=None)
     extras: Mapping[str, Any] = field(default_factory=dict)
+    njev: int = 0
 
     @property
     def best_coverage_history(self) -> FloatArray:
@@ -110,6 +113,8 @@ class Result:
             "status": self.status.value,
             "message": self.message,
             "evaluations": self.nfev,
+            "nfev": self.nfev,
+            "njev": self.njev,
             "iterations": self.nit,
             "seconds": self.seconds,
             "history": self.best_coverage_history.tolist(),

@@ -70,6 +70,7 @@ class Tracker:
         self.warm_start: FloatArray | None = None
         self.replayed = 0
         self.nit = 0
+        self.njev = 0  # gradient solves (each at a point also counted in nfev)
         self.extras: dict[str, Any] = {}
 
     @property
@@ -94,7 +95,7 @@ class Tracker:
         self.history.append(self.best_value)
 
     def evaluate(self, x: npt.ArrayLike) -> Score:
-        """Score a feasible mix (one budget unit), record it, and maybe stop the search."""
+        """Score a feasible mix (one budget unit: one fixed-point solve), record it, and maybe stop the search."""
         self._check_budget()
         score = self.problem.score(x, warm_start=self.warm_start)
         self._accept(score)
@@ -133,6 +134,12 @@ class Tracker:
             )
             if self.callback(progress) is True:
                 raise StopSearch(Status.CALLBACK_STOP)
+
+    def gradient(self, score: Score) -> FloatArray | None:
+        """Exact ``∂value/∂π`` at a scored point (one adjoint solve, counted in ``njev``, not in the budget:
+        it reuses the point's fixed point); ``None`` where the fixed point did not converge."""
+        self.njev += 1
+        return self.problem.gradient(score)  # type: ignore[attr-defined]
 
     def replay(self, x: npt.ArrayLike, value: float, coverage: float, feasible: bool) -> None:
         """Record an evaluation done by an earlier run (a resumed study) without re-scoring it."""

@@ -43,7 +43,6 @@ from edgeprefix.solvers.optuna_common import (
     COVERAGE_ATTR,
     FEASIBLE_ATTR,
     MIX_ATTR,
-    SearchBox,
     quiet_optuna,
 )
 from edgeprefix.solvers.persistence import fingerprint_difference, problem_fingerprint
@@ -122,11 +121,11 @@ def shared_storage(solver: OptunaSolver, budget: int | None = None) -> SharedSto
 def proposals(job: Job) -> list[dict[str, float]]:
     """The ``budget`` parameter sets the solver's sampler proposes with ``seed`` in a fresh study."""
     study = optuna.create_study(direction="maximize", sampler=job.solver.sampler(job.seed, job.problem, job.projection))
-    box = SearchBox.of(job.problem, job.projection)
+    space = job.solver.search_space(job.problem, job.projection)
     out = []
     for _ in range(job.budget):
         trial = study.ask()
-        box.suggest(trial)
+        space.suggest(trial)
         out.append(dict(trial.params))
         study.tell(trial, 0.0)  # value-independent sampler: the value is never read
     return out
@@ -183,12 +182,12 @@ def _sampler(job: Job, index: int, earlier: int) -> optuna.samplers.BaseSampler:
 
 
 def _objective(job: Job) -> Any:
-    box = SearchBox.of(job.problem, job.projection)
+    space = job.solver.search_space(job.problem, job.projection)
     worker = _worker_id()
 
     def objective(trial: optuna.Trial) -> float:
         trial.set_user_attr(WORKER_ATTR, worker)
-        score = job.problem.score(job.projection(box.suggest(trial)))  # cold: the value is the point's alone
+        score = job.problem.score(job.projection(space.suggest(trial)))  # cold: the value is the point's alone
         trial.set_user_attr(MIX_ATTR, [float(v) for v in score.mix])
         trial.set_user_attr(COVERAGE_ATTR, float(score.coverage))
         trial.set_user_attr(FEASIBLE_ATTR, bool(score.feasible))

@@ -31,6 +31,8 @@ class StubEvaluation:
 
 @dataclass
 class StubModel:
+    """``evaluate`` stand-in; :meth:`differentiate` is its exact ``sensitivity``."""
+
     optimum: np.ndarray | None = None
     load: float = 0.0
     calls: int = 0
@@ -38,11 +40,20 @@ class StubModel:
     def __call__(self, instance, mix, policy="load_aware", *, target=None, warm_start=None, **kwargs):
         self.calls += 1
         pi = instance.mix_vector(mix)
-        centre = self.optimum if self.optimum is not None else np.linspace(1.0, 2.0, pi.size) / np.linspace(1.0, 2.0, pi.size).sum()
+        centre = self.centre(pi.size)
         rho = 0.4 + self.load * (1.0 - pi)
         stable = bool(np.all(rho < 1))
         value = 0.9 - float(((pi - centre) ** 2).sum())
         return StubEvaluation(pi, value, rho, stable, SimpleNamespace(converged=True, iterations=1), np.zeros(pi.size))
+
+    def centre(self, n):
+        return self.optimum if self.optimum is not None else np.linspace(1.0, 2.0, n) / np.linspace(1.0, 2.0, n).sum()
+
+    def differentiate(self, evaluation, target=None, objectives=("coverage",)):
+        pi = evaluation.mix
+        top = int(np.argmax(evaluation.utilization))
+        slopes = {"coverage": -2.0 * (pi - self.centre(pi.size)), "max_utilization": -self.load * np.eye(pi.size)[top]}
+        return SimpleNamespace(gradients={name: slopes[name] for name in objectives})
 
 
 def baseline() -> Instance:

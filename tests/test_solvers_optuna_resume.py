@@ -9,6 +9,7 @@ from solver_stubs import StubModel, baseline
 
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.solvers import Status, solve
+from edgeprefix.solvers.optuna_common import SOFTMAX_RANGE
 
 
 @pytest.fixture()
@@ -38,9 +39,8 @@ def test_killed_run_loses_no_completed_evaluation(tmp_path, stub):
     # a trial asked but never told, as a killed process leaves it
     study = optuna.load_study(study_name="edgeprefix", storage=f"sqlite:///{storage}")
     orphan = study.ask()
-    for name in ("z_none", "z_shallow"):
-        orphan.suggest_float(name, 0.0, 1.0)
-    orphan.suggest_float("z_deep", 0.0, 0.5)
+    for name in ("v_none", "v_shallow", "v_deep"):  # TPE proposes in softmax coordinates
+        orphan.suggest_float(name, -SOFTMAX_RANGE, SOFTMAX_RANGE)
     resumed = solve(problem, "tpe", budget=10, seed=5, storage=storage)
     assert resumed.extras["resumed_trials"] == 7 and resumed.nfev == 10
     np.testing.assert_allclose(resumed.points[:7], stopped.points)

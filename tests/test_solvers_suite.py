@@ -15,7 +15,8 @@ OPTIONS = {"grid": {"resolution": 6}}
 
 @pytest.fixture(scope="module")
 def problem():
-    return placement_problem(baseline(), evaluator=StubModel(optimum=np.array([0.3, 0.3, 0.4])))
+    stub = StubModel(optimum=np.array([0.3, 0.3, 0.4]))
+    return placement_problem(baseline(), evaluator=stub, differentiator=stub.differentiate)
 
 
 def run(problem, method, seed, **extra):
@@ -62,7 +63,7 @@ def test_callback_sees_progress_and_can_stop(problem, method):
 
 
 def test_unknown_method_and_option_list_the_valid_ones(problem):
-    with pytest.raises(ValueError, match=r"unknown method 'nelder' \(valid: \['spsa', 'tpe', 'cmaes', 'qmc', 'grid', 'random'\]\)"):
+    with pytest.raises(ValueError, match=r"unknown method 'nelder' \(valid: \['gradient', 'spsa', 'tpe', 'cmaes', 'qmc', 'grid', 'random'\]\)"):
         solve(problem, "nelder", budget=10)
     with pytest.raises(ValueError, match=r"unknown option 'step' for method 'spsa' \(valid: \['a', 'A', 'c'"):
         solve(problem, "spsa", budget=10, step=0.1)

@@ -44,6 +44,16 @@ def _seeds(text: str) -> tuple[int, ...]:
     return seeds_argument(text)
 
 
+def _loads(text: str) -> tuple[float, ...]:
+    out = []
+    for part in _csv_list(text):
+        try:
+            out.append(float(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"loads must be numbers separated by commas, got {part!r}") from None
+    return tuple(out)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from edgeprefix.benchmarks.compare import (
         DEFAULT_BUDGETS,
@@ -53,12 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--instances", type=_csv_list, default=None, metavar="A,B",
                         help=f"benchmark names or instance files (default: {','.join(DEFAULT_INSTANCES)})")
-    parser.add_argument("--methods", type=_csv_list, default=None, metavar="M,N", help=f"solvers (default: {','.join(DEFAULT_METHODS)})")
+    parser.add_argument("--methods", type=_csv_list, default=None, metavar="M,N",
+                        help=f"solvers, scipy baselines slsqp-fd, de, or an Optuna method in another search space, e.g. cmaes:box "
+                             f"(default: {','.join(DEFAULT_METHODS)})")
     parser.add_argument("--budgets", type=_budgets, default=None, metavar="B1,B2",
                         help=f"evaluation budgets (default: {','.join(map(str, DEFAULT_BUDGETS))})")
     parser.add_argument("--seeds", type=_seeds, default=None, metavar="SEEDS",
                         help="seed values of every stochastic method: a list (0,3,7), an inclusive range (0-9) or both "
                         "(default: 0-9; --quick: 0-1)")
+    parser.add_argument("--loads", type=_loads, default=None, metavar="X1,X2",
+                        help="multiples of each instance's request intensity Λ to compare at (default: 1)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default: 1)")
     add_queue_model_argument(parser)
     parser.add_argument("--grid-limit", type=int, default=None,
@@ -89,6 +103,7 @@ def config_from_args(args: argparse.Namespace) -> CompareConfig:
         grid_limit=args.grid_limit if args.grid_limit is not None else (500 if quick else 5000),
         jobs=args.jobs,
         queue_model=queue_model_from_args(args),
+        loads=args.loads or (1.0,),
     )
 
 
@@ -115,7 +130,8 @@ def header(config: CompareConfig) -> str:
     """The settings of the run, on the first line of the text output."""
     return (f"compare  instances {','.join(config.instances)}  methods {','.join(config.methods)}  "
             f"budgets {','.join(map(str, config.budgets))}  seeds {_seed_text(config.seed_list)}  "
-            f"reference grid limit {config.grid_limit}  workers {config.jobs}")
+            f"reference grid limit {config.grid_limit}  workers {config.jobs}"
+            + ("" if config.loads == (1.0,) else f"  loads ×{','.join(f'{x:g}' for x in config.loads)}"))
 
 
 def _seed_text(seeds: tuple[int, ...]) -> str:

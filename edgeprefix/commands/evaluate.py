@@ -20,6 +20,7 @@ from edgeprefix.commands._common import (
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.policies import POLICIES
+from edgeprefix.placement.model.sensitivity import sensitivity
 
 EXIT_NOT_CONVERGED = 3
 
@@ -37,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
     add_queue_model_argument(parser)
+    parser.add_argument("--gradient", action="store_true",
+                        help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.set_defaults(handler=run)
 
@@ -45,11 +48,17 @@ def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
     ev = evaluate(instance, parse_mix(args.mix), args.policy, target=args.target, method=args.method,
                   queue_model=queue_model_from_args(args))
-    if args.json:
-        print_json(ev.to_dict())
-    else:
-        print(render(ev, network_text(instance, args), args))
     fp = ev.fixed_point
+    gradient = None
+    if args.gradient and (fp is None or fp.converged):
+        gradient = sensitivity(ev).by_profile("coverage")
+    if args.json:
+        payload = ev.to_dict()
+        if args.gradient:
+            payload["gradient"] = gradient
+        print_json(payload)
+    else:
+        print(render(ev, network_text(instance, args), args, gradient))
     if fp is not None and not fp.converged:
         print(
             f"edgeprefix evaluate: warning: the fixed point did not converge ({fp.method}, {fp.iterations} iterations, "
@@ -60,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = None) -> str:
-    """Readable tables of one evaluation; ``network`` (the header's Λ, λ_b) names the overrides."""
+def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = None, gradient: dict[str, float] | None = None) -> str:
+    """Readable tables of one evaluation; ``network`` (the header's Λ, λ_b) names the overrides; ``gradient`` adds ``∂P_cov/∂π_s``."""
     d = ev.to_dict()
     fp = d["fixed_point"]
     lines = [
@@ -94,4 +103,7 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
               f"{'type':<12}" + "".join(f"{p:>12}" for p in profiles)]
     for q, row in d["association"].items():
         lines.append(f"{q:<12}" + "".join(f"{row[p]:>12.4f}" for p in profiles))
+    if gradient is not None:
+        lines += ["", "∂P_cov(τ)/∂π_s (other shares held fixed; one-sided at share 0)",
+                  "".join(f"{p:>12}" for p in profiles), "".join(f"{gradient[p]:>12.5f}" for p in profiles)]
     return "\n".join(lines)

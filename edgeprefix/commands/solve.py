@@ -58,7 +58,7 @@ EXIT_WORKERS_FAILED = 3
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "solve",
-        help="find the coverage-maximising profile mix (SPSA, TPE, CMA-ES, QMC, grid)",
+        help="find the coverage-maximising profile mix (exact-gradient SLSQP, SPSA, TPE, CMA-ES, QMC, grid)",
         description="Maximise TTFT coverage P_cov(τ_0; π) over the feasible profile mixes (docs/model.md §10.1). "
         "Exit code 2 on bad input, 1 when no evaluated mix was stable, 3 when every worker died before the study was done.",
     )
@@ -297,6 +297,8 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
         f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
         router_line(payload["queue_model"]) if payload.get("scored_by") != "simulation" else "scored by the network simulator",
     ]
+    if result.njev:
+        lines.append(f"gradient solves {result.njev} (one adjoint solve each, at evaluated points)")
     if extras.get("projections"):
         lines.append(f"projection {1e3 * extras['projection_seconds_per_call']:.2f} ms per call ({extras['projections']} calls)")
     if extras.get("resumed_trials"):

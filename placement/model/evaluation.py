@@ -77,6 +77,7 @@ class Evaluation:
     kernel: SpatialKernel = field(repr=False)
     service_scv: FloatArray | None = None  # C_S² per tier under the M/G/c law (docs/model.md §19.6), else None
     queue_model: str = "meanfield"  # "cell": coverage averaged over the per-node load (docs/model.md §14)
+    rho_clip: float = RHO_CLIP  # ρ_clip of the advertised delay (docs/model.md §7)
 
     # -- lazily computed spatial moments ----------------------------------------------------
     @cached_property
@@ -536,6 +537,7 @@ def evaluate(
         kernel=kernel,
         service_scv=_scatter(scv_active, active) if mgc else None,
         queue_model=queue_model,
+        rho_clip=rho_clip,
     )
 
 
