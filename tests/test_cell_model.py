@@ -40,12 +40,23 @@ def test_equal_biases_give_one_law_for_every_tier():
     np.testing.assert_allclose(law.variance, 1.0 / SECTORS, rtol=5e-3)
 
 
-def test_standard_nodes_are_standardised():
-    z = standard_nodes(np.array([0.0, 0.5, 2.0]))
+def test_standard_nodes_are_the_bin_centroids_of_the_pearson_law():
+    """Node j is E[Z | Z in the j-th of J equal-probability bins] (eq. (14.6)), checked by quadrature."""
+    from scipy import integrate, stats
+
+    z = standard_nodes(np.array([0.0, 0.5, 2.0]), 8)
     np.testing.assert_allclose(z.mean(axis=1), 0.0, atol=1e-12)
-    np.testing.assert_allclose(z.var(axis=1), 1.0, rtol=1e-12)
-    skew = ((z - z.mean(axis=1, keepdims=True)) ** 3).mean(axis=1)
-    assert skew[0] == pytest.approx(0.0, abs=1e-9) and skew[1] < skew[2]
+    assert np.all(z.var(axis=1) < 1.0) and np.all(np.diff(z, axis=1) > 0)
+    for row, gamma in ((1, 0.5), (2, 2.0)):
+        k = 4.0 / gamma**2
+        law = stats.gamma(k)
+        edges = law.ppf(np.linspace(0.0, 1.0, 9))
+        centroids = [8 * integrate.quad(lambda g: (g - k) / np.sqrt(k) * law.pdf(g), lo, hi, epsabs=1e-13)[0]
+                     for lo, hi in zip(edges[:-1], edges[1:])]
+        np.testing.assert_allclose(z[row], centroids, atol=1e-8)
+    normal = stats.norm.ppf(np.linspace(0.0, 1.0, 9))
+    expected = 8 * (stats.norm.pdf(normal[:-1]) - stats.norm.pdf(normal[1:]))
+    np.testing.assert_allclose(z[0], expected, atol=1e-12)
 
 
 def test_meanfield_is_the_default_and_unchanged(calibrated):

@@ -120,14 +120,23 @@ class Evaluation:
 
     def _cell_pairs(self, tau: float) -> FloatArray:
         inst, act = self.instance, self.active
+        xi = inst.network.radio_scale
+        g = inst.first_token_time[act]
+        queue_free = None  # α = 2: cell_coverage_pairs has P1_{s,q} in closed form
+        if inst.network.radio_exponent != 2.0:  # P1_{s,q} of eq. (39) (F_W ≡ 1): the mass the radial rule is normalised to
+            queue_free = (self.kernel.truncated(self.densities[act], self.bias[act] / xi, inst.network.radio_exponent,
+                                                (tau - g) / xi, np.zeros_like(g))[0]
+                          if np.isfinite(tau) else self.association[act])
         return cell_coverage_pairs(
             self.cell_load,
             tau,
-            radio_scale=inst.network.radio_scale,
-            first_token=inst.first_token_time[act],
+            radio_scale=xi,
+            first_token=g,
             servers=inst.concurrency[act].astype(float),
             offered_load=(self.arrival_rate * self.mean_service)[act],
             mean_service=self.mean_service[act],
+            service_scv=None if self.service_scv is None else self.service_scv[act],
+            queue_free=queue_free,
         )
 
     # -- coverage and quantiles -------------------------------------------------------------
