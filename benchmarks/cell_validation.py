@@ -97,13 +97,14 @@ def simulate_until(instance, mix, router, spec, seeds, tau, se_target: float, qu
         run = simulate_network(instance, mix, router, spec, seed=np.random.default_rng(s))
         covs.append(run.coverage(tau))
         free.append(float(np.mean(np.where(np.isfinite(run.ttft), run.ttft - run.wait, np.inf) <= tau)))
-        mean, se = _estimate(np.array(covs), np.array(free), queue_free)
+        mean, se = control_variate_estimate(np.array(covs), np.array(free), queue_free)
         if len(covs) >= min_reps and se <= se_target:
             break
     return mean, se, len(covs)
 
 
-def _estimate(covs, free, queue_free) -> tuple[float, float]:
+def control_variate_estimate(covs, free, queue_free) -> tuple[float, float]:
+    """Mean of ``covs`` corrected by the control variate ``free`` (exact mean ``queue_free``) and its SE."""
     n = covs.size
     if n < 2:
         return float(covs.mean()), float("inf")

@@ -178,3 +178,25 @@ def test_validate_json_has_the_coverage_table(capsys):
         assert row["cell"] < row["meanfield"]
     load_aware = next(r for r in report["coverage"] if r["policy"] == "load_aware")
     assert 0.0 < load_aware["online"] <= 1.0  # the online router ran on the same networks
+
+
+def test_batched_evaluation_carries_the_cell_model():
+    """evaluate_batch and score_many batch the (mean-field) fixed point under the cell model too."""
+    from edgeprefix.benchmarks.compare_runs import load_benchmark
+    from edgeprefix.placement.model.batch import evaluate_batch
+
+    inst = load_benchmark("medium_forest")
+    rng = np.random.default_rng(3)
+    mixes = rng.dirichlet(np.ones(len(inst.profiles)), size=4)
+    mixes[:, inst.concurrency < 1] = 0.0
+    mixes /= mixes.sum(axis=1, keepdims=True)
+    batch = evaluate_batch(inst, mixes, queue_model="cell")
+    assert not batch.fallback.any()
+    singles = [evaluate(inst, m, queue_model="cell").coverage() for m in mixes]
+    np.testing.assert_allclose(batch.coverage, singles, atol=1e-9)
+    assert all(ev.queue_model == "cell" for ev in batch.evaluations)
+    mean_field = evaluate_batch(inst, mixes).coverage
+    assert np.all(batch.coverage < mean_field)  # the load spread costs coverage at this load
+    problem = placement_problem(inst, queue_model="cell")
+    scores = problem.score_many(list(mixes))
+    np.testing.assert_allclose([s.coverage for s in scores], singles, atol=1e-9)

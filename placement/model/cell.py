@@ -274,7 +274,7 @@ class CellLoad:
         return self.conditional_mean_from_exponent(expo, tier).reshape(s_count, q_count, r_count)
 
 
-def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float = SECTORS) -> CellLoad:
+def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float | None = None) -> CellLoad:
     """The load law of every active tier (eqs. (14.1)–(14.5)).
 
     Parameters
@@ -284,6 +284,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     alpha : radio exponent ``α``.
     work : ``w_{s,q} = Λ p_q / μ_{s,q}`` ``(S, Q)`` (work per unit area of type ``q`` at tier ``s``).
     """
+    sectors = SECTORS if sectors is None else float(sectors)
     lam = np.asarray(lam, dtype=float)
     b = np.asarray(offsets, dtype=float)
     w = np.asarray(work, dtype=float)

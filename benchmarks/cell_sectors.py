@@ -1,0 +1,106 @@
+"""The sector count ``K`` of the cell model against the node-level Erlang-C reference (docs/model.md §14).
+
+Run ``python -m edgeprefix.benchmarks.cell_sectors [--instances A,B] [--sectors 3.5,3.85] [--out DIR]``.
+
+The cell model approximates the *node-level* coverage: one Erlang-C queue per node of a sampled
+network, at the node's own expected load (its routed region's work), the request's own serving
+distance (:func:`edgeprefix.placement.simulation.correction.node_erlang_coverage`).  That reference
+has no queue simulation, so no warm-up or horizon; it matches the long-run network simulation
+(``python -m edgeprefix.benchmarks.cell_horizon``).  For every instance, policy and load (as in
+``cell_validation``) this prints the reference (mean ± SE over ``--networks`` networks, the same
+networks for every policy and load; the sample's queue-free coverage, whose expectation eq. (39)
+gives exactly, is a control variate) and the cell model's error for each ``K`` in ``--sectors``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+import edgeprefix.placement.model.cell as cell_module
+from edgeprefix.benchmarks.cell_validation import INSTANCES, LOAD_FRACTIONS, benchmark_case, control_variate_estimate, stability_edge
+from edgeprefix.placement.atomic import atomic_write_text
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.progress import progress_bar
+from edgeprefix.placement.simulation.compare import ANALYTICAL_POLICIES
+from edgeprefix.placement.simulation.correction import node_erlang_coverage
+
+
+def cell_coverage(evaluation, sectors: float) -> float:
+    """The cell model's coverage at ``τ_0`` with ``K = sectors`` (the evaluation's operating point)."""
+    default = cell_module.SECTORS
+    cell_module.SECTORS = sectors
+    try:
+        ev = evaluate(evaluation.instance, evaluation.mix, evaluation.policy, queue_model="cell",
+                      warm_start=evaluation.advertised_wait)
+        return float(ev.coverage())
+    finally:
+        cell_module.SECTORS = default
+
+
+def sector_rows(name: str, sectors: list[float], *, networks: int, nodes: float, points: int, seed: int = 0,
+                fractions=LOAD_FRACTIONS, policies=ANALYTICAL_POLICIES) -> list[dict]:
+    case = benchmark_case(name)
+    inst, mix = case.instance, case.mix
+    seeds = np.random.SeedSequence(seed).spawn(networks)
+    rows = []
+    for policy in policies:
+        edge = stability_edge(inst, mix, policy)
+        for frac in progress_bar(fractions, desc=f"{name} {policy}"):
+            lam = round(edge * frac, 4)
+            mf = evaluate(inst.with_network(request_intensity=lam), mix, policy)
+            runs = np.array([node_erlang_coverage(mf, mean_nodes=nodes, points_per_node=points, seed=np.random.default_rng(s),
+                                                  with_queue_free=True) for s in seeds])
+            ref, se = control_variate_estimate(runs[:, 0], runs[:, 1], float(mf.coverage_queue_free()))
+            rows.append({"instance": name, "policy": policy, "intensity": lam, "load_fraction": frac,
+                         "node_erlang": ref, "node_erlang_se": se,
+                         "meanfield": float(mf.coverage()),
+                         "cell": {str(k): cell_coverage(mf, k) for k in sectors}})
+    return rows
+
+
+def render(rows: list[dict], sectors: list[float]) -> str:
+    head = f"{'instance':<17}{'policy':>11}{'Λ':>8}{'node':>8}{'± SE':>8}{'meanfield':>10}" + "".join(f"{'K=' + str(k):>9}" for k in sectors)
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['instance']:<17}{r['policy']:>11}{r['intensity']:>8.4g}{r['node_erlang']:>8.4f}{r['node_erlang_se']:>8.4f}"
+                     f"{r['meanfield'] - r['node_erlang']:>+10.4f}"
+                     + "".join(f"{r['cell'][str(k)] - r['node_erlang']:>+9.4f}" for k in sectors))
+    for name in dict.fromkeys(r["instance"] for r in rows):
+        sel = [r for r in rows if r["instance"] == name]
+        worst = "  ".join(f"K={k}: max {max(abs(r['cell'][str(k)] - r['node_erlang']) for r in sel):.4f}"
+                          f" mean {np.mean([r['cell'][str(k)] - r['node_erlang'] for r in sel]):+.4f}" for k in sectors)
+        lines.append(f"{name}: {worst}")
+    worst = "  ".join(f"K={k}: max {max(abs(r['cell'][str(k)] - r['node_erlang']) for r in rows):.4f}" for k in sectors)
+    lines.append(f"all: {worst}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.cell_sectors", description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", default=",".join(INSTANCES))
+    parser.add_argument("--sectors", default="3.5,3.85", help="comma-separated K values")
+    parser.add_argument("--networks", type=int, default=6)
+    parser.add_argument("--nodes", type=float, default=1000.0)
+    parser.add_argument("--points", type=int, default=200, help="sampled requests per node")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="folder for cell_sectors.json")
+    args = parser.parse_args(argv)
+    sectors = [float(k) for k in args.sectors.split(",") if k.strip()]
+    if args.networks < 4:
+        parser.error("--networks: need at least 4 (the control variate's SE has n − 2 degrees of freedom)")
+    rows: list[dict] = []
+    for name in filter(None, (n.strip() for n in args.instances.split(","))):
+        rows += sector_rows(name, sectors, networks=args.networks, nodes=args.nodes, points=args.points, seed=args.seed)
+        print(render([r for r in rows if r["instance"] == name], sectors), flush=True)
+    print(render(rows, sectors))
+    if args.out is not None:
+        atomic_write_text(args.out / "cell_sectors.json", json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
