@@ -9,7 +9,7 @@ times ``m_s = 1/μ_s``, the service's ``C²_s`` (M/G/c law only) and the work de
 computed function itself (the same quadrature and tables as
 :func:`edgeprefix.placement.model.cell.cell_coverage_pairs`), piece by piece in reverse order.
 A gradient in the mix chains these partials with the mean field's (``∂λ/∂π``, ``∂b/∂W̄``,
-``∂a/∂A``, ``∂m/∂A`` and the implicit ``∂W̄/∂π`` of the fixed point, docs/model.md §15).
+``∂a/∂A``, ``∂m/∂A`` and the implicit ``∂W̄/∂π`` of the fixed point: the mean-field sensitivities).
 
 The pieces are smooth except on sets of measure zero (a node of a table or of the ℓ axis
 crossed, a clip, a floor switching); there the value is continuous and the derivative is that

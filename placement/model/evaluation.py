@@ -147,7 +147,7 @@ class Evaluation:
 
         These are the partials at the evaluation's operating point, with the routing held: a gradient
         in the mix chains them with the mean field's sensitivities of ``λ``, ``b``, ``a``, ``1/μ`` and
-        ``C²`` (the fixed point, docs/model.md §15).
+        ``C²`` (the implicit derivative of the fixed point).
         """
         inst, act = self.instance, self.active
         t = self.target if tau is None else float(tau)
