@@ -23,14 +23,16 @@ def calibrated():
 
 
 def test_single_tier_is_the_voronoi_gamma_law():
-    """One tier, one type: the ray work is exponential, so v = 1/K, γ = 2/√K and M(v) = 1 + πλv/K."""
+    """One tier, one type: the ray work is exponential, so v = 1/K, γ = 2/√K, and the conditional mean is
+    the Poisson–Voronoi one, M(v) = φ_V(πλv) (equal offsets: θ = 1, eq. (14.4c))."""
+    from edgeprefix.placement.model.cell import voronoi_mean
+
     lam = np.array([0.7])
     law = cell_load(lam, np.zeros((1, 1)), 2.0, np.array([[2.0]]))
     assert law.variance[0] == pytest.approx(1.0 / SECTORS, rel=5e-3)
     assert law.skewness[0] == pytest.approx(2.0 / np.sqrt(SECTORS), rel=2e-2)
     v = np.array([[[0.0, 0.3, 1.0, 2.5]]])
-    expected = 1.0 + np.pi * lam[0] * v[0, 0] / SECTORS
-    np.testing.assert_allclose(law.conditional_mean(v)[0, 0], expected, rtol=5e-3)
+    np.testing.assert_allclose(law.conditional_mean(v)[0, 0], voronoi_mean(np.pi * lam[0] * v[0, 0])[0], rtol=5e-3)
 
 
 def test_equal_biases_give_one_law_for_every_tier():
@@ -200,3 +202,46 @@ def test_batched_evaluation_carries_the_cell_model():
     problem = placement_problem(inst, queue_model="cell")
     scores = problem.score_many(list(mixes))
     np.testing.assert_allclose([s.coverage for s in scores], singles, atol=1e-9)
+
+
+def test_voronoi_mean_is_the_poisson_voronoi_conditional_mean():
+    """φ_V(t) = λ E[|C| | x ∈ C] at t = πλ|x|² (eq. (14.4b)): quadrature of the two-point void probability."""
+    from numpy.polynomial.laguerre import laggauss
+    from numpy.polynomial.legendre import leggauss
+
+    from edgeprefix.placement.model.cell import voronoi_mean
+
+    radial, radial_w = leggauss(160)
+    angle, angle_w = leggauss(160)
+
+    def exact(t):  # λ = 1, nucleus at 0, x on the axis; y ∈ C iff no point in D(y, |y|), given none in D(x, |x|)
+        r = np.sqrt(t / np.pi)
+        top = max(4.0, 2.5 * r + 2.5)
+        rr, wr = 0.5 * top * (radial + 1), 0.5 * top * radial_w
+        th, wt = np.pi * (angle + 1), np.pi * angle_w
+        y = np.stack([rr[:, None] * np.cos(th)[None, :], rr[:, None] * np.sin(th)[None, :]], axis=-1)
+        r1, r2 = np.linalg.norm(y, axis=-1), r
+        d = np.linalg.norm(y - np.array([r, 0.0]), axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a1 = np.clip((d**2 + r1**2 - r2**2) / (2 * d * r1), -1, 1)
+            a2 = np.clip((d**2 + r2**2 - r1**2) / (2 * d * r2), -1, 1)
+            lens = r1**2 * np.arccos(a1) + r2**2 * np.arccos(a2) - 0.5 * np.sqrt(
+                np.maximum((-d + r1 + r2) * (d + r1 - r2) * (d - r1 + r2) * (d + r1 + r2), 0.0))
+        lens = np.where(d <= np.abs(r1 - r2), np.pi * np.minimum(r1, r2) ** 2, lens)
+        return float((np.exp(-(np.pi * r1**2 - lens)) * rr[:, None] * wr[:, None] * wt[None, :]).sum())
+
+    for k in (8, 15, 32):  # table nodes t = 36 (k/64)²: the stored values; between nodes the interpolation
+        t = 36.0 * (k / 64) ** 2
+        assert voronoi_mean(np.array(t))[0] == pytest.approx(exact(t), abs=1e-4)  # the test rule (160²) is within 1e-4
+    assert voronoi_mean(np.array(0.5))[0] == pytest.approx(exact(0.5), abs=1e-3)
+    nodes, weights = laggauss(60)
+    assert float(weights @ voronoi_mean(nodes)[0]) == pytest.approx(1.2802, abs=5e-4)  # 1 + Var of the cell area
+
+
+def test_equal_offsets_take_the_voronoi_conditional_mean():
+    """θ = 1 when every tier has the same offset for a type (eq. (14.4c)); strong bias leaves the closure."""
+    from edgeprefix.placement.model.cell import voronoi_weight
+
+    lam = np.array([0.45, 0.35, 0.2])
+    np.testing.assert_allclose(voronoi_weight(lam, np.zeros((3, 2))), 1.0)
+    assert np.all(voronoi_weight(lam, np.array([[0.0, 0.0], [5.0, 5.0], [10.0, 10.0]])) < 1e-3)

@@ -66,6 +66,23 @@ SKEW_MAX = 12.0  # skewness of the load law is capped here (node nodes tabulated
 SKEW_GRID = 481
 
 
+VORONOI_T_MAX = 36.0
+VORONOI_MEAN = np.array([
+    1.000000, 1.004146, 1.015695, 1.033519, 1.056710, 1.084534, 1.116396, 1.151802,
+    1.190349, 1.231699, 1.275569, 1.321721, 1.369951, 1.420089, 1.471984, 1.525510,
+    1.580553, 1.637017, 1.694817, 1.753876, 1.814129, 1.875515, 1.937982, 2.001480,
+    2.065970, 2.131409, 2.197759, 2.264992, 2.333077, 2.401988, 2.471699, 2.542187,
+    2.613431, 2.685411, 2.758099, 2.831484, 2.905559, 2.980309, 3.055691, 3.131719,
+    3.208391, 3.285645, 3.363525, 3.441990, 3.521027, 3.600658, 3.680817, 3.761569,
+    3.842820, 3.924648, 4.006972, 4.089831, 4.173215, 4.257063, 4.341486, 4.426308,
+    4.511676, 4.597533, 4.683795, 4.770612, 4.857854, 4.945506, 5.033703, 5.122313,
+    5.211295,
+])  # φ_V(t) on t = 36 x², x = 0, 1/64, …, 1 (eq. (14.4b); tests/test_cell_model.py checks nodes by quadrature)
+
+
+VORONOI_BAND = 0.35  # δ_0 of the Voronoi weight exp(−δ_{s,q}/δ_0) (fitted, docs/model.md §14)
+
+
 # The router whose delivered coverage each queue model predicts (docs/model.md §14): the mean-field
 # coverage is what a router that sees every node's own queue delivers (per-node balancing evens the
 # loads), the cell model what Theorem 1's tier-level rule delivers.
@@ -98,6 +115,34 @@ def _legendre01(nodes: int) -> tuple[FloatArray, FloatArray]:
 @lru_cache(maxsize=4)
 def _probability_levels(nodes: int) -> FloatArray:
     return (np.arange(nodes) + 0.5) / nodes
+
+
+def voronoi_mean(excess: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``φ_V(e)`` and its slope: the Poisson–Voronoi conditional mean (eq. (14.4b)).
+
+    ``φ_V(t) = λ E[|C| | x ∈ C]`` for a point ``x`` at ``t = π λ |x|²`` from the nucleus of a
+    Poisson–Voronoi cell (exact: quadrature of the two-point void probability; ``E_{t~Exp(1)} φ_V = 1.2800``,
+    one plus the variance of the cell area), linear between the nodes ``t = 36 (k/64)²`` and beyond
+    the last.  Negative arguments count as 0.
+    """
+    n = VORONOI_MEAN.size - 1
+    e = np.maximum(excess, 0.0)
+    pos = np.sqrt(np.minimum(e, VORONOI_T_MAX) / VORONOI_T_MAX) * n
+    lo = np.minimum(pos.astype(np.int64), n - 1)
+    t_lo = VORONOI_T_MAX * (lo / n) ** 2
+    slope = (VORONOI_MEAN.take(lo + 1) - VORONOI_MEAN.take(lo)) / (VORONOI_T_MAX * ((lo + 1) / n) ** 2 - t_lo)
+    return VORONOI_MEAN.take(lo) + slope * (e - t_lo), np.where(excess > 0, slope, 0.0)
+
+
+def voronoi_weight(lam: FloatArray, offsets: FloatArray) -> FloatArray:
+    """``θ_{s,q} = exp(−δ_{s,q}/δ_0)``, ``δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|`` (eq. (14.4c)), ``(S, Q)``.
+
+    ``δ`` counts the nodes in the band of costs between the tier and its competitors (0 when every
+    tier has the same offset for the type: the Poisson–Voronoi geometry, ``θ = 1``).
+    """
+    b = np.asarray(offsets, dtype=float)
+    delta = np.pi * np.einsum("t,tsq->sq", np.asarray(lam, dtype=float), np.abs(b[:, None, :] - b[None, :, :]))
+    return np.exp(-delta / VORONOI_BAND)
 
 
 def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: float) -> FloatArray:
@@ -247,6 +292,7 @@ class CellLoad:
     request_mean: FloatArray | None = None  # E_req[M] = E[W²]/a_s² implied by (14.4) (a diagnostic of the closure)
     radial_cap: FloatArray | None = None  # v where L_{s,q}(v) = RADIAL_L_MAX, (S, Q): the radial integral stops there
     axis: CostAxis | None = None  # α = 2: L_{s,q}(v) = Λ_q(v + b_{s,q}), one function per type
+    weight: FloatArray | None = None  # θ_{s,q} of eq. (14.4c), (S, Q); None: the ray closure alone
 
     def exponent(self, tier: npt.NDArray[np.int64], kind: npt.NDArray[np.int64], v: FloatArray) -> FloatArray:
         """``L_{s,q}(v)`` (eq. (14.1)) for the pairs ``(tier, kind)`` ``(P,)`` at ``v`` ``(P, R)``."""
@@ -255,23 +301,28 @@ class CellLoad:
         delta = self.offsets[tier, kind][:, None] - self.offsets[:, kind].T  # (P, T)
         return void_exponent(v, self.lam, delta, self.alpha)
 
-    def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64]) -> FloatArray:
-        """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for rows of tier ``tier`` ``(P,)``."""
+    def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64],
+                                       kind: npt.NDArray[np.int64]) -> FloatArray:
+        """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for the pairs ``(tier, kind)`` ``(P,)``."""
         # the ℓ nodes are L_MAX x² on a uniform x grid: the cell of ℓ is found without a search
         n = self.ell.size - 1
         pos = np.sqrt(np.clip(expo, 0.0, L_MAX) / L_MAX) * n
         lo = np.minimum(pos.astype(np.int64), n - 1)
         frac = (self.ell.take(lo + 1) - np.minimum(expo, L_MAX)) / np.diff(self.ell).take(lo)
         flat = (tier * (n + 1)).reshape((-1,) + (1,) * (expo.ndim - 1)) + lo
-        ratio = self.tail.take(flat) * frac + self.tail.take(flat + 1) * (1.0 - frac)  # E[g | ℓ' ≥ ℓ] / κ_1
-        return 1.0 + (ratio - 1.0) / self.sectors
+        excess = self.tail.take(flat) * frac + self.tail.take(flat + 1) * (1.0 - frac) - 1.0  # E[g | ℓ' ≥ ℓ]/κ_1 − 1
+        closure = 1.0 + excess / self.sectors
+        if self.weight is None:
+            return closure
+        theta = self.weight[tier, kind].reshape((-1,) + (1,) * (expo.ndim - 1))
+        return closure + theta * (voronoi_mean(excess)[0] - closure)
 
     def conditional_mean(self, v: FloatArray) -> FloatArray:
         """``M_{s,q}(v)`` (eq. (14.4)) at squared distances ``v`` ``(S, Q, R)``."""
         s_count, q_count, r_count = v.shape
         tier, kind = np.repeat(np.arange(s_count), q_count), np.tile(np.arange(q_count), s_count)
         expo = self.exponent(tier, kind, v.reshape(s_count * q_count, r_count))
-        return self.conditional_mean_from_exponent(expo, tier).reshape(s_count, q_count, r_count)
+        return self.conditional_mean_from_exponent(expo, tier, kind).reshape(s_count, q_count, r_count)
 
 
 def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float | None = None) -> CellLoad:
@@ -321,14 +372,15 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     with np.errstate(over="ignore", invalid="ignore"):
         tail = tail * np.exp(ell)[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
-    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis)
+    weight = voronoi_weight(lam, b)
+    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
     x, xw = _legendre01(LTV_NODES)
     span = np.maximum(cap, 1e-300)[:, :, None]  # each pair's own range, up to L = RADIAL_L_MAX
     grid = span * x**2  # (S, Q, V)
     tier, kind = np.repeat(np.arange(s_count), q_count), np.tile(np.arange(q_count), s_count)
     expo = law.exponent(tier, kind, grid.reshape(s_count * q_count, -1))
-    m = law.conditional_mean_from_exponent(expo, tier).reshape(grid.shape)
+    m = law.conditional_mean_from_exponent(expo, tier, kind).reshape(grid.shape)
     expo = expo.reshape(grid.shape)
     measure = w[:, :, None] * np.exp(-expo) * (span * 2.0 * x * xw)
     total = measure.sum(axis=(1, 2))
@@ -336,7 +388,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
     third = skewness * variance**1.5
     conditional = np.maximum(third + variance - variance**2 - (e2 - e1**2), MIN_CONDITIONAL * variance)
-    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis)
+    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis, weight)
 
 
 @lru_cache(maxsize=2)
@@ -456,7 +508,7 @@ def cell_coverage_pairs(
     v = cut * x**2  # (P, R); dv = 2 v_cut x dx
     expo = law.exponent(tier, kind, v)
     density = (lam[tier] * np.pi)[:, None] * np.exp(-expo) * (cut * 2.0 * x * xw)  # f_{s,q}(v) dv
-    mean = law.conditional_mean_from_exponent(expo, tier)  # (P, R)
+    mean = law.conditional_mean_from_exponent(expo, tier, kind)  # (P, R)
     safe = np.where(servers > 0, servers, 1.0)
     load_ratio = np.where(servers > 0, offered_load / safe, 0.0)  # ρ_s; a tier without servers: y ≡ 1 below
     rate = safe / mean_service  # c_s μ_s

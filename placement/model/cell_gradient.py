@@ -258,7 +258,9 @@ def cell_coverage_gradient(
     tail[:, :-1] = rest * e_ell[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
 
-    def conditional_mean(expo: FloatArray, tier: IntArray) -> tuple[FloatArray, tuple]:
+    theta_all = C.voronoi_weight(lam, b)  # θ_{s,q} (eq. (14.4c))
+
+    def conditional_mean(expo: FloatArray, tier: IntArray, kind: IntArray) -> tuple[FloatArray, tuple]:
         n = n_ell - 1
         pos = np.sqrt(np.clip(expo, 0.0, C.L_MAX) / C.L_MAX) * n
         lo = np.minimum(pos.astype(np.int64), n - 1)
@@ -266,7 +268,13 @@ def cell_coverage_gradient(
         frac = (ell.take(lo + 1) - np.minimum(expo, C.L_MAX)) / dl.take(lo)
         t_rows = tier.reshape((-1,) + (1,) * (expo.ndim - 1))
         t_lo, t_hi = tail[t_rows, lo], tail[t_rows, lo + 1]
-        return 1.0 + (t_lo * frac + t_hi * (1.0 - frac) - 1.0) / sectors, (lo, frac, inside, t_lo, t_hi, t_rows)
+        excess = t_lo * frac + t_hi * (1.0 - frac) - 1.0
+        closure = 1.0 + excess / sectors
+        theta = theta_all[tier, kind].reshape((-1,) + (1,) * (expo.ndim - 1))
+        phi, phi_slope = C.voronoi_mean(excess)
+        mean = closure + theta * (phi - closure)
+        slope = (1.0 - theta) / sectors + theta * phi_slope  # dM/d(excess)
+        return mean, (lo, frac, inside, t_lo, t_hi, t_rows, slope, phi - closure, tier, kind)
 
     # law of total variance (eq. (14.5))
     xl, xlw = C._legendre01(C.LTV_NODES)
@@ -276,7 +284,7 @@ def cell_coverage_gradient(
     kind_all = np.tile(np.arange(q_count), s_count)
     u_ltv = grid.reshape(s_count * q_count, -1) + b.reshape(-1)[:, None]
     expo_l, j_ltv = axis.exponent(kind_all, u_ltv)
-    m_l, cm_l = conditional_mean(expo_l, tier_all)
+    m_l, cm_l = conditional_mean(expo_l, tier_all, kind_all)
     expo_l, m_l = expo_l.reshape(grid.shape), m_l.reshape(grid.shape)
     meas = w[:, :, None] * np.exp(-expo_l) * (span[:, :, None] * 2.0 * xl * xlw)
     total = meas.sum(axis=(1, 2))
@@ -311,7 +319,7 @@ def cell_coverage_gradient(
     expo, j_r = axis.exponent(kind, u_r)
     quad = 2.0 * xr * xrw
     dens = (lam[tier] * np.pi)[:, None] * np.exp(-expo) * (cut[:, None] * quad)
-    mean, cm_r = conditional_mean(expo, tier)
+    mean, cm_r = conditional_mean(expo, tier, kind)
     has = c > 0
     safe = np.where(has, c, 1.0)
     rho = np.where(has, a / safe, 0.0)
@@ -388,7 +396,8 @@ def cell_coverage_gradient(
     v_bar = np.where(slack_on, -kappa_bar * rate[tier][:, None] * xi, 0.0)
     # M(expo) on the radial nodes
     tail_bar = np.zeros_like(tail)
-    expo_bar = _mean_vjp(mean_bar, cm_r, tail_bar, sectors, dl, tail.shape)
+    theta_bar = np.zeros_like(b)
+    expo_bar = _mean_vjp(mean_bar, cm_r, tail_bar, theta_bar, dl, tail.shape)
     # density f dv
     lam_bar += np.bincount(tier, (dens_bar * dens).sum(axis=1), s_count) / lam
     expo_bar -= dens_bar * dens
@@ -419,7 +428,7 @@ def cell_coverage_gradient(
     expo_l_bar = -meas_bar * meas
     span_bar = (meas_bar * meas).sum(axis=2) / span
     expo_l_bar = expo_l_bar.reshape(s_count * q_count, -1) + _mean_vjp(m_l_bar.reshape(s_count * q_count, -1), cm_l, tail_bar,
-                                                                       sectors, dl, tail.shape)
+                                                                       theta_bar, dl, tail.shape)
     u_l_bar = axis.exponent_vjp(kind_all, u_ltv, j_ltv, expo_l_bar)
     b_bar += u_l_bar.sum(axis=1).reshape(s_count, q_count)
     span_bar += (u_l_bar.reshape(grid.shape) * xl**2).sum(axis=2)
@@ -465,6 +474,12 @@ def cell_coverage_gradient(
     axis.level_bar -= np.bincount(flat, (u_inv_bar * inv_slope).ravel(), size).reshape(axis.level_bar.shape)
     axis.slope_bar -= np.bincount(flat, (u_inv_bar * (u_inv - axis.fwd.knots[rows, j_inv]) * inv_slope).ravel(),
                                   size).reshape(axis.slope_bar.shape)
+    # θ = exp(−δ/δ_0), δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|
+    delta_bar = -theta_bar * theta_all / C.VORONOI_BAND
+    gap = b[:, None, :] - b[None, :, :]  # [t, s, q] = b_{t,q} − b_{s,q}
+    lam_bar += np.pi * np.einsum("sq,tsq->t", delta_bar, np.abs(gap))
+    sign = np.pi * lam[:, None, None] * np.sign(gap)  # ∂δ_{s,q}/∂b_{t,q} (t ≠ s)
+    b_bar += np.einsum("sq,tsq->tq", delta_bar, sign) - delta_bar * sign.sum(axis=0)
     la, ba = axis.finish()
     lam_bar += la
     b_bar += ba
@@ -472,16 +487,21 @@ def cell_coverage_gradient(
     return CellGradient(value, pairs_out, lam_bar, b_bar, a_bar, m_bar, w_bar, scv_bar)
 
 
-def _mean_vjp(mean_bar: FloatArray, saved: tuple, tail_bar: FloatArray, sectors: float, dl: FloatArray,
+def _mean_vjp(mean_bar: FloatArray, saved: tuple, tail_bar: FloatArray, theta_bar: FloatArray, dl: FloatArray,
               shape: tuple[int, int]) -> FloatArray:
-    """Adjoint of ``M = 1 + (tail[lo] frac + tail[lo + 1](1 − frac) − 1)/K``: fills ``tail_bar``, returns ``expō``."""
-    lo, frac, inside, t_lo, t_hi, t_rows = saved
-    r = mean_bar / sectors
+    """Adjoint of ``M = c(e) + θ (φ_V(e) − c(e))``, ``c = 1 + e/K``, ``e = tail[lo] frac + tail[lo + 1](1 − frac) − 1``.
+
+    Fills ``tail_bar`` and ``theta_bar``; returns ``expō``.
+    """
+    lo, frac, inside, t_lo, t_hi, t_rows, slope, gap, tier, kind = saved
+    r = mean_bar * slope
     t_rows = np.broadcast_to(t_rows, lo.shape)
     n = shape[1]
     flat = (t_rows * n + lo).ravel()
     tail_bar += np.bincount(flat, (r * frac).ravel(), tail_bar.size).reshape(shape)
     tail_bar += np.bincount(flat + 1, (r * (1.0 - frac)).ravel(), tail_bar.size).reshape(shape)
+    pair = tier * theta_bar.shape[1] + kind
+    theta_bar += np.bincount(pair, (mean_bar * gap).reshape(pair.size, -1).sum(axis=1), theta_bar.size).reshape(theta_bar.shape)
     return np.where(inside, r * (t_hi - t_lo) / dl.take(lo), 0.0)
 
 
