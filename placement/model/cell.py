@@ -372,7 +372,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     with np.errstate(over="ignore", invalid="ignore"):
         tail = tail * np.exp(ell)[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
-    weight = voronoi_weight(lam, b)
+    weight = voronoi_weight(lam, b) if VORONOI_BAND > 0 else None  # δ_0 = 0: the ray closure alone
     law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
     x, xw = _legendre01(LTV_NODES)

@@ -258,7 +258,7 @@ def cell_coverage_gradient(
     tail[:, :-1] = rest * e_ell[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
 
-    theta_all = C.voronoi_weight(lam, b)  # θ_{s,q} (eq. (14.4c))
+    theta_all = C.voronoi_weight(lam, b) if C.VORONOI_BAND > 0 else np.zeros_like(b)  # θ_{s,q} (eq. (14.4c))
 
     def conditional_mean(expo: FloatArray, tier: IntArray, kind: IntArray) -> tuple[FloatArray, tuple]:
         n = n_ell - 1
@@ -475,7 +475,7 @@ def cell_coverage_gradient(
     axis.slope_bar -= np.bincount(flat, (u_inv_bar * (u_inv - axis.fwd.knots[rows, j_inv]) * inv_slope).ravel(),
                                   size).reshape(axis.slope_bar.shape)
     # θ = exp(−δ/δ_0), δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|
-    delta_bar = -theta_bar * theta_all / C.VORONOI_BAND
+    delta_bar = -theta_bar * theta_all / C.VORONOI_BAND if C.VORONOI_BAND > 0 else np.zeros_like(b)
     gap = b[:, None, :] - b[None, :, :]  # [t, s, q] = b_{t,q} − b_{s,q}
     lam_bar += np.pi * np.einsum("sq,tsq->t", delta_bar, np.abs(gap))
     sign = np.pi * lam[:, None, None] * np.sign(gap)  # ∂δ_{s,q}/∂b_{t,q} (t ≠ s)
