@@ -146,8 +146,8 @@ class CoverageObjective:
 
         Every fixed point starts from ``warm_start``.  With an injected ``evaluator`` the mixes
         are scored one by one, each warm-started from the previous one.  Under the cell queue model
-        the fixed points are batched as well (they are the mean field's) and the cell coverage is
-        computed mix by mix after them (docs/model.md §14).
+        the fixed points are batched as well (they are the mean field's) and the cell coverage of all
+        the mixes is one call after them (docs/model.md §14).
         """
         if self.evaluator is not None:
             scores: list[Score] = []

@@ -245,3 +245,22 @@ def test_equal_offsets_take_the_voronoi_conditional_mean():
     lam = np.array([0.45, 0.35, 0.2])
     np.testing.assert_allclose(voronoi_weight(lam, np.zeros((3, 2))), 1.0)
     assert np.all(voronoi_weight(lam, np.array([[0.0, 0.0], [5.0, 5.0], [10.0, 10.0]])) < 1e-3)
+
+
+def test_the_mixes_of_a_batch_share_one_cell_call():
+    """The batch's cell coverage is one call with the mixes' tiers side by side (``groups``): row for row
+    the one-mix values, also with different active sets and under nearest routing."""
+    from edgeprefix.benchmarks.compare_runs import load_benchmark
+    from edgeprefix.placement.model.batch import evaluate_batch
+
+    inst = load_benchmark("mooncake_large")
+    rng = np.random.default_rng(5)
+    mixes = rng.dirichlet(np.ones(len(inst.profiles)), size=3)
+    mixes[0, :5] = 0.0
+    mixes[2, 7:] = 0.0
+    mixes /= mixes.sum(axis=1, keepdims=True)
+    for policy in ("load_aware", "nearest"):
+        batch = evaluate_batch(inst, mixes, policy, queue_model="cell")
+        singles = [evaluate(inst, m, policy, queue_model="cell").coverage() for m in mixes]
+        np.testing.assert_allclose(batch.coverage, singles, atol=1e-9)
+        assert len(set(np.round(batch.coverage, 6))) == 3

@@ -18,7 +18,8 @@ other mix follows the single-mix iterates, so the two agree to rounding (and in 
 the fixed point's tolerance).  Kernels other than :class:`AnalyticKernel`, the ``damped``
 method and the M/G/c queue law (docs/model.md §19.6) are evaluated one mix at a time.  Under the cell
 queue model (docs/model.md §14) the fixed point is the mean field's and is batched as well; the cell
-coverage of each converged mix is computed after it, mix by mix.
+coverage of the converged mixes is then one call with their tiers side by side (α = 2; mix by mix
+otherwise).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
-from edgeprefix.placement.model.cell import check_queue_model
+from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_load, check_queue_model
 from edgeprefix.placement.model.evaluation import ASSOCIATION_SLACK, Evaluation, checked_probability, evaluate
 from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
 from edgeprefix.placement.model.instance import MIX_TOLERANCE, Instance
@@ -277,7 +278,8 @@ def evaluate_batch(
     warm_start : advertised delays ``W̄`` to start every fixed point from, ``(S,)`` or ``(B, S)``.
     method : ``robust`` (batched Newton, fallback to :func:`evaluate`) or ``damped`` (one by one).
     queue_model : ``meanfield`` or ``cell``: the fixed point is the mean field's under both (docs/model.md
-        §14), so it is batched under both; the cell model's coverage is then computed mix by mix.
+        §14), so it is batched under both; the cell model's coverage of the batch is then one call with
+        the mixes' tiers side by side (α = 2; mix by mix otherwise).
     Other parameters as :func:`evaluate`.
     """
     check_policy(policy)
@@ -388,6 +390,37 @@ def _evaluate_chunk(
                 fixed_point=reports[i], kernel=kernel, queue_model=queue_model,
             )
         )
-        if queue_model == "cell":  # the per-node load law of docs/model.md §14, after the batched fixed point
-            coverage[i] = evaluations[-1].coverage(tau)
+    if queue_model == "cell":  # the per-node load law of docs/model.md §14, after the batched fixed point
+        rows = np.flatnonzero(~fallback)
+        if net.radio_exponent == 2.0 and rows.size:
+            coverage[rows] = _cell_coverage([evaluations[i] for i in rows], tau)
+        else:
+            for i in rows:
+                coverage[i] = evaluations[i].coverage(tau)
     return evaluations, coverage, fallback
+
+
+def _cell_coverage(evaluations: list[Evaluation], tau: float) -> FloatArray:
+    """The cell model's ``P_cov(τ)`` of several mixes (α = 2) in one call: their active tiers side by side,
+    each competing only within its own mix (:func:`~edgeprefix.placement.model.cell.cell_load` ``groups``)."""
+    inst = evaluations[0].instance
+    net = inst.network
+    xi = net.radio_scale
+    work_rows = net.request_intensity * inst.probabilities[None, :] * inst.service_time
+    parts: dict[str, list[FloatArray]] = {k: [] for k in ("lam", "b", "w", "g", "c", "a", "m", "group")}
+    for i, ev in enumerate(evaluations):
+        act = ev.active
+        parts["lam"].append(ev.densities[act])
+        parts["b"].append(ev.bias[act] / xi)
+        parts["w"].append(work_rows[act])
+        parts["g"].append(inst.first_token_time[act])
+        parts["c"].append(inst.concurrency[act].astype(float))
+        parts["a"].append((ev.arrival_rate * ev.mean_service)[act])
+        parts["m"].append(ev.mean_service[act])
+        parts["group"].append(np.full(int(act.sum()), i))
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    law = cell_load(cat["lam"], cat["b"], net.radio_exponent, cat["w"], groups=cat["group"])
+    pairs = cell_coverage_pairs(law, tau, radio_scale=xi, first_token=cat["g"], servers=cat["c"], offered_load=cat["a"],
+                                mean_service=cat["m"])
+    per_mix = np.bincount(cat["group"], (inst.probabilities * pairs).sum(axis=1), minlength=len(evaluations))
+    return checked_probability(per_mix, "coverage")

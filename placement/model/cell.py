@@ -134,15 +134,46 @@ def voronoi_mean(excess: FloatArray) -> tuple[FloatArray, FloatArray]:
     return VORONOI_MEAN.take(lo) + slope * (e - t_lo), np.where(excess > 0, slope, 0.0)
 
 
-def voronoi_weight(lam: FloatArray, offsets: FloatArray) -> FloatArray:
+def voronoi_weight(lam: FloatArray, offsets: FloatArray, groups: _Groups | None = None) -> FloatArray:
     """``θ_{s,q} = exp(−δ_{s,q}/δ_0)``, ``δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|`` (eq. (14.4c)), ``(S, Q)``.
 
     ``δ`` counts the nodes in the band of costs between the tier and its competitors (0 when every
-    tier has the same offset for the type: the Poisson–Voronoi geometry, ``θ = 1``).
+    tier has the same offset for the type: the Poisson–Voronoi geometry, ``θ = 1``).  With ``groups``
+    the sum runs over the tier's own group (its mix).
     """
     b = np.asarray(offsets, dtype=float)
-    delta = np.pi * np.einsum("t,tsq->sq", np.asarray(lam, dtype=float), np.abs(b[:, None, :] - b[None, :, :]))
+    lam = np.asarray(lam, dtype=float)
+    if groups is None:
+        delta = np.pi * np.einsum("t,tsq->sq", lam, np.abs(b[:, None, :] - b[None, :, :]))
+    else:  # the group's tiers, padded with λ = 0
+        pad_b, pad_lam = groups.padded(b), groups.padded(lam)  # (G, T, Q), (G, T)
+        rows = groups.of_tier
+        delta = np.pi * np.einsum("st,stq->sq", pad_lam[rows], np.abs(pad_b[rows] - b[:, None, :]))
     return np.exp(-delta / VORONOI_BAND)
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """Tiers of several independent networks (mixes) side by side: ``of_tier[s]`` is tier ``s``'s group."""
+
+    of_tier: npt.NDArray[np.int64]
+    count: int
+
+    @cached_property
+    def slots(self) -> tuple[npt.NDArray[np.int64], int]:
+        """Each tier's slot within its group and the largest group size."""
+        order = np.argsort(self.of_tier, kind="stable")
+        starts = np.searchsorted(self.of_tier[order], np.arange(self.count))
+        slot = np.empty_like(self.of_tier)
+        slot[order] = np.arange(self.of_tier.size) - starts[self.of_tier[order]]
+        return slot, int(np.bincount(self.of_tier, minlength=self.count).max())
+
+    def padded(self, values: FloatArray, fill: float = 0.0) -> FloatArray:
+        """``(G, T_max, …)`` from per-tier ``values`` ``(S, …)``, empty slots ``fill``."""
+        slot, width = self.slots
+        out = np.full((self.count, width) + values.shape[1:], fill)
+        out[self.of_tier, slot] = values
+        return out
 
 
 def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: float) -> FloatArray:
@@ -219,11 +250,13 @@ class CostAxis:
 
 
 def cost_axis(lam: FloatArray, b: FloatArray) -> CostAxis:
-    """The :class:`CostAxis` of densities ``λ_t`` ``(T,)`` and offsets ``b_{t,q}`` ``(T, Q)`` (α = 2)."""
+    """The :class:`CostAxis` of densities ``λ_t`` ``(T,)`` (or one per column, ``(T, Q)``) and offsets
+    ``b_{t,q}`` ``(T, Q)`` (α = 2)."""
     order = np.argsort(b, axis=0, kind="stable")
     cols = np.arange(b.shape[1])
     knots = b[order, cols].T  # (Q, T)
-    slope = np.cumsum(np.pi * lam[order].T, axis=1)  # > 0: the first tier has started at knot_0
+    dens = lam[order] if lam.ndim == 1 else lam[order, cols]
+    slope = np.cumsum(np.pi * dens.T, axis=1)  # > 0: the first tier has started at knot_0
     level = np.zeros_like(knots)
     np.cumsum(slope[:, :-1] * np.diff(knots, axis=1), axis=1, out=level[:, 1:])
     return CostAxis(knots, slope, level)
@@ -293,11 +326,18 @@ class CellLoad:
     radial_cap: FloatArray | None = None  # v where L_{s,q}(v) = RADIAL_L_MAX, (S, Q): the radial integral stops there
     axis: CostAxis | None = None  # α = 2: L_{s,q}(v) = Λ_q(v + b_{s,q}), one function per type
     weight: FloatArray | None = None  # θ_{s,q} of eq. (14.4c), (S, Q); None: the ray closure alone
+    groups: _Groups | None = None  # several mixes side by side (each tier's group), α = 2 only
+
+    def axis_row(self, tier: npt.NDArray[np.int64], kind: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The row of :attr:`axis` of type ``kind`` in the network of tier ``tier``."""
+        if self.groups is None:
+            return kind
+        return self.groups.of_tier[tier] * self.offsets.shape[1] + kind
 
     def exponent(self, tier: npt.NDArray[np.int64], kind: npt.NDArray[np.int64], v: FloatArray) -> FloatArray:
         """``L_{s,q}(v)`` (eq. (14.1)) for the pairs ``(tier, kind)`` ``(P,)`` at ``v`` ``(P, R)``."""
         if self.axis is not None:
-            return self.axis.exponent(kind, v + self.offsets[tier, kind][:, None])
+            return self.axis.exponent(self.axis_row(tier, kind), v + self.offsets[tier, kind][:, None])
         delta = self.offsets[tier, kind][:, None] - self.offsets[:, kind].T  # (P, T)
         return void_exponent(v, self.lam, delta, self.alpha)
 
@@ -325,7 +365,8 @@ class CellLoad:
         return self.conditional_mean_from_exponent(expo, tier, kind).reshape(s_count, q_count, r_count)
 
 
-def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float | None = None) -> CellLoad:
+def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float | None = None,
+              groups: npt.ArrayLike | None = None) -> CellLoad:
     """The load law of every active tier (eqs. (14.1)–(14.5)).
 
     Parameters
@@ -334,6 +375,8 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     offsets : ``b_{s,q} = β_{s,q}/ξ`` ``(S, Q)``.
     alpha : radio exponent ``α``.
     work : ``w_{s,q} = Λ p_q / μ_{s,q}`` ``(S, Q)`` (work per unit area of type ``q`` at tier ``s``).
+    groups : the network (mix) of each tier ``(S,)``, for several mixes in one call (α = 2): tiers compete
+        only within their group; every result is the one-group call's, row for row.
     """
     sectors = SECTORS if sectors is None else float(sectors)
     lam = np.asarray(lam, dtype=float)
@@ -343,7 +386,20 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     ell = _ray_axis(RAY_NODES)
     queries = np.append(ell, RADIAL_L_MAX)
     axis = None
-    if alpha == 2.0:  # V_{s,q}(ℓ) = max(U_q(ℓ) − b_{s,q}, 0): one inverse per type
+    grouped = None
+    if groups is not None:
+        if alpha != 2.0:
+            raise ValueError(f"groups: several mixes in one call need radio_exponent = 2, got {alpha!r}")
+        of_tier = np.asarray(groups, dtype=np.int64)
+        grouped = _Groups(of_tier, int(of_tier.max()) + 1)
+        # one axis row per (group, type); a group's missing tiers sit far beyond every query with λ = 0
+        beyond = float(np.abs(b).max()) + 1e9
+        pad_b = grouped.padded(b, beyond).transpose(1, 0, 2).reshape(-1, grouped.count * q_count)  # (T, G Q)
+        pad_lam = np.repeat(grouped.padded(lam).T, q_count, axis=1)  # (T, G Q)
+        axis = cost_axis(pad_lam, pad_b)
+        extent = axis.inverse(queries).reshape(grouped.count, q_count, -1)[of_tier] - b[:, :, None]
+        np.maximum(extent, 0.0, out=extent)
+    elif alpha == 2.0:  # V_{s,q}(ℓ) = max(U_q(ℓ) − b_{s,q}, 0): one inverse per type
         axis = cost_axis(lam, b)
         extent = axis.inverse(queries)[None, :, :] - b[:, :, None]
         np.maximum(extent, 0.0, out=extent)
@@ -372,8 +428,9 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     with np.errstate(over="ignore", invalid="ignore"):
         tail = tail * np.exp(ell)[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
-    weight = voronoi_weight(lam, b) if VORONOI_BAND > 0 else None  # δ_0 = 0: the ray closure alone
-    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight)
+    weight = voronoi_weight(lam, b, grouped) if VORONOI_BAND > 0 else None  # δ_0 = 0: the ray closure alone
+    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight,
+                   groups=grouped)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
     x, xw = _legendre01(LTV_NODES)
     span = np.maximum(cap, 1e-300)[:, :, None]  # each pair's own range, up to L = RADIAL_L_MAX
@@ -388,7 +445,8 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
     third = skewness * variance**1.5
     conditional = np.maximum(third + variance - variance**2 - (e2 - e1**2), MIN_CONDITIONAL * variance)
-    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis, weight)
+    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis, weight,
+                    grouped)
 
 
 @lru_cache(maxsize=2)
@@ -499,9 +557,10 @@ def cell_coverage_pairs(
         queue_free = np.asarray(queue_free, dtype=float)[tier, kind]
     elif law.axis is not None:  # α = 2: P1_{s,q} = π λ_s (F_q(b_{s,q}) − F_q(b_{s,q} + u_cut)), exact
         start = b[tier, kind][:, None]
-        queue_free = law.axis.tail_integral(kind, start)[:, 0]
+        rows = law.axis_row(tier, kind)
+        queue_free = law.axis.tail_integral(rows, start)[:, 0]
         if np.isfinite(tau):
-            queue_free = queue_free - law.axis.tail_integral(kind, start + u_cut[tier, kind][:, None])[:, 0]
+            queue_free = queue_free - law.axis.tail_integral(rows, start + u_cut[tier, kind][:, None])[:, 0]
         queue_free = queue_free * np.pi * lam[tier]
     x, xw = _legendre01(RADIAL_NODES)
     cut = v_cut[tier, kind][:, None]
