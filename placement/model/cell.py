@@ -198,9 +198,9 @@ def _offsets(b: FloatArray) -> FloatArray:
 class CostAxis:
     """α = 2: the void exponent of every type on the cost axis ``u = r² + b`` (eq. (14.1)).
 
-    ``L_{s,q}(v) = Λ_q(v + b_{s,q})`` with ``Λ_q(u) = π Σ_t λ_t max(u − b_{t,q}, 0)``: one piecewise-linear
+    ``L_{s,q}(v) = G_q(v + b_{s,q})`` with ``G_q(u) = π Σ_t λ_t max(u − b_{t,q}, 0)``: one piecewise-linear
     function per type, shared by all tiers.  Arrays ``(Q, T)``: ``knots`` the sorted ``b_{t,q}``,
-    ``slope`` of ``Λ_q`` on ``[knot_j, knot_{j+1})``, ``level = Λ_q(knot_j)``.
+    ``slope`` of ``G_q`` on ``[knot_j, knot_{j+1})``, ``level = G_q(knot_j)``.
     """
 
     knots: FloatArray
@@ -208,15 +208,15 @@ class CostAxis:
     level: FloatArray
 
     def exponent(self, kind: npt.NDArray[np.int64], u: FloatArray) -> FloatArray:
-        """``Λ_q(u)`` for rows of type ``kind`` ``(P,)`` at ``u`` ``(P, R)``."""
+        """``G_q(u)`` for rows of type ``kind`` ``(P,)`` at ``u`` ``(P, R)``."""
         j = _row_index(self.knots, kind, u)
         rows = kind[:, None]
         return self.level[rows, j] + self.slope[rows, j] * np.maximum(u - self.knots[rows, j], 0.0)
 
     def tail_integral(self, kind: npt.NDArray[np.int64], u: FloatArray) -> FloatArray:
-        """``F_q(u) = ∫_u^∞ e^{−Λ_q(y)} dy`` for rows of type ``kind`` ``(P,)`` at ``u ≥ knot_0`` ``(P, R)``.
+        """``F_q(u) = ∫_u^∞ e^{−G_q(y)} dy`` for rows of type ``kind`` ``(P,)`` at ``u ≥ knot_0`` ``(P, R)``.
 
-        Exact (``Λ_q`` is linear between knots); summed from the far end, so a difference
+        Exact (``G_q`` is linear between knots); summed from the far end, so a difference
         ``F_q(b) − F_q(b + u)`` keeps the relative accuracy of ``F_q(b)``.
         """
         j = _row_index(self.knots, kind, u)
@@ -240,7 +240,7 @@ class CostAxis:
         return out
 
     def inverse(self, ell: FloatArray) -> FloatArray:
-        """``U_q(ℓ) = Λ_q^{-1}(ℓ)`` on the levels ``ell`` ``(N,)`` for every type, ``(Q, N)``."""
+        """``U_q(ℓ) = G_q^{-1}(ℓ)`` on the levels ``ell`` ``(N,)`` for every type, ``(Q, N)``."""
         q_count = self.knots.shape[0]
         kind = np.arange(q_count)
         queries = np.broadcast_to(ell, (q_count, ell.size))
@@ -324,7 +324,7 @@ class CellLoad:
     sectors: float = SECTORS
     request_mean: FloatArray | None = None  # E_req[M] = E[W²]/a_s² implied by (14.4) (a diagnostic of the closure)
     radial_cap: FloatArray | None = None  # v where L_{s,q}(v) = RADIAL_L_MAX, (S, Q): the radial integral stops there
-    axis: CostAxis | None = None  # α = 2: L_{s,q}(v) = Λ_q(v + b_{s,q}), one function per type
+    axis: CostAxis | None = None  # α = 2: L_{s,q}(v) = G_q(v + b_{s,q}), one function per type
     weight: FloatArray | None = None  # θ_{s,q} of eq. (14.4c), (S, Q); None: the ray closure alone
     groups: _Groups | None = None  # several mixes side by side (each tier's group), α = 2 only
 

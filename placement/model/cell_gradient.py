@@ -92,7 +92,7 @@ class _Axis:
         return value, j
 
     def exponent_vjp(self, kind: IntArray, u: FloatArray, j: IntArray, bar: FloatArray) -> FloatArray:
-        """Accumulate ``∂`` of ``Λ_q(u)`` into the axis; return ``ū``."""
+        """Accumulate ``∂`` of ``G_q(u)`` into the axis; return ``ū``."""
         rows = np.broadcast_to(kind[:, None] if u.ndim == 2 else kind, u.shape)
         flat = (rows * self.fwd.knots.shape[1] + j).ravel()
         slope = self.fwd.slope[rows, j]
@@ -122,7 +122,7 @@ class _Axis:
 
     # integrals on the axis (the queue-free mass P1 and its derivatives) ------------------------
     def tail(self, kind: IntArray, u: FloatArray) -> FloatArray:
-        """``Φ_q(u) = ∫_u^∞ e^{−Λ_q}`` (0 at ``u = ∞``)."""
+        """``Φ_q(u) = ∫_u^∞ e^{−G_q}`` (0 at ``u = ∞``)."""
         fin = np.isfinite(u)
         out = np.zeros_like(u, dtype=float)
         if fin.any():
@@ -130,7 +130,7 @@ class _Axis:
         return out
 
     def density(self, kind: IntArray, u: FloatArray) -> FloatArray:
-        """``e^{−Λ_q(u)}`` (0 at ``u = ∞``)."""
+        """``e^{−G_q(u)}`` (0 at ``u = ∞``)."""
         fin = np.isfinite(u)
         out = np.zeros_like(u, dtype=float)
         if fin.any():
@@ -138,7 +138,7 @@ class _Axis:
         return out
 
     def first_moment(self, kind: IntArray, u: FloatArray) -> FloatArray:
-        """``G_q(u) = ∫_u^∞ (y − u) e^{−Λ_q(y)} dy`` (0 at ``u = ∞``), exact piece by piece."""
+        """``G_q(u) = ∫_u^∞ (y − u) e^{−G_q(y)} dy`` (0 at ``u = ∞``), exact piece by piece."""
         knots, slope, level = self.fwd.knots, self.fwd.slope, self.fwd.level
         q_count, t_count = knots.shape
         after = np.concatenate([knots[:, 1:], np.full((q_count, 1), np.inf)], axis=1)
@@ -517,10 +517,10 @@ def _standard_nodes_slope(skewness: FloatArray) -> FloatArray:
 
 def _p1_vjp(axis: _Axis, lam: FloatArray, b: FloatArray, tier: IntArray, kind: IntArray, lower: FloatArray,
             upper: FloatArray, p1_bar: FloatArray, lam_bar: FloatArray, b_bar: FloatArray) -> None:
-    """Adjoint of ``P1 = π λ_s ∫_{b_s}^{upper} e^{−Λ_q}`` through ``Λ_q`` (all tiers) and the limits (λ_s's own factor aside).
+    """Adjoint of ``P1 = π λ_s ∫_{b_s}^{upper} e^{−G_q}`` through ``G_q`` (all tiers) and the limits (λ_s's own factor aside).
 
     ``∂Φ_q(u)/∂b_t = π λ_t Φ_q(max(u, b_t))``, ``∂Φ_q(u)/∂λ_t = −π Ψ_{q,t}(u)`` with
-    ``Ψ_{q,t}(u) = G_q(u') + (u' − b_t) Φ_q(u')``, ``u' = max(u, b_t)``, ``G_q(u) = ∫_u^∞ (y − u) e^{−Λ_q}``.
+    ``Ψ_{q,t}(u) = G_q(u') + (u' − b_t) Φ_q(u')``, ``u' = max(u, b_t)``, ``G_q(u) = ∫_u^∞ (y − u) e^{−G_q}``.
     """
     s_count = lam.size
     scale = p1_bar * np.pi * lam[tier]  # (P,)
@@ -528,7 +528,7 @@ def _p1_vjp(axis: _Axis, lam: FloatArray, b: FloatArray, tier: IntArray, kind: I
     d_lower = -axis.density(kind, lower)
     d_upper = -axis.density(kind, upper)
     np.add.at(b_bar, (tier, kind), scale * (d_lower - d_upper))
-    # through Λ_q: every tier t
+    # through G_q: every tier t
     bt = b[:, kind].T  # (P, T)
     lo = np.maximum(lower[:, None], bt)
     hi = np.maximum(upper[:, None], bt)
