@@ -334,58 +334,70 @@ def cell_coverage_gradient(
     kappa = np.where(slack_on, slack_raw, 0.0) * rate[tier][:, None]
     on_row = has[tier][:, None]
     loaded = np.where(on_row, mean * rho[tier][:, None], 1.0)
-    y_raw = loaded[:, :, None] + spread[tier][:, None, :]
-    y_in = (y_raw > 0.0) & (y_raw < 1.0)
-    y = np.clip(y_raw, 0.0, 1.0)
     jn = z.shape[1]
-    if finite_tau:
-        pos = y * n_tab + (tier * (n_tab + 1)).astype(float)[:, None, None]
-        idx = pos.astype(np.intp)
-        frac = pos - idx
-        pw = tab["pw"].take(idx) + frac * tab["pw_slope"].take(idx)  # type: ignore[union-attr]
-        ik = 1.0 if tab["ik"] is None else tab["ik"].take(idx) + frac * tab["ik_slope"].take(idx)  # type: ignore[union-attr]
-        expn = np.exp((y - 1.0) * kappa[:, :, None] * ik)
-        big_w = pw * expn
-    else:
-        big_w = (y >= 1.0).astype(float)
-    miss = big_w.mean(axis=2)
-    h_mean = 1.0 - miss
-    mass = dens.sum(axis=1)
-    num = (dens * h_mean).sum(axis=1)
-    good = mass > 0
-    ratio = np.where(good, num / np.where(good, mass, 1.0), 0.0)
-    pairs_out[tier, kind] = p1 * ratio
-    value = float((omega * pairs_out).sum())
-
-    # ---------------- reverse ----------------
     seed = omega[tier, kind]
-    p1_bar = seed * ratio
-    ratio_bar = seed * p1
-    safe_mass = np.where(good, mass, 1.0)
-    num_bar = np.where(good, ratio_bar / safe_mass, 0.0)
-    mass_bar = np.where(good, -ratio_bar * num / safe_mass**2, 0.0)
-    dens_bar = num_bar[:, None] * h_mean + mass_bar[:, None]
-    miss_bar = -num_bar[:, None] * dens
-    y_bar = np.zeros_like(y)
+    good = dens.sum(axis=1) > 0
+    # the load block, forward and reverse, in blocks of pairs (everything it needs is per pair)
+    ratio = np.zeros(tier.size)
+    num_bar, mass_bar = np.zeros(tier.size), np.zeros(tier.size)
+    h_mean = np.empty_like(v)
+    loaded_bar = np.zeros_like(v)
     kappa_bar = np.zeros_like(kappa)
-    if finite_tau:
-        wb = miss_bar[:, :, None] / jn
-        pw_bar = wb * expn
+    spread_bar = np.zeros((s_count, jn))
+    base = (tier * (n_tab + 1)).astype(float)
+    step = max(1, C.BLOCK // (v.shape[1] * jn))
+    for lo in range(0, tier.size, step):
+        hi = min(tier.size, lo + step)
+        y_raw = loaded[lo:hi, :, None] + spread[tier[lo:hi], None, :]
+        y_in = (y_raw > 0.0) & (y_raw < 1.0)
+        y = np.clip(y_raw, 0.0, 1.0)
+        if finite_tau:
+            pos = y * n_tab + base[lo:hi, None, None]
+            idx = pos.astype(np.intp)
+            frac = pos - idx
+            pw = tab["pw"].take(idx) + frac * tab["pw_slope"].take(idx)  # type: ignore[union-attr]
+            ik = 1.0 if tab["ik"] is None else tab["ik"].take(idx) + frac * tab["ik_slope"].take(idx)  # type: ignore[union-attr]
+            kap = kappa[lo:hi, :, None]
+            expn = np.exp((y - 1.0) * kap * ik)
+            big_w = pw * expn
+        else:
+            big_w = (y >= 1.0).astype(float)
+        hm = 1.0 - big_w.mean(axis=2)
+        h_mean[lo:hi] = hm
+        d = dens[lo:hi]
+        mass = d.sum(axis=1)
+        num = (d * hm).sum(axis=1)
+        ok = good[lo:hi]
+        safe_mass = np.where(ok, mass, 1.0)
+        ratio[lo:hi] = np.where(ok, num / safe_mass, 0.0)
+        # reverse: ratio = num/mass, num = Σ f h, h = 1 − mean_j W
+        ratio_bar = seed[lo:hi] * p1[lo:hi]
+        nb = np.where(ok, ratio_bar / safe_mass, 0.0)
+        num_bar[lo:hi] = nb
+        mass_bar[lo:hi] = np.where(ok, -ratio_bar * num / safe_mass**2, 0.0)
+        if not finite_tau:
+            continue
+        wb = (-nb[:, None] * d)[:, :, None] / jn  # ∂/∂W
         e_bar = wb * big_w  # ∂/∂e of pw e^e
         gap = y - 1.0
-        kap = kappa[:, :, None]
-        y_bar += pw_bar * tab["pw_slope"].take(idx) * n_tab  # type: ignore[union-attr]
+        y_bar = wb * expn * tab["pw_slope"].take(idx) * n_tab  # type: ignore[union-attr]
         y_bar += e_bar * kap * ik
-        kappa_bar += (e_bar * gap * ik).sum(axis=2)
+        kappa_bar[lo:hi] = (e_bar * gap * ik).sum(axis=2)
         if tab["ik"] is not None:
             ik_bar = e_bar * gap * kap
             y_bar += ik_bar * tab["ik_slope"].take(idx) * n_tab  # type: ignore[union-attr]
             d_scv = tab["dik"].take(idx) + frac * tab["dik_slope"].take(idx)  # type: ignore[union-attr]
-            scv_bar += np.bincount(tier, (ik_bar * d_scv).sum(axis=(1, 2)), s_count)  # type: ignore[operator]
-    y_bar = np.where(y_in, y_bar, 0.0)
-    loaded_bar = np.where(on_row, y_bar.sum(axis=2), 0.0)
-    spread_bar = np.zeros((s_count, jn))
-    np.add.at(spread_bar, tier, y_bar.sum(axis=1))
+            scv_bar += np.bincount(tier[lo:hi], (ik_bar * d_scv).sum(axis=(1, 2)), s_count)  # type: ignore[operator]
+        y_bar *= y_in
+        loaded_bar[lo:hi] = y_bar.sum(axis=2)
+        np.add.at(spread_bar, tier[lo:hi], y_bar.sum(axis=1))
+    pairs_out[tier, kind] = p1 * ratio
+    value = float((omega * pairs_out).sum())
+
+    # ---------------- reverse ----------------
+    p1_bar = seed * ratio
+    dens_bar = num_bar[:, None] * h_mean + mass_bar[:, None]
+    loaded_bar = np.where(on_row, loaded_bar, 0.0)
     mean_bar = loaded_bar * rho[tier][:, None]
     rho_bar = np.bincount(tier, (loaded_bar * mean).sum(axis=1), s_count)
     rho_bar += (spread_bar * sd[:, None] * z).sum(axis=1)
