@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--networks", type=int, default=6)
     parser.add_argument("--nodes", type=float, default=1000.0)
     parser.add_argument("--points", type=int, default=200, help="sampled requests per node")
+    parser.add_argument("--policies", default=",".join(ANALYTICAL_POLICIES), help="comma-separated policies")
+    parser.add_argument("--fractions", default=None, metavar="F,...",
+                        help="loads as fractions of each policy's stability edge (default: cell_validation's six)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reference", type=Path, default=None, metavar="JSON",
                         help="take the node-level reference from a saved cell_sectors.json (recompute only the model columns)")
@@ -116,11 +119,17 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--variants: {k!r} is not K:δ_0 (e.g. 3.85:0.35)")
     if args.networks < 4:
         parser.error("--networks: need at least 4 (the control variate's SE has n − 2 degrees of freedom)")
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    unknown = sorted(set(policies) - set(ANALYTICAL_POLICIES))
+    if unknown:
+        parser.error(f"--policies: unknown {unknown[0]!r} (valid: {', '.join(ANALYTICAL_POLICIES)})")
+    fractions = LOAD_FRACTIONS if args.fractions is None else tuple(float(f) for f in args.fractions.split(",") if f.strip())
     rows: list[dict] = []
     if args.reference is not None:
         rows = rescore(json.loads(args.reference.read_text()), sectors)
     for name in [] if args.reference is not None else filter(None, (n.strip() for n in args.instances.split(","))):
-        rows += sector_rows(name, sectors, networks=args.networks, nodes=args.nodes, points=args.points, seed=args.seed)
+        rows += sector_rows(name, sectors, networks=args.networks, nodes=args.nodes, points=args.points, seed=args.seed,
+                            fractions=fractions, policies=policies)
         print(render([r for r in rows if r["instance"] == name], sectors), flush=True)
     print(render(rows, sectors))
     if args.out is not None:
