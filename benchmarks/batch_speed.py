@@ -103,15 +103,15 @@ def compare_paths(case: str, problem: PlacementProblem, points: np.ndarray, chun
     return BatchRow(case, len(points), chunk, float(np.median(single_times)), float(np.median(batched_times)), diff, int(fallbacks), goal)
 
 
-def batch_rows(mode: str, repeats: int = 1) -> list[BatchRow]:
+def batch_rows(mode: str, repeats: int = 1, queue_model: str = "meanfield") -> list[BatchRow]:
     """Lattices of ``paper_baseline`` and ``medium_forest`` and Dirichlet proposals on ``mooncake_large``."""
     rows = []
     for name, resolution in (("paper_baseline", 20), ("medium_forest", 5 if mode == "smoke" else 20)):
-        problem = placement_problem(load_benchmark(name))
+        problem = placement_problem(load_benchmark(name), queue_model=queue_model)
         points = feasible_lattice(problem.constraints, resolution)
         goal = GOALS.get(name) if resolution == 20 else None
         rows.append(compare_paths(f"{name} 1/{resolution} grid", problem, points, 512, goal, repeats))
-    problem = placement_problem(load_benchmark("mooncake_large"))
+    problem = placement_problem(load_benchmark("mooncake_large"), queue_model=queue_model)
     count = {"smoke": 16, "quick": 128, "full": 512}[mode]
     projection = Projection(problem.constraints)
     rng = np.random.default_rng(0)
@@ -181,13 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-solve", action="store_true", help="skip the whole-solve table")
     parser.add_argument("--repeats", type=int, default=None, metavar="N",
                         help="interleaved single/batched rounds per case, median times (default 3; --smoke: 1)")
+    parser.add_argument("--queue-model", default="meanfield", choices=("meanfield", "cell"),
+                        help="queue model of the scored problem (docs/model.md §14; the whole-solve table stays meanfield)")
     parser.add_argument("--out", default=None, help="folder for batch_speed.json")
     args = parser.parse_args(argv)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     repeats = args.repeats if args.repeats is not None else (1 if args.smoke else 3)
     if repeats < 1:
         parser.error(f"--repeats must be >= 1, got {repeats}")
-    rows = batch_rows(mode, repeats)
+    rows = batch_rows(mode, repeats, args.queue_model)
     solves = [] if args.no_solve else solve_rows(mode)
     print(render(rows, solves))
     if args.out is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeprefix.benchmarks.cell_validation import INSTANCES, _estimate, benchmark_case, stability_edge
+from edgeprefix.benchmarks.cell_validation import INSTANCES, benchmark_case, control_variate_estimate, stability_edge
 from edgeprefix.formulations.density import density_problem
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import atomic_write_text
@@ -58,7 +58,7 @@ def simulate_mixes(instance, mixes: dict[str, np.ndarray], spec, seeds, tau: flo
     out = {}
     for key, values in raw.items():
         covs, free = np.array(values).T
-        mean, se = _estimate(covs, free, free_exact[key])
+        mean, se = control_variate_estimate(covs, free, free_exact[key])
         out[key] = {"simulated": mean, "simulated_se": se, "raw": covs.tolist()}
     return out
 

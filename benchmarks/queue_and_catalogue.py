@@ -227,7 +227,10 @@ def chunked_rows(*, quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
         mgc = evaluate(inst)
         mmc = evaluate(_with_serving(inst, queue="mmc"))
         row = {"chunk": chunk, "mmc": mmc.coverage_at_target, "mgc": mgc.coverage_at_target,
-               "scv": float(np.nanmean(mgc.service_scv))}
+               "scv": float(np.nanmean(mgc.service_scv)),
+               # the cell-load model (docs/model.md §14) at the same operating points, with each law per node
+               "cell_mmc": evaluate(_with_serving(inst, queue="mmc"), queue_model="cell").coverage_at_target,
+               "cell_mgc": evaluate(inst, queue_model="cell").coverage_at_target}
         row["sim_exp"], row["sim_exp_se"] = _simulated(inst, _tier_router(mmc.advertised_wait), spec, seed)
         row["sim_law_mmc"], row["sim_law_mmc_se"] = _simulated(inst, _tier_router(mmc.advertised_wait), law, seed)
         row["sim_law_mgc"], row["sim_law_mgc_se"] = _simulated(inst, _tier_router(mgc.advertised_wait), law, seed)
@@ -237,14 +240,15 @@ def chunked_rows(*, quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
 
 def chunked_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [f"{'chunk C':>8}{'mean C_S²':>10}{'ana M/M/c':>10}{'ana M/G/c':>10}{'Δ ana':>8}{'sim exp':>9}"
-             f"{'sim law':>9}{'sim law':>9}{'±2SE':>7}{'Δ law':>8}",
-             f"{'':>8}{'':>10}{'':>10}{'':>10}{'':>8}{'M/M/c rt':>9}{'M/M/c rt':>9}{'M/G/c rt':>9}{'':>7}{'−exp':>8}"]
+             f"{'sim law':>9}{'sim law':>9}{'±2SE':>7}{'Δ law':>8}{'cell':>8}{'cell':>8}",
+             f"{'':>8}{'':>10}{'':>10}{'':>10}{'':>8}{'M/M/c rt':>9}{'M/M/c rt':>9}{'M/G/c rt':>9}{'':>7}{'−exp':>8}"
+             f"{'M/M/c':>8}{'M/G/c':>8}"]
     for r in rows:
         label = "none" if r["chunk"] is None else f"{r['chunk']:.0f}"
         se = max(r["sim_exp_se"], r["sim_law_mmc_se"], r["sim_law_mgc_se"])
         lines.append(f"{label:>8}{r['scv']:>10.3f}{r['mmc']:>10.4f}{r['mgc']:>10.4f}{r['mgc'] - r['mmc']:>+8.4f}"
                      f"{r['sim_exp']:>9.4f}{r['sim_law_mmc']:>9.4f}{r['sim_law_mgc']:>9.4f}{2 * se:>7.4f}"
-                     f"{r['sim_law_mmc'] - r['sim_exp']:>+8.4f}")
+                     f"{r['sim_law_mmc'] - r['sim_exp']:>+8.4f}{r['cell_mmc']:>8.4f}{r['cell_mgc']:>8.4f}")
     return "\n".join(lines)
 
 

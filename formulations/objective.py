@@ -145,10 +145,11 @@ class CoverageObjective:
         """:meth:`score` of every clean mix, in one batched evaluation (docs/model.md §16).
 
         Every fixed point starts from ``warm_start``.  With an injected ``evaluator`` the mixes
-        are scored one by one, each warm-started from the previous one; so are they under the cell
-        queue model (the batched path is the mean field's).
+        are scored one by one, each warm-started from the previous one.  Under the cell queue model
+        the fixed points are batched as well (they are the mean field's) and the cell coverage of all
+        the mixes is one call after them (docs/model.md §14).
         """
-        if self.evaluator is not None or self.queue_model != "meanfield":
+        if self.evaluator is not None:
             scores: list[Score] = []
             for mix in mixes:
                 scores.append(self.score(mix, warm_start))
@@ -158,7 +159,8 @@ class CoverageObjective:
             return []
         from edgeprefix.placement.model.batch import evaluate_batch
 
-        batch = evaluate_batch(self.instance, np.asarray(mixes, dtype=float), self.policy, target=self.target, warm_start=warm_start)
+        batch = evaluate_batch(self.instance, np.asarray(mixes, dtype=float), self.policy, target=self.target, warm_start=warm_start,
+                               queue_model=self.queue_model)
         return [self._scored(mix, ev, float(cov)) for mix, ev, cov in zip(mixes, batch.evaluations, batch.coverage)]
 
     def _scored(self, mix: FloatArray, ev: Any, coverage: float) -> Score:

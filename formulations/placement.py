@@ -127,12 +127,12 @@ class PlacementProblem:
     @property
     def gradient_missing(self) -> str:
         """Why scores have no exact gradient (empty when they have one): the simulation objective has
-        none, and the cell queue model has no sensitivities yet (docs/model.md §15)."""
+        none (docs/model.md §15); the cell queue model has them at α = 2 (docs/model.md §14)."""
         if not callable(getattr(self.objective, "gradient", None)):
             return f"the {type(self.objective).__name__} has no gradient"
         queue_model = getattr(self.objective, "queue_model", "meanfield")
-        if queue_model != "meanfield":
-            return f"the {queue_model!r} queue model has no sensitivities yet"
+        if queue_model == "cell" and self.objective.instance.network.radio_exponent != 2.0:  # type: ignore[attr-defined]
+            return "the 'cell' queue model's sensitivities need radio_exponent = 2"
         return ""
 
     @property

@@ -23,14 +23,16 @@ def calibrated():
 
 
 def test_single_tier_is_the_voronoi_gamma_law():
-    """One tier, one type: the ray work is exponential, so v = 1/K, γ = 2/√K and M(v) = 1 + πλv/K."""
+    """One tier, one type: the ray work is exponential, so v = 1/K, γ = 2/√K, and the conditional mean is
+    the Poisson–Voronoi one, M(v) = φ_V(πλv) (equal offsets: θ = 1, eq. (14.4c))."""
+    from edgeprefix.placement.model.cell import voronoi_mean
+
     lam = np.array([0.7])
     law = cell_load(lam, np.zeros((1, 1)), 2.0, np.array([[2.0]]))
     assert law.variance[0] == pytest.approx(1.0 / SECTORS, rel=5e-3)
     assert law.skewness[0] == pytest.approx(2.0 / np.sqrt(SECTORS), rel=2e-2)
     v = np.array([[[0.0, 0.3, 1.0, 2.5]]])
-    expected = 1.0 + np.pi * lam[0] * v[0, 0] / SECTORS
-    np.testing.assert_allclose(law.conditional_mean(v)[0, 0], expected, rtol=5e-3)
+    np.testing.assert_allclose(law.conditional_mean(v)[0, 0], voronoi_mean(np.pi * lam[0] * v[0, 0])[0], rtol=5e-3)
 
 
 def test_equal_biases_give_one_law_for_every_tier():
@@ -40,12 +42,23 @@ def test_equal_biases_give_one_law_for_every_tier():
     np.testing.assert_allclose(law.variance, 1.0 / SECTORS, rtol=5e-3)
 
 
-def test_standard_nodes_are_standardised():
-    z = standard_nodes(np.array([0.0, 0.5, 2.0]))
+def test_standard_nodes_are_the_bin_centroids_of_the_pearson_law():
+    """Node j is E[Z | Z in the j-th of J equal-probability bins] (eq. (14.6)), checked by quadrature."""
+    from scipy import integrate, stats
+
+    z = standard_nodes(np.array([0.0, 0.5, 2.0]), 8)
     np.testing.assert_allclose(z.mean(axis=1), 0.0, atol=1e-12)
-    np.testing.assert_allclose(z.var(axis=1), 1.0, rtol=1e-12)
-    skew = ((z - z.mean(axis=1, keepdims=True)) ** 3).mean(axis=1)
-    assert skew[0] == pytest.approx(0.0, abs=1e-9) and skew[1] < skew[2]
+    assert np.all(z.var(axis=1) < 1.0) and np.all(np.diff(z, axis=1) > 0)
+    for row, gamma in ((1, 0.5), (2, 2.0)):
+        k = 4.0 / gamma**2
+        law = stats.gamma(k)
+        edges = law.ppf(np.linspace(0.0, 1.0, 9))
+        centroids = [8 * integrate.quad(lambda g: (g - k) / np.sqrt(k) * law.pdf(g), lo, hi, epsabs=1e-13)[0]
+                     for lo, hi in zip(edges[:-1], edges[1:])]
+        np.testing.assert_allclose(z[row], centroids, atol=1e-8)
+    normal = stats.norm.ppf(np.linspace(0.0, 1.0, 9))
+    expected = 8 * (stats.norm.pdf(normal[:-1]) - stats.norm.pdf(normal[1:]))
+    np.testing.assert_allclose(z[0], expected, atol=1e-12)
 
 
 def test_meanfield_is_the_default_and_unchanged(calibrated):
@@ -167,3 +180,108 @@ def test_validate_json_has_the_coverage_table(capsys):
         assert row["cell"] < row["meanfield"]
     load_aware = next(r for r in report["coverage"] if r["policy"] == "load_aware")
     assert 0.0 < load_aware["online"] <= 1.0  # the online router ran on the same networks
+
+
+def test_batched_evaluation_carries_the_cell_model():
+    """evaluate_batch and score_many batch the (mean-field) fixed point under the cell model too."""
+    from edgeprefix.benchmarks.compare_runs import load_benchmark
+    from edgeprefix.placement.model.batch import evaluate_batch
+
+    inst = load_benchmark("medium_forest")
+    rng = np.random.default_rng(3)
+    mixes = rng.dirichlet(np.ones(len(inst.profiles)), size=4)
+    mixes[:, inst.concurrency < 1] = 0.0
+    mixes /= mixes.sum(axis=1, keepdims=True)
+    batch = evaluate_batch(inst, mixes, queue_model="cell")
+    assert not batch.fallback.any()
+    singles = [evaluate(inst, m, queue_model="cell").coverage() for m in mixes]
+    np.testing.assert_allclose(batch.coverage, singles, atol=1e-9)
+    assert all(ev.queue_model == "cell" for ev in batch.evaluations)
+    mean_field = evaluate_batch(inst, mixes).coverage
+    assert np.all(batch.coverage < mean_field)  # the load spread costs coverage at this load
+    problem = placement_problem(inst, queue_model="cell")
+    scores = problem.score_many(list(mixes))
+    np.testing.assert_allclose([s.coverage for s in scores], singles, atol=1e-9)
+
+
+def test_voronoi_mean_is_the_poisson_voronoi_conditional_mean():
+    """φ_V(t) = λ E[|C| | x ∈ C] at t = πλ|x|² (eq. (14.4b)): quadrature of the two-point void probability."""
+    from numpy.polynomial.laguerre import laggauss
+    from numpy.polynomial.legendre import leggauss
+
+    from edgeprefix.placement.model.cell import voronoi_mean
+
+    radial, radial_w = leggauss(160)
+    angle, angle_w = leggauss(160)
+
+    def exact(t):  # λ = 1, nucleus at 0, x on the axis; y ∈ C iff no point in D(y, |y|), given none in D(x, |x|)
+        r = np.sqrt(t / np.pi)
+        top = max(4.0, 2.5 * r + 2.5)
+        rr, wr = 0.5 * top * (radial + 1), 0.5 * top * radial_w
+        th, wt = np.pi * (angle + 1), np.pi * angle_w
+        y = np.stack([rr[:, None] * np.cos(th)[None, :], rr[:, None] * np.sin(th)[None, :]], axis=-1)
+        r1, r2 = np.linalg.norm(y, axis=-1), r
+        d = np.linalg.norm(y - np.array([r, 0.0]), axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a1 = np.clip((d**2 + r1**2 - r2**2) / (2 * d * r1), -1, 1)
+            a2 = np.clip((d**2 + r2**2 - r1**2) / (2 * d * r2), -1, 1)
+            lens = r1**2 * np.arccos(a1) + r2**2 * np.arccos(a2) - 0.5 * np.sqrt(
+                np.maximum((-d + r1 + r2) * (d + r1 - r2) * (d - r1 + r2) * (d + r1 + r2), 0.0))
+        lens = np.where(d <= np.abs(r1 - r2), np.pi * np.minimum(r1, r2) ** 2, lens)
+        return float((np.exp(-(np.pi * r1**2 - lens)) * rr[:, None] * wr[:, None] * wt[None, :]).sum())
+
+    for k in (8, 15, 32):  # table nodes t = 36 (k/64)²: the stored values; between nodes the interpolation
+        t = 36.0 * (k / 64) ** 2
+        assert voronoi_mean(np.array(t))[0] == pytest.approx(exact(t), abs=1e-4)  # the test rule (160²) is within 1e-4
+    assert voronoi_mean(np.array(0.5))[0] == pytest.approx(exact(0.5), abs=1e-3)
+    nodes, weights = laggauss(60)
+    assert float(weights @ voronoi_mean(nodes)[0]) == pytest.approx(1.2802, abs=5e-4)  # 1 + Var of the cell area
+
+
+def test_equal_offsets_take_the_voronoi_conditional_mean():
+    """θ = 1 when every tier has the same offset for a type (eq. (14.4c)); strong bias leaves the closure."""
+    from edgeprefix.placement.model.cell import voronoi_weight
+
+    lam = np.array([0.45, 0.35, 0.2])
+    np.testing.assert_allclose(voronoi_weight(lam, np.zeros((3, 2))), 1.0)
+    assert np.all(voronoi_weight(lam, np.array([[0.0, 0.0], [5.0, 5.0], [10.0, 10.0]])) < 1e-3)
+
+
+def test_the_mixes_of_a_batch_share_one_cell_call():
+    """The batch's cell coverage is one call with the mixes' tiers side by side (``groups``): row for row
+    the one-mix values, also with different active sets and under nearest routing."""
+    from edgeprefix.benchmarks.compare_runs import load_benchmark
+    from edgeprefix.placement.model.batch import evaluate_batch
+
+    inst = load_benchmark("mooncake_large")
+    rng = np.random.default_rng(5)
+    mixes = rng.dirichlet(np.ones(len(inst.profiles)), size=3)
+    mixes[0, :5] = 0.0
+    mixes[2, 7:] = 0.0
+    mixes /= mixes.sum(axis=1, keepdims=True)
+    for policy in ("load_aware", "nearest"):
+        batch = evaluate_batch(inst, mixes, policy, queue_model="cell")
+        singles = [evaluate(inst, m, policy, queue_model="cell").coverage() for m in mixes]
+        np.testing.assert_allclose(batch.coverage, singles, atol=1e-9)
+        assert len(set(np.round(batch.coverage, 6))) == 3
+
+
+@pytest.mark.parametrize("policy", ["load_aware", "prefix", "nearest"])
+def test_quadrature_is_within_its_documented_error(monkeypatch, calibrated, policy):
+    """32 ℓ nodes, 16 radial nodes, 24 load bins, 10 variance nodes vs (256, 96, 128, 48): ≤ 2.1e-3 (docs/model.md §14)."""
+    import edgeprefix.placement.model.cell as cell_module
+
+    inst = calibrated.with_network(request_intensity=3.3)
+    mf = evaluate(inst, None, policy)
+    taus = (0.4, 0.8, 1.6)
+
+    def coverages():
+        ev = evaluate(inst, None, policy, queue_model="cell", warm_start=mf.advertised_wait)
+        return np.array([ev.coverage(t) for t in taus])
+
+    default = coverages()
+    for name, value in (("RAY_NODES", 256), ("RADIAL_NODES", 96), ("LOAD_NODES", 128), ("LTV_NODES", 48)):
+        monkeypatch.setattr(cell_module, name, value)
+    reference = coverages()
+    assert np.max(np.abs(default - reference)) <= 2.1e-3
+    assert np.max(np.abs(default - reference)) > 0.0  # the rules do differ

@@ -54,8 +54,8 @@ def test_a_problem_without_gradients_is_refused():
     epoch = MigrationProblem(instance, (Epoch("a"),), instance.mix_vector(None), change_budget=0.1).epoch_problem(0, instance.mix_vector(None))
     with pytest.raises(ValueError, match="method 'gradient' needs exact gradients, but EpochProblem does not provide them"):
         solve(epoch, "gradient", budget=10)
-    with pytest.raises(ValueError, match="but the 'cell' queue model has no sensitivities yet"):
-        solve(placement_problem(instance, queue_model="cell"), "gradient", budget=10)
+    with pytest.raises(ValueError, match="but the 'cell' queue model's sensitivities need radio_exponent = 2"):
+        solve(placement_problem(instance.with_network(radio_exponent=2.5), queue_model="cell"), "gradient", budget=10)
     with pytest.raises(ValueError, match="gradient option starts must be an integer >= 1"):
         solve(placement_problem(instance), "gradient", budget=10, starts=0)
 

@@ -16,7 +16,10 @@ A mix whose iteration fails (a singular Jacobian, a stalled line search, no conv
 its MINPACK and adaptive-damping fallbacks; :attr:`BatchEvaluation.fallback` says which.  Every
 other mix follows the single-mix iterates, so the two agree to rounding (and in any case within
 the fixed point's tolerance).  Kernels other than :class:`AnalyticKernel`, the ``damped``
-method and the M/G/c queue law (docs/model.md §19.6) are evaluated one mix at a time.
+method and the M/G/c queue law (docs/model.md §19.6) are evaluated one mix at a time.  Under the cell
+queue model (docs/model.md §14) the fixed point is the mean field's and is batched as well; the cell
+coverage of the converged mixes is then one call with their tiers side by side (α = 2; mix by mix
+otherwise).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
+from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_load, check_queue_model
 from edgeprefix.placement.model.evaluation import ASSOCIATION_SLACK, Evaluation, checked_probability, evaluate
 from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
 from edgeprefix.placement.model.instance import MIX_TOLERANCE, Instance
@@ -264,6 +268,7 @@ def evaluate_batch(
     rho_clip: float = RHO_CLIP,
     kernel: SpatialKernel | None = None,
     method: str = "robust",
+    queue_model: str = "meanfield",
 ) -> BatchEvaluation:
     """Evaluate ``B`` mixes ``π`` of ``instance`` (docs/model.md §5–8, §16), each as :func:`evaluate` would.
 
@@ -272,9 +277,13 @@ def evaluate_batch(
     mixes : ``(B, S)`` shares in profile order (or a sequence of mappings by profile id).
     warm_start : advertised delays ``W̄`` to start every fixed point from, ``(S,)`` or ``(B, S)``.
     method : ``robust`` (batched Newton, fallback to :func:`evaluate`) or ``damped`` (one by one).
+    queue_model : ``meanfield`` or ``cell``: the fixed point is the mean field's under both (docs/model.md
+        §14), so it is batched under both; the cell model's coverage of the batch is then one call with
+        the mixes' tiers side by side (α = 2; mix by mix otherwise).
     Other parameters as :func:`evaluate`.
     """
     check_policy(policy)
+    check_queue_model(queue_model)
     pi = _mixes(instance, mixes)
     tau = instance.placement.target if target is None else float(target)
     if not (np.isfinite(tau) and tau > 0):
@@ -288,7 +297,8 @@ def evaluate_batch(
         starts = np.broadcast_to(np.where(np.isfinite(ws), ws, 0.0), pi.shape)
     if type(kernel) is not AnalyticKernel or method != "robust" or instance.queue_law != "mmc":
         singles = [
-            evaluate(instance, row, policy, target=tau, method=method, warm_start=start, tol=tol, rho_clip=rho_clip, kernel=kernel)
+            evaluate(instance, row, policy, target=tau, method=method, warm_start=start, tol=tol, rho_clip=rho_clip, kernel=kernel,
+                     queue_model=queue_model)
             for row, start in zip(pi, starts)
         ]
         return BatchEvaluation(tuple(singles), np.array([ev.coverage(tau) for ev in singles]), np.ones(len(pi), dtype=bool))
@@ -297,7 +307,7 @@ def evaluate_batch(
     size = _chunk_size(instance)
     for start in range(0, len(pi), size):
         chunk = slice(start, start + size)
-        evs, cov, fb = _evaluate_chunk(instance, pi[chunk], starts[chunk], policy, tau, tol, rho_clip, kernel)
+        evs, cov, fb = _evaluate_chunk(instance, pi[chunk], starts[chunk], policy, tau, tol, rho_clip, kernel, queue_model)
         evaluations.extend(evs)
         coverage[chunk], fallback[chunk] = cov, fb
     return BatchEvaluation(tuple(evaluations), coverage, fallback)
@@ -305,7 +315,7 @@ def evaluate_batch(
 
 def _evaluate_chunk(
     instance: Instance, pi: FloatArray, starts: FloatArray, policy: str, tau: float, tol: float, rho_clip: float,
-    kernel: AnalyticKernel,
+    kernel: AnalyticKernel, queue_model: str = "meanfield",
 ) -> tuple[list[Evaluation], FloatArray, BoolArray]:
     net = instance.network
     xi = net.radio_scale
@@ -366,7 +376,8 @@ def _evaluate_chunk(
     evaluations: list[Evaluation] = []
     for i in range(n):
         if fallback[i]:
-            ev = evaluate(instance, pi[i], policy, target=tau, warm_start=starts[i], tol=tol, rho_clip=rho_clip, kernel=kernel)
+            ev = evaluate(instance, pi[i], policy, target=tau, warm_start=starts[i], tol=tol, rho_clip=rho_clip, kernel=kernel,
+                          queue_model=queue_model)
             evaluations.append(ev)
             coverage[i] = ev.coverage(tau)
             continue
@@ -376,7 +387,40 @@ def _evaluate_chunk(
                 association=assoc_full[i], bias=bias_full[i], advertised_wait=tiers[0, i], arrival_rate=tiers[1, i],
                 mean_service=tiers[2, i], utilization=tiers[3, i], wait_probability=tiers[4, i], mean_wait=tiers[5, i],
                 decay=tiers[6, i], stable=bool(stable[i]), capacity_condition=bool(capacity[i]),
-                fixed_point=reports[i], kernel=kernel,
+                fixed_point=reports[i], kernel=kernel, queue_model=queue_model,
             )
         )
+    if queue_model == "cell":  # the per-node load law of docs/model.md §14, after the batched fixed point
+        rows = np.flatnonzero(~fallback)
+        if net.radio_exponent == 2.0 and rows.size:
+            coverage[rows] = _cell_coverage([evaluations[i] for i in rows], tau)
+        else:
+            for i in rows:
+                coverage[i] = evaluations[i].coverage(tau)
     return evaluations, coverage, fallback
+
+
+def _cell_coverage(evaluations: list[Evaluation], tau: float) -> FloatArray:
+    """The cell model's ``P_cov(τ)`` of several mixes (α = 2) in one call: their active tiers side by side,
+    each competing only within its own mix (:func:`~edgeprefix.placement.model.cell.cell_load` ``groups``)."""
+    inst = evaluations[0].instance
+    net = inst.network
+    xi = net.radio_scale
+    work_rows = net.request_intensity * inst.probabilities[None, :] * inst.service_time
+    parts: dict[str, list[FloatArray]] = {k: [] for k in ("lam", "b", "w", "g", "c", "a", "m", "group")}
+    for i, ev in enumerate(evaluations):
+        act = ev.active
+        parts["lam"].append(ev.densities[act])
+        parts["b"].append(ev.bias[act] / xi)
+        parts["w"].append(work_rows[act])
+        parts["g"].append(inst.first_token_time[act])
+        parts["c"].append(inst.concurrency[act].astype(float))
+        parts["a"].append((ev.arrival_rate * ev.mean_service)[act])
+        parts["m"].append(ev.mean_service[act])
+        parts["group"].append(np.full(int(act.sum()), i))
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    law = cell_load(cat["lam"], cat["b"], net.radio_exponent, cat["w"], groups=cat["group"])
+    pairs = cell_coverage_pairs(law, tau, radio_scale=xi, first_token=cat["g"], servers=cat["c"], offered_load=cat["a"],
+                                mean_service=cat["m"])
+    per_mix = np.bincount(cat["group"], (inst.probabilities * pairs).sum(axis=1), minlength=len(evaluations))
+    return checked_probability(per_mix, "coverage")

@@ -41,12 +41,13 @@ computed by 1-D quadratures (no sampling), vectorised over tiers, types and node
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import gammaincinv, ndtri, roots_legendre
+from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
+from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
 
 FloatArray = npt.NDArray[np.float64]
@@ -54,14 +55,32 @@ QUEUE_MODELS = ("meanfield", "cell")
 SECTORS = 3.85  # K: independent sectors of a region (fitted; 3.5 reproduces the Poisson–Voronoi Gamma shape, docs/model.md §14)
 L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
 RAY_NODES = 32  # nodes of the ℓ axis (g is integrated exactly between them)
-RADIAL_NODES = 24  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q)
+RADIAL_NODES = 16  # Gauss–Legendre nodes in v = r² on [0, v_cut] per (s, q) (the rule is normalised to the exact P1)
 RADIAL_L_MAX = 20.0  # the radial integral stops where e^{−L} < 2.1e-9
 LTV_NODES = 10  # nodes in v of the law-of-total-variance integral
-LOAD_NODES = 16  # equal-probability nodes of the conditional load law
-WAIT_TABLE = 257  # nodes of the per-tier P^W(ρ) table
+LOAD_NODES = 24  # equal-probability bins (centroids) of the conditional load law
+WAIT_TABLE = 2048  # intervals of the per-tier P^W(ρ X) (and 1/K) tables on [0, 1]
+BLOCK = 1 << 15  # elements of one (pairs, radial, load) block
 MIN_CONDITIONAL = 0.25  # floor of v^c_s as a share of v_s
 SKEW_MAX = 12.0  # skewness of the load law is capped here (node nodes tabulated on [0, SKEW_MAX])
 SKEW_GRID = 481
+
+
+VORONOI_T_MAX = 36.0
+VORONOI_MEAN = np.array([
+    1.000000, 1.004146, 1.015695, 1.033519, 1.056710, 1.084534, 1.116396, 1.151802,
+    1.190349, 1.231699, 1.275569, 1.321721, 1.369951, 1.420089, 1.471984, 1.525510,
+    1.580553, 1.637017, 1.694817, 1.753876, 1.814129, 1.875515, 1.937982, 2.001480,
+    2.065970, 2.131409, 2.197759, 2.264992, 2.333077, 2.401988, 2.471699, 2.542187,
+    2.613431, 2.685411, 2.758099, 2.831484, 2.905559, 2.980309, 3.055691, 3.131719,
+    3.208391, 3.285645, 3.363525, 3.441990, 3.521027, 3.600658, 3.680817, 3.761569,
+    3.842820, 3.924648, 4.006972, 4.089831, 4.173215, 4.257063, 4.341486, 4.426308,
+    4.511676, 4.597533, 4.683795, 4.770612, 4.857854, 4.945506, 5.033703, 5.122313,
+    5.211295,
+])  # φ_V(t) on t = 36 x², x = 0, 1/64, …, 1 (eq. (14.4b); tests/test_cell_model.py checks nodes by quadrature)
+
+
+VORONOI_BAND = 0.35  # δ_0 of the Voronoi weight exp(−δ_{s,q}/δ_0) (fitted, docs/model.md §14)
 
 
 # The router whose delivered coverage each queue model predicts (docs/model.md §14): the mean-field
@@ -98,6 +117,65 @@ def _probability_levels(nodes: int) -> FloatArray:
     return (np.arange(nodes) + 0.5) / nodes
 
 
+def voronoi_mean(excess: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``φ_V(e)`` and its slope: the Poisson–Voronoi conditional mean (eq. (14.4b)).
+
+    ``φ_V(t) = λ E[|C| | x ∈ C]`` for a point ``x`` at ``t = π λ |x|²`` from the nucleus of a
+    Poisson–Voronoi cell (exact: quadrature of the two-point void probability; ``E_{t~Exp(1)} φ_V = 1.2800``,
+    one plus the variance of the cell area), linear between the nodes ``t = 36 (k/64)²`` and beyond
+    the last.  Negative arguments count as 0.
+    """
+    n = VORONOI_MEAN.size - 1
+    e = np.maximum(excess, 0.0)
+    pos = np.sqrt(np.minimum(e, VORONOI_T_MAX) / VORONOI_T_MAX) * n
+    lo = np.minimum(pos.astype(np.int64), n - 1)
+    t_lo = VORONOI_T_MAX * (lo / n) ** 2
+    slope = (VORONOI_MEAN.take(lo + 1) - VORONOI_MEAN.take(lo)) / (VORONOI_T_MAX * ((lo + 1) / n) ** 2 - t_lo)
+    return VORONOI_MEAN.take(lo) + slope * (e - t_lo), np.where(excess > 0, slope, 0.0)
+
+
+def voronoi_weight(lam: FloatArray, offsets: FloatArray, groups: _Groups | None = None) -> FloatArray:
+    """``θ_{s,q} = exp(−δ_{s,q}/δ_0)``, ``δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|`` (eq. (14.4c)), ``(S, Q)``.
+
+    ``δ`` counts the nodes in the band of costs between the tier and its competitors (0 when every
+    tier has the same offset for the type: the Poisson–Voronoi geometry, ``θ = 1``).  With ``groups``
+    the sum runs over the tier's own group (its mix).
+    """
+    b = np.asarray(offsets, dtype=float)
+    lam = np.asarray(lam, dtype=float)
+    if groups is None:
+        delta = np.pi * np.einsum("t,tsq->sq", lam, np.abs(b[:, None, :] - b[None, :, :]))
+    else:  # the group's tiers, padded with λ = 0
+        pad_b, pad_lam = groups.padded(b), groups.padded(lam)  # (G, T, Q), (G, T)
+        rows = groups.of_tier
+        delta = np.pi * np.einsum("st,stq->sq", pad_lam[rows], np.abs(pad_b[rows] - b[:, None, :]))
+    return np.exp(-delta / VORONOI_BAND)
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """Tiers of several independent networks (mixes) side by side: ``of_tier[s]`` is tier ``s``'s group."""
+
+    of_tier: npt.NDArray[np.int64]
+    count: int
+
+    @cached_property
+    def slots(self) -> tuple[npt.NDArray[np.int64], int]:
+        """Each tier's slot within its group and the largest group size."""
+        order = np.argsort(self.of_tier, kind="stable")
+        starts = np.searchsorted(self.of_tier[order], np.arange(self.count))
+        slot = np.empty_like(self.of_tier)
+        slot[order] = np.arange(self.of_tier.size) - starts[self.of_tier[order]]
+        return slot, int(np.bincount(self.of_tier, minlength=self.count).max())
+
+    def padded(self, values: FloatArray, fill: float = 0.0) -> FloatArray:
+        """``(G, T_max, …)`` from per-tier ``values`` ``(S, …)``, empty slots ``fill``."""
+        slot, width = self.slots
+        out = np.full((self.count, width) + values.shape[1:], fill)
+        out[self.of_tier, slot] = values
+        return out
+
+
 def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: float) -> FloatArray:
     """``L_{s,q}(v) = π Σ_t λ_t ρ_{t|s,q}(v)²`` (eq. (14.1)).
 
@@ -116,32 +194,91 @@ def _offsets(b: FloatArray) -> FloatArray:
     return (b.T[:, :, None] - b.T[:, None, :]).transpose(1, 0, 2)
 
 
-def _ray_extent_alpha2(lam: FloatArray, delta: FloatArray, ell: FloatArray) -> FloatArray:
-    """α = 2: exact inverse ``V_q(ℓ) = L_{s,q}^{-1}(ℓ)`` of the piecewise-linear ``L``, ``(S, Q, N)``.
+@dataclass(frozen=True)
+class CostAxis:
+    """α = 2: the void exponent of every type on the cost axis ``u = r² + b`` (eq. (14.1)).
 
-    ``L(v) = π Σ_t λ_t max(v − c_t, 0)`` with ``c_t = −Δ_t`` sorted; at ``x_j = max(c_(j), 0)`` the
-    tiers ``i ≤ max(j, j_0)`` have started (``j_0``: the last ``c ≤ 0``), so the slope is the
-    cumulative ``K_j`` and ``L_j = x_j K_j − Σ_{i started} π λ_(i) c_(i)``; on ``[x_j, x_{j+1}]``
-    ``L = L_j + K_j (v − x_j)``.  0 where ``ℓ < L(0)`` (the region misses the nucleus).
+    ``L_{s,q}(v) = G_q(v + b_{s,q})`` with ``G_q(u) = π Σ_t λ_t max(u − b_{t,q}, 0)``: one piecewise-linear
+    function per type, shared by all tiers.  Arrays ``(Q, T)``: ``knots`` the sorted ``b_{t,q}``,
+    ``slope`` of ``G_q`` on ``[knot_j, knot_{j+1})``, ``level = G_q(knot_j)``.
     """
-    s_count, q_count, t_count = delta.shape
-    c = -delta
-    order = np.argsort(c, axis=2)
-    cs = np.take_along_axis(c, order, axis=2)
-    ls = (np.pi * lam)[order]
-    x = np.maximum(cs, 0.0)
-    started = np.maximum(np.arange(t_count), (cs <= 0.0).sum(axis=2, keepdims=True) - 1)  # max(j, j_0)
-    slope = np.take_along_axis(np.cumsum(ls, axis=2), started, axis=2)
-    level = x * slope - np.take_along_axis(np.cumsum(ls * cs, axis=2), started, axis=2)
-    rows = s_count * q_count
-    top = float(max(ell[-1], level.max())) + 1.0
-    offset = (np.arange(rows) * 2.0 * top)[:, None]
-    flat = np.maximum.accumulate((np.minimum(level.reshape(rows, t_count), top) + offset).ravel())
-    j = np.searchsorted(flat, (ell[None, :] + offset).ravel(), side="right") - 1
-    base = np.repeat(np.arange(rows) * t_count, ell.size)
-    j = np.clip(j, base, base + t_count - 1)
-    out = x.reshape(-1)[j] + (np.tile(ell, rows) - level.reshape(-1)[j]) / slope.reshape(-1)[j]
-    return np.where(ell >= level[..., :1], out.reshape(s_count, q_count, ell.size), 0.0)
+
+    knots: FloatArray
+    slope: FloatArray
+    level: FloatArray
+
+    def exponent(self, kind: npt.NDArray[np.int64], u: FloatArray) -> FloatArray:
+        """``G_q(u)`` for rows of type ``kind`` ``(P,)`` at ``u`` ``(P, R)``."""
+        j = _row_index(self.knots, kind, u)
+        rows = kind[:, None]
+        return self.level[rows, j] + self.slope[rows, j] * np.maximum(u - self.knots[rows, j], 0.0)
+
+    def tail_integral(self, kind: npt.NDArray[np.int64], u: FloatArray) -> FloatArray:
+        """``F_q(u) = ∫_u^∞ e^{−G_q(y)} dy`` for rows of type ``kind`` ``(P,)`` at ``u ≥ knot_0`` ``(P, R)``.
+
+        Exact (``G_q`` is linear between knots); summed from the far end, so a difference
+        ``F_q(b) − F_q(b + u)`` keeps the relative accuracy of ``F_q(b)``.
+        """
+        j = _row_index(self.knots, kind, u)
+        rows = kind[:, None]
+        slope = self.slope[rows, j]
+        start = self.level[rows, j] + slope * np.maximum(u - self.knots[rows, j], 0.0)
+        right = self._knot_after[rows, j]
+        piece = np.exp(-start) * -np.expm1(-slope * np.maximum(right - u, 0.0)) / slope
+        return self._tail_at_knots[rows, j + 1] + piece
+
+    @cached_property
+    def _knot_after(self) -> FloatArray:
+        return np.concatenate([self.knots[:, 1:], np.full((self.knots.shape[0], 1), np.inf)], axis=1)
+
+    @cached_property
+    def _tail_at_knots(self) -> FloatArray:
+        """``F_q(knot_j)`` ``(Q, T + 1)`` (0 at the end)."""
+        seg = np.exp(-self.level) * -np.expm1(-self.slope * (self._knot_after - self.knots)) / self.slope
+        out = np.zeros((self.knots.shape[0], self.knots.shape[1] + 1))
+        out[:, :-1] = np.cumsum(seg[:, ::-1], axis=1)[:, ::-1]
+        return out
+
+    def inverse(self, ell: FloatArray) -> FloatArray:
+        """``U_q(ℓ) = G_q^{-1}(ℓ)`` on the levels ``ell`` ``(N,)`` for every type, ``(Q, N)``."""
+        q_count = self.knots.shape[0]
+        kind = np.arange(q_count)
+        queries = np.broadcast_to(ell, (q_count, ell.size))
+        j = _row_index(self.level, kind, queries)
+        rows = kind[:, None]
+        return self.knots[rows, j] + (queries - self.level[rows, j]) / self.slope[rows, j]
+
+
+def cost_axis(lam: FloatArray, b: FloatArray) -> CostAxis:
+    """The :class:`CostAxis` of densities ``λ_t`` ``(T,)`` (or one per column, ``(T, Q)``) and offsets
+    ``b_{t,q}`` ``(T, Q)`` (α = 2)."""
+    order = np.argsort(b, axis=0, kind="stable")
+    cols = np.arange(b.shape[1])
+    knots = b[order, cols].T  # (Q, T)
+    dens = lam[order] if lam.ndim == 1 else lam[order, cols]
+    slope = np.cumsum(np.pi * dens.T, axis=1)  # > 0: the first tier has started at knot_0
+    level = np.zeros_like(knots)
+    np.cumsum(slope[:, :-1] * np.diff(knots, axis=1), axis=1, out=level[:, 1:])
+    return CostAxis(knots, slope, level)
+
+
+def _row_index(table: FloatArray, rows: npt.NDArray[np.int64], queries: FloatArray) -> npt.NDArray[np.int64]:
+    """Last ``j`` with ``table[row, j] ≤ query`` (0 if none) for non-decreasing rows: one search for all rows.
+
+    Rows are laid end to end on one axis, each shifted by its own band; entries above the largest
+    query are capped there (they are never ``≤`` a query), which keeps the bands short.
+    """
+    r_count, k = table.shape
+    top = float(np.max(queries))
+    low = min(float(table[:, 0].min()), float(np.min(queries)))
+    band = top - low + 1.0
+    shift = band * np.arange(r_count, dtype=float)
+    flat = (np.minimum(table, top + 0.5) - low + shift[:, None]).ravel()
+    q = queries - low + shift[rows].reshape((-1,) + (1,) * (queries.ndim - 1))
+    j = np.searchsorted(flat, q.ravel(), side="right").reshape(q.shape) - 1
+    j -= (k * rows).reshape(j.shape[:1] + (1,) * (j.ndim - 1))
+    np.clip(j, 0, k - 1, out=j)
+    return j
 
 
 def _ray_extent_table(lam: FloatArray, delta: FloatArray, alpha: float, ell: FloatArray, vmax: FloatArray) -> FloatArray:
@@ -187,27 +324,49 @@ class CellLoad:
     sectors: float = SECTORS
     request_mean: FloatArray | None = None  # E_req[M] = E[W²]/a_s² implied by (14.4) (a diagnostic of the closure)
     radial_cap: FloatArray | None = None  # v where L_{s,q}(v) = RADIAL_L_MAX, (S, Q): the radial integral stops there
+    axis: CostAxis | None = None  # α = 2: L_{s,q}(v) = G_q(v + b_{s,q}), one function per type
+    weight: FloatArray | None = None  # θ_{s,q} of eq. (14.4c), (S, Q); None: the ray closure alone
+    groups: _Groups | None = None  # several mixes side by side (each tier's group), α = 2 only
 
-    def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64]) -> FloatArray:
-        """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for rows of tier ``tier`` ``(P,)``."""
+    def axis_row(self, tier: npt.NDArray[np.int64], kind: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The row of :attr:`axis` of type ``kind`` in the network of tier ``tier``."""
+        if self.groups is None:
+            return kind
+        return self.groups.of_tier[tier] * self.offsets.shape[1] + kind
+
+    def exponent(self, tier: npt.NDArray[np.int64], kind: npt.NDArray[np.int64], v: FloatArray) -> FloatArray:
+        """``L_{s,q}(v)`` (eq. (14.1)) for the pairs ``(tier, kind)`` ``(P,)`` at ``v`` ``(P, R)``."""
+        if self.axis is not None:
+            return self.axis.exponent(self.axis_row(tier, kind), v + self.offsets[tier, kind][:, None])
+        delta = self.offsets[tier, kind][:, None] - self.offsets[:, kind].T  # (P, T)
+        return void_exponent(v, self.lam, delta, self.alpha)
+
+    def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64],
+                                       kind: npt.NDArray[np.int64]) -> FloatArray:
+        """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for the pairs ``(tier, kind)`` ``(P,)``."""
         # the ℓ nodes are L_MAX x² on a uniform x grid: the cell of ℓ is found without a search
         n = self.ell.size - 1
         pos = np.sqrt(np.clip(expo, 0.0, L_MAX) / L_MAX) * n
         lo = np.minimum(pos.astype(np.int64), n - 1)
         frac = (self.ell.take(lo + 1) - np.minimum(expo, L_MAX)) / np.diff(self.ell).take(lo)
         flat = (tier * (n + 1)).reshape((-1,) + (1,) * (expo.ndim - 1)) + lo
-        ratio = self.tail.take(flat) * frac + self.tail.take(flat + 1) * (1.0 - frac)  # E[g | ℓ' ≥ ℓ] / κ_1
-        return 1.0 + (ratio - 1.0) / self.sectors
+        excess = self.tail.take(flat) * frac + self.tail.take(flat + 1) * (1.0 - frac) - 1.0  # E[g | ℓ' ≥ ℓ]/κ_1 − 1
+        closure = 1.0 + excess / self.sectors
+        if self.weight is None:
+            return closure
+        theta = self.weight[tier, kind].reshape((-1,) + (1,) * (expo.ndim - 1))
+        return closure + theta * (voronoi_mean(excess)[0] - closure)
 
     def conditional_mean(self, v: FloatArray) -> FloatArray:
         """``M_{s,q}(v)`` (eq. (14.4)) at squared distances ``v`` ``(S, Q, R)``."""
         s_count, q_count, r_count = v.shape
-        expo = void_exponent(v, self.lam, _offsets(self.offsets), self.alpha).reshape(s_count * q_count, r_count)
-        tier = np.repeat(np.arange(s_count), q_count)
-        return self.conditional_mean_from_exponent(expo, tier).reshape(s_count, q_count, r_count)
+        tier, kind = np.repeat(np.arange(s_count), q_count), np.tile(np.arange(q_count), s_count)
+        expo = self.exponent(tier, kind, v.reshape(s_count * q_count, r_count))
+        return self.conditional_mean_from_exponent(expo, tier, kind).reshape(s_count, q_count, r_count)
 
 
-def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float = SECTORS) -> CellLoad:
+def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float | None = None,
+              groups: npt.ArrayLike | None = None) -> CellLoad:
     """The load law of every active tier (eqs. (14.1)–(14.5)).
 
     Parameters
@@ -216,19 +375,37 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     offsets : ``b_{s,q} = β_{s,q}/ξ`` ``(S, Q)``.
     alpha : radio exponent ``α``.
     work : ``w_{s,q} = Λ p_q / μ_{s,q}`` ``(S, Q)`` (work per unit area of type ``q`` at tier ``s``).
+    groups : the network (mix) of each tier ``(S,)``, for several mixes in one call (α = 2): tiers compete
+        only within their group; every result is the one-group call's, row for row.
     """
+    sectors = SECTORS if sectors is None else float(sectors)
     lam = np.asarray(lam, dtype=float)
     b = np.asarray(offsets, dtype=float)
     w = np.asarray(work, dtype=float)
     s_count, q_count = b.shape
-    ell = _ray_axis()
-    delta = _offsets(b)  # (S, Q, T)
-    vmax = L_MAX / (np.pi * lam)  # the own tier alone makes L ≥ 36 beyond it
+    ell = _ray_axis(RAY_NODES)
     queries = np.append(ell, RADIAL_L_MAX)
-    if alpha == 2.0:
-        extent = _ray_extent_alpha2(lam, delta, queries)
+    axis = None
+    grouped = None
+    if groups is not None:
+        if alpha != 2.0:
+            raise ValueError(f"groups: several mixes in one call need radio_exponent = 2, got {alpha!r}")
+        of_tier = np.asarray(groups, dtype=np.int64)
+        grouped = _Groups(of_tier, int(of_tier.max()) + 1)
+        # one axis row per (group, type); a group's missing tiers sit far beyond every query with λ = 0
+        beyond = float(np.abs(b).max()) + 1e9
+        pad_b = grouped.padded(b, beyond).transpose(1, 0, 2).reshape(-1, grouped.count * q_count)  # (T, G Q)
+        pad_lam = np.repeat(grouped.padded(lam).T, q_count, axis=1)  # (T, G Q)
+        axis = cost_axis(pad_lam, pad_b)
+        extent = axis.inverse(queries).reshape(grouped.count, q_count, -1)[of_tier] - b[:, :, None]
+        np.maximum(extent, 0.0, out=extent)
+    elif alpha == 2.0:  # V_{s,q}(ℓ) = max(U_q(ℓ) − b_{s,q}, 0): one inverse per type
+        axis = cost_axis(lam, b)
+        extent = axis.inverse(queries)[None, :, :] - b[:, :, None]
+        np.maximum(extent, 0.0, out=extent)
     else:
-        extent = _ray_extent_table(lam, delta, alpha, queries, vmax)
+        vmax = L_MAX / (np.pi * lam)  # the own tier alone makes L ≥ 36 beyond it
+        extent = _ray_extent_table(lam, _offsets(b), alpha, queries, vmax)
     extent, cap = extent[..., :-1], extent[..., -1]
     g = 0.5 * np.einsum("sq,sqn->sn", w, extent)  # ray work g(ℓ)
     # g is piecewise linear between the ℓ nodes (exactly so between kinks at α = 2): integrate
@@ -251,44 +428,54 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     with np.errstate(over="ignore", invalid="ignore"):
         tail = tail * np.exp(ell)[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
-    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors)
+    weight = voronoi_weight(lam, b, grouped) if VORONOI_BAND > 0 else None  # δ_0 = 0: the ray closure alone
+    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight,
+                   groups=grouped)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
     x, xw = _legendre01(LTV_NODES)
     span = np.maximum(cap, 1e-300)[:, :, None]  # each pair's own range, up to L = RADIAL_L_MAX
     grid = span * x**2  # (S, Q, V)
-    expo = void_exponent(grid, lam, delta, alpha)
-    m = law.conditional_mean_from_exponent(expo.reshape(s_count * q_count, -1), np.repeat(np.arange(s_count), q_count))
-    m = m.reshape(expo.shape)
+    tier, kind = np.repeat(np.arange(s_count), q_count), np.tile(np.arange(q_count), s_count)
+    expo = law.exponent(tier, kind, grid.reshape(s_count * q_count, -1))
+    m = law.conditional_mean_from_exponent(expo, tier, kind).reshape(grid.shape)
+    expo = expo.reshape(grid.shape)
     measure = w[:, :, None] * np.exp(-expo) * (span * 2.0 * x * xw)
     total = measure.sum(axis=(1, 2))
     e1 = (measure * m).sum(axis=(1, 2)) / total
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
     third = skewness * variance**1.5
     conditional = np.maximum(third + variance - variance**2 - (e2 - e1**2), MIN_CONDITIONAL * variance)
-    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap)
+    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis, weight,
+                    grouped)
 
 
 @lru_cache(maxsize=2)
 def _standard_table(nodes: int) -> tuple[FloatArray, FloatArray]:
-    """Equal-probability nodes of the standardised Pearson III law on a grid of skewness ``γ``."""
-    u = _probability_levels(nodes)
+    """Bin centroids of the standardised Pearson III law in ``J`` equal-probability bins, on a grid of ``γ``.
+
+    ``z_j = E[Z | Z in bin j]``: ``J (φ(e_j) − φ(e_{j+1}))`` for the normal law, and for
+    ``Z = (G − k)/√k``, ``G ~ Gamma(k)``: ``E[G; G in (e_j, e_{j+1})] = k (P(k + 1, e_{j+1}) − P(k + 1, e_j))``.
+    The nodes keep the mean 0 exactly (their variance is the between-bin part, < 1).
+    """
+    levels = np.linspace(0.0, 1.0, nodes + 1)
     gam = np.linspace(0.0, SKEW_MAX, SKEW_GRID)
-    k = 4.0 / np.maximum(gam, 1e-12) ** 2
-    with np.errstate(invalid="ignore"):
-        z = (gammaincinv(k[1:, None], u[None, :]) - k[1:, None]) / np.sqrt(k[1:, None])
-    table = np.vstack([ndtri(u)[None, :], z])
-    table -= table.mean(axis=1, keepdims=True)  # the discrete law keeps mean 0 and variance 1 exactly
-    table /= table.std(axis=1, keepdims=True)
+    k = 4.0 / gam[1:, None] ** 2
+    edges = gammaincinv(k, levels[None, :])
+    centroid = k * nodes * np.diff(gammainc(k + 1.0, edges), axis=1)
+    z = (centroid - k) / np.sqrt(k)
+    normal = nodes * -np.diff(np.exp(-0.5 * ndtri(levels) ** 2) / np.sqrt(2.0 * np.pi))
+    table = np.vstack([normal[None, :], z])
+    table -= table.mean(axis=1, keepdims=True)  # rounding only (|mean| < 1e-12)
     table.setflags(write=False)
     return gam, table
 
 
 def standard_nodes(skewness: FloatArray, nodes: int = LOAD_NODES) -> FloatArray:
-    """Equal-probability nodes of the standardised Pearson III law with skewness ``γ_s`` ``(S, J)``.
+    """Equal-weight nodes of the standardised Pearson III law with skewness ``γ_s`` ``(S, J)``.
 
-    ``Z = (G − k)/√k`` with ``G ~ Gamma(k)``, ``k = 4/γ²`` (the normal law at ``γ = 0``); linear
-    interpolation in ``γ`` in a table computed once (``γ`` capped at ``SKEW_MAX``); each row is
-    re-centred and re-scaled so that the ``J`` nodes have mean 0 and variance 1.
+    ``Z = (G − k)/√k`` with ``G ~ Gamma(k)``, ``k = 4/γ²`` (the normal law at ``γ = 0``): the centroids
+    of ``J`` equal-probability bins (eq. (14.6)), linear in ``γ`` between the rows of a table computed
+    once (``γ`` capped at ``SKEW_MAX``).
     """
     gam, table = _standard_table(nodes)
     pos = np.clip(np.asarray(skewness, dtype=float), 0.0, SKEW_MAX) / gam[1]
@@ -297,22 +484,39 @@ def standard_nodes(skewness: FloatArray, nodes: int = LOAD_NODES) -> FloatArray:
     return table[lo] * (1.0 - frac) + table[lo + 1] * frac
 
 
-def wait_probability_table(servers: FloatArray, nodes: int = WAIT_TABLE) -> tuple[FloatArray, FloatArray]:
-    """``P^W(ρ c_s, c_s)`` on a ``ρ`` grid dense near 1 (``(S, N)``, 1 at ``ρ = 1``) and the grid ``(N,)``."""
-    x = np.linspace(0.0, 1.0, nodes)
-    rho = 1.0 - (1.0 - x[:-1]) ** 2
+def wait_tables(servers: FloatArray, scv: FloatArray | None = None, nodes: int = WAIT_TABLE) -> tuple[FloatArray, FloatArray | None]:
+    """Per-tier tables on the uniform grid ``y = ρ_s X = k/n``, ``k = 0 … n`` (``(S, n + 1)``, ``n = nodes``).
+
+    ``P^W(y c_s, c_s)`` (Erlang C, 1 at ``y = 1``) and, with ``scv`` ``C²_s`` (the M/G/c law of
+    docs/model.md §19.6), ``1/K(y c_s, c_s, C²_s)``: the node's decay is ``θ = (c − a X) μ / K``
+    (eq. (19.21)).  ``None`` for Erlang C (``K = 1``).
+    """
     c = np.asarray(servers, dtype=float)
-    table = np.asarray(erlang_c(rho[None, :] * c[:, None], np.repeat(c[:, None], rho.size, axis=1)), dtype=float)
-    return np.concatenate([table, np.ones((c.size, 1))], axis=1), np.append(rho, 1.0)
+    table = np.vstack([_wait_row(float(ci), nodes) for ci in c])
+    if scv is None:
+        return table, None
+    load = np.linspace(0.0, 1.0, nodes + 1)[None, :] * c[:, None]
+    cc = np.broadcast_to(c[:, None], load.shape)
+    return table, 1.0 / variability_factor(load, cc, np.broadcast_to(np.asarray(scv, dtype=float)[:, None], load.shape))
 
 
-def _wait_probability(rho: FloatArray, row: FloatArray) -> FloatArray:
-    """Linear interpolation in one tier's ``P^W`` table; its ρ grid ``1 − (1 − x)²`` is uniform in ``x``."""
-    n = row.size - 1
-    pos = (1.0 - np.sqrt(np.clip(1.0 - rho, 0.0, 1.0))) * n
-    lo = np.minimum(pos.astype(np.int64), n - 1)
-    frac = pos - lo
-    return row.take(lo) * (1.0 - frac) + row.take(lo + 1) * frac
+@lru_cache(maxsize=512)
+def _wait_row(servers: float, nodes: int) -> FloatArray:
+    """``P^W(y c, c)`` on ``y = k/nodes`` (1 at ``y = 1``; 0 for ``c = 0``): one row per server count, computed once."""
+    if servers <= 0:
+        return np.zeros(nodes + 1)
+    y = np.linspace(0.0, 1.0, nodes + 1)
+    row = np.ones(nodes + 1)
+    row[:-1] = erlang_c(y[:-1] * servers, np.full(nodes, servers))
+    row.setflags(write=False)
+    return row
+
+
+def _interpolant(table: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Rows laid end to end with their slopes (``value[i] + frac · slope[i]``; slope 0 at each row's end)."""
+    slope = np.zeros_like(table)
+    slope[:, :-1] = np.diff(table, axis=1)
+    return table.ravel(), slope.ravel()
 
 
 def cell_coverage_pairs(
@@ -324,12 +528,17 @@ def cell_coverage_pairs(
     servers: FloatArray,
     offered_load: FloatArray,
     mean_service: FloatArray,
+    service_scv: FloatArray | None = None,
+    queue_free: FloatArray | None = None,
 ) -> FloatArray:
     """``P(T ≤ τ, s | q)`` of the cell model (eq. (14.8)) for the active tiers, ``(S, Q)``.
 
     ``first_token`` is ``g_{s,q}``; ``offered_load`` ``a_s``; ``mean_service`` ``1/μ_s``; ``τ = inf``
-    gives the share of requests served by stable nodes.  Pairs whose deadline is already
-    spent (``g_{s,q} ≥ τ``) contribute 0 and are skipped.
+    gives the share of requests served by stable nodes.  ``service_scv`` ``C²_s`` selects the M/G/c
+    law per node (docs/model.md §19.6; ``None``: Erlang C).  ``queue_free`` (``P1_{s,q}``, eq. (39) with
+    ``F_W ≡ 1``, exact at α = 2) normalises the radial rule (eq. (14.8b)): the pair's value is
+    ``P1_{s,q}`` times the rule's ratio ``Σ f h / Σ f``.  Pairs whose deadline is already spent
+    (``g_{s,q} ≥ τ``) contribute 0 and are skipped.
     """
     lam, b, alpha, xi = law.lam, law.offsets, law.alpha, radio_scale
     s_count, q_count = b.shape
@@ -344,40 +553,63 @@ def cell_coverage_pairs(
     tier, kind = np.nonzero(v_cut > 0.0)
     if tier.size == 0:
         return out
+    if queue_free is not None:
+        queue_free = np.asarray(queue_free, dtype=float)[tier, kind]
+    elif law.axis is not None:  # α = 2: P1_{s,q} = π λ_s (F_q(b_{s,q}) − F_q(b_{s,q} + u_cut)), exact
+        start = b[tier, kind][:, None]
+        rows = law.axis_row(tier, kind)
+        queue_free = law.axis.tail_integral(rows, start)[:, 0]
+        if np.isfinite(tau):
+            queue_free = queue_free - law.axis.tail_integral(rows, start + u_cut[tier, kind][:, None])[:, 0]
+        queue_free = queue_free * np.pi * lam[tier]
     x, xw = _legendre01(RADIAL_NODES)
     cut = v_cut[tier, kind][:, None]
     v = cut * x**2  # (P, R); dv = 2 v_cut x dx
-    delta = b[tier, kind][:, None] - b[:, kind].T  # (P, T)
-    expo = void_exponent(v, lam, delta, alpha)
+    expo = law.exponent(tier, kind, v)
     density = (lam[tier] * np.pi)[:, None] * np.exp(-expo) * (cut * 2.0 * x * xw)  # f_{s,q}(v) dv
-    mean = law.conditional_mean_from_exponent(expo, tier)  # (P, R)
-    z = standard_nodes(law.skewness)  # (S, J)
-    sd = np.sqrt(law.conditional_variance)
+    mean = law.conditional_mean_from_exponent(expo, tier, kind)  # (P, R)
     safe = np.where(servers > 0, servers, 1.0)
-    load_ratio = np.where(servers > 0, offered_load / safe, np.inf)  # ρ_s
+    load_ratio = np.where(servers > 0, offered_load / safe, 0.0)  # ρ_s; a tier without servers: y ≡ 1 below
     rate = safe / mean_service  # c_s μ_s
-    table, grid = wait_probability_table(servers)
-    if np.isfinite(tau):
-        slack = np.maximum(tau - xi * v ** (alpha / 2.0) - first_token[tier, kind][:, None], 0.0)
-    h_mean = np.empty_like(v)
-    bounds = np.searchsorted(tier, np.arange(s_count + 1))  # np.nonzero sorts the pairs by tier
-    for s in range(s_count):  # one tier at a time: (pairs, R, J) blocks stay in cache
-        lo, hi = bounds[s], bounds[s + 1]
-        if hi == lo:
+    spread = (load_ratio * np.sqrt(law.conditional_variance))[:, None] * standard_nodes(law.skewness, LOAD_NODES)  # ρ_s sd_s z_j, (S, J)
+    table, inverse_k = wait_tables(servers, service_scv)
+    n = table.shape[1] - 1
+    pw, pw_slope = _interpolant(table)
+    ik, ik_slope = _interpolant(inverse_k) if inverse_k is not None else (None, None)
+    if np.isfinite(tau):  # κ = c_s μ_s (τ − ξ v^{α/2} − g_{s,q}) ≥ 0
+        kappa = np.maximum(tau - xi * (v if alpha == 2.0 else v ** (alpha / 2.0)) - first_token[tier, kind][:, None], 0.0)
+        kappa *= rate[tier][:, None]
+    else:
+        kappa = None
+    loaded = np.where((servers[tier] > 0)[:, None], mean * load_ratio[tier][:, None], 1.0)  # ρ_s M, (P, R)
+    base = (tier * (n + 1)).astype(float)
+    miss = np.empty_like(v)  # E[1 − h | q, v] = E[P^W(y) e^{−(1 − y) κ / K(y)}], y = ρ_s X clipped to [0, 1]
+    step = max(1, BLOCK // (v.shape[1] * spread.shape[1]))
+    for lo in range(0, tier.size, step):  # blocks of pairs: the (pairs, R, J) arrays stay in cache
+        hi = min(tier.size, lo + step)
+        y = loaded[lo:hi, :, None] + spread[tier[lo:hi], None, :]
+        np.clip(y, 0.0, 1.0, out=y)
+        if kappa is None:  # τ = ∞: only the nodes at or above saturation miss
+            miss[lo:hi] = (y >= 1.0).mean(axis=2)
             continue
-        rho = mean[lo:hi, :, None] + sd[s] * z[s]  # X
-        np.maximum(rho, 0.0, out=rho)
-        rho *= load_ratio[s]  # ρ_s X
-        if np.isfinite(tau):
-            h = np.subtract(1.0, rho)
-            h *= rate[s] * slack[lo:hi, :, None]  # (c − aX) μ w
-            np.negative(h, out=h)
-            np.exp(h, out=h)
-            h *= _wait_probability(rho, table[s])  # P^W(a X, c)
-            np.subtract(1.0, h, out=h)  # 1 − P^W e^{−(c μ − λ) w}
-        else:
-            h = np.ones_like(rho)
-        h *= rho < 1.0
-        h_mean[lo:hi] = h.mean(axis=2)
-    out[tier, kind] = (density * h_mean).sum(axis=1)
+        e = y - 1.0
+        e *= kappa[lo:hi, :, None]
+        y *= n
+        y += base[lo:hi, None, None]
+        i = y.astype(np.intp)
+        y -= i  # the fraction within the table's cell
+        w = pw.take(i)
+        w += y * pw_slope.take(i)
+        if ik is not None:
+            e *= ik.take(i) + y * ik_slope.take(i)
+        np.exp(e, out=e)
+        w *= e
+        miss[lo:hi] = w.mean(axis=2)
+    h_mean = 1.0 - miss
+    if queue_free is None:
+        out[tier, kind] = (density * h_mean).sum(axis=1)
+    else:
+        mass = density.sum(axis=1)
+        ratio = np.where(mass > 0, (density * h_mean).sum(axis=1) / np.where(mass > 0, mass, 1.0), 0.0)
+        out[tier, kind] = queue_free * ratio
     return out

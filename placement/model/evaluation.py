@@ -25,6 +25,7 @@ from edgeprefix.placement.model.cell import (
     cell_load,
     check_queue_model,
 )
+from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -120,14 +121,46 @@ class Evaluation:
 
     def _cell_pairs(self, tau: float) -> FloatArray:
         inst, act = self.instance, self.active
+        xi = inst.network.radio_scale
+        g = inst.first_token_time[act]
+        queue_free = None  # α = 2: cell_coverage_pairs has P1_{s,q} in closed form
+        if inst.network.radio_exponent != 2.0:  # P1_{s,q} of eq. (39) (F_W ≡ 1): the mass the radial rule is normalised to
+            queue_free = (self.kernel.truncated(self.densities[act], self.bias[act] / xi, inst.network.radio_exponent,
+                                                (tau - g) / xi, np.zeros_like(g))[0]
+                          if np.isfinite(tau) else self.association[act])
         return cell_coverage_pairs(
             self.cell_load,
             tau,
-            radio_scale=inst.network.radio_scale,
-            first_token=inst.first_token_time[act],
+            radio_scale=xi,
+            first_token=g,
             servers=inst.concurrency[act].astype(float),
             offered_load=(self.arrival_rate * self.mean_service)[act],
             mean_service=self.mean_service[act],
+            service_scv=None if self.service_scv is None else self.service_scv[act],
+            queue_free=queue_free,
+        )
+
+    def cell_gradient(self, tau: float | None = None, weights: npt.ArrayLike | None = None) -> CellGradient:
+        """``J = Σ_{s,q} ω_{s,q} P(T ≤ τ, s | q)`` of the cell model and its partial derivatives in the active
+        tiers' ``λ_s``, ``b_{s,q} = β_{s,q}/ξ``, ``a_s``, ``1/μ_s``, ``w_{s,q}`` and (M/G/c law) ``C²_s``
+        (docs/model.md §14.6; ``ω = p_q`` by default, so that ``J = P_cov(τ)``; α = 2 only).
+
+        These are the partials at the evaluation's operating point, with the routing held: a gradient
+        in the mix chains them with the mean field's sensitivities of ``λ``, ``b``, ``a``, ``1/μ`` and
+        ``C²`` (the implicit derivative of the fixed point).
+        """
+        inst, act = self.instance, self.active
+        t = self.target if tau is None else float(tau)
+        if not t > 0:
+            raise ValueError(f"target: τ must be > 0 seconds, got {plain(t)}")
+        net = inst.network
+        work = net.request_intensity * inst.probabilities[None, :] * inst.service_time[act]
+        return cell_coverage_gradient(
+            self.densities[act], self.bias[act] / net.radio_scale, work, t, radio_scale=net.radio_scale,
+            first_token=inst.first_token_time[act], servers=inst.concurrency[act].astype(float),
+            offered_load=(self.arrival_rate * self.mean_service)[act], mean_service=self.mean_service[act],
+            service_scv=None if self.service_scv is None else self.service_scv[act],
+            weights=inst.probabilities if weights is None else weights, alpha=net.radio_exponent,
         )
 
     # -- coverage and quantiles -------------------------------------------------------------

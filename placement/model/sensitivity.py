@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.model.association import default_nodes, tier_grid
+from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
 from edgeprefix.placement.model.spatial import AnalyticKernel
 from edgeprefix.placement.model.wait_laws import QueueLaw, WaitLaw, wait_law_for
@@ -499,6 +500,8 @@ class _Linearisation:
 
     # objectives: seeds → (λ̄ at fixed W, W̄) -----------------------------------------------------
     def coverage(self) -> tuple[float, FloatArray, FloatArray]:
+        if getattr(self.ev, "queue_model", "meanfield") == "cell":
+            return self.cell_coverage()
         p, st = self.p, self.stable.astype(float)
         weight = self.waits.weight
         p2 = [win.values for win in self.p2]
@@ -514,6 +517,17 @@ class _Linearisation:
             decay_bar[k] = self.xi * (seed * win.tilt_derivative()).sum(axis=1)
         work_bar, mean_bar, scv_bar = self.waits.vjp(weight_bar, decay_bar)
         return value, *self._through_loads(work_bar, mean_bar, lam_bar, b_bar, scv_bar)
+
+    def cell_coverage(self) -> tuple[float, FloatArray, FloatArray]:
+        """The cell model's coverage (docs/model.md §14): its partials in ``λ``, ``b``, ``a``, ``1/μ`` and ``C²`` at
+        fixed routing (eq. (14.10)), chained through the loads like the mean field's windows."""
+        work = self.ev.instance.network.request_intensity * self.p * self.service  # w_{s,q} = Λ p_q / μ_{s,q}
+        grad = cell_coverage_gradient(
+            self.lam, self.b, work, self.target, radio_scale=self.xi, first_token=self.g, servers=self.c,
+            offered_load=self.work, mean_service=self.mean_service, service_scv=self.load.scv if self.law.needs_scv else None,
+            weights=self.p, alpha=self.alpha,
+        )
+        return grad.value, *self._through_loads(grad.offered_load, grad.mean_service, grad.lam, grad.offsets, grad.service_scv)
 
     def mean_ttft(self) -> tuple[float, FloatArray, FloatArray]:
         if not np.all(self.stable[self.active]):
@@ -560,7 +574,11 @@ def sensitivity(evaluation: Any, target: float | None = None, objectives: Sequen
     if not (np.isfinite(tau) and tau > 0):
         raise ValueError(f"target: τ must be a positive number of seconds, got {tau!r}")
     mgc = getattr(evaluation.instance, "queue_law", "mmc") == "mgc"
-    law = wait_law_for("mgc" if mgc else str(getattr(evaluation, "queue_model", "meanfield")))
+    queue_model = str(getattr(evaluation, "queue_model", "meanfield"))
+    if queue_model not in ("meanfield", "cell"):
+        wait_law_for(queue_model)  # raises with the valid list
+    # the cell model acts after the fixed point: routing, loads and advertised delays are the mean field's
+    law = wait_law_for("mgc" if mgc else "meanfield")
     point = _Linearisation(evaluation, tau, law)
     matrix = point.fixed_point_matrix() if point.fixed_point else None
     inst = evaluation.instance

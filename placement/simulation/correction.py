@@ -188,7 +188,8 @@ def node_erlang_coverage(
     mean_nodes: float = 2000.0,
     points_per_node: int = 500,
     seed: int | np.random.Generator | None = None,
-) -> float:
+    with_queue_free: bool = False,
+) -> float | tuple[float, float]:
     """Coverage with one Erlang-C queue per node, loads and distances sampled jointly.
 
     Spatial Monte Carlo, no queue simulation: a torus network (exact profile counts),
@@ -197,7 +198,9 @@ def node_erlang_coverage(
     and its own ``P^W_x``, decay ``(c_x − a_x)/m̄_x``.  Coverage is the average over the
     sampled requests of ``F_{W_x}(τ − ξ r^α − g(L_q − h_{s,q}))``, so the correlation
     between a large cell, a far request and a heavy queue is kept (it is lost when the
-    load law is averaged independently, as in :func:`corrected_coverage`).
+    load law is averaged independently, as in :func:`corrected_coverage`).  With ``with_queue_free``
+    also the sample's queue-free coverage ``P(ξ r^α + g ≤ τ)`` (a control variate: eq. (39) with
+    ``F_W ≡ 1`` is its exact expectation).
     """
     inst = evaluation.instance
     tau = float(evaluation.target if tau is None else tau)
@@ -217,4 +220,6 @@ def node_erlang_coverage(
     slack = tau - xi * r**alpha - np.asarray(inst.first_token_time, dtype=float)[pick, kind]
     ok = stable[node] & (slack >= 0)
     cdf = np.where(ok, 1.0 - pw[node] * np.exp(-decay[node] * np.maximum(slack, 0.0)), 0.0)
+    if with_queue_free:
+        return float(cdf.mean()), float(np.mean(slack >= 0))
     return float(cdf.mean())
