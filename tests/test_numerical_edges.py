@@ -25,6 +25,7 @@ from edgeprefix.placement.model.queueing import (
     erlang_b_over_load,
     mean_wait,
 )
+from edgeprefix.placement.model.sensitivity import sensitivity
 from edgeprefix.placement.model.tier_loads import lift, unlift
 from edgeprefix.placement.model.wait_laws import MgcLaw, erlang_c_and_slope
 
@@ -156,6 +157,28 @@ def test_the_mean_service_time_does_not_depend_on_the_scale_of_the_association()
     (normal, m_normal, _), (tiny, m_tiny, _) = (_far_tier(inst, mix, share) for share in (1e-100, 1e-310))
     assert 1e-110 < normal.max() < 1e-90 and 0.0 < tiny.max() < 2.2e-308
     assert m_tiny == pytest.approx(m_normal, rel=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["prefix", "load_aware"])
+def test_the_gradient_of_a_point_where_a_tier_gets_a_subnormal_share(policy):
+    """``1/λq_s`` overflowed in the sensitivities at a converged point whose far tier receives ~1e-310 of the
+    requests (a small radio scale ξ against the prefill gap); the seeds on that tier are ∝ its share, so
+    the quotients stay finite.  Under ``prefix`` the far tier's coverage gradient scales with its share."""
+    inst, mix = _two_tiers()
+    gap = float(np.abs(np.diff(inst.first_token_time[mix > 0], axis=0)).min())
+    out = []
+    for share in (1e-100, 1e-310):
+        xi = np.pi * 0.5 * inst.network.edge_density * gap / -math.log(share)
+        ev = evaluate(inst.with_network(radio_scale=xi), mix, policy)
+        grad = sensitivity(ev).gradients["coverage"]
+        assert np.all(np.isfinite(grad))
+        out.append((ev, grad))
+    (ev0, g0), (ev1, g1) = out
+    far = np.flatnonzero(mix)[0]
+    if policy == "prefix":  # (load-aware routing evens the loads out: no tier is starved there)
+        assert 0.0 < ev1.arrival_rate[far] < 2.3e-308
+        assert g1[far] / ev1.arrival_rate[far] == pytest.approx(g0[far] / ev0.arrival_rate[far], rel=1e-3)
+        np.testing.assert_allclose(np.delete(g1, far), np.delete(g0, far), rtol=1e-3)
 
 
 def test_a_newton_step_of_thousands_in_log_delay_is_evaluated_at_the_cap():
