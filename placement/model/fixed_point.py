@@ -216,7 +216,8 @@ def robust_solve(
 
         v_newton, f_newton, ok, steps = _newton(residual_and_jacobian, v0, done)
         if ok:
-            w = np.exp(v_newton) - w_shift
+            # e^{log w₀} − w₀ can round to −1e-17; every equilibrium has W = T(W) ≥ 0 exactly
+            w = np.maximum(np.exp(v_newton) - w_shift, 0.0)
             method = "robust:warm-start" if steps == 0 and np.any(w0 != 0.0) else "robust:newton"
             return w, FixedPointReport(method, True, steps, t.calls, w_residual(v_newton, f_newton))
         v0 = v_newton if np.all(np.isfinite(v_newton)) else v0
@@ -224,7 +225,7 @@ def robust_solve(
     from scipy.optimize import root  # the rare fallback; keeps evaluate's start-up cheap
 
     sol = root(residual_v, v0, method="hybr", options=options)
-    w = np.exp(np.minimum(np.asarray(sol.x, dtype=float), v_max)) - w_shift
+    w = np.maximum(np.exp(np.minimum(np.asarray(sol.x, dtype=float), v_max)) - w_shift, 0.0)  # rounding, as above
     residual = float(np.max(np.abs(t(w) - w)))
     if np.isfinite(residual) and residual <= allowed_residual(w, tol):
         return w, FixedPointReport("robust:hybr", True, int(sol.nfev), t.calls, residual)
