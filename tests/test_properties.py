@@ -7,11 +7,12 @@ counterexamples found while writing these are kept as regular tests at the end.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from edgeprefix.placement.errors import InstanceError
@@ -23,14 +24,55 @@ from edgeprefix.placement.model.association import (
 )
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, load_instance
+from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, variability_factor
+from edgeprefix.placement.model.queueing import RHO_CLIP, _advertised_scalar_and_slope, advertised_wait_and_slope
 
 PROPERTY = settings(max_examples=30, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 POLICIES = ("load_aware", "prefix", "nearest")
 
 
 @st.composite
-def instances(draw, alpha=None):
-    """A valid instance: a two-level prefix chain, 1–3 request types, 2–4 profiles."""
+def extensions(draw):
+    """One serving-system extension of docs/model.md §19 (or none), with drawn parameters."""
+    kind = draw(st.sampled_from(["none", "mgc", "chunked", "disaggregated", "compression", "remote", "tiers"]))
+    if kind == "mgc":
+        return {"serving": {"queue": "mgc", "decode_scv": draw(st.floats(0.0, 3.0))}}
+    if kind == "chunked":
+        return {"serving": {"queue": draw(st.sampled_from(["mmc", "mgc"])), "chunk_size": draw(st.floats(64.0, 2048.0)),
+                            "chunk_overhead": draw(st.floats(0.0, 0.02)), "decode_scv": draw(st.floats(0.0, 3.0))}}
+    if kind == "disaggregated":
+        return {"serving": {"mode": "disaggregated", "decode_slots": draw(st.floats(1.0, 20.0)),
+                            "handoff_bandwidth": draw(st.floats(1.0, 100.0)), "handoff_latency": draw(st.floats(0.0, 0.01))}}
+    if kind == "compression":
+        return {"compression": {"ratio": draw(st.floats(1.0, 8.0)), "decompress_per_token": draw(st.floats(0.0, 1e-4)),
+                                "quality_loss": draw(st.floats(0.0, 0.05))}}
+    if kind == "remote":
+        return {"remote": {"prefixes": ["sys", "tool"], "bandwidth": draw(st.floats(1.0, 100.0)), "latency": draw(st.floats(0.0, 0.01)),
+                           "per_node": draw(st.booleans()), "interference": draw(st.floats(0.0, 1.0)), "pipelined": draw(st.booleans())}}
+    if kind == "tiers":
+        return {"tiers": [{"name": "dram", "capacity": draw(st.floats(0.5, 5.0)), "bandwidth": draw(st.floats(10.0, 500.0)),
+                           "latency": draw(st.floats(0.0, 0.005)), "pipelined": draw(st.booleans())}]}
+    return {}
+
+
+def _build(mapping, extension):
+    """The instance of ``mapping`` with ``extension`` grafted on; an invalid combination is rejected."""
+    data = copy.deepcopy(mapping)
+    for key, value in extension.items():
+        if key == "tiers":
+            data["gpu"]["tiers"] = value
+        else:
+            data[key] = value
+    try:
+        return instance_from_mapping(data)
+    except InstanceError:
+        reject()
+
+
+@st.composite
+def instances(draw, alpha=None, extended=False, profiles=(2, 4)):
+    """A valid instance: a two-level prefix chain, 1–3 request types, 2–4 profiles (the fourth, ``deep2``,
+    identical to ``deep``); ``extended`` grafts one serving-system extension (docs/model.md §19) on it."""
     root = draw(st.floats(100, 2000))
     child = root + draw(st.floats(100, 3000))
     q_count = draw(st.integers(1, 3))
@@ -44,8 +86,8 @@ def instances(draw, alpha=None):
     total = sum(q["probability"] for q in requests)
     requests[-1]["probability"] += 1.0 - total
     profiles = [{"id": "none", "prefixes": []}, {"id": "shallow", "prefixes": ["sys"]}, {"id": "deep", "prefixes": ["sys", "tool"]},
-                {"id": "deep2", "prefixes": ["sys", "tool"]}][: draw(st.integers(2, 4))]
-    return instance_from_mapping({
+                {"id": "deep2", "prefixes": ["sys", "tool"]}][: draw(st.integers(*profiles))]
+    return _build({
         "name": "random",
         "network": {"edge_density": draw(st.floats(0.2, 5.0)), "request_intensity": draw(st.floats(0.05, 6.0)),
                     "radio_scale": draw(st.floats(0.02, 2.0)),
@@ -56,13 +98,13 @@ def instances(draw, alpha=None):
         "requests": requests,
         "profiles": profiles,
         "placement": {"target": draw(st.floats(0.2, 3.0))},
-    })
+    }, draw(extensions()) if extended else {})
 
 
 @st.composite
-def cases(draw, alpha=None):
+def cases(draw, alpha=None, extended=False, profiles=(2, 4)):
     """An instance and a valid mix (zero shares allowed, at least one positive, shares >= 1e-3)."""
-    inst = draw(instances(alpha))
+    inst = draw(instances(alpha, extended, profiles))
     raw = [draw(st.one_of(st.just(0.0), st.floats(1e-3, 1.0))) for _ in inst.profiles]
     raw = [r if c >= 1 else 0.0 for r, c in zip(raw, inst.concurrency)]
     if not any(raw):
@@ -164,6 +206,90 @@ def test_alpha2_closed_form_equals_the_quadrature(t):
     discount = np.exp(-tilt[:, :, None] * (u_cut[:, :, None] - np.where(inside, grid.u, 0.0)))
     np.testing.assert_allclose(p1, mass.sum(axis=2), atol=1e-9)
     np.testing.assert_allclose(p2, (mass * discount).sum(axis=2), atol=1e-9)
+
+
+# -- the fixed point, the queue laws and the serving extensions ------------------------------
+LOADS = st.sampled_from([1.0, 3.0, 10.0, 30.0])  # Λ multipliers: up to deep overload of every tier
+
+
+@PROPERTY
+@given(cases(alpha=2.5), LOADS)
+def test_the_fixed_point_converges_at_light_and_heavy_load(case, factor):
+    """α ≠ 2 (quadrature) from light load to overload, identical profiles included (``deep2``)."""
+    inst, mix = case
+    ev = evaluate(inst.with_network(request_intensity=inst.network.request_intensity * factor), mix)
+    assert ev.fixed_point.converged, ev.fixed_point
+    assert np.all(np.isfinite(ev.advertised_wait[ev.active]))
+
+
+@PROPERTY
+@given(cases(profiles=(4, 4)), st.floats(0.05, 0.6), st.sampled_from([1.0, 3.0, 10.0]))
+def test_identical_profiles_share_their_delay_and_split_by_density(case, split, factor):
+    """``deep`` and ``deep2`` are exchangeable: equal ``W̄``, and ``A`` in the ratio of their shares (eq. (7.10))."""
+    inst, mix = case
+    mix = mix.copy()
+    mix[2:] = (mix[2] + mix[3] + 0.1) * np.array([split, 1.0 - split])
+    mix /= mix.sum()
+    ev = evaluate(inst.with_network(request_intensity=inst.network.request_intensity * factor), mix)
+    assert ev.fixed_point.converged and ev.advertised_wait[2] == ev.advertised_wait[3]
+    np.testing.assert_allclose(ev.association[2] * (1.0 - split), ev.association[3] * split, rtol=1e-10, atol=1e-300)
+
+
+@PROPERTY
+@given(cases(), st.sampled_from(POLICIES), st.sampled_from([1e-30, 1e-25, 1e-12]))
+def test_vanishing_loads_keep_every_tier_finite(case, policy, intensity):
+    """Λ at the bottom of its range: offered loads down to subnormal numbers, waits 0, coverage at the bound,
+    and each ``1/μ_s`` a weighted mean of the tier's service times."""
+    inst, mix = case
+    ev = evaluate(inst.with_network(request_intensity=intensity), mix, policy)
+    on = ev.active
+    service = inst.service_time[on]
+    assert np.all(ev.mean_service[on] >= service.min(axis=1) * (1 - 1e-15))
+    assert np.all(ev.mean_service[on] <= service.max(axis=1) * (1 + 1e-15))
+    assert np.all(np.isfinite(ev.advertised_wait[on])) and np.all(ev.advertised_wait[on] >= 0.0)
+    assert ev.coverage() == pytest.approx(ev.coverage_queue_free(), abs=1e-12)
+
+
+LOAD_VALUES = st.one_of(st.floats(0.0, 1e-300), st.sampled_from([5e-324, 1e-320, 2.2e-308]), st.floats(0.0, 2.0))
+
+
+@PROPERTY
+@given(st.lists(st.tuples(LOAD_VALUES, st.integers(1, 200)), min_size=65, max_size=80), st.floats(0.1, 10.0))
+def test_the_advertised_delay_is_finite_and_both_paths_agree_at_any_load(queues, service):
+    """Scalar (few queues) and vectorised (many) paths of eq. (7.1) and its slope, subnormal loads included."""
+    a = np.array([x * c for x, c in queues])  # ρ = x ∈ [0, 2]: from empty to overloaded (linear continuation)
+    c = np.array([float(c) for _, c in queues])
+    wait, slope = advertised_wait_and_slope(a, c, np.full(a.size, service))
+    pairs = np.array([_advertised_scalar_and_slope(x, k, service, RHO_CLIP) for x, k in zip(a.tolist(), c.tolist())])
+    assert np.all(np.isfinite(pairs)) and np.all(pairs >= 0.0)
+    np.testing.assert_allclose(wait, pairs[:, 0], rtol=1e-11, atol=0.0)
+    np.testing.assert_allclose(slope, pairs[:, 1], rtol=1e-11, atol=0.0)
+
+
+@PROPERTY
+@given(st.integers(1, 100), st.floats(0.0, 4.0), st.lists(LOAD_VALUES, min_size=2, max_size=12))
+def test_the_mgc_advertised_delay_is_finite_and_increasing_in_the_load(c, scv, rhos):
+    """The M/G/c law of docs/model.md §19.6 from subnormal loads to overload: finite, nondecreasing in ``a``,
+    ``K`` between its M/M/c and light-traffic values."""
+    a = np.sort(np.array(rhos)) * c
+    n = a.size
+    wait, slope, d_scv = mgc_advertised_wait_and_slopes(a, np.full(n, float(c)), np.ones(n), np.full(n, scv))
+    assert np.all(np.isfinite(wait)) and np.all(np.isfinite(slope)) and np.all(np.isfinite(d_scv))
+    assert np.all(np.diff(wait) >= -1e-12 * np.abs(wait[1:])) and np.all(slope >= 0.0)
+    k = variability_factor(a, float(c), scv)
+    assert np.all(k >= min(1.0, (1.0 + scv) / 2.0) - 1e-12) and np.all(k <= max(1.0, (1.0 + scv) / 2.0) + 1e-12)
+
+
+@PROPERTY
+@given(cases(extended=True), st.sampled_from(POLICIES), LOADS)
+def test_serving_extension_instances_keep_the_guarantees(case, policy, factor):
+    """Memory tiers, a remote pool, compression, disaggregation, chunked prefill and the M/G/c law (§19)."""
+    inst, mix = case
+    ev = evaluate(inst.with_network(request_intensity=inst.network.request_intensity * factor), mix, policy)
+    np.testing.assert_allclose(ev.association.sum(axis=0), 1.0, atol=2e-6)
+    assert ev.fixed_point is None or ev.fixed_point.converged
+    cov, bound = ev.coverage(), ev.coverage_queue_free()
+    assert 0.0 <= cov <= bound + 1e-12 and bound <= 1.0
 
 
 # -- counterexamples kept as regular tests --------------------------------------------------

@@ -33,12 +33,13 @@ import numpy.typing as npt
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
 from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_load, check_queue_model
-from edgeprefix.placement.model.evaluation import ASSOCIATION_SLACK, Evaluation, checked_probability, evaluate
+from edgeprefix.placement.model.evaluation import ASSOCIATION_SLACK, Evaluation, checked_probability, delay_cap, evaluate
 from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
 from edgeprefix.placement.model.instance import MIX_TOLERANCE, Instance
 from edgeprefix.placement.model.policies import check_policy, needs_fixed_point
 from edgeprefix.placement.model.queueing import RHO_CLIP, advertised_wait, advertised_wait_and_slope, erlang_c
 from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
+from edgeprefix.placement.model.tier_loads import lift, unlift
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -114,17 +115,27 @@ class _Batch:
 
     def loads(self, a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``λq_s``, ``a_s`` and ``1/μ_s`` ``(B, S)`` from ``A`` (as in :func:`evaluate`)."""
+        k, arrivals, work, mean_service = self.lifted_loads(a_q)
+        return unlift(arrivals, k), unlift(work, k), mean_service
+
+    def lifted_loads(self, a_q: FloatArray) -> tuple[npt.NDArray[np.int64], FloatArray, FloatArray, FloatArray]:
+        """``k`` and ``2^k λq_s``, ``2^k a_s`` ``(B, S)`` on rows lifted out of underflow (:mod:`~edgeprefix.placement.model.tier_loads`), ``1/μ_s``."""
         inst = self.instance
-        arrivals = self.scale * (a_q @ inst.probabilities)
-        work = self.scale * (a_q * (inst.probabilities * inst.service_time)[None]).sum(axis=2)
+        lifted, k = lift(a_q)
+        arrivals = self.scale * (lifted @ inst.probabilities)
+        work = self.scale * (lifted * (inst.probabilities * inst.service_time)[None]).sum(axis=2)
         busy = arrivals > 0
         mean_service = np.where(busy, work / np.where(busy, arrivals, 1.0), inst.service_time.min(axis=1)[None, :])
-        return arrivals, work, mean_service
+        return k, arrivals, work, mean_service
 
     # -- the fixed point's residual in v = log(W + w₀) ------------------------------------------
+    def v_max(self, shift: FloatArray) -> FloatArray:
+        """``log(W_max + w₀)`` ``(B, 1)``: ``T`` is evaluated at ``W = e^{min(v, v_max)} − w₀`` (docs/model.md (7.9))."""
+        return np.log(delay_cap(self.instance.network.radio_scale) + shift)[:, None]
+
     def residual(self, v: FloatArray, shift: FloatArray, rho_clip: float) -> tuple[FloatArray, FloatArray]:
         """``F(v)`` ``(B, S)`` (0 on inactive tiers) and the association at ``W = e^v − w₀``."""
-        w = np.exp(v) - shift[:, None]
+        w = np.exp(np.minimum(v, self.v_max(shift))) - shift[:, None]  # the robust solver's cap (docs/model.md (7.9))
         a_q = self.spatial.association(self.cost_offsets(self.instance.first_token_time[None] + w[:, :, None]))
         _, work, mean_service = self.loads(a_q)
         tw = np.maximum(advertised_wait(work, self.servers, mean_service, rho_clip), 0.0) + shift[:, None]
@@ -137,19 +148,21 @@ class _Batch:
         those of ``−I`` (their ``v`` never moves).
         """
         inst = self.instance
-        ev = np.exp(v)
+        inside = v < self.v_max(shift)
+        ev = np.exp(np.where(inside, v, self.v_max(shift)))
         offsets = None if isinstance(self.spatial, Alpha2Batch) else self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
         a_q, k_p, k_w = self.spatial.association_and_contractions(offsets, association)
-        arrivals, work, mean_service = self.loads(a_q)
-        wait, slope = advertised_wait_and_slope(work, self.servers, mean_service, rho_clip)
+        k, arrivals, work, mean_service = self.lifted_loads(a_q)
+        wait, slope = advertised_wait_and_slope(unlift(work, k), self.servers, mean_service, rho_clip)
         scale_xi = (self.scale / inst.network.radio_scale)[:, :, None]
         d_arrivals, d_work = scale_xi * k_p, scale_xi * k_w
-        d_mean = (d_work - mean_service[:, :, None] * d_arrivals) / np.where(arrivals > 0, arrivals, np.inf)[:, :, None]
+        lifted = np.where(arrivals > 0, arrivals, np.inf)[:, :, None]  # 2^k λq_s: the contractions are lifted alike
+        d_mean = (unlift(d_work, -k) - mean_service[:, :, None] * unlift(d_arrivals, -k)) / lifted
         d_t = slope[:, :, None] * d_work + (wait / mean_service)[:, :, None] * d_mean
         tw = np.maximum(np.where(self.active, wait, 0.0), 0.0) + shift[:, None]
         eye = np.eye(v.shape[1])
         with np.errstate(invalid="ignore"):
-            jac = d_t * ev[:, None, :] / tw[:, :, None] - eye
+            jac = np.where(inside[:, None, :], d_t * ev[:, None, :], 0.0) / tw[:, :, None] - eye
         off = ~self.active
         return np.where(off[:, :, None] | off[:, None, :], 0.0, jac) - np.where(off[:, :, None], eye, 0.0)
 
@@ -164,7 +177,6 @@ def _solve(
     ``max_s |T(W)_s − W_s|`` per mix.
     """
     n, s = w0.shape
-    tol_w = 0.5 * tol * np.maximum(1.0, np.abs(w0).max(axis=1))
     v = np.log(np.maximum(w0, 0.0) + shift[:, None])
     f, assoc = batch.residual(v, shift, rho_clip)
     jac = np.zeros((n, s, s))
@@ -176,6 +188,9 @@ def _solve(
     while True:
         with np.errstate(over="ignore", invalid="ignore"):
             w_res = np.max(np.abs(np.exp(v) * np.expm1(f)), axis=1)
+            w_now = np.where(batch.active, np.exp(np.minimum(v, batch.v_max(shift))) - shift[:, None], 0.0)
+        w_res = np.where(np.any(v >= batch.v_max(shift), axis=1), np.inf, w_res)  # at the cap: not a fixed point
+        tol_w = 0.5 * tol * np.maximum(1.0, np.abs(w_now).max(axis=1))  # docs/model.md (7.6), as the single-mix solver
         done |= ~failed & (w_res <= tol_w)
         failed |= ~done & (steps >= MAX_STEPS)
         todo = np.flatnonzero(~done & ~failed)

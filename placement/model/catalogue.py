@@ -34,6 +34,7 @@ from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, varia
 from edgeprefix.placement.model.policies import check_policy, needs_fixed_point
 from edgeprefix.placement.model.queueing import RHO_CLIP, advertised_wait, erlang_c
 from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
+from edgeprefix.placement.model.tier_loads import lift_exponents, unlift
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -363,8 +364,14 @@ def catalogue_evaluation(
         return out
 
     def queues(assoc: list[FloatArray]) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray | None]:
+        # sums lifted per true tier by 2^k out of underflow, as in evaluate (edgeprefix.placement.model.tier_loads)
+        top = np.zeros(pi.size)
+        for sub, a in zip(tiers, assoc):
+            np.maximum.at(top, sub.true, a)
+        k = lift_exponents(top[:, None])
         arrivals, work, moment = (np.zeros(pi.size) for _ in range(3))
         for q, (sub, a) in enumerate(zip(tiers, assoc)):
+            a = np.ldexp(a, k[sub.true]) if k.any() else a
             np.add.at(arrivals, sub.true, p[q] * a)
             np.add.at(work, sub.true, p[q] * a * service[sub.true, q])
             np.add.at(moment, sub.true, p[q] * a * second[sub.true, q])
@@ -373,7 +380,7 @@ def catalogue_evaluation(
         busy = arrivals > 0
         mean = np.where(busy, work / np.where(busy, arrivals, 1.0), service.min(axis=1))
         scv = np.maximum(np.where(busy, moment / np.where(busy, arrivals, 1.0), 0.0) / mean**2 - 1.0, 0.0) if mgc else None
-        return arrivals, work, mean, scv
+        return unlift(arrivals, k), unlift(work, k), mean, scv
 
     def advertise(w_active: FloatArray) -> FloatArray:
         w = np.zeros(pi.size)

@@ -56,8 +56,10 @@ def _deviance(c: FloatArray, a: FloatArray) -> FloatArray:
     For ``|v| < 0.5``, ``v = (c − a)/(c + a)``, it is ``(c − a) v + 2c Σ_{j≥1} v^{2j+1}/(2j + 1)``,
     a sum of terms of one sign (the direct form loses ``1/|v|`` digits there).
     """
+    far = a < c * 1e-300  # c/a would overflow (a subnormal load): ln c − ln a, and D > 690 c makes e^{−D} = 0 anyway
     with np.errstate(divide="ignore", invalid="ignore"):
-        direct = c * np.log(c / a) + a - c
+        log_ratio = np.where(far, np.log(c) - np.log(np.where(far, a, 1.0)), np.log(c / np.where(far, 1.0, a)))
+    direct = c * log_ratio + a - c
     v = (c - a) / (c + a)
     v2 = v * v
     total = (c - a) * v
@@ -144,9 +146,9 @@ def _erlang_b_overload_scalar(a: float, c: float) -> float:
 
 def erlang_b_large_scalar(a: float, c: int) -> float:
     """:func:`erlang_b_large` for one queue on Python floats (one :func:`gammaincc` call)."""
-    if a <= 0.0:
-        return 0.0
     cf = float(c)
+    if a < cf * 1e-300:  # includes a = 0; E_B < (a/c)^c e^c < 1e-300^16: 0 (and c/a below would overflow)
+        return 0.0
     if a >= cf + _OVERLOAD_SIGMAS * math.sqrt(cf):
         return _erlang_b_overload_scalar(a, cf)
     q = float(gammaincc(cf + 1.0, a))

@@ -6,6 +6,7 @@ function of the target (``Evaluation.coverage(τ)``); the scalar metrics are com
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -48,8 +49,10 @@ from edgeprefix.placement.model.queueing import (
 )
 from edgeprefix.placement.model.serving import serving_report
 from edgeprefix.placement.model.spatial import BLOCK_ELEMENTS, AnalyticKernel, SpatialKernel
+from edgeprefix.placement.model.tier_loads import lift, unlift
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -378,6 +381,31 @@ def _check_association(a: FloatArray) -> None:
         raise NumericalError(f"association: Σ_s A_s,q = {total.tolist()!r}, not 1 (docs/model.md §20)")
 
 
+def exchangeable_tiers(keys: FloatArray) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Group the active tiers whose rows of ``keys`` are equal (eq. (7.10)).
+
+    ``keys`` is ``(S, K)``: every per-tier input of the queue map ``T_s`` except the density (the
+    prefill rows ``g_{s,·}``, ``c_s``, ``1/μ_{s,·}`` and, under the M/G/c law, ``E[S²_{s,·}]``).  Returns
+    ``group`` ``(S,)``, the group of each tier (numbered by first appearance), and ``first`` ``(G,)``,
+    each group's first tier.
+    """
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # number the groups by their first tier
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)], first[order]
+
+
+BIAS_CAP = 1e250  # largest cost offset b = β/ξ at which the fixed point evaluates T (docs/model.md (7.9))
+
+
+def delay_cap(radio_scale: float) -> float:
+    """``W_max = 10²⁵⁰ ξ`` (at most ``10²⁸⁰`` s in the accepted ranges): the robust solver evaluates ``T`` at
+    ``min(W, W_max)``, so a wild trial step neither overflows ``e^v`` nor pushes ``b = β/ξ`` to where the
+    association's sums (``π λ Δb``) overflow (docs/model.md (7.9))."""
+    return BIAS_CAP * radio_scale
+
+
 def capacity_condition(instance: Instance, mix: FloatArray) -> bool:
     """Necessary stability condition eq. (35): ``Λ Σ_q p_q min_{s:π_s>0} 1/μ_{s,q} < λ_b Σ_s π_s c_s``."""
     active = mix > 0
@@ -451,29 +479,37 @@ def evaluate(
     idle_service = service.min(axis=1)  # 1/μ_s of a tier that receives nothing
     scale_xi = (scale / xi)[:, None]
 
-    def loads(a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        arrivals = scale * (a_q @ p_q)
-        work = scale * (a_q * weighted_service).sum(axis=1)
+    def lifted_loads(a_q: FloatArray) -> tuple[IntArray, FloatArray, FloatArray, FloatArray]:
+        """``k`` and ``2^k λq_s``, ``2^k a_s`` on rows lifted out of underflow (:mod:`~edgeprefix.placement.model.tier_loads`), ``1/μ_s``."""
+        lifted, k = lift(a_q)
+        arrivals = scale * (lifted @ p_q)
+        work = scale * (lifted * weighted_service).sum(axis=1)
         busy = arrivals > 0
         mean_service = np.where(busy, work / np.where(busy, arrivals, 1.0), idle_service)
-        return arrivals, work, mean_service
+        return k, arrivals, work, mean_service
+
+    def loads(a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        k, arrivals, work, mean_service = lifted_loads(a_q)
+        return unlift(arrivals, k), unlift(work, k), mean_service
 
     mgc = instance.queue_law == "mgc"  # M/G/c law of docs/model.md §19.6: the tier's C_S² from the mix
     weighted_second = p_q * instance.service_second_moment[active]  # p_q E[S_{s,q}²]
     idle_second = np.take_along_axis(instance.service_second_moment[active], service.argmin(axis=1)[:, None], 1)[:, 0]
 
-    def service_scv(a_q: FloatArray, arrivals: FloatArray, mean_service: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """``C_S² = E[S²] / E[S]² − 1`` (eq. (19.17)) and ``E[S²]``."""
-        second = scale * (a_q * weighted_second).sum(axis=1)
+    def service_scv(a_q: FloatArray, mean_service: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``C_S² = E[S²] / E[S]² − 1`` (eq. (19.17)) and ``E[S²]`` (a ratio of lifted sums, as ``1/μ_s``)."""
+        lifted, _ = lift(a_q)
+        arrivals = scale * (lifted @ p_q)
+        second = scale * (lifted * weighted_second).sum(axis=1)
         busy = arrivals > 0
         moment = np.where(busy, second / np.where(busy, arrivals, 1.0), idle_second)
         return np.maximum(moment / mean_service**2 - 1.0, 0.0), moment
 
     def queue_map(w: FloatArray) -> FloatArray:
         a_q = assoc(g + w[:, None])
-        arrivals, work, mean_service = loads(a_q)
+        _, work, mean_service = loads(a_q)
         if mgc:
-            scv = service_scv(a_q, arrivals, mean_service)[0]
+            scv = service_scv(a_q, mean_service)[0]
             return mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)[0]
         return advertised_wait(work, c, mean_service, rho_clip)
 
@@ -482,19 +518,23 @@ def evaluate(
         bias = g + w[:, None]
         a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)  # type: ignore[misc]
         last["bias"], last["association"] = bias, a_q
-        arrivals, work, mean_service = loads(a_q)
+        k, arrivals, work, mean_service = lifted_loads(a_q)  # row s lifted by 2^{k_s}: so is ∂A_{s,·}/∂b below
+        work = unlift(work, k)
         if mgc:
-            scv, moment = service_scv(a_q, arrivals, mean_service)
+            scv, moment = service_scv(a_q, mean_service)
             wait, slope, slope_scv = mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)
         else:
             wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
-        d_arrivals = scale_xi * (d_a @ p_q)  # (S, T)
+        if k.any():
+            d_a = np.ldexp(d_a, k[:, None, None])
+        lifted_arrivals = np.where(arrivals > 0, arrivals, np.inf)[:, None]  # divides lifted derivatives: no overflow
+        d_arrivals = scale_xi * (d_a @ p_q)  # (S, T), lifted
         d_work = scale_xi * np.matmul(d_a, weighted_service[:, :, None])[:, :, 0]
-        d_mean = (d_work - mean_service[:, None] * d_arrivals) / np.where(arrivals > 0, arrivals, np.inf)[:, None]
-        jac = slope[:, None] * d_work + (wait / mean_service)[:, None] * d_mean
+        d_mean = (d_work - mean_service[:, None] * d_arrivals) / lifted_arrivals
+        jac = slope[:, None] * unlift(d_work, k) + (wait / mean_service)[:, None] * d_mean
         if mgc:  # ∂C²/∂W through E[S²] and 1/μ (eq. (19.24))
             d_second = scale_xi * np.matmul(d_a, weighted_second[:, :, None])[:, :, 0]
-            d_moment = (d_second - moment[:, None] * d_arrivals) / np.where(arrivals > 0, arrivals, np.inf)[:, None]
+            d_moment = (d_second - moment[:, None] * d_arrivals) / lifted_arrivals
             d_scv = np.where((scv > 0)[:, None], d_moment / mean_service[:, None] ** 2
                              - 2.0 * (moment / mean_service**3)[:, None] * d_mean, 0.0)
             jac = jac + slope_scv[:, None] * d_scv
@@ -509,17 +549,34 @@ def evaluate(
                 raise ValueError(f"warm_start: expected shape {pi.shape}, got {ws.shape}")
             start = np.where(np.isfinite(ws[active]), ws[active], 0.0)
         has_jacobian = bool(getattr(kernel, "provides_jacobian", False))
-        w_adv, report = solve_fixed_point(
-            queue_map,
-            start,
+        # Exchangeable tiers (identical profiles, eq. (7.10)) share one unknown W: their breakpoints then
+        # coincide exactly at every iterate, where the quadrature is smooth, instead of crossing.
+        keys = [g, c[:, None], service] + ([instance.service_second_moment[active]] if mgc else [])
+        group, first = exchangeable_tiers(np.hstack(keys))
+        members = np.equal.outer(group, np.arange(first.size)).astype(float)  # (S, G) one-hot
+
+        def group_map(w: FloatArray) -> FloatArray:
+            return queue_map(w[group])[first]
+
+        def group_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
+            wait, jac = queue_map_jacobian(w[group])
+            return wait[first], jac[first] @ members  # ∂T_g/∂W_h = Σ_{t ∈ h} ∂T_g/∂W_t
+
+        w_group, report = solve_fixed_point(
+            group_map,
+            start[first],
             method=method,
             tol=tol,
             damping=damping,
             max_iterations=max_iterations,
             record=record_history,
-            jacobian=queue_map_jacobian if has_jacobian else None,
+            jacobian=group_jacobian if has_jacobian else None,
             w_shift=0.05 * float(service.mean()),
+            w_max=delay_cap(xi),
         )
+        w_adv = w_group[group]
+        if report.history:
+            report = dataclasses.replace(report, history=tuple(tuple(np.asarray(h)[group].tolist()) for h in report.history))
     else:
         w_adv = np.zeros(lam.size)
     bias = policy_bias(policy, g, w_adv)
@@ -528,7 +585,7 @@ def evaluate(
     arrivals, work, mean_service = loads(a_active)  # λq_s, a_s, 1/μ_s (docs/model.md §5)
     if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
         raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
-    scv_active = service_scv(a_active, arrivals, mean_service)[0] if mgc else None
+    scv_active = service_scv(a_active, mean_service)[0] if mgc else None
     if not needs_fixed_point(policy):
         w_adv = (mgc_advertised_wait_and_slopes(work, c, mean_service, scv_active, rho_clip)[0] if mgc
                  else advertised_wait(work, c, mean_service, rho_clip))

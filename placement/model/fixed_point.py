@@ -84,13 +84,23 @@ def damped_iteration(
     return w, FixedPointReport("damped", False, max_iterations, t.calls, residual, tuple(history))
 
 
+def allowed_residual(w: FloatArray, tol: float) -> float:
+    """``ε max(1, max_s |W_s|)``: the residual at which ``W`` counts as the fixed point (docs/model.md (7.6)).
+
+    Relative above 1 s: moving ``W`` by one unit in the last place moves ``T(W) − W`` by about
+    ``‖∂T/∂W‖ |W| 2⁻⁵²`` (measured 7·10⁻⁹ at ``W ≈ 2·10³`` s, ``‖∂T/∂W‖ ≈ 10⁴``), above an absolute 10⁻⁹ s.
+    """
+    return tol * max(1.0, float(np.max(np.abs(w), initial=0.0)))
+
+
 def _adaptive(t: _Counted, w: FloatArray, tol: float, max_iterations: int) -> tuple[FloatArray, float, int]:
+    """Adaptive damping (7.8) until ``max_s |T(W)_s − W_s| ≤`` :func:`allowed_residual`."""
     eta = 0.5
     tw = t(w)
     res = float(np.max(np.abs(tw - w)))
     best_w, best_res = w, res
     for k in range(max_iterations):
-        if res <= tol:
+        if res <= allowed_residual(w, tol):
             return w, res, k
         cand = (1.0 - eta) * w + eta * tw
         tc = t(cand)
@@ -149,6 +159,7 @@ def robust_solve(
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     w_shift: float = 1e-3,
     jacobian: Callable[[FloatArray], tuple[FloatArray, FloatArray]] | None = None,
+    w_max: float = math.inf,
 ) -> tuple[FloatArray, FixedPointReport]:
     """Safeguarded quasi-Newton solve of ``W = T(W)`` (see module notes).
 
@@ -159,42 +170,54 @@ def robust_solve(
     ``jacobian(W) -> (T(W), ∂T/∂W)`` lets MINPACK use exact derivatives instead of ``|S|``
     finite differences per Jacobian (the difference between 60 and ~10 evaluations at 16
     profiles).
+    ``w_max`` (seconds) caps the delays at which ``T`` is evaluated (docs/model.md (7.9)): a Newton or
+    MINPACK trial step of thousands in ``v`` (a nearly singular Jacobian) would overflow ``e^v``; the
+    map is evaluated at ``min(W, w_max)`` instead, which leaves every fixed point below ``w_max``
+    unchanged, and a point at or above the cap is never reported as converged.
     """
     t = _Counted(fn)
     w0 = np.array(start, dtype=float)
     if w0.size == 0:
         return w0, FixedPointReport("robust", True, 0, 0, 0.0)
-    scale = max(1.0, float(np.max(np.abs(w0))))
     if jacobian is None and np.any(w0 != 0.0):  # a warm start may already be the equilibrium
         # (with a Jacobian, Newton's first evaluation makes the same test)
         first = float(np.max(np.abs(t(w0) - w0)))
-        if first <= tol * scale:
+        if first <= allowed_residual(w0, tol):
             return w0, FixedPointReport("robust:warm-start", True, 0, t.calls, first)
     # Solve in v = log(W + w_shift): delays span orders of magnitude near saturation, and the
     # log keeps the Newton steps of heavy load well scaled (measured: 16 instead of 27
     # evaluations at Λ = 4 on paper_baseline).  W ≥ 0 at every equilibrium (T(W) ≥ 0).
+    v_max = math.log(w_max + w_shift)  # T is evaluated at W = e^{min(v, v_max)} − w₀ (7.9)
+
     def residual_v(v: FloatArray) -> FloatArray:
-        return np.log(np.maximum(t(np.exp(v) - w_shift), 0.0) + w_shift) - v
+        return np.log(np.maximum(t(np.exp(np.minimum(v, v_max)) - w_shift), 0.0) + w_shift) - v
 
     identity = np.eye(w0.size)
 
     def residual_and_jacobian(v: FloatArray) -> tuple[FloatArray, FloatArray]:
         t.calls += 1
-        ev = np.exp(v)
+        inside = v < v_max
+        ev = np.exp(np.where(inside, v, v_max))
         tw, dt = jacobian(ev - w_shift)  # type: ignore[misc]
         tw = np.maximum(tw, 0.0) + w_shift
-        jac = dt * ev / tw[:, None] - identity
+        jac = np.where(inside[None, :], dt * ev, 0.0) / tw[:, None] - identity  # the cap's derivative is 0 above it
         return np.log(tw) - v, jac
 
     v0 = np.log(np.maximum(w0, 0.0) + w_shift)
     if jacobian is not None:
         # In v, F = log(T + w₀) − v, so T(W) − W = (W + w₀)(e^F − 1): the W-residual comes free.
         def w_residual(v: FloatArray, f: FloatArray) -> float:
+            if np.any(v >= v_max):
+                return math.inf  # at the cap: not a fixed point of T (7.9)
             return float(np.max(np.abs(np.exp(v) * np.expm1(f))))
 
-        v_newton, f_newton, ok, steps = _newton(residual_and_jacobian, v0, lambda v, f: w_residual(v, f) <= 0.5 * tol * scale)
+        def done(v: FloatArray, f: FloatArray) -> bool:
+            return w_residual(v, f) <= 0.5 * allowed_residual(np.exp(np.minimum(v, v_max)) - w_shift, tol)
+
+        v_newton, f_newton, ok, steps = _newton(residual_and_jacobian, v0, done)
         if ok:
-            w = np.exp(v_newton) - w_shift
+            # e^{log w₀} − w₀ can round to −1e-17; every equilibrium has W = T(W) ≥ 0 exactly
+            w = np.maximum(np.exp(v_newton) - w_shift, 0.0)
             method = "robust:warm-start" if steps == 0 and np.any(w0 != 0.0) else "robust:newton"
             return w, FixedPointReport(method, True, steps, t.calls, w_residual(v_newton, f_newton))
         v0 = v_newton if np.all(np.isfinite(v_newton)) else v0
@@ -202,13 +225,13 @@ def robust_solve(
     from scipy.optimize import root  # the rare fallback; keeps evaluate's start-up cheap
 
     sol = root(residual_v, v0, method="hybr", options=options)
-    w = np.exp(np.asarray(sol.x, dtype=float)) - w_shift
+    w = np.maximum(np.exp(np.minimum(np.asarray(sol.x, dtype=float), v_max)) - w_shift, 0.0)  # rounding, as above
     residual = float(np.max(np.abs(t(w) - w)))
-    if np.isfinite(residual) and residual <= tol * scale:
+    if np.isfinite(residual) and residual <= allowed_residual(w, tol):
         return w, FixedPointReport("robust:hybr", True, int(sol.nfev), t.calls, residual)
     start_w = w if np.isfinite(residual) and np.all(np.isfinite(w)) else w0
-    w, residual, k = _adaptive(t, start_w, tol * scale, max_iterations)
-    return w, FixedPointReport("robust:hybr+adaptive", residual <= tol * scale, int(sol.nfev) + k, t.calls, residual)
+    w, residual, k = _adaptive(t, start_w, tol, max_iterations)
+    return w, FixedPointReport("robust:hybr+adaptive", residual <= allowed_residual(w, tol), int(sol.nfev) + k, t.calls, residual)
 
 
 def solve_fixed_point(
@@ -222,10 +245,12 @@ def solve_fixed_point(
     record: bool = False,
     jacobian: Callable[[FloatArray], tuple[FloatArray, FloatArray]] | None = None,
     w_shift: float = 1e-3,
+    w_max: float = math.inf,
 ) -> tuple[FloatArray, FixedPointReport]:
-    """Dispatch by method name (``robust`` or ``damped``)."""
+    """Dispatch by method name (``robust`` or ``damped``; ``w_max`` is the robust solver's cap)."""
     if method == "damped":
         return damped_iteration(fn, start, damping=damping, tol=tol, max_iterations=max_iterations, record=record)
     if method == "robust":
-        return robust_solve(fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian, w_shift=w_shift)
+        return robust_solve(fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian, w_shift=w_shift,
+                            w_max=w_max)
     raise ValueError(f"method: unknown fixed-point method {method!r} (valid: {list(METHODS)})")

@@ -43,14 +43,20 @@ def _check_scv(scv: FloatArray) -> None:
 
 
 def _cosmetatos(a: FloatArray, c: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``k = W̄_{M/D/c} / W̄_{M/M/c}`` and ``dk/da`` (eq. (19.18)); ``k = 1`` where ``F ≥ 1`` (light traffic)."""
-    spread = (c - 1.0) * (np.sqrt(4.0 + 5.0 * c) - 2.0) / (16.0 * c)  # A_c, 0 at c = 1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(a > 0, spread * np.maximum(c - a, 0.0) / np.where(a > 0, a, 1.0), np.inf)  # (1 − ρ) A_c / ρ
-        capped = f >= 1.0
-        dk = np.where(capped, 0.0, -0.5 * spread * c / np.where(a > 0, a, 1.0) ** 2)
-    k = 0.5 * (1.0 + np.minimum(f, 1.0))
-    return k, dk
+    """``k = W̄_{M/D/c} / W̄_{M/M/c}`` and ``dk/da`` (eq. (19.18)); ``k = 1`` where ``F ≥ 1`` (light traffic).
+
+    ``F = A_c (c − a)/a`` is compared with 1 as ``A_c (c − a) ≥ a`` and divided only where it is below
+    1, so a vanishing (even subnormal) load never overflows; there ``a > A_c c / (1 + A_c)`` keeps
+    ``dk/da = −A_c c / (2 a²)`` finite.  At ``c = 1`` (``A_c = 0``) ``F = 0`` at every load, ``a = 0``
+    included (its limit), so ``k = ½`` and ``K = (1 + C²)/2`` hold exactly, as Pollaczek–Khinchine says.
+    """
+    spread = np.maximum(c - 1.0, 0.0) * (np.sqrt(4.0 + 5.0 * c) - 2.0) / (16.0 * np.maximum(c, 1.0))  # A_c, 0 at c = 1
+    excess = spread * np.maximum(c - a, 0.0)  # A_c (c − a) = F a
+    capped = (excess >= a) & (spread > 0)  # F ≥ 1, and every a = 0 with c > 1 (F = ∞)
+    safe = np.where(capped | (a <= 0), 1.0, a)  # a > 0 wherever it is used; 1 elsewhere (F = 0 at c = 1, a = 0)
+    f = np.where(capped, 1.0, excess / safe)
+    dk = np.where(capped, 0.0, -0.5 * (spread * c / safe) / safe)
+    return 0.5 * (1.0 + f), dk
 
 
 def _interpolation(k: FloatArray, scv: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -84,8 +90,7 @@ def mgc_mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_serv
     pw = erlang_c(a, c)
     stable = a < c
     k, _ = _cosmetatos(a, c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = _interpolation(k, s)[0] * pw * m / (c - a)
+    w = _interpolation(k, s)[0] * pw * m / np.where(stable, c - a, 1.0)
     return np.where(stable, w, np.inf)
 
 

@@ -31,6 +31,39 @@ def _erlang_b_scalar(a: float, c: int) -> float:
     return e
 
 
+_TINY = 2.2250738585072014e-308  # smallest normal float64: below it E_c(a) carries no relative precision
+
+
+def _erlang_b_ratio_scalar(a: float, c: int, b: float) -> float:
+    """``E_c(a) / a`` given ``b = E_c(a)``, ``c >= 1``, exact also where ``a`` or ``E_c(a)`` is subnormal or 0.
+
+    Where ``E_c`` is a normal number the quotient is accurate to rounding; elsewhere (a vanishing
+    load, where ``c / a`` would overflow and ``E_c`` underflows, ``inf · 0``) it is one step of the
+    recursion, ``E_c / a = E_{c−1} / (c + a E_{c−1})``, which never divides by ``a`` (docs/model.md §20).
+    """
+    if b >= _TINY:
+        return b / a
+    prev = _erlang_b_scalar(a, c - 1)
+    return prev / (c + a * prev)
+
+
+def erlang_b_over_load(offered_load: npt.ArrayLike, servers: npt.ArrayLike, blocking: npt.ArrayLike) -> FloatArray:
+    """``E_c(a) / a`` for whole ``c >= 1``, vectorised, given ``blocking = E_c(a)`` (:func:`_erlang_b_ratio_scalar`).
+
+    Its limit at ``a = 0`` is 1 for ``c = 1`` and 0 above, so ``dE/da = c E/a − E (1 − E)`` is exact at
+    every load, including subnormal ones.
+    """
+    a, c, b = np.broadcast_arrays(np.asarray(offered_load, dtype=float), np.asarray(servers, dtype=float),
+                                  np.asarray(blocking, dtype=float))
+    normal = b >= _TINY  # implies a > 0
+    out = np.divide(b, a, out=np.zeros(a.shape), where=normal)
+    if not np.all(normal):
+        low = ~normal
+        prev = erlang_b(a[low], c[low] - 1.0)
+        out[low] = prev / (c[low] + a[low] * prev)
+    return out
+
+
 def erlang_b(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
     """Erlang-B blocking ``E_c(a)``: the recursion ``E_0 = 1``, ``E_k = a E_{k−1} / (k + a E_{k−1})`` below
     ``c = 64``, the incomplete-gamma ratio of docs/model.md §16 from there on.
@@ -95,8 +128,7 @@ def _erlang_c_and_slope(a: FloatArray, c: FloatArray) -> tuple[FloatArray, Float
     """``P^W(a)`` and ``dP^W/da`` for ``a < c`` (``dE/da = E (c/a − 1 + E)``)."""
     b = erlang_b(a, c)
     rho = a / c
-    with np.errstate(divide="ignore", invalid="ignore"):  # (E/a) c: no inf · 0 when a is subnormal and E underflows
-        db = np.where(a > 0, (b / a) * c - b * (1.0 - b), np.where(c == 1, 1.0, 0.0))
+    db = erlang_b_over_load(a, c, b) * c - b * (1.0 - b)  # exact at subnormal loads (no c/a · E = inf · 0)
     den = 1.0 - rho * (1.0 - b)
     pw = b / den
     dden = -(1.0 - b) / c + rho * db
@@ -110,9 +142,9 @@ def mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service:
     c = np.asarray(servers, dtype=float)
     m = np.asarray(mean_service, dtype=float)
     pw = erlang_c(a, c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = pw * m / (c - a)
-    return np.where(a < c, w, np.inf)
+    stable = a < c
+    w = pw * m / np.where(stable, c - a, 1.0)  # c − a > 0 wherever kept (a − c may be subnormal: no overflow)
+    return np.where(stable, w, np.inf)
 
 
 def waiting_cdf(wait: npt.ArrayLike, wait_probability: npt.ArrayLike, decay: npt.ArrayLike) -> FloatArray:
@@ -138,7 +170,7 @@ def _advertised_scalar_and_slope(a: float, c: float, m: float, rho_clip: float) 
     a_below = min(a, rho_clip * c)
     b = _erlang_b_scalar(a_below, int(c))
     rho = a_below / c
-    db = b * (c / a_below - 1.0 + b) if a_below > 0 else (1.0 if c == 1 else 0.0)
+    db = _erlang_b_ratio_scalar(a_below, int(c), b) * c - b * (1.0 - b)  # b (c/a − 1 + b) without c/a = inf
     den = 1.0 - rho * (1.0 - b)
     pw = b / den
     dpw = (db * den - b * (-(1.0 - b) / c + rho * db)) / (den * den)

@@ -44,6 +44,7 @@ from edgeprefix.placement.model.association import default_nodes, tier_grid
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
 from edgeprefix.placement.model.spatial import AnalyticKernel
+from edgeprefix.placement.model.tier_loads import lift, unlift
 from edgeprefix.placement.model.wait_laws import QueueLaw, WaitLaw, wait_law_for
 
 FloatArray = npt.NDArray[np.float64]
@@ -277,16 +278,21 @@ class _Loads:
     def __init__(self, a_q: FloatArray, scale: FloatArray, p: FloatArray, weighted_service: FloatArray,
                  weighted_second: FloatArray | None, service: FloatArray, second: FloatArray | None) -> None:
         self.scale, self.p, self.ws, self.w2 = scale, p, weighted_service, weighted_second
-        self.arrivals = scale * (a_q @ p)
-        self.work = scale * (a_q * weighted_service).sum(axis=1)
-        self.busy = self.arrivals > 0
-        self.per_arrival = 1.0 / np.where(self.busy, self.arrivals, np.inf)  # 0 for an idle tier
+        lifted, k = lift(a_q)  # ratios of sums on rows lifted out of underflow (as in evaluate)
+        arrivals = scale * (lifted @ p)
+        work = scale * (lifted * weighted_service).sum(axis=1)
+        self.arrivals, self.work = unlift(arrivals, k), unlift(work, k)
+        self.busy = arrivals > 0
+        # Seeds are divided by λq_s, never multiplied by 1/λq_s: at a subnormal λq_s the reciprocal overflows,
+        # while the seeds on such a tier (∝ its A) and its ∂A keep every quotient finite.
+        self.arrivals_or_inf = np.where(self.busy, self.arrivals, np.inf)  # an idle tier divides to 0
         shortest = service.argmin(axis=1)
-        self.mean = np.where(self.busy, self.work * self.per_arrival, service.min(axis=1))
+        self.mean = np.where(self.busy, work / np.where(self.busy, arrivals, 1.0), service.min(axis=1))
         self.scv = self.moment = self.raw = None
         if weighted_second is not None and second is not None:
-            self.raw = scale * (a_q * weighted_second).sum(axis=1)
-            self.moment = np.where(self.busy, self.raw * self.per_arrival, second[np.arange(shortest.size), shortest])
+            raw = scale * (lifted * weighted_second).sum(axis=1)
+            self.raw = unlift(raw, k)
+            self.moment = np.where(self.busy, raw / np.where(self.busy, arrivals, 1.0), second[np.arange(shortest.size), shortest])
             self.scv = np.maximum(self.moment / self.mean**2 - 1.0, 0.0)
 
     def directional(self, d_a: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -297,11 +303,11 @@ class _Loads:
         col = (slice(None), None)
         d_work = self.scale[col] * np.einsum("sq,stq->st", self.ws, d_a)
         d_arr = self.scale[col] * np.einsum("q,stq->st", self.p, d_a)
-        d_mean = (d_work - self.mean[col] * d_arr) * self.per_arrival[col]
+        d_mean = (d_work - self.mean[col] * d_arr) / self.arrivals_or_inf[col]
         d_scv = np.zeros_like(d_work)
         if self.scv is not None:
             d_raw = self.scale[col] * np.einsum("sq,stq->st", self.w2, d_a)
-            d_moment = (d_raw - self.moment[col] * d_arr) * self.per_arrival[col]
+            d_moment = (d_raw - self.moment[col] * d_arr) / self.arrivals_or_inf[col]
             d_scv = np.where((self.scv > 0)[col], d_moment / self.mean[col] ** 2 - 2.0 * (self.moment / self.mean**3)[col] * d_mean, 0.0)
         if one:
             return d_work[:, 0], d_mean[:, 0], d_scv[:, 0]
@@ -316,10 +322,10 @@ class _Loads:
         if scv_bar is not None and self.scv is not None:
             moment_bar = np.where(self.scv > 0, scv_bar / self.mean**2, 0.0)
             mean_bar -= np.where(self.scv > 0, 2.0 * scv_bar * self.moment / self.mean**3, 0.0)
-            raw_bar = moment_bar * self.per_arrival
-            arr_bar -= moment_bar * self.moment * self.per_arrival
-        work_bar += mean_bar * self.per_arrival
-        arr_bar -= mean_bar * self.mean * self.per_arrival
+            raw_bar = moment_bar / self.arrivals_or_inf
+            arr_bar -= moment_bar * self.moment / self.arrivals_or_inf
+        work_bar += mean_bar / self.arrivals_or_inf
+        arr_bar -= mean_bar * self.mean / self.arrivals_or_inf
         a_bar = self.scale[:, None] * (work_bar[:, None] * self.ws + arr_bar[:, None] * self.p)
         lam_bar = -(work_bar * self.work + arr_bar * self.arrivals)
         if self.w2 is not None and self.raw is not None:

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from edgeprefix.placement.model.mgc import _cosmetatos as cosmetatos_ratio
 from edgeprefix.placement.model.mgc import _interpolation as variability_interpolation
 from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes
-from edgeprefix.placement.model.queueing import advertised_wait_and_slope, erlang_b
+from edgeprefix.placement.model.queueing import advertised_wait_and_slope, erlang_b, erlang_b_over_load
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -103,8 +103,7 @@ def erlang_c_and_slope(load: FloatArray, servers: FloatArray) -> tuple[FloatArra
     a = np.asarray(load, dtype=float)
     c = np.asarray(servers, dtype=float)
     e = erlang_b(a, c)
-    ratio = e / np.where(a > 0, a, 1.0)  # E_c(a)/a ≤ E_1(a)/a ≤ 1: no overflow even when E underflows
-    de = np.where(a > 0, c * ratio - e + e * e, np.where(c == 1, 1.0, 0.0))
+    de = c * erlang_b_over_load(a, c, e) - e + e * e  # exact at subnormal loads and at a = 0
     rho = a / c
     den = 1.0 - rho * (1.0 - e)
     pw = e / den
@@ -159,8 +158,7 @@ class MgcLaw:
     def advertised(self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float,
                    scv: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         assert scv is not None
-        with np.errstate(over="ignore"):  # Cosmetatos' slope at a vanishing load: unused (light-traffic cap)
-            wait, slope, d_scv = mgc_advertised_wait_and_slopes(load, servers, service, scv, rho_clip)
+        wait, slope, d_scv = mgc_advertised_wait_and_slopes(load, servers, service, scv, rho_clip)
         return wait, slope, wait / service, d_scv
 
     def wait_law(self, load: FloatArray, servers: FloatArray, service: FloatArray, scv: FloatArray | None = None) -> WaitLaw:
@@ -170,8 +168,7 @@ class MgcLaw:
         a_safe = np.where(stable, a, 0.0)
         c_safe = np.where(stable, c, 1.0)
         pw, dpw = erlang_c_and_slope(a_safe, c_safe)
-        with np.errstate(over="ignore"):  # Cosmetatos' slope at a vanishing load: unused (light-traffic cap)
-            k, dk_da = cosmetatos_ratio(a_safe, c_safe)
+        k, dk_da = cosmetatos_ratio(a_safe, c_safe)
         big_k, dk_dk, dk_ds, _ = variability_interpolation(k, s)
         decay = (c_safe - a_safe) / (m * big_k)
 
