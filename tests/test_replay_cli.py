@@ -41,7 +41,9 @@ def test_json_contract_and_the_prediction_of_the_same_mix(sample_instance: Path,
     assert report["router"] == router and report["split"] == 0.0 and report["requests"] == 180  # 200 minus 10 % warm-up
     from edgeprefix.placement.model.evaluation import evaluate
 
-    ev = evaluate(load_instance(sample_instance), None, "load_aware")
+    # the prediction is the router's own model: the cell model for the tier rule, eq. (39) for the online router
+    assert report["queue_model"] == ("cell" if router == "tier" else "meanfield")
+    ev = evaluate(load_instance(sample_instance), None, "load_aware", queue_model=report["queue_model"])
     assert report["coverage_predicted"] == pytest.approx(ev.coverage_at_target, rel=1e-12)
     assert report["hit_depth_predicted"] == pytest.approx(ev.mean_prefix_depth, rel=1e-12)
     assert 0.0 <= report["coverage_replayed"] <= 1.0 and report["hit_depth_replayed"] > 0
@@ -138,3 +140,13 @@ def test_profiles_split_trains_on_the_part_replay_skips(tmp_path: Path, capsys) 
     train = workload.part(slice(0, 100))
     np.testing.assert_array_equal(train.hit, instance.hit_depth[:, train.kind])
     assert main(["profiles", "--split", "1.5"]) == 2 and "--split" in capsys.readouterr().err
+
+
+def test_the_prediction_uses_the_routers_own_queue_model() -> None:
+    from edgeprefix.placement.simulation.replay import ReplaySpec
+
+    assert ReplaySpec(decode_per_token=0.04, router="tier").prediction_model == "cell"
+    assert ReplaySpec(decode_per_token=0.04, router="online").prediction_model == "meanfield"
+    assert ReplaySpec(decode_per_token=0.04, router="tier", queue_model="meanfield").prediction_model == "meanfield"
+    with pytest.raises(ValueError, match="--queue-model"):
+        ReplaySpec(decode_per_token=0.04, queue_model="exact")

@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--method", default="grid", help="search method of the epoch plan and the static mix (default: grid)")
     study.add_argument("--budget", type=int, default=None, metavar="N", help="evaluations per search (needed unless --method grid)")
     study.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (with --method grid)")
+    parser.add_argument("--queue-model", default=None, metavar="MODEL",
+                        help="queue model of the prediction: meanfield or cell (default: the router's own — cell for "
+                        "the tier rule, meanfield for the online router; docs/model.md §14)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", default=None, metavar="DIR", help="write replay.json and requests.csv (first replication)")
     parser.set_defaults(handler=run)
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if decode is None:
         decode = decode_per_token(instance, float((train if cut else workload).output.mean()))
     spec = ReplaySpec(decode_per_token=decode, router=args.router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
-                      candidates=args.candidates, target=args.target)
+                      candidates=args.candidates, target=args.target, queue_model=args.queue_model)
     mix = parse_mix(args.mix)
     common = {"replications": args.replications, "seed": args.seed}
     if args.epochs is not None:
@@ -165,7 +168,7 @@ def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
     lines = [
         f"trace {r['trace']}: {r['requests_trace']} requests, {r['requests_train']} in the training part (split {r['split']:g}); "
         f"replayed {r['requests']} after warm-up on {r['nodes']} nodes, {r['replications']} replication(s)",
-        f"router {r['router']} ({r['policy']}), {lam}, {tau}, decode "
+        f"router {r['router']} ({r['policy']}), predicted with queue model {r.get('queue_model', 'meanfield')}, {lam}, {tau}, decode "
         f"{1e3 * r['decode_per_token']:.1f} ms/token, time scale {r['time_scale']:.4g} replay s per trace s",
         "",
         f"{'metric':<18}{'replayed':>11}{'predicted':>11}",

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.model.cell import QUEUE_MODELS
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import check_policy
@@ -73,6 +74,8 @@ class ReplaySpec:
     hits : ``"request"`` (block-level ``h_{s,i}``) or ``"type"`` (the instance's ``h_{s,q(i)}``).
     lengths : ``"request"`` (``L_i``, ``d · output_i``) or ``"type"`` (``L_q``, ``D_q``).
     service : ``"deterministic"`` occupancy or ``"exponential"`` with the same mean.
+    queue_model : queue model of the analytical prediction; ``None`` takes the router's own —
+        ``cell`` for the tier rule, ``meanfield`` for the online router (docs/model.md §14).
     """
 
     decode_per_token: float
@@ -86,6 +89,14 @@ class ReplaySpec:
     hits: str = "request"
     lengths: str = "request"
     service: str = "deterministic"
+    queue_model: str | None = None
+
+    @property
+    def prediction_model(self) -> str:
+        """The queue model of the prediction (the router's own unless given)."""
+        if self.queue_model is not None:
+            return self.queue_model
+        return "cell" if self.router == "tier" else "meanfield"
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.decode_per_token) and self.decode_per_token >= 0):
@@ -104,6 +115,8 @@ class ReplaySpec:
         _choice("hits", self.hits, SOURCES)
         _choice("lengths", self.lengths, SOURCES)
         _choice("service", self.service, SERVICE_LAWS)
+        if self.queue_model is not None:
+            _choice("--queue-model", self.queue_model, QUEUE_MODELS)
 
 
 def rescale_times(times: npt.ArrayLike, rate: float) -> tuple[FloatArray, float]:
@@ -319,6 +332,7 @@ class ReplayResult:
             "mean_wait_replayed": float(self.wait[self.node >= 0].mean()) if self.requests else float("nan"),
             "rejected": float(np.mean(self.node < 0)) if self.requests else 0.0,
             "router": self.spec.router,
+            "queue_model": self.spec.prediction_model,
             "policy": self.spec.policy,
             "intensity": self.intensity,
             "target": self.target,
@@ -444,7 +458,8 @@ def replay(
         lam = float(intensity) if intensity is not None else float(n / np.sum(per / lam_e))
     inst0 = schedule.instances[0]
     tau = float(inst0.placement.target if spec.target is None else spec.target)
-    evs = tuple(evaluate(inst, m, spec.policy, target=tau) for inst, m in zip(schedule.instances, schedule.mixes))
+    evs = tuple(evaluate(inst, m, spec.policy, target=tau, queue_model=spec.prediction_model)
+                for inst, m in zip(schedule.instances, schedule.mixes))
     layouts, changed = _layouts(schedule, spec, layout_rng)
     times, scale = _arrivals(workload, spec, lam * layouts[0].area, arrival_rng)
     positions = place_rng.random((n, 2)) * layouts[0].side
