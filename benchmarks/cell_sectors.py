@@ -10,7 +10,7 @@ has no queue simulation, so no warm-up or horizon; it matches the long-run netwo
 ``cell_validation``) this prints the reference (mean ± SE over ``--networks`` networks, the same
 networks for every policy and load; the sample's queue-free coverage, whose expectation eq. (39)
 gives exactly, is a control variate) and the cell model's error for each variant ``K:δ_0`` in ``--variants`` (sector count ``K`` and
-Voronoi band ``δ_0`` of eq. (14.4c)).
+Voronoi band ``δ_0`` of eq. (14.13)).
 """
 
 from __future__ import annotations

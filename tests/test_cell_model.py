@@ -24,7 +24,7 @@ def calibrated():
 
 def test_single_tier_is_the_voronoi_gamma_law():
     """One tier, one type: the ray work is exponential, so v = 1/K, γ = 2/√K, and the conditional mean is
-    the Poisson–Voronoi one, M(v) = φ_V(πλv) (equal offsets: θ = 1, eq. (14.4c))."""
+    the Poisson–Voronoi one, M(v) = φ_V(πλv) (equal offsets: θ = 1, eq. (14.13))."""
     from edgeprefix.placement.model.cell import voronoi_mean
 
     lam = np.array([0.7])
@@ -205,7 +205,7 @@ def test_batched_evaluation_carries_the_cell_model():
 
 
 def test_voronoi_mean_is_the_poisson_voronoi_conditional_mean():
-    """φ_V(t) = λ E[|C| | x ∈ C] at t = πλ|x|² (eq. (14.4b)): quadrature of the two-point void probability."""
+    """φ_V(t) = λ E[|C| | x ∈ C] at t = πλ|x|² (eq. (14.12)): quadrature of the two-point void probability."""
     from numpy.polynomial.laguerre import laggauss
     from numpy.polynomial.legendre import leggauss
 
@@ -239,7 +239,7 @@ def test_voronoi_mean_is_the_poisson_voronoi_conditional_mean():
 
 
 def test_equal_offsets_take_the_voronoi_conditional_mean():
-    """θ = 1 when every tier has the same offset for a type (eq. (14.4c)); strong bias leaves the closure."""
+    """θ = 1 when every tier has the same offset for a type (eq. (14.13)); strong bias leaves the closure."""
     from edgeprefix.placement.model.cell import voronoi_weight
 
     lam = np.array([0.45, 0.35, 0.2])

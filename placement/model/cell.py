@@ -77,7 +77,7 @@ VORONOI_MEAN = np.array([
     3.842820, 3.924648, 4.006972, 4.089831, 4.173215, 4.257063, 4.341486, 4.426308,
     4.511676, 4.597533, 4.683795, 4.770612, 4.857854, 4.945506, 5.033703, 5.122313,
     5.211295,
-])  # φ_V(t) on t = 36 x², x = 0, 1/64, …, 1 (eq. (14.4b); tests/test_cell_model.py checks nodes by quadrature)
+])  # φ_V(t) on t = 36 x², x = 0, 1/64, …, 1 (eq. (14.12); tests/test_cell_model.py checks nodes by quadrature)
 
 
 VORONOI_BAND = 0.35  # δ_0 of the Voronoi weight exp(−δ_{s,q}/δ_0) (fitted, docs/model.md §14)
@@ -118,7 +118,7 @@ def _probability_levels(nodes: int) -> FloatArray:
 
 
 def voronoi_mean(excess: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``φ_V(e)`` and its slope: the Poisson–Voronoi conditional mean (eq. (14.4b)).
+    """``φ_V(e)`` and its slope: the Poisson–Voronoi conditional mean (eq. (14.12)).
 
     ``φ_V(t) = λ E[|C| | x ∈ C]`` for a point ``x`` at ``t = π λ |x|²`` from the nucleus of a
     Poisson–Voronoi cell (exact: quadrature of the two-point void probability; ``E_{t~Exp(1)} φ_V = 1.2800``,
@@ -135,7 +135,7 @@ def voronoi_mean(excess: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 
 def voronoi_weight(lam: FloatArray, offsets: FloatArray, groups: _Groups | None = None) -> FloatArray:
-    """``θ_{s,q} = exp(−δ_{s,q}/δ_0)``, ``δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|`` (eq. (14.4c)), ``(S, Q)``.
+    """``θ_{s,q} = exp(−δ_{s,q}/δ_0)``, ``δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|`` (eq. (14.13)), ``(S, Q)``.
 
     ``δ`` counts the nodes in the band of costs between the tier and its competitors (0 when every
     tier has the same offset for the type: the Poisson–Voronoi geometry, ``θ = 1``).  With ``groups``
@@ -325,7 +325,7 @@ class CellLoad:
     request_mean: FloatArray | None = None  # E_req[M] = E[W²]/a_s² implied by (14.4) (a diagnostic of the closure)
     radial_cap: FloatArray | None = None  # v where L_{s,q}(v) = RADIAL_L_MAX, (S, Q): the radial integral stops there
     axis: CostAxis | None = None  # α = 2: L_{s,q}(v) = G_q(v + b_{s,q}), one function per type
-    weight: FloatArray | None = None  # θ_{s,q} of eq. (14.4c), (S, Q); None: the ray closure alone
+    weight: FloatArray | None = None  # θ_{s,q} of eq. (14.13), (S, Q); None: the ray closure alone
     groups: _Groups | None = None  # several mixes side by side (each tier's group), α = 2 only
 
     def axis_row(self, tier: npt.NDArray[np.int64], kind: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -536,7 +536,7 @@ def cell_coverage_pairs(
     ``first_token`` is ``g_{s,q}``; ``offered_load`` ``a_s``; ``mean_service`` ``1/μ_s``; ``τ = inf``
     gives the share of requests served by stable nodes.  ``service_scv`` ``C²_s`` selects the M/G/c
     law per node (docs/model.md §19.6; ``None``: Erlang C).  ``queue_free`` (``P1_{s,q}``, eq. (39) with
-    ``F_W ≡ 1``, exact at α = 2) normalises the radial rule (eq. (14.8b)): the pair's value is
+    ``F_W ≡ 1``, exact at α = 2) normalises the radial rule (eq. (14.14)): the pair's value is
     ``P1_{s,q}`` times the rule's ratio ``Σ f h / Σ f``.  Pairs whose deadline is already spent
     (``g_{s,q} ≥ τ``) contribute 0 and are skipped.
     """

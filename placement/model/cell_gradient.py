@@ -258,7 +258,7 @@ def cell_coverage_gradient(
     tail[:, :-1] = rest * e_ell[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
 
-    theta_all = C.voronoi_weight(lam, b) if C.VORONOI_BAND > 0 else np.zeros_like(b)  # θ_{s,q} (eq. (14.4c))
+    theta_all = C.voronoi_weight(lam, b) if C.VORONOI_BAND > 0 else np.zeros_like(b)  # θ_{s,q} (eq. (14.13))
 
     def conditional_mean(expo: FloatArray, tier: IntArray, kind: IntArray) -> tuple[FloatArray, tuple]:
         n = n_ell - 1
