@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.certificate import certify_point
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.registry import get_solver
 from edgeprefix.solvers.result import Result, Status
@@ -26,7 +27,8 @@ def solve(
     projection: Projection | None = None,
     **options: Any,
 ) -> Result:
-    """Search ``problem`` with ``method`` and return the best feasible mix found.
+    """Search ``problem`` with ``method`` and return the best feasible mix found, with its KKT
+    certificate (``Result.certificate``, docs/model.md §18.6) when the objective has an exact gradient.
 
     Parameters
     ----------
@@ -93,6 +95,7 @@ def run_solver(
     )}
     points = np.array(tracker.points, dtype=float).reshape(len(tracker.points), problem.dimension)
     feasible = np.array(tracker.feasible, dtype=bool)
+    certificate, note = certify_point(problem, best)  # after the clock: not part of the search, nor of njev
     for array in (*frozen.values(), points, feasible, best.mix):
         array.setflags(write=False)
     return Result(
@@ -112,5 +115,7 @@ def run_solver(
         evaluation=best.evaluation,
         extras=extras,
         njev=tracker.njev,
+        certificate=certificate,
+        certificate_note=note,
         **frozen,
     )
