@@ -81,7 +81,8 @@ def certify(
     if before is not None and before.residual <= tol:
         return dataclasses.replace(result, certified=True, polish=facts)
     if not getattr(problem, "differentiable", False) or problem.constraints.has_auxiliary:
-        facts["note"] = f"cannot polish: {(result.certificate_note or 'no exact gradient').removeprefix('no certificate: ')}"
+        why = (result.certificate_note or "no exact gradient").removeprefix("no certificate: ")
+        facts["note"] = f"{why}, so the mix cannot be polished"
         return dataclasses.replace(result, certified=False, polish=facts)
     projector = projection or Projection(problem.constraints)
     start = time.perf_counter()
@@ -108,7 +109,7 @@ def certify(
     if not certified:
         facts["note"] = (
             f"KKT residual {best.certificate.residual:.3g} > {tol:g} after {len(runs)} SLSQP descents and {facts['evaluations']} evaluations"
-            if best.certificate is not None else f"cannot certify: {(best.certificate_note or '').removeprefix('no certificate: ')}"
+            if best.certificate is not None else (best.certificate_note or "").removeprefix("no certificate: ")
         )
     return dataclasses.replace(merged, certified=certified, polish=facts)
 
