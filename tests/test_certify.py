@@ -49,6 +49,8 @@ def test_every_solve_result_carries_the_certificate_of_its_mix() -> None:
     assert result.certificate.active == expected.active and result.certificate_note is None
     out = result.to_dict()
     assert out["kkt_residual"] == result.certificate.residual and out["kkt_note"] is None and out["certified"] is None
+    skipped = solve(problem, "random", budget=6, seed=1, certificate=False)
+    assert skipped.certificate is None and "not computed" in skipped.to_dict()["kkt_note"] and skipped.coverage == result.coverage
     # the grid scored on workers: the certificate is the real problem's, not the score table's
     grid = grid_search(problem, resolution=4)
     assert grid.certificate is not None and grid.certificate_note is None
