@@ -41,7 +41,7 @@ def solve(
         returning ``True`` stops the search.
     projection : a projector to reuse (built from ``problem.constraints`` when omitted).
     certificate : compute the best mix's KKT certificate (one exact gradient there, not counted in
-        ``njev`` nor ``seconds``; at 300 profiles with most shares at 0 it costs as much as ~80
+        ``njev`` nor ``seconds``; at 300 profiles with most shares at 0 it costs as much as ~70
         evaluations, benchmarks/README.md); ``False`` skips it (``kkt_note`` says so).
     options : method options (see each solver's fields); unknown names raise with the valid list.
 

@@ -11,6 +11,7 @@ import pytest
 from edgeprefix.benchmarks.classical import ClassicalSpec, classical_instance
 from edgeprefix.cli import main
 from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.formulations.simulated import SimulationSettings
 from edgeprefix.placement.model.instance import load_instance, write_instance
 from edgeprefix.solvers import certify, solve
 from edgeprefix.solvers.certificate import certify_point, kkt_certificate
@@ -56,15 +57,31 @@ def test_every_solve_result_carries_the_certificate_of_its_mix() -> None:
     assert grid.certificate is not None and grid.certificate_note is None
 
 
-@pytest.mark.parametrize("queue_model", ["cell"])
-def test_an_objective_without_gradient_reports_null_and_why(queue_model: str) -> None:
-    problem = placement_problem(load_instance("paper_baseline"), queue_model=queue_model)
-    result = solve(problem, "random", budget=3, seed=0)
+def _without_gradient(kind: str):
+    """A problem whose objective has no exact gradient, and the words of its reason."""
+    if kind == "cell at α = 3":  # the cell model's sensitivities are derived at α = 2 only
+        return placement_problem(classical_instance(ClassicalSpec(4, 2, alpha=3.0)), queue_model="cell"), "radio_exponent = 2"
+    settings = SimulationSettings(seeds=(0,), nodes=40.0)
+    return placement_problem(load_instance("paper_baseline"), simulation=settings), "SimulationObjective has no gradient"
+
+
+@pytest.mark.parametrize("kind", ["cell at α = 3", "simulation"])
+def test_an_objective_without_gradient_reports_null_and_why(kind: str) -> None:
+    problem, why = _without_gradient(kind)
+    result = solve(problem, "random", budget=2, seed=0)
     out = result.to_dict()
-    assert out["kkt_residual"] is None and out["active_constraints"] == [] and "'cell' queue model" in out["kkt_note"]
+    assert out["kkt_residual"] is None and out["active_constraints"] == [] and out["multipliers"] == {}
+    assert out["kkt_note"].startswith("no certificate: ") and why in out["kkt_note"]
     polished = certify(problem, result)
     assert polished.certified is False and polished.nfev == result.nfev and polished.coverage == result.coverage
-    assert "cannot be polished" in polished.polish["note"]
+    assert why in polished.polish["note"] and "cannot be polished" in polished.polish["note"]
+
+
+def test_the_cell_model_is_certified_where_it_has_sensitivities() -> None:
+    problem = placement_problem(load_instance("paper_baseline"), queue_model="cell")  # α = 2
+    result = solve(problem, "random", budget=3, seed=0)
+    expected = kkt_certificate(problem.constraints, result.x, problem.gradient(problem.score(result.x)))
+    assert result.certificate is not None and result.certificate.residual == pytest.approx(expected.residual, rel=1e-9)
 
 
 def test_an_infeasible_best_mix_has_no_certificate() -> None:
@@ -128,12 +145,16 @@ def test_solve_certify_from_random_search_reaches_the_optimum(tmp_path, capsys) 
     assert "certified: KKT residual" in text and "<= 0.0001 after" in text
 
 
-def test_solve_certify_without_gradient_exits_0_with_one_line(capsys) -> None:
-    assert main(["solve", "--budget", "3", "--queue-model", "cell", "--certify", "--json"]) == 0
+def test_solve_certify_without_gradient_exits_0_with_one_line(tmp_path, capsys) -> None:
+    path = tmp_path / "alpha3.toml"
+    write_instance(classical_instance(ClassicalSpec(4, 2, alpha=3.0)), path)
+    assert main(["solve", str(path), "--budget", "3", "--queue-model", "cell", "--certify", "--json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert out["kkt_residual"] is None and out["certified"] is False and "'cell' queue model" in out["kkt_note"]
+    assert out["kkt_residual"] is None and out["certified"] is False and "radio_exponent = 2" in out["kkt_note"]
     assert captured.err.strip().splitlines()[-1].startswith("edgeprefix solve: not certified: the 'cell' queue model")
+    assert main(["solve", str(path), "--budget", "3", "--queue-model", "cell"]) == 0
+    assert "KKT residual n/a: the 'cell' queue model's sensitivities need radio_exponent = 2" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("argv", "message"), [
