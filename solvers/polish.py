@@ -9,8 +9,11 @@ budget are spent.  The better of the returned and the polished point is kept (th
 never goes down); the result says whether it is certified.
 
 SLSQP stops on the objective's change (``ftol``), which near a maximum is about the square of
-the residual times the curvature: ``ftol = 1e-14`` leaves residuals of about ``1e-8`` on the
-classical instances (``1e-10`` leaves ``2·10⁻⁶–5·10⁻⁶``), hence :data:`FTOL`.
+the residual times the curvature: ``ftol = 1e-14`` leaves residuals of ``1e-9–3e-8`` on the
+classical instances, the gradient method's ``1e-10`` leaves ``1e-7–7e-6`` (benchmarks/README.md,
+"Optimality certificates"), hence :data:`FTOL`.  A result without a certificate only because it
+was not computed (``solve(..., certificate=False)``) is polished too: SLSQP stops after a step or
+two at a point that is already stationary.
 """
 
 from __future__ import annotations
