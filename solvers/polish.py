@@ -11,9 +11,9 @@ never goes down); the result says whether it is certified.
 SLSQP stops on the objective's change (``ftol``), which near a maximum is about the square of
 the residual times the curvature: ``ftol = 1e-14`` leaves residuals of ``1e-9–3e-8`` on the
 classical instances, the gradient method's ``1e-10`` leaves ``1e-7–7e-6`` (benchmarks/README.md,
-"Optimality certificates"), hence :data:`FTOL`.  A result without a certificate only because it
-was not computed (``solve(..., certificate=False)``) is polished too: SLSQP stops after a step or
-two at a point that is already stationary.
+"Optimality certificates"), hence :data:`FTOL`.  A result whose certificate was not computed
+(``solve(..., certificate=False)``) gets it first from its own evaluation (one gradient, no
+fixed point).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.formulations.objective import Score
 from edgeprefix.solvers.api import run_solver
+from edgeprefix.solvers.certificate import certify_point
 from edgeprefix.solvers.gradient import GradientSolver
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Result, Status
@@ -76,6 +78,12 @@ def certify(
         raise ValueError(f"certify tolerance must be a positive number, got {tol!r}")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"certify budget must be an integer >= 1 evaluations, got {budget!r}")
+    differentiable = getattr(problem, "differentiable", False) and not problem.constraints.has_auxiliary
+    if result.certificate is None and differentiable and result.success and result.evaluation is not None:
+        # not computed by the search (``certificate=False``): the result's own evaluation gives it
+        score = Score(result.fun, result.coverage, True, 0.0, result.x, result.evaluation)
+        certificate, note = certify_point(problem, score)
+        result = dataclasses.replace(result, certificate=certificate, certificate_note=note)
     before = result.certificate
     facts: dict[str, Any] = {
         "tolerance": float(tol), "residual_before": None if before is None else before.residual,
@@ -83,7 +91,7 @@ def certify(
     }
     if before is not None and before.residual <= tol:
         return dataclasses.replace(result, certified=True, polish=facts)
-    if not getattr(problem, "differentiable", False) or problem.constraints.has_auxiliary:
+    if not differentiable:
         why = (result.certificate_note or "no exact gradient").removeprefix("no certificate: ")
         facts["note"] = f"{why}, so the mix cannot be polished"
         return dataclasses.replace(result, certified=False, polish=facts)

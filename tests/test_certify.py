@@ -102,6 +102,11 @@ def test_certify_reaches_the_known_optimum_from_a_poor_start() -> None:
     assert facts["residual_before"] == poor.certificate.residual and facts["improved"] and facts["note"] is None
     assert good.nfev == poor.nfev + facts["evaluations"] and good.history.size == good.nfev == good.points.shape[0]
     assert np.all(np.diff(good.history) >= 0) and good.method == "random"
+    unchecked = solve(problem, "gradient", budget=60, certificate=False)  # certificate not computed by the search
+    checked = certify(problem, unchecked)
+    computed = kkt_certificate(problem.constraints, unchecked.x, problem.gradient(problem.score(unchecked.x)))
+    assert checked.polish["residual_before"] == pytest.approx(computed.residual, rel=1e-6, abs=1e-9)
+    assert checked.certified and checked.certificate.residual <= 1e-6 and checked.fun >= unchecked.fun
     again = certify(problem, good)  # already certified: nothing to spend
     assert again.certified and again.nfev == good.nfev and again.polish["evaluations"] == 0
 
