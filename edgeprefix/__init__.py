@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "solve": "edgeprefix.solvers.api",
     "Result": "edgeprefix.solvers.result",
     "Status": "edgeprefix.solvers.result",
+    "certify": "edgeprefix.solvers.polish",
+    "Certificate": "edgeprefix.solvers.certificate",
     "method_names": "edgeprefix.solvers.registry",
     "plan_density": "edgeprefix.solvers.density",
     "DensityPlan": "edgeprefix.solvers.density",
@@ -65,6 +67,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "__version__",
+    "Certificate",
     "DensityPlan",
     "DensityPlanningProblem",
     "Evaluation",
@@ -77,6 +80,7 @@ __all__ = [
     "PlacementProblem",
     "Result",
     "Status",
+    "certify",
     "default_instance",
     "density_problem",
     "evaluate",
@@ -124,7 +128,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from edgeprefix.placement.model.policies import POLICIES
     from edgeprefix.placement.model.sensitivity import sensitivity
     from edgeprefix.solvers.api import solve
+    from edgeprefix.solvers.certificate import Certificate
     from edgeprefix.solvers.density import DensityPlan, plan_density
     from edgeprefix.solvers.migration import MigrationSolution, solve_migration
+    from edgeprefix.solvers.polish import certify
     from edgeprefix.solvers.registry import method_names
     from edgeprefix.solvers.result import Result, Status

@@ -91,7 +91,7 @@ class DensityPlanningProblem:
         """The §10.1 placement problem at ``λ_b = density`` (for the joint version)."""
         return placement_problem(
             self.at_density(density), target=self.objective.target, policy=self.objective.policy, evaluator=self.objective.evaluator,
-            queue_model=self.objective.queue_model,
+            queue_model=self.objective.queue_model, differentiator=self.objective.differentiator,
         )
 
     def meets(self, score: Score) -> bool:

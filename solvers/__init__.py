@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from edgeprefix.solvers.api import DEFAULT_BUDGET, solve
+from edgeprefix.solvers.certificate import Certificate, kkt_certificate
 from edgeprefix.solvers.density import DensityPlan, plan_density
 from edgeprefix.solvers.migration import (
     EpochDecision,
     MigrationSolution,
     solve_migration,
 )
+from edgeprefix.solvers.polish import certify
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.registry import SOLVERS, get_solver, method_names
 from edgeprefix.solvers.result import Progress, Result, Status
 
 __all__ = [
+    "Certificate",
     "DEFAULT_BUDGET",
     "DensityPlan",
     "EpochDecision",
@@ -23,7 +26,9 @@ __all__ = [
     "Result",
     "SOLVERS",
     "Status",
+    "certify",
     "get_solver",
+    "kkt_certificate",
     "method_names",
     "plan_density",
     "solve",

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.certificate import certify_point
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.registry import get_solver
 from edgeprefix.solvers.result import Result, Status
@@ -24,9 +25,11 @@ def solve(
     seed: int | np.random.Generator | None = None,
     callback: Callback | None = None,
     projection: Projection | None = None,
+    certificate: bool = True,
     **options: Any,
 ) -> Result:
-    """Search ``problem`` with ``method`` and return the best feasible mix found.
+    """Search ``problem`` with ``method`` and return the best feasible mix found, with its KKT
+    certificate (``Result.certificate``, docs/model.md §18.6) when the objective has an exact gradient.
 
     Parameters
     ----------
@@ -37,6 +40,9 @@ def solve(
     callback : called with a :class:`edgeprefix.solvers.result.Progress` after every evaluation;
         returning ``True`` stops the search.
     projection : a projector to reuse (built from ``problem.constraints`` when omitted).
+    certificate : compute the best mix's KKT certificate (one exact gradient there, not counted in
+        ``njev`` nor ``seconds``; at 300 profiles with most shares at 0 it costs as much as ~70
+        evaluations, benchmarks/README.md); ``False`` skips it (``kkt_note`` says so).
     options : method options (see each solver's fields); unknown names raise with the valid list.
 
     Raises
@@ -47,7 +53,7 @@ def solve(
         For an unknown method or option, or a bad budget.
     """
     solver = get_solver(method).from_options(options)
-    return run_solver(problem, solver, budget=budget, seed=seed, callback=callback, projection=projection)
+    return run_solver(problem, solver, budget=budget, seed=seed, callback=callback, projection=projection, certificate=certificate)
 
 
 def run_solver(
@@ -58,6 +64,7 @@ def run_solver(
     seed: int | np.random.Generator | None = None,
     callback: Callback | None = None,
     projection: Projection | None = None,
+    certificate: bool = True,
 ) -> Result:
     """:func:`solve` with a built solver (registered or not, e.g. a benchmark's baseline); same arguments."""
     method = solver.name
@@ -93,6 +100,7 @@ def run_solver(
     )}
     points = np.array(tracker.points, dtype=float).reshape(len(tracker.points), problem.dimension)
     feasible = np.array(tracker.feasible, dtype=bool)
+    cert, note = certify_point(problem, best) if certificate else (None, "no certificate: not computed (certificate=False)")
     for array in (*frozen.values(), points, feasible, best.mix):
         array.setflags(write=False)
     return Result(
@@ -112,5 +120,7 @@ def run_solver(
         evaluation=best.evaluation,
         extras=extras,
         njev=tracker.njev,
+        certificate=cert,  # after the clock: not part of the search, nor of njev
+        certificate_note=note,
         **frozen,
     )

@@ -15,12 +15,14 @@ clearly positive away from one — with the names of the constraints it took as 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import lsq_linear
 
 from edgeprefix.formulations.linear import LinearConstraints
+from edgeprefix.formulations.objective import Score
 
 FloatArray = npt.NDArray[np.float64]
 ACTIVE_TOLERANCE = 1e-9  # slack below which an inequality or bound counts as active
@@ -89,3 +91,28 @@ def kkt_certificate(
     fit = lsq_linear(normals, g, bounds=(np.array(lower_bounds), np.full(len(columns), np.inf)), method="bvls", tol=1e-14)
     residual = float(np.max(np.abs(g - normals @ fit.x)))
     return Certificate(residual, tuple(names), tuple(float(m) for m in fit.x))
+
+
+def certify_point(problem: Any, score: Score) -> tuple[Certificate | None, str | None]:
+    """The certificate of a scored mix of ``problem`` with the objective's exact gradient there, or
+    ``(None, why)`` when the point has none: the objective has no exact gradient (no sensitivities
+    for the queue model, a simulation), the problem has auxiliary variables (only a mix is
+    certified), the mix is infeasible (its value is a penalty) or its fixed point did not converge.
+
+    The gradient reuses the point's fixed point (one adjoint solve, docs/model.md §15).
+    """
+    if not getattr(problem, "differentiable", False):
+        why = getattr(problem, "gradient_missing", "") or f"{type(problem).__name__} has no exact gradient"
+        return None, f"no certificate: {why}"
+    constraints = problem.constraints
+    if constraints.has_auxiliary:
+        return None, "no certificate: the problem has auxiliary variables besides the mix"
+    if not score.feasible:
+        return None, "no certificate: the mix is not feasible (some ρ_s ≥ 1 or no converged fixed point), its value is a penalty"
+    gradient = score.gradient if score.gradient is not None else problem.gradient(score)
+    if gradient is None:
+        return None, "no certificate: the fixed point did not converge at the mix, so it has no derivative"
+    gradient = np.asarray(gradient, dtype=float)
+    if not np.all(np.isfinite(gradient)):
+        return None, "no certificate: the objective's gradient is not finite at the mix"
+    return kkt_certificate(constraints, score.mix, gradient), None

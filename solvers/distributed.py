@@ -27,6 +27,7 @@ from edgeprefix.formulations.linear import LinearConstraints
 from edgeprefix.formulations.objective import Score
 from edgeprefix.placement.errors import plain
 from edgeprefix.solvers.api import solve
+from edgeprefix.solvers.certificate import certify_point
 from edgeprefix.solvers.grid import GridSolver, feasible_lattice
 from edgeprefix.solvers.result import Result
 from edgeprefix.solvers.tracking import Callback, Problem
@@ -194,8 +195,11 @@ def grid_search(
     table = {p.tobytes(): row for p, row in zip(points, (r for part in rows for r in part))}
     result = solve(TabulatedProblem(problem, table), "grid", budget=budget, callback=callback, resolution=resolution, chunk=chunk)
     extras = dict(result.extras, chunks=len(chunks), dask_workers=_worker_count(client))
+    best = problem.score(result.x)
+    seconds = time.perf_counter() - start
+    certificate, note = certify_point(problem, best)
     return dataclasses.replace(
-        result, evaluation=problem.score(result.x).evaluation, seconds=time.perf_counter() - start, extras=extras
+        result, evaluation=best.evaluation, seconds=seconds, extras=extras, certificate=certificate, certificate_note=note
     )
 
 

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.solvers.certificate import Certificate
+
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -69,6 +71,12 @@ class Result:
     points, values, coverages, feasible : every evaluated mix and its score, in order.
     evaluation : the model's ``Evaluation`` of the best mix.
     extras : method-specific facts (projection time, SPSA gains, grid size, resumed trials).
+    certificate : the KKT certificate of ``x`` (docs/model.md §18.6: stationarity residual with the
+        exact gradient, active constraints, multipliers), ``None`` when ``x`` has none;
+        ``certificate_note`` then says why.
+    certified : ``None`` unless the result was polished by
+        :func:`edgeprefix.solvers.polish.certify`: then whether ``certificate.residual`` met its
+        tolerance; ``polish`` holds what the polishing did.
     """
 
     method: str
@@ -90,6 +98,10 @@ class Result:
     evaluation: Any = field(repr=False, compare=False, default=None)
     extras: Mapping[str, Any] = field(default_factory=dict)
     njev: int = 0
+    certificate: Certificate | None = None
+    certificate_note: str | None = None
+    certified: bool | None = None
+    polish: Mapping[str, Any] | None = None
 
     @property
     def best_coverage_history(self) -> FloatArray:
@@ -119,7 +131,19 @@ class Result:
             "seconds": self.seconds,
             "history": self.best_coverage_history.tolist(),
             "extras": {k: v for k, v in self.extras.items()},
+            **self.certificate_dict(),
         }
+
+    def certificate_dict(self) -> dict[str, Any]:
+        """``kkt_residual`` (``None`` without a certificate), ``active_constraints``, ``multipliers``,
+        ``kkt_note`` (why there is no certificate, else ``None``), ``certified`` and ``certify``."""
+        cert = self.certificate
+        out: dict[str, Any] = cert.to_dict() if cert is not None else {
+            "kkt_residual": None, "active_constraints": [], "multipliers": {}}
+        out["kkt_note"] = None if cert is not None else (self.certificate_note or "no certificate was computed")
+        out["certified"] = self.certified
+        out["certify"] = None if self.polish is None else dict(self.polish)
+        return out
 
 
 def history_csv(result: Result, names: tuple[str, ...]) -> str:

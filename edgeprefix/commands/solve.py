@@ -8,7 +8,9 @@ same folder is refused.  Ctrl-C stops after the current evaluation, prints and s
 partial result and exits 130.
 ``--storage URL --study NAME --workers N`` shares an Optuna study between N processes here
 and any machine running the same command; ``--workers N`` or ``--dask ADDRESS`` runs the grid
-on Dask (see docs/distributed.md).
+on Dask (see docs/distributed.md).  Every result reports the KKT certificate of its mix
+(``kkt_residual``, ``active_constraints``, docs/model.md §18.6) or why it has none (``kkt_note``);
+``--certify`` polishes the mix with the gradient method until the residual meets ``--certify-tol``.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
 from edgeprefix.solvers.optuna_common import STORAGE_ENV, check_study_name
 from edgeprefix.solvers.persistence import problem_fingerprint
+from edgeprefix.solvers.polish import DEFAULT_BUDGET as POLISH_BUDGET
+from edgeprefix.solvers.polish import DEFAULT_TOLERANCE, certify
 from edgeprefix.solvers.result import history_csv
 from edgeprefix.solvers.workers import WorkersFailed
 
@@ -74,6 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--sim-nodes", type=float, default=300.0, metavar="N", help="nodes of --objective simulation (default 300)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
+    parser.add_argument("--certify", action="store_true",
+                        help="polish the returned mix with the gradient method until its KKT residual is at most "
+                        "--certify-tol (docs/model.md §18.6); says so when it cannot")
+    parser.add_argument("--certify-tol", type=float, default=None, metavar="TOL",
+                        help=f"tolerance of --certify on the KKT residual (default: {DEFAULT_TOLERANCE:g})")
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -213,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
     queue_model = queue_model_from_args(args)
     simulation = simulation_from_args(args)
+    certify_tol = certify_tolerance(args)
     problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation)
     options = search_options(args)
     budget = args.budget
@@ -242,6 +252,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_WORKERS_FAILED
     finally:
         bar.close()
+    if certify_tol is not None and not stop.hit:
+        stop.inner, bar = progress_callback(POLISH_BUDGET, "certify")
+        try:
+            with stop:
+                result = certify(problem, result, tol=certify_tol, callback=stop)
+        finally:
+            bar.close()
     overrides = {k: v for k, v in (("request_intensity", args.intensity), ("edge_density", args.density)) if v is not None}
     payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "queue_model": queue_model,
                "router": ROUTER_OF_QUEUE_MODEL[queue_model],
@@ -253,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
+    if args.json and result.certified is False:
+        print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)
     sys.stdout.flush()
     if args.out is not None:
         try:
@@ -268,6 +287,38 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
+
+
+def certify_tolerance(args: argparse.Namespace) -> float | None:
+    """The tolerance of ``--certify`` (``None`` without it); ``--certify-tol`` alone or not positive is refused."""
+    if args.certify_tol is not None:
+        if not args.certify:
+            raise ValueError("--certify-tol applies with --certify; add --certify or drop --certify-tol")
+        if not (math.isfinite(args.certify_tol) and args.certify_tol > 0):
+            raise ValueError(f"--certify-tol must be a positive number, got {args.certify_tol!r}")
+    return None if not args.certify else DEFAULT_TOLERANCE if args.certify_tol is None else args.certify_tol
+
+
+def kkt_line(result: Result) -> str:
+    """``KKT residual …  active …`` (docs/model.md §18.6), or why the mix has no certificate."""
+    cert = result.certificate
+    if cert is None:
+        return f"KKT residual n/a: {(result.certificate_note or '').removeprefix('no certificate: ')}"
+    bounds = sum(1 for name in cert.active if " >= " in name or " <= " in name)
+    rows = [name for name in cert.active if " >= " not in name and " <= " not in name]
+    active = ", ".join(rows + ([f"{bounds} bound{'s' * (bounds != 1)}"] if bounds else [])) or "none"
+    return f"KKT residual {cert.residual:.2e}  active constraints: {active}"
+
+
+def certify_line(result: Result) -> str:
+    """What ``--certify`` did, in one line."""
+    facts = result.polish or {}
+    if not result.certified:
+        return f"not certified: {facts.get('note')}"
+    spent = facts.get("evaluations", 0)
+    how = (f"after {spent} polishing evaluations (coverage {result.coverage - facts['coverage_before']:+.2e})" if spent
+           else "as returned (no polishing needed)")
+    return f"certified: KKT residual {result.certificate.residual:.2e} <= {facts['tolerance']:g} {how}"
 
 
 def _grid_cluster_pays(problem: Any, workers: int | None, resolution: int) -> bool:
@@ -299,6 +350,9 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
     ]
     if result.njev:
         lines.append(f"gradient solves {result.njev} (one adjoint solve each, at evaluated points)")
+    lines.append(kkt_line(result))
+    if result.certified is not None:
+        lines.append(certify_line(result))
     if extras.get("projections"):
         lines.append(f"projection {1e3 * extras['projection_seconds_per_call']:.2f} ms per call ({extras['projections']} calls)")
     if extras.get("resumed_trials"):
