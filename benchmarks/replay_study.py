@@ -38,6 +38,7 @@ from edgeprefix.benchmarks.epoch_replay import epoch_replay
 from edgeprefix.formulations.migration import Epoch, MigrationProblem
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import atomic_write_text
+from edgeprefix.placement.model.cell import QUEUE_MODELS
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Gpu, Instance
 from edgeprefix.placement.pipeline.calibration import DEFAULT_DECODE_PER_TOKEN, DEFAULT_PREFILL, LLAMA2_70B, Deployment
@@ -138,7 +139,9 @@ def part_loads(mooncake, args) -> list[dict[str, Any]]:
         for router in ("tier", "online"):
             spec = ReplaySpec(decode_per_token=decode, router=router, nodes=args.nodes)
             s = replay_replicated(inst, test, mix, spec, replications=args.replications, seed=args.seed).summary()
+            both = {f"coverage_{m}": evaluate(inst, mix, spec.policy, queue_model=m).coverage() for m in QUEUE_MODELS}
             rows.append({"intensity": lam, "load": lam / lam0, "router": router, "mix": dict(zip(inst.profile_ids, mix.tolist())),
+                         "queue_model": spec.prediction_model, **both,
                          **{k: s[k] for k in ("coverage_predicted", "coverage_replayed", "coverage_se", "mean_ttft_predicted",
                                               "mean_ttft_replayed", "hit_depth_predicted", "hit_depth_replayed",
                                               "offload_ratio_predicted", "offload_ratio_replayed", "requests")}})
@@ -245,10 +248,11 @@ def render(report: dict[str, Any]) -> str:
     lines = []
     if "loads" in report:
         lines += ["## Mooncake conversation trace: train on the first half, replay the second",
-                  "| Λ / Λ₀ | router | coverage predicted | replayed (± se) | mean TTFT predicted | replayed | hit depth predicted | replayed | offload predicted | replayed |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| Λ / Λ₀ | router | coverage predicted (its model) | meanfield | cell | replayed (± se) | mean TTFT predicted | replayed | hit depth predicted | replayed | offload predicted | replayed |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in report["loads"]:
-            lines.append(f"| {r['load']:.1f} | {r['router']} | {_f(r['coverage_predicted'])} | {_f(r['coverage_replayed'])} "
+            lines.append(f"| {r['load']:.1f} | {r['router']} | {_f(r['coverage_predicted'])} ({r['queue_model']}) | "
+                         f"{_f(r['coverage_meanfield'])} | {_f(r['coverage_cell'])} | {_f(r['coverage_replayed'])} "
                          f"(± {_f(r['coverage_se'])}) | {_f(r['mean_ttft_predicted'], 2)} | {_f(r['mean_ttft_replayed'], 2)} | "
                          f"{_f(r['hit_depth_predicted'], 0)} | {_f(r['hit_depth_replayed'], 0)} | "
                          f"{_f(r['offload_ratio_predicted'])} | {_f(r['offload_ratio_replayed'])} |")

@@ -135,7 +135,7 @@ def generalisation(instance: Instance, train: TraceWorkload, test: TraceWorkload
     """In-sample (training part) vs out-of-sample (later part) replay of one instance.
 
     ``prediction_test_mix`` re-evaluates the instance with the later part's type mix ``p̂_q``
-    (same ``Λ``): the part of the gap that type-mix drift alone explains.
+    (same ``Λ``, the prediction's own queue model): the part of the gap that type-mix drift alone explains.
     """
     types = len(instance.requests)
     p_train, p_test = train.type_mix(types), test.type_mix(types)
@@ -144,7 +144,7 @@ def generalisation(instance: Instance, train: TraceWorkload, test: TraceWorkload
     lam = float(instance.network.request_intensity if intensity is None else intensity)
     tau = inside["target"]
     drifted = evaluate(instance.with_probabilities(dict(zip(instance.request_ids, p_test.tolist()))).with_network(request_intensity=lam),
-                       mix, spec.policy, target=tau)
+                       mix, spec.policy, target=tau, queue_model=spec.prediction_model)
     return {
         "requests_train": train.requests,
         "requests_test": test.requests,
