@@ -404,6 +404,23 @@ def markdown_summary(summaries: Sequence[Summary], references: dict[str, Referen
     return "\n".join(out) + "\n"
 
 
+def markdown_targets(comparison: Comparison) -> str:
+    """benchmarks/README.md's tables against the known optimum: per budget, rows methods, columns the
+    instances (with their |S|), cells ``F(b)`` — the share of (run, target) pairs reached — and the
+    median relative gap ``(P* − P̂(b)) / P*``."""
+    labels = list(dict.fromkeys(t.instance for t in comparison.targets))
+    cell = {(t.method, t.instance, t.budget): t for t in comparison.targets}
+    deltas = ", ".join(f"{d:g}" for d in comparison.targets[0].targets)
+    out = ["P* " + ", ".join(f"{k} {comparison.references[k].coverage:.10f}" for k in labels)]
+    head = "| method | " + " | ".join(f"{k} ({comparison.profiles.get(k, '?')})" for k in labels) + " |\n|---|" + "---:|" * len(labels)
+    for b in sorted({t.budget for t in comparison.targets}):
+        out += ["", f"**Budget {b}: share of (run, target P\\*(1 − δ)) pairs reached, δ in {deltas} (median relative gap)**", "", head]
+        for m in comparison.config.methods:
+            row = [f"{cell[(m, k, b)].reached:.2f} ({cell[(m, k, b)].relative_gap:.0e})" if (m, k, b) in cell else "" for k in labels]
+            out.append(f"| {m} | " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
+
+
 def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
     from edgeprefix.benchmarks.compare_plots import (
@@ -415,6 +432,8 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
 
     written = []
     markdown = markdown_summary(comparison.summaries, comparison.references, comparison.config.methods)
+    if comparison.targets:
+        markdown += "\n" + markdown_targets(comparison)
     for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
                        ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n"), ("summary.md", markdown)):
         atomic_write_text(out / name, text)

@@ -87,6 +87,8 @@ def test_suite_end_to_end_nobody_beats_the_exact_optimum(tmp_path: Path, capsys:
     with (tmp_path / "targets.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == len(rows)
     assert (tmp_path / "ecdf_targets.png").is_file()
+    markdown = (tmp_path / "summary.md").read_text()
+    assert f"| gradient | {gradient[30]['reached']:.2f} (" in markdown.split("**Budget 30: share")[1]
 
 
 def test_the_target_ecdf_figure_is_readable(tmp_path: Path) -> None:

@@ -157,7 +157,9 @@ def handle(args: argparse.Namespace) -> int:
 
 def header(config: CompareConfig) -> str:
     """The settings of the run, on the first line of the text output."""
-    return (f"compare  instances {','.join(config.instances)}  methods {','.join(config.methods)}  "
+    from edgeprefix.benchmarks.compare_runs import instance_label
+
+    return (f"compare  instances {','.join(instance_label(name) for name in config.instances)}  methods {','.join(config.methods)}  "
             f"budgets {','.join(map(str, config.budgets))}  seeds {_seed_text(config.seed_list)}  "
             f"reference grid limit {config.grid_limit}  workers {config.jobs}"
             + ("" if config.loads == (1.0,) else f"  loads ×{','.join(f'{x:g}' for x in config.loads)}"))
