@@ -284,7 +284,7 @@ def render_table(comparison: Comparison) -> str:
     """Plain-text table: one block per instance, one line per method × budget."""
     lines = []
     for name, ref in comparison.references.items():
-        lines.append(f"\n{name}: P* = {ref.coverage:.4f} ({reference_note(ref)})")
+        lines.append(f"\n{name}: P* = {ref.coverage:.{10 if ref.source.startswith('known') else 4}f} ({reference_note(ref)})")
         head = (f"{'method':<9}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'±1e-4':>7}"
                 f"{'evals':>7}{'feasible':>9}{'time s':>9}{'CPU ms/ev':>10}")
         lines += [head, "-" * len(head)]
@@ -302,17 +302,19 @@ def render_targets(comparison: Comparison) -> str:
     (run, target ``P* (1 − δ)``) pairs reached, the share of runs per ``δ`` and the median gap."""
     deltas = comparison.targets[0].targets
     head = (f"{'instance':<20}{'|S|':>5} {'method':<9}{'budget':>7}{'targets':>9}"
-            + "".join(f"{'δ=' + format(d, 'g'):>8}" for d in deltas) + f"{'gap':>10}{'rel. gap':>10}{'min gap':>10}")
+            + "".join(f"{'δ=' + format(d, 'g'):>10}" for d in deltas) + f"{'gap':>10}{'rel. gap':>10}{'min gap':>10}")
     lines = [f"Against the known optimum: share of (run, target P*(1 − δ)) pairs reached, δ in {', '.join(f'{d:g}' for d in deltas)}",
              head, "-" * len(head)]
     for t in comparison.targets:
         lines.append(f"{t.instance:<20}{comparison.profiles.get(t.instance, 0):>5} {t.method:<9}{t.budget:>7}{t.reached:>9.2f}"
-                     + "".join(f"{v:>8.2f}" for v in t.by_target) + f"{t.gap:>10.1e}{t.relative_gap:>10.1e}{t.min_gap:>10.1e}")
+                     + "".join(f"{v:>10.2f}" for v in t.by_target) + f"{t.gap:>10.1e}{t.relative_gap:>10.1e}{t.min_gap:>10.1e}")
     return "\n".join(lines)
 
 
 def reference_note(ref: Reference) -> str:
     """Where ``P*`` comes from, in words, with the other candidate beside it."""
+    if ref.source.startswith("known optimum"):
+        return f"{ref.source}; the best run reached {ref.best_found:.10f}"
     grid = (f"the exhaustive 1/{ref.grid_resolution} grid ({ref.grid_points} feasible points)"
             if ref.grid_coverage is not None else None)
     if ref.source == "best found":

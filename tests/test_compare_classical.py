@@ -96,6 +96,8 @@ def test_the_target_ecdf_figure_is_readable(tmp_path: Path) -> None:
     comparison = run_comparison(CompareConfig(instances=paths, methods=("random", "spsa"), budgets=(4, 8), seeds=2))
     text = render_table(comparison)
     assert "Against the known optimum" in text and "classical_J6_K2" in text
+    ref = comparison.references["classical_J4_K2"]
+    assert f"classical_J4_K2: P* = {ref.coverage:.10f} (known optimum (water-filling); the best run reached" in text
     known = {t.instance: comparison.references[t.instance] for t in comparison.targets}
     assert_readable(target_ecdf_figure(comparison.runs, known, ("random", "spsa"), comparison.profiles))
 
