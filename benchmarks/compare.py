@@ -189,12 +189,12 @@ def known_optima(config: CompareConfig) -> dict[str, tuple[float, str]]:
     return out
 
 
-def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
+def plan_jobs(config: CompareConfig, known: dict[str, tuple[float, str]] | None = None) -> tuple[list[_Job], dict[str, int]]:
     """The runs to make, and per instance label the ``1/20`` lattice size if it fits ``grid_limit`` (else 0;
     always 0 for an instance whose optimum is known)."""
     jobs: list[_Job] = []
     reference_points: dict[str, int] = {}
-    known = known_optima(config)
+    known = known_optima(config) if known is None else known
     for name in config.instances:
         problem = placement_problem(load_benchmark(name), queue_model=config.queue_model)
         size = lattice_size(problem, REFERENCE_RESOLUTION) if _small_lattice(problem.dimension, config.grid_limit) else 0
@@ -230,7 +230,8 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
     A progress bar counts the runs on stderr (on a terminal); ``progress``, if given, also
     gets one line per run.
     """
-    jobs, reference_points = plan_jobs(config)
+    known = known_optima(config)
+    jobs, reference_points = plan_jobs(config, known)
     records: list[RunRecord] = []
     say = progress or (lambda _: None)
     say(f"compare: {len(jobs)} runs ({len(config.instances)} instances, methods {', '.join(config.methods)}, "
@@ -253,7 +254,6 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
 
     reference_runs = {r.instance: r for r, j in zip(records, jobs) if is_reference(j)}
     comparison_runs = [r for r, j in zip(records, jobs) if not is_reference(j)]
-    known = known_optima(config)
     refs = {label: make_reference(label, comparison_runs, reference_runs.get(label), known.get(label)) for label in labels}
     summaries, targets = [], []
     for label in labels:
@@ -264,7 +264,8 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
                     summaries.append(summarise(comparison_runs, refs[label], method, b, tol=config.tol))
                     if label in known:
                         targets.append(summarise_targets(comparison_runs, refs[label], method, b))
-    profiles = {instance_label(name, load): len(load_benchmark(name).profiles) for name in config.instances for load in config.loads}
+    sizes = {name: len(load_benchmark(name).profiles) for name in config.instances}
+    profiles = {instance_label(name, load): sizes[name] for name in config.instances for load in config.loads}
     return Comparison(config, refs, tuple(summaries), tuple(comparison_runs), tuple(targets), profiles)
 
 
