@@ -7,7 +7,11 @@ share of seeds within 0.005 of ``P*`` and the wall time; it writes ``runs.csv`` 
 budget), ``summary.csv``, ``summary.json``, ``curves_<instance>.png`` and ``ecdf.png``.
 
 ``P*`` is the exhaustive ``1/20`` grid where its feasible lattice has at most ``grid_limit``
-points, raised to the best mix any run found when a run beats the lattice.  The scipy baselines
+points, raised to the best mix any run found when a run beats the lattice — unless the instance
+file carries its exact optimum (``metadata.known_optimum``, the classical family of docs/model.md
+§18): then ``P*`` is that value at the instance's own load, and the runs are also scored against
+the relative targets ``P* (1 − δ)``, ``δ`` in :data:`~edgeprefix.benchmarks.compare_metrics.RELATIVE_TARGETS`
+(``targets.csv``, ``ecdf_targets.png``).  The scipy baselines
 (:mod:`edgeprefix.benchmarks.compare_baselines`) run beside the registered methods, and
 ``loads`` repeats everything at multiples of each instance's ``Λ``.
 """
@@ -30,12 +34,15 @@ import numpy as np
 
 from edgeprefix.benchmarks.compare_baselines import BASELINES
 from edgeprefix.benchmarks.compare_metrics import (
+    RELATIVE_TARGETS,
     SUCCESS_TOL,
     Reference,
     Summary,
+    TargetSummary,
     ecdf,
     make_reference,
     summarise,
+    summarise_targets,
 )
 from edgeprefix.benchmarks.compare_runs import (
     PER_BUDGET_METHODS,
@@ -50,7 +57,7 @@ from edgeprefix.benchmarks.compare_runs import (
 )
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import plain
-from edgeprefix.placement.model.instance import atomic_write_text
+from edgeprefix.placement.model.instance import Instance, atomic_write_text
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers.registry import method_names
 
@@ -131,6 +138,8 @@ class Comparison:
     references: dict[str, Reference]
     summaries: tuple[Summary, ...]
     runs: tuple[RunRecord, ...] = field(repr=False)
+    targets: tuple[TargetSummary, ...] = ()  # instances with a known optimum only
+    profiles: dict[str, int] = field(default_factory=dict)  # instance label → |S|
 
     def summary(self, instance: str, method: str, budget: int) -> Summary:
         for s in self.summaries:
@@ -158,17 +167,41 @@ class _Job:
         return instance_label(self.instance, self.load)
 
 
-def plan_jobs(config: CompareConfig) -> tuple[list[_Job], dict[str, int]]:
-    """The runs to make, and per instance label the ``1/20`` lattice size if it fits ``grid_limit`` (else 0)."""
+def known_optimum(instance: Instance) -> tuple[float, str] | None:
+    """``(P*, how it was found)`` from an instance file's ``metadata.known_optimum`` (docs/model.md §18), else None."""
+    meta = instance.metadata or {}
+    value = meta.get("known_optimum")
+    if value is None:
+        return None
+    if not (isinstance(value, (int, float)) and np.isfinite(value)):
+        raise ValueError(f"metadata.known_optimum of instance {instance.name!r}: a finite number is needed, got {plain(value)}")
+    return float(value), str(meta.get("optimum_method", "exact"))
+
+
+def known_optima(config: CompareConfig) -> dict[str, tuple[float, str]]:
+    """Instance label → ``(P*, method)`` for the instances with a known optimum, at load 1 only
+    (the optimum is that of the instance as written)."""
+    out = {}
+    for name in config.instances:
+        known = known_optimum(load_benchmark(name))
+        if known is not None and 1.0 in config.loads:
+            out[instance_label(name)] = known
+    return out
+
+
+def plan_jobs(config: CompareConfig, known: dict[str, tuple[float, str]] | None = None) -> tuple[list[_Job], dict[str, int]]:
+    """The runs to make, and per instance label the ``1/20`` lattice size if it fits ``grid_limit`` (else 0;
+    always 0 for an instance whose optimum is known)."""
     jobs: list[_Job] = []
     reference_points: dict[str, int] = {}
+    known = known_optima(config) if known is None else known
     for name in config.instances:
         problem = placement_problem(load_benchmark(name), queue_model=config.queue_model)
         size = lattice_size(problem, REFERENCE_RESOLUTION) if _small_lattice(problem.dimension, config.grid_limit) else 0
         resolutions = {b: grid_resolution_for(problem, b) for b in config.budgets} if "grid" in config.methods else {}
         for load in config.loads:
             label = instance_label(name, load)
-            reference_points[label] = size if 1 <= size <= config.grid_limit else 0
+            reference_points[label] = size if 1 <= size <= config.grid_limit and label not in known else 0
             if reference_points[label]:
                 jobs.append(_Job(name, "grid", -1, size, REFERENCE_RESOLUTION, config.queue_model, load))
             for method in config.methods:
@@ -197,7 +230,8 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
     A progress bar counts the runs on stderr (on a terminal); ``progress``, if given, also
     gets one line per run.
     """
-    jobs, reference_points = plan_jobs(config)
+    known = known_optima(config)
+    jobs, reference_points = plan_jobs(config, known)
     records: list[RunRecord] = []
     say = progress or (lambda _: None)
     say(f"compare: {len(jobs)} runs ({len(config.instances)} instances, methods {', '.join(config.methods)}, "
@@ -220,15 +254,19 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
 
     reference_runs = {r.instance: r for r, j in zip(records, jobs) if is_reference(j)}
     comparison_runs = [r for r, j in zip(records, jobs) if not is_reference(j)]
-    refs = {label: make_reference(label, comparison_runs, reference_runs.get(label)) for label in labels}
-    summaries = []
+    refs = {label: make_reference(label, comparison_runs, reference_runs.get(label), known.get(label)) for label in labels}
+    summaries, targets = [], []
     for label in labels:
         for method in config.methods:
             for b in config.budgets:
                 if any(r.instance == label and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == b)
                        for r in comparison_runs):
                     summaries.append(summarise(comparison_runs, refs[label], method, b, tol=config.tol))
-    return Comparison(config, refs, tuple(summaries), tuple(comparison_runs))
+                    if label in known:
+                        targets.append(summarise_targets(comparison_runs, refs[label], method, b))
+    sizes = {name: len(load_benchmark(name).profiles) for name in config.instances}
+    profiles = {instance_label(name, load): sizes[name] for name in config.instances for load in config.loads}
+    return Comparison(config, refs, tuple(summaries), tuple(comparison_runs), tuple(targets), profiles)
 
 
 def _report(i: int, total: int, record: RunRecord, say: Callable[[str], None], bar: Any) -> None:
@@ -247,7 +285,7 @@ def render_table(comparison: Comparison) -> str:
     """Plain-text table: one block per instance, one line per method × budget."""
     lines = []
     for name, ref in comparison.references.items():
-        lines.append(f"\n{name}: P* = {ref.coverage:.4f} ({reference_note(ref)})")
+        lines.append(f"\n{name}: P* = {ref.coverage:.{10 if ref.source.startswith('known') else 4}f} ({reference_note(ref)})")
         head = (f"{'method':<9}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'±1e-4':>7}"
                 f"{'evals':>7}{'feasible':>9}{'time s':>9}{'CPU ms/ev':>10}")
         lines += [head, "-" * len(head)]
@@ -255,11 +293,29 @@ def render_table(comparison: Comparison) -> str:
             if s.instance == name:
                 lines.append(f"{s.method:<9}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.success_strict:>8.2f}"
                              f"{s.success_fine:>7.2f}{s.evaluations:>7.0f}{s.feasible:>9.2f}{s.seconds:>9.2f}{s.cpu_ms:>10.2f}")
+    if comparison.targets:
+        lines += ["", render_targets(comparison)]
     return "\n".join(lines).lstrip("\n")
+
+
+def render_targets(comparison: Comparison) -> str:
+    """Against the exact ``P*``: one line per instance (dimension |S|) × method × budget with the share of
+    (run, target ``P* (1 − δ)``) pairs reached, the share of runs per ``δ`` and the median gap."""
+    deltas = comparison.targets[0].targets
+    head = (f"{'instance':<20}{'|S|':>5} {'method':<9}{'budget':>7}{'targets':>9}"
+            + "".join(f"{'δ=' + format(d, 'g'):>10}" for d in deltas) + f"{'gap':>10}{'rel. gap':>10}{'min gap':>10}")
+    lines = [f"Against the known optimum: share of (run, target P*(1 − δ)) pairs reached, δ in {', '.join(f'{d:g}' for d in deltas)}",
+             head, "-" * len(head)]
+    for t in comparison.targets:
+        lines.append(f"{t.instance:<20}{comparison.profiles.get(t.instance, 0):>5} {t.method:<9}{t.budget:>7}{t.reached:>9.2f}"
+                     + "".join(f"{v:>10.2f}" for v in t.by_target) + f"{t.gap:>10.1e}{t.relative_gap:>10.1e}{t.min_gap:>10.1e}")
+    return "\n".join(lines)
 
 
 def reference_note(ref: Reference) -> str:
     """Where ``P*`` comes from, in words, with the other candidate beside it."""
+    if ref.source.startswith("known optimum"):
+        return f"{ref.source}; the best run reached {ref.best_found:.10f}"
     grid = (f"the exhaustive 1/{ref.grid_resolution} grid ({ref.grid_points} feasible points)"
             if ref.grid_coverage is not None else None)
     if ref.source == "best found":
@@ -275,6 +331,8 @@ def to_payload(comparison: Comparison) -> dict[str, Any]:
         "config": asdict(comparison.config),
         "references": {k: asdict(v) for k, v in comparison.references.items()},
         "summaries": [{**asdict(s), "iqr": s.iqr} for s in comparison.summaries],
+        "targets": [asdict(t) for t in comparison.targets],
+        "profiles": dict(comparison.profiles),
     }
 
 
@@ -303,6 +361,19 @@ def summary_csv(comparison: Comparison) -> str:
     for s in comparison.summaries:
         ref = comparison.references[s.instance]
         writer.writerow({**asdict(s), "iqr": s.iqr, "reference": ref.coverage, "reference_source": ref.source})
+    return buffer.getvalue()
+
+
+def targets_csv(comparison: Comparison) -> str:
+    """One row per (instance, method, budget) with a known optimum: :class:`TargetSummary` flattened."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    deltas = comparison.targets[0].targets if comparison.targets else RELATIVE_TARGETS
+    writer.writerow(["instance", "profiles", "method", "budget", "runs", "reached", *(f"reached_{d:g}" for d in deltas),
+                     "median_gap", "median_relative_gap", "min_gap"])
+    for t in comparison.targets:
+        writer.writerow([t.instance, comparison.profiles.get(t.instance, ""), t.method, t.budget, t.runs, f"{t.reached:.6g}",
+                         *(f"{v:.6g}" for v in t.by_target), f"{t.gap:.6g}", f"{t.relative_gap:.6g}", f"{t.min_gap:.6g}"])
     return buffer.getvalue()
 
 
@@ -336,16 +407,36 @@ def markdown_summary(summaries: Sequence[Summary], references: dict[str, Referen
     return "\n".join(out) + "\n"
 
 
+def markdown_targets(comparison: Comparison) -> str:
+    """benchmarks/README.md's tables against the known optimum: per budget, rows methods, columns the
+    instances (with their |S|), cells ``F(b)`` — the share of (run, target) pairs reached — and the
+    median relative gap ``(P* − P̂(b)) / P*``."""
+    labels = list(dict.fromkeys(t.instance for t in comparison.targets))
+    cell = {(t.method, t.instance, t.budget): t for t in comparison.targets}
+    deltas = ", ".join(f"{d:g}" for d in comparison.targets[0].targets)
+    out = ["P* " + ", ".join(f"{k} {comparison.references[k].coverage:.10f}" for k in labels)]
+    head = "| method | " + " | ".join(f"{k} ({comparison.profiles.get(k, '?')})" for k in labels) + " |\n|---|" + "---:|" * len(labels)
+    for b in sorted({t.budget for t in comparison.targets}):
+        out += ["", f"**Budget {b}: share of (run, target P\\*(1 − δ)) pairs reached, δ in {deltas} (median relative gap)**", "", head]
+        for m in comparison.config.methods:
+            row = [f"{cell[(m, k, b)].reached:.2f} ({cell[(m, k, b)].relative_gap:.0e})" if (m, k, b) in cell else "" for k in labels]
+            out.append(f"| {m} | " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
+
+
 def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     """Write CSVs, JSON and PNG figures into ``out`` (each file atomically); returns the paths."""
     from edgeprefix.benchmarks.compare_plots import (
         curves_figure,
         ecdf_figure,
         save_atomic,
+        target_ecdf_figure,
     )
 
     written = []
     markdown = markdown_summary(comparison.summaries, comparison.references, comparison.config.methods)
+    if comparison.targets:
+        markdown += "\n" + markdown_targets(comparison)
     for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
                        ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n"), ("summary.md", markdown)):
         atomic_write_text(out / name, text)
@@ -357,6 +448,11 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
         written.append(path)
     save_atomic(ecdf_figure(comparison.runs, comparison.references, methods, comparison.summaries), out / "ecdf.png")
     written.append(out / "ecdf.png")
+    if comparison.targets:
+        atomic_write_text(out / "targets.csv", targets_csv(comparison))
+        known = {t.instance: comparison.references[t.instance] for t in comparison.targets}
+        save_atomic(target_ecdf_figure(comparison.runs, known, methods, comparison.profiles), out / "ecdf_targets.png")
+        written += [out / "targets.csv", out / "ecdf_targets.png"]
     return written
 
 

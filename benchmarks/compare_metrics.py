@@ -20,6 +20,7 @@ SUCCESS_TOL = 0.005
 STRICT_TOL = 0.001  # a second, tighter success level (the 0.005 one saturates on flat instances)
 FINE_TOL = 1e-4  # the gradient method's goal
 TARGET_PRECISIONS = (0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001)  # Δ, COCO-style targets P* − Δ
+RELATIVE_TARGETS = (1e-3, 1e-4, 1e-6)  # δ: targets P* (1 − δ) of an instance whose P* is known exactly
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class Reference:
     """The reference optimum ``P*`` of one instance and where it came from.
 
     ``source`` is ``grid 1/K`` when the ``1/K`` lattice was searched exhaustively and nothing
-    better was found, else ``best found`` (the best of every run, at the longest budget).
+    better was found, ``best found`` (the best of every run, at the longest budget), or
+    ``known optimum (…)`` for an instance whose file carries its exact ``P*`` (docs/model.md §18).
     """
 
     instance: str
@@ -73,11 +75,17 @@ class Summary:
         return self.q75 - self.q25
 
 
-def make_reference(instance: str, runs: Sequence[RunRecord], grid: RunRecord | None) -> Reference:
-    """``P* = max(grid 1/K optimum, best of every run)``; the source names the larger."""
+def make_reference(instance: str, runs: Sequence[RunRecord], grid: RunRecord | None, known: tuple[float, str] | None = None) -> Reference:
+    """``P* = max(grid 1/K optimum, best of every run)``; the source names the larger.
+
+    ``known`` = ``(P*, method)``: the instance's exact optimum, taken as is (a run above it shows
+    as a negative gap, never as a new reference).
+    """
     found = max((r.best for r in runs if r.instance == instance), default=float("-inf"))
     grid_cov = grid.best if grid is not None and np.isfinite(grid.best) else None
-    if grid_cov is not None and grid_cov >= found:
+    if known is not None:
+        coverage, source = float(known[0]), f"known optimum ({known[1]})"
+    elif grid_cov is not None and grid_cov >= found:
         coverage, source = grid_cov, f"grid 1/{grid.resolution}"
     else:
         coverage, source = found, "best found"
@@ -124,11 +132,12 @@ def summarise(runs: Sequence[RunRecord], ref: Reference, method: str, budget: in
 
 
 def ecdf(runs: Sequence[RunRecord], refs: dict[str, Reference], method: str, evaluations: npt.ArrayLike,
-         precisions: Sequence[float] = TARGET_PRECISIONS) -> FloatArray:
+         precisions: Sequence[float] = TARGET_PRECISIONS, *, relative: bool = False) -> FloatArray:
     """COCO-style ECDF: share of (run, target ``P* − Δ``) pairs reached within ``n`` evaluations.
 
     Pools every run of ``method`` on the instances of ``refs``; returns one value per entry
-    of ``evaluations``.  Non-decreasing in ``n`` because each curve is a best-so-far.
+    of ``evaluations``.  Non-decreasing in ``n`` because each curve is a best-so-far.  With
+    ``relative`` the targets are ``P* (1 − δ)`` for ``δ`` in ``precisions``.
     """
     n = np.asarray(evaluations, dtype=int)
     chosen = [r for r in runs if r.method == method and r.instance in refs]
@@ -138,5 +147,48 @@ def ecdf(runs: Sequence[RunRecord], refs: dict[str, Reference], method: str, eva
     for r in chosen:
         at = np.array([r.best_at(int(k)) if k >= 1 else -np.inf for k in n])
         for delta in precisions:
-            hits += at >= refs[r.instance].coverage - delta
+            hits += at >= _target(refs[r.instance].coverage, delta, relative)
     return hits / (len(chosen) * len(precisions))
+
+
+def _target(optimum: float, delta: float, relative: bool) -> float:
+    return optimum - delta * abs(optimum) if relative else optimum - delta
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """Runs of one (instance, method, budget ``b``) against an exactly known ``P*``.
+
+    ``reached`` is the share of (run, target) pairs with the best-so-far after ``b`` evaluations at
+    least ``P* (1 − δ)``, pooled over ``targets`` (the ECDF at ``n = b``); ``by_target`` the share of
+    runs per ``δ``; ``gap`` the median of ``P* − best`` and ``relative_gap`` the median of
+    ``(P* − best) / P*`` (a run with no feasible point counts as coverage 0); ``min_gap`` the smallest
+    gap of any run (negative only if a run beat ``P*``).
+    """
+
+    instance: str
+    method: str
+    budget: int
+    runs: int
+    targets: tuple[float, ...]
+    reached: float
+    by_target: tuple[float, ...]
+    gap: float
+    relative_gap: float
+    min_gap: float
+
+
+def summarise_targets(runs: Sequence[RunRecord], ref: Reference, method: str, budget: int,
+                      targets: Sequence[float] = RELATIVE_TARGETS) -> TargetSummary:
+    """:class:`TargetSummary` of ``method`` on ``ref.instance`` at budget ``b`` (runs matched as in :func:`summarise`)."""
+    chosen = [r for r in runs if r.instance == ref.instance and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == budget)]
+    if not chosen:
+        raise ValueError(f"no runs of method {method!r} on instance {ref.instance!r} at budget {budget}")
+    best = _floor(np.array([r.best_at(budget) for r in chosen]))
+    hit = np.array([[b >= _target(ref.coverage, d, True) for d in targets] for b in best], dtype=float)
+    gaps = ref.coverage - best
+    return TargetSummary(
+        instance=ref.instance, method=method, budget=budget, runs=len(chosen), targets=tuple(float(d) for d in targets),
+        reached=float(hit.mean()), by_target=tuple(float(v) for v in hit.mean(axis=0)), gap=float(np.median(gaps)),
+        relative_gap=float(np.median(gaps) / abs(ref.coverage)), min_gap=float(gaps.min()),
+    )

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from edgeprefix.benchmarks.compare_metrics import Reference, Summary, ecdf
+from edgeprefix.benchmarks.compare_metrics import RELATIVE_TARGETS, Reference, Summary, ecdf
 from edgeprefix.benchmarks.compare_runs import RunRecord, anytime_runs
 from edgeprefix.placement.atomic import atomic_savefig
 
@@ -85,4 +85,33 @@ def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: 
         ax.set_title(title, fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="outside right upper")
+    return fig
+
+
+def target_ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: Sequence[str], profiles: dict[str, int],
+                       precisions: Sequence[float] = RELATIVE_TARGETS) -> plt.Figure:
+    """ECDF of the relative targets ``P* (1 − δ)`` of instances with a known optimum vs evaluations: all
+    instances pooled, then one panel per instance (titled by its number of profiles)."""
+    panels = [("all instances", refs)] + [(f"{name} ({profiles.get(name, '?')} profiles)", {name: ref}) for name, ref in refs.items()]
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols + 1.6, 3.4 * rows), squeeze=False, layout="constrained")
+    chosen = [r for r in runs if r.instance in refs]
+    longest = max(r.nfev for r in chosen)
+    n = np.unique(np.geomspace(1, longest, 200).astype(int))
+    for ax, (title, subset) in zip(axes.flat, panels):
+        for method in methods:
+            curves = [r for r in anytime_runs(chosen, method) if r.instance in subset]
+            if curves:
+                ax.step(n, ecdf(curves, subset, method, n, precisions, relative=True), where="post", label=method)
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("objective evaluations")
+        ax.set_ylabel("share of (run, target) pairs")
+        ax.set_title(title, fontsize=9)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside right upper")
+    fig.suptitle(f"Targets P* (1 − δ), δ in {', '.join(f'{d:g}' for d in precisions)}, against the known optimum", fontsize=10)
     return fig
