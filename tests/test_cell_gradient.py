@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
 from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_load
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.model.spatial import AnalyticKernel
 
 INSTANCES = Path(__file__).resolve().parents[1] / "benchmarks" / "instances"
 STEP = 1e-7  # central differences; the model is piecewise smooth (table nodes), so the step stays small
@@ -33,22 +35,59 @@ def _inputs(ev, tau):
 
 
 def _coverage(inst, tau, kw, args):
-    law = cell_load(args["lam"], args["offsets"], 2.0, args["work"])
-    pairs = cell_coverage_pairs(law, tau, offered_load=args["offered_load"], service_scv=args.get("service_scv"), **kw)
+    """The cell coverage as the evaluation computes it (at α ≠ 2 normalised to the kernel's ``P1``, eq. (14.14))."""
+    alpha = inst.network.radio_exponent
+    law = cell_load(args["lam"], args["offsets"], alpha, args["work"])
+    queue_free = None
+    if alpha != 2.0:
+        kernel, lam, b = AnalyticKernel(), args["lam"], args["offsets"]
+        queue_free = (kernel.truncated(lam, b, alpha, (tau - kw["first_token"]) / kw["radio_scale"], np.zeros_like(b))[0]
+                      if np.isfinite(tau) else kernel.association(lam, b, alpha))
+    pairs = cell_coverage_pairs(law, tau, offered_load=args["offered_load"], service_scv=args.get("service_scv"),
+                                queue_free=queue_free, **kw)
     return float((inst.probabilities * pairs).sum())
+
+
+def _keeping_ties(b, cut, d):
+    """``d`` made equal on tiers whose offsets ``b_{s,q}`` or cut points ``cut_{s,q} = b_{s,q} + u_cut`` tie within a type.
+
+    At ``α ≠ 2`` the kernel's quadrature of ``P1`` is not differentiable across a tie of its breakpoints (the
+    sort order flips: the one-sided slopes differ, and a tier that starts inside a segment is not polynomial
+    there); along directions that keep the ties it is, and those are the only ones the mix moves ``b`` in
+    (``prefix`` and ``nearest`` do not move ``b``; exchangeable tiers share one advertised delay).
+    """
+    out = d.copy()
+    for q in range(b.shape[1]):
+        label = np.arange(b.shape[0])
+        for keys in (b[:, q], cut[:, q]):
+            for s in range(b.shape[0]):
+                for t in range(s):
+                    if keys[s] == keys[t]:
+                        label[label == label[s]] = label[t]
+        out[:, q] = d[label, q]
+    return out
 
 
 def _check(ev, tau):
     args, kw = _inputs(ev, tau)
     grad = cell_coverage_gradient(args["lam"], args["offsets"], args["work"], tau, offered_load=args["offered_load"],
-                                  service_scv=args.get("service_scv"), weights=ev.instance.probabilities, **kw)
+                                  service_scv=args.get("service_scv"), weights=ev.instance.probabilities,
+                                  alpha=ev.instance.network.radio_exponent, **kw)
     assert grad.value == pytest.approx(_coverage(ev.instance, tau, kw, args), abs=1e-14)
+    if np.isfinite(tau):
+        assert grad.value == pytest.approx(ev.coverage(tau), abs=1e-14)
     extra = {"mean_service": kw.pop("mean_service")}
     rng = np.random.default_rng(7)
     for name in [*args, "mean_service"]:
         base = args[name] if name in args else extra[name]
         for _ in range(2):
             d = rng.standard_normal(base.shape)
+            if name == "offsets" and ev.instance.network.radio_exponent != 2.0:
+                cut = base + np.maximum((tau - kw["first_token"]) / kw["radio_scale"], 0.0) if np.isfinite(tau) else base
+                d = _keeping_ties(base, cut, d)
+                if np.all(d == d[:1]):  # only translations keep every tie (prefix: all cut points sit at τ/ξ)
+                    assert abs(float((grad.offsets * d).sum())) <= 1e-12  # J depends on differences of b only
+                    continue
             values = []
             for sign in (1.0, -1.0):
                 moved = dict(args)
@@ -87,13 +126,17 @@ def test_cell_gradient_of_the_mgc_law():
     _check(ev, ev.target)
 
 
-def test_evaluation_cell_gradient_is_the_coverage_and_refuses_other_exponents():
+def test_evaluation_cell_gradient_is_the_coverage_at_every_exponent():
     inst = load_instance("paper_calibrated")
     ev = evaluate(inst, None, queue_model="cell")
     assert ev.cell_gradient().value == pytest.approx(ev.coverage(), abs=1e-14)
-    other = evaluate(inst.with_network(radio_exponent=2.5), None, queue_model="cell")
-    with pytest.raises(ValueError, match="radio_exponent"):
-        other.cell_gradient()
+    for alpha, nodes in ((2.5, None), (3.5, 48)):  # P1 on the evaluation's own kernel nodes
+        other = evaluate(inst.with_network(radio_exponent=alpha), None, queue_model="cell", kernel=AnalyticKernel(nodes=nodes))
+        assert other.cell_gradient().value == pytest.approx(other.coverage(), abs=1e-14)
+        assert other.cell_gradient(2.0 * other.target).value == pytest.approx(other.coverage(2.0 * other.target), abs=1e-14)
+    reference = evaluate(inst.with_network(radio_exponent=2.5), None, queue_model="cell", kernel=QuadReferenceKernel())
+    with pytest.raises(ValueError, match=r"^kernel: the cell model's partials at radio_exponent ≠ 2 .*got QuadReferenceKernel$"):
+        reference.cell_gradient()
 
 
 def _shifted(inst, pi, policy, s, h):
@@ -155,3 +198,13 @@ def test_evaluate_gradient_with_the_cell_model_on_the_command_line(capsys):
     up = _shifted(ev.instance, pi, "load_aware", 2, h)
     down = _shifted(ev.instance, pi, "load_aware", 2, -h)
     assert out["gradient"]["deep"] == pytest.approx((up - down) / (2 * h), rel=1e-4)
+
+
+@pytest.mark.parametrize("alpha", [2.5, 3.5])
+@pytest.mark.parametrize(("policy", "intensity", "factor"), [("load_aware", 3.3, 1.0), ("prefix", 2.4, 2.0), ("load_aware", 3.3, np.inf),
+                                                             ("nearest", 1.0, 0.5)])
+def test_cell_gradient_at_other_exponents_matches_central_differences(alpha, policy, intensity, factor):
+    """α ≠ 2: the void exponent in closed form, the ray extents by the table inverse and ``P1`` by the kernel's quadrature."""
+    inst = load_instance("paper_calibrated").with_network(request_intensity=intensity, radio_exponent=alpha)
+    ev = evaluate(inst, None, policy, queue_model="cell")
+    _check(ev, ev.target * factor)

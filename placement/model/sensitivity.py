@@ -531,7 +531,7 @@ class _Linearisation:
         grad = cell_coverage_gradient(
             self.lam, self.b, work, self.target, radio_scale=self.xi, first_token=self.g, servers=self.c,
             offered_load=self.work, mean_service=self.mean_service, service_scv=self.load.scv if self.law.needs_scv else None,
-            weights=self.p, alpha=self.alpha,
+            weights=self.p, alpha=self.alpha, nodes=self.nodes,
         )
         return grad.value, *self._through_loads(grad.offered_load, grad.mean_service, grad.lam, grad.offsets, grad.service_scv)
 
