@@ -96,29 +96,14 @@ class PowerGeometry:
     def extent(self, queries: FloatArray) -> FloatArray:
         """``V_{s,q}(ℓ)`` at the levels ``queries`` ``(N,)``, ``(S, Q, N)``: the forward pass's table inverse."""
         lam, b = self.lam, self.b
-        s_count, q_count = b.shape
+        q_count = b.shape[1]
         vmax = C.L_MAX / (np.pi * lam)
         shape = np.linspace(0.0, 1.0, TABLE_POINTS) ** 2
         grid = vmax[:, None, None] * shape * np.ones((1, q_count, 1))  # (S, Q, F)
-        table = C.void_exponent(grid, lam, C._offsets(b), self.alpha).reshape(s_count * q_count, -1)
-        rows, n = table.shape
-        top = float(max(queries[-1], table.max())) + 1.0
-        offset = (np.arange(rows) * 2.0 * top)[:, None]
-        flat = np.maximum.accumulate((np.minimum(table, top) + offset).ravel())
-        levels = (queries[None, :] + offset).ravel()
-        base = np.repeat(np.arange(rows) * n, queries.size)
-        idx = np.clip(np.searchsorted(flat, levels, side="right"), base + 1, base + n - 1)
-        lo, hi = flat[idx - 1], flat[idx]
-        vv = grid.reshape(-1)
-        width = np.where(hi > lo, hi - lo, 1.0)
-        raw = (levels - lo) / width
-        frac = np.clip(raw, 0.0, 1.0)
-        out = (vv[idx - 1] + frac * (vv[idx] - vv[idx - 1])).reshape(s_count, q_count, queries.size)
-        hit = queries >= table.reshape(s_count, q_count, n)[..., :1]  # the cell covers the node's own position
-        free = ((raw > 0.0) & (raw < 1.0) & (hi > lo)).reshape(out.shape)
-        local = (idx - base).reshape(out.shape)  # upper table point of each level's interval
-        self._saved["extent"] = (hit, free, local, frac.reshape(out.shape), width.reshape(out.shape), shape, vmax)
-        return np.where(hit, out, 0.0)
+        table = C.void_exponent(grid, lam, C._offsets(b), self.alpha)
+        out, (hit, free, upper, frac, width) = C.ray_extent_search(table, queries, grid)
+        self._saved["extent"] = (hit, free, upper, frac, width, shape, vmax)
+        return out
 
     def extent_vjp(self, bar: FloatArray) -> None:
         """Accumulate ``∂`` of ``Σ bar · V`` (``bar`` ``(S, Q, N)``) at the held table intervals.
