@@ -11,9 +11,16 @@ computed function itself (the same quadrature and tables as
 A gradient in the mix chains these partials with the mean field's (``∂λ/∂π``, ``∂b/∂W̄``,
 ``∂a/∂A``, ``∂m/∂A`` and the implicit ``∂W̄/∂π`` of the fixed point: the mean-field sensitivities).
 
+The geometry — void exponent ``L_{s,q}``, ray extents ``V_{s,q}(ℓ)`` and the queue-free mass ``P1_{s,q}``
+of eq. (14.14) — is the cost axis at ``α = 2`` (:class:`_Alpha2Geometry`: one piecewise-linear ``G_q`` per
+type, ``P1`` in closed form) and the power path otherwise
+(:class:`~edgeprefix.placement.model.cell_gradient_power.PowerGeometry`: ``L`` in closed form, ``V`` by the
+table inverse, ``P1`` by the analytic kernel's quadrature); everything after it is shared.
+
 The pieces are smooth except on sets of measure zero (a node of a table or of the ℓ axis
-crossed, a clip, a floor switching); there the value is continuous and the derivative is that
-of the piece on one side.  Only ``α = 2`` is covered (the one-function-per-type cost axis).
+crossed, a clip, a floor switching; at ``α ≠ 2`` also a tie of the quadrature's breakpoints);
+there the value is continuous and the derivative is that of the piece on one side (at a tie:
+along the directions that keep it, docs/model.md §14.6).
 """
 
 from __future__ import annotations
