@@ -79,18 +79,17 @@ class PowerGeometry:
         p = 2.0 / self.alpha
         power, slope = self.radio(v)
         z = power[..., None] + delta[:, None, :]  # (P, R, T)
-        pos = z > 0
-        zp = np.where(pos, z, 1.0)
-        root = np.where(pos, zp**p, 0.0)  # ρ_t², the λ_t derivative over π
-        dz = np.where(pos, root / zp, 0.0) * (np.pi * p * self.lam)  # π λ_t p z^{p − 1}
+        np.maximum(z, 0.0, out=z)
+        root = np.power(z, p)  # max(z, 0)^{2/α} = ρ_t², the λ_t derivative over π
         self.lam_bar += np.pi * np.einsum("pr,prt->t", bar, root)
-        z_bar = bar[..., None] * dz  # (P, R, T)
-        per_t = z_bar.sum(axis=1)  # (P, T)
+        np.divide(root, z, out=root, where=z > 0)  # z^{p − 1} where z > 0 (0 elsewhere: root is 0 there)
+        scale = np.pi * p * self.lam  # ∂L/∂z_t = π λ_t p z^{p − 1}
+        per_t = np.einsum("pr,prt->pt", bar, root) * scale  # (P, T): Σ_r z̄_t
         np.add.at(self.b_bar, (tier, kind), per_t.sum(axis=1))
         t_count = self.lam.size
         flat = (np.arange(t_count)[None, :] * self.b.shape[1] + kind[:, None]).ravel()
         self.b_bar -= np.bincount(flat, per_t.ravel(), self.b.size).reshape(self.b.shape)
-        return z_bar.sum(axis=2) * slope
+        return (root @ scale) * bar * slope
 
     # -- ray extents (14.2) ------------------------------------------------------------------------
     def extent(self, queries: FloatArray) -> FloatArray:
@@ -132,28 +131,27 @@ class PowerGeometry:
         """``P1_{s,q}`` for the pairs ``(tier, kind)``: the kernel's quadrature with ``u_cut`` ``(S, Q)``
         (``None``: ``τ = ∞``, the association ``A_{s,q}``)."""
         lam, b = self.lam, self.b
-        if lam.size == 1:  # one tier: the kernel's association is 1 without integration
-            values = np.ones_like(b) if u_cut is None else _mass(lam, b, self.alpha, u_cut, self.nodes)[0]
-            self._saved["queue_free"] = (tier, kind, u_cut, u_cut is None)
-            return values[tier, kind]
+        if lam.size == 1 and u_cut is None:  # one tier: the kernel's association is 1 without integration
+            self._saved["queue_free"] = (tier, kind, [], True)
+            return np.ones(tier.size)
         values = np.empty_like(b)
         per_column = (1 if u_cut is None else 2) * b.shape[0] ** 2 * self.nodes
+        blocks = []
         for cols in column_blocks(b.shape[1], per_column):
-            values[:, cols] = _mass(lam, b[:, cols], self.alpha, None if u_cut is None else u_cut[:, cols], self.nodes)[0]
-        self._saved["queue_free"] = (tier, kind, u_cut, False)
+            values[:, cols], state = _mass_forward(lam, b[:, cols], self.alpha, None if u_cut is None else u_cut[:, cols], self.nodes)
+            blocks.append((cols, state))
+        self._saved["queue_free"] = (tier, kind, blocks, False)
         return values[tier, kind]
 
     def queue_free_vjp(self, bar: FloatArray) -> None:
         """Accumulate ``∂`` of ``Σ bar · P1`` over the pairs (the kernel's nodes move with ``b`` and ``y_max``)."""
-        tier, kind, u_cut, constant = self._saved["queue_free"]
+        tier, kind, blocks, constant = self._saved["queue_free"]
         if constant:
             return
         seed = np.zeros_like(self.b)
         np.add.at(seed, (tier, kind), bar)
-        per_column = (1 if u_cut is None else 2) * self.b.shape[0] ** 2 * self.nodes
-        for cols in column_blocks(self.b.shape[1], per_column):
-            _, lam_bar, b_bar = _mass(self.lam, self.b[:, cols], self.alpha, None if u_cut is None else u_cut[:, cols],
-                                      self.nodes, seed[:, cols])
+        for cols, state in blocks:
+            lam_bar, b_bar = _mass_reverse(state, seed[:, cols])
             self.lam_bar += lam_bar
             self.b_bar[:, cols] += b_bar
 
@@ -164,10 +162,19 @@ class PowerGeometry:
 
 def _mass(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None, nodes: int,
           bar: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """The kernel's ``P1_{s,q} = Σ_{0 < u ≤ u_cut} mass`` (``A_{s,q}`` when ``u_cut`` is None) on
-    :func:`~edgeprefix.placement.model.association.tier_grid`'s nodes, and with ``bar`` its reverse pass.
+    """``(P1 (S, Q), λ̄ (S,), b̄ (S, Q))`` of :func:`_mass_forward` and, with ``bar``, :func:`_mass_reverse` (zeros without)."""
+    value, state = _mass_forward(lam, b, alpha, u_cut, nodes)
+    if bar is None:
+        return value, np.zeros(lam.size), np.zeros_like(b)
+    return (value, *_mass_reverse(state, bar))
 
-    Returns ``(value (S, Q), λ̄ (S,), b̄ (S, Q))`` (zeros without ``bar``).  The nodes are
+
+def _mass_forward(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None,
+                  nodes: int) -> tuple[FloatArray, dict[str, Any]]:
+    """The kernel's ``P1_{s,q} = Σ_{0 < u ≤ u_cut} mass`` (``A_{s,q}`` when ``u_cut`` is None) on
+    :func:`~edgeprefix.placement.model.association.tier_grid`'s nodes, and what its reverse pass needs.
+
+    The nodes are
     ``y = left_k + length_k x_i^m`` on the segments between the sorted breakpoints ``{b_{t,q}}`` (and
     ``{b_{t,q} + u_cut}``), clipped at ``y_max = min_j [b_(j) + (G_MAX/(π Σ_{i ≤ j} λ_(i)))^{α/2}]``; the
     sort order, the clip and the ``argmin`` are held; the translation of a far-off axis is a constant.
@@ -208,10 +215,17 @@ def _mass(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None
     survival = np.exp(-(u * rate).sum(axis=0) / p)  # e^{−G_q}
     inside = active if u_cut is None else active & (u <= u_cut[:, :, None])
     mass = np.where(inside, rate * (survival * dy)[None], 0.0)
-    value = mass.sum(axis=2)
-    if bar is None:
-        return value, np.zeros(s_count), np.zeros_like(b)
-    # reverse: mass = rate e^{−G} dy on the nodes inside the window
+    state = {k: v for k, v in locals().items() if k not in ("mass", "x", "w")}
+    return mass.sum(axis=2), state
+
+
+def _mass_reverse(state: dict[str, Any], bar: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(λ̄, b̄)`` of ``Σ bar · P1`` through :func:`_mass_forward`'s nodes."""
+    lam, p, s_count, q_count, k_count = state["lam"], state["p"], state["s_count"], state["q_count"], state["k_count"]
+    inside, active, rate, survival, dy, u, gap = (state[k] for k in ("inside", "active", "rate", "survival", "dy", "u", "gap"))
+    xm, dxm, at_end, finite, breaks, src = (state[k] for k in ("xm", "dxm", "at_end", "finite", "breaks", "src"))
+    order, first, cols, reach, started, u_cut = (state[k] for k in ("order", "first", "cols", "reach", "started", "u_cut"))
+    # mass = rate e^{−G} dy on the nodes inside the window
     m_bar = np.where(inside, bar[:, :, None], 0.0)
     rate_bar = m_bar * (survival * dy)[None]
     weighted = (m_bar * rate).sum(axis=0)  # (Q, J)
@@ -246,4 +260,4 @@ def _mass(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(s_count)[:, None] * np.ones((1, q_count), dtype=order.dtype), axis=0)
     lam_bar += np.pi * ((rank <= first[None, :]) * started_bar[None, :]).sum(axis=1)
-    return value, lam_bar, b_bar
+    return lam_bar, b_bar
