@@ -214,6 +214,15 @@ def test_cell_gradient_at_other_exponents_matches_central_differences(alpha, pol
     _check(ev, ev.target * factor)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 6.0])
+@pytest.mark.parametrize(("policy", "intensity", "factor"), [("load_aware", 3.3, 1.0), ("nearest", 1.0, 0.5)])
+def test_cell_gradient_at_the_ends_of_the_accepted_exponents(alpha, policy, intensity, factor):
+    """α = 1 (``2/α = 2``: ``G'`` grows with ``u``) and α = 6 (``2/α = 1/3``, nodes ``x^{12}`` next to each kink)."""
+    inst = load_instance("paper_calibrated").with_network(request_intensity=intensity, radio_exponent=alpha)
+    ev = evaluate(inst, None, policy, queue_model="cell")
+    _check(ev, ev.target * factor)
+
+
 
 def _random_case(alpha, load, policy, seed):
     """A random 5-type, 4-profile instance (:func:`synthetic_instance`) and mix at light load (0.3×) or at the load where
@@ -318,3 +327,32 @@ def test_evaluate_gradient_with_the_cell_model_at_alpha_2_5_on_the_command_line(
     assert main(["evaluate", str(path), "--queue-model", "cell", "--gradient"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1].split()
     assert [float(x) for x in last] == pytest.approx([out["gradient"][p] for p in inst.profile_ids], abs=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [1.5, 2.5, 3.5, 6.0])
+def test_the_queue_free_mass_is_the_kernels_quadrature_and_its_reverse_pass_its_derivative(alpha):
+    """``P1`` (and ``A`` at ``τ = ∞``) equal the kernel's numbers exactly; ``(λ̄, b̄)`` are the derivative of that
+    quadrature (its nodes move with the breakpoints and ``y_max``), not the quadrature of the derivative."""
+    from edgeprefix.placement.model.association import default_nodes
+    from edgeprefix.placement.model.cell_gradient_power import _mass
+
+    rng = np.random.default_rng(1)
+    lam, b = rng.uniform(0.5, 2.0, 4), rng.uniform(0.0, 1.0, (4, 5))
+    u_cut = rng.uniform(0.05, 1.5, (4, 5))
+    u_cut[0, 0] = 0.0  # a window that is empty: its cut point ties with its own breakpoint
+    kernel, nodes = AnalyticKernel(), default_nodes(alpha)
+    assert np.array_equal(_mass(lam, b, alpha, u_cut, nodes)[0], kernel.truncated(lam, b, alpha, u_cut, np.zeros_like(b))[0])
+    assert np.array_equal(_mass(lam, b, alpha, None, nodes)[0], kernel.association(lam, b, alpha))
+    bar = rng.standard_normal(b.shape)
+    h = 1e-6
+    for cut in (u_cut, None):
+        _, lam_bar, b_bar = _mass(lam, b, alpha, cut, nodes, bar)
+
+        def j(lam_, b_, cut=cut):
+            return float((bar * _mass(lam_, b_, alpha, cut, nodes)[0]).sum())
+
+        d_lam, d_b = rng.standard_normal(lam.shape), rng.standard_normal(b.shape)
+        fd_lam = (j(lam + h * d_lam, b) - j(lam - h * d_lam, b)) / (2 * h)
+        fd_b = (j(lam, b + h * d_b) - j(lam, b - h * d_b)) / (2 * h)
+        assert lam_bar @ d_lam == pytest.approx(fd_lam, rel=1e-7)
+        assert float((b_bar * d_b).sum()) == pytest.approx(fd_b, rel=1e-7)

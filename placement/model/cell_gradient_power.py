@@ -215,8 +215,10 @@ def _mass_forward(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArra
     survival = np.exp(-(u * rate).sum(axis=0) / p)  # e^{−G_q}
     inside = active if u_cut is None else active & (u <= u_cut[:, :, None])
     mass = np.where(inside, rate * (survival * dy)[None], 0.0)
-    state = {k: v for k, v in locals().items() if k not in ("mass", "x", "w")}
-    return mass.sum(axis=2), state
+    names = ("lam", "p", "s_count", "q_count", "k_count", "inside", "active", "rate", "survival", "dy", "u", "gap", "xm", "dxm",
+             "at_end", "finite", "breaks", "src", "order", "first", "cols", "reach", "started", "u_cut")
+    values = locals()
+    return mass.sum(axis=2), {name: values[name] for name in names}  # what the reverse pass reads
 
 
 def _mass_reverse(state: dict[str, Any], bar: FloatArray) -> tuple[FloatArray, FloatArray]:
