@@ -132,25 +132,26 @@ class PowerGeometry:
         (``None``: ``τ = ∞``, the association ``A_{s,q}``)."""
         lam, b = self.lam, self.b
         if lam.size == 1 and u_cut is None:  # one tier: the kernel's association is 1 without integration
-            self._saved["queue_free"] = (tier, kind, [], True)
+            self._saved["queue_free"] = (tier, kind, [], None)
             return np.ones(tier.size)
         values = np.empty_like(b)
         per_column = (1 if u_cut is None else 2) * b.shape[0] ** 2 * self.nodes
         blocks = []
-        for cols in column_blocks(b.shape[1], per_column):
+        slices = column_blocks(b.shape[1], per_column)
+        for cols in slices:
             values[:, cols], state = _mass_forward(lam, b[:, cols], self.alpha, None if u_cut is None else u_cut[:, cols], self.nodes)
-            blocks.append((cols, state))
-        self._saved["queue_free"] = (tier, kind, blocks, False)
+            blocks.append((cols, state if len(slices) == 1 else None))  # several blocks: recomputed in reverse (bounded memory)
+        self._saved["queue_free"] = (tier, kind, blocks, u_cut)
         return values[tier, kind]
 
     def queue_free_vjp(self, bar: FloatArray) -> None:
         """Accumulate ``∂`` of ``Σ bar · P1`` over the pairs (the kernel's nodes move with ``b`` and ``y_max``)."""
-        tier, kind, blocks, constant = self._saved["queue_free"]
-        if constant:
-            return
+        tier, kind, blocks, u_cut = self._saved["queue_free"]
         seed = np.zeros_like(self.b)
         np.add.at(seed, (tier, kind), bar)
         for cols, state in blocks:
+            if state is None:
+                state = _mass_forward(self.lam, self.b[:, cols], self.alpha, None if u_cut is None else u_cut[:, cols], self.nodes)[1]
             lam_bar, b_bar = _mass_reverse(state, seed[:, cols])
             self.lam_bar += lam_bar
             self.b_bar[:, cols] += b_bar
