@@ -12,7 +12,8 @@ times, interleaved so that the machine's load hits all alike (median CPU millise
   vector–Jacobian products and the test tiers, reusing the point's fixed point.
 
 It prints a table with the ratios gradient / score and writes ``gradient_cost.json`` / ``.csv``
-with ``--out``.  ``--to-target`` adds a second table: at 0.5, 1 and 1.3 times each instance's
+with ``--out``.  ``--queue-model cell`` scores and differentiates the cell model (docs/model.md §14.6),
+``--radio-exponent A`` sets ``α`` on every instance (its own otherwise).  ``--to-target`` adds a second table: at 0.5, 1 and 1.3 times each instance's
 load, the evaluations and CPU milliseconds the gradient method, scipy's SLSQP with finite
 differences (``slsqp-fd``) and CMA-ES (seeds 0–2, median) take to come within 1e-4 of the best
 known optimum (the best of a 300-evaluation gradient run with restarts and the three methods' runs).
@@ -63,8 +64,11 @@ def _cpu_ms(fn) -> float:
     return 1e3 * (time.process_time() - start)
 
 
-def measure(name: str, repeats: int) -> list[CostRow]:
-    problem = placement_problem(load_benchmark(name))
+def measure(name: str, repeats: int, queue_model: str = "meanfield", alpha: float | None = None) -> list[CostRow]:
+    instance = load_benchmark(name)
+    if alpha is not None:
+        instance = instance.with_network(radio_exponent=alpha)
+    problem = placement_problem(instance, queue_model=queue_model)
     n = problem.dimension
     optimum = solve(problem, "gradient", budget=60, starts=1).x
     rows = []
@@ -130,11 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", default=",".join(INSTANCES), help=f"comma-separated (default: {','.join(INSTANCES)})")
     parser.add_argument("--out", type=Path, default=None, help="folder for gradient_cost.json and gradient_cost.csv")
     parser.add_argument("--to-target", action="store_true", help="also time every method to within 1e-4 of the best known optimum")
+    parser.add_argument("--queue-model", choices=("meanfield", "cell"), default="meanfield",
+                        help="queue model scored and differentiated (default: meanfield)")
+    parser.add_argument("--radio-exponent", type=float, default=None, metavar="A", help="set α on every instance (default: its own)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
     names = [name.strip() for name in args.instances.split(",") if name.strip()]
-    rows = [row for name in names for row in measure(name, args.repeats)]
+    rows = [row for name in names for row in measure(name, args.repeats, args.queue_model, args.radio_exponent)]
     print(render(rows))
     targets: dict[str, dict[str, tuple[float, float] | None]] = {}
     if args.to_target:

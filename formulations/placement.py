@@ -127,13 +127,10 @@ class PlacementProblem:
     @property
     def gradient_missing(self) -> str:
         """Why scores have no exact gradient (empty when they have one): the simulation objective has
-        none (docs/model.md §15); the cell queue model has them at α = 2 (docs/model.md §14); an
-        injected evaluator's evaluations are differentiated only by an injected differentiator."""
+        none (docs/model.md §15); an injected evaluator's evaluations are differentiated only by an injected
+        differentiator.  Both queue models have them at every radio exponent (the cell model: docs/model.md §14.6)."""
         if not callable(getattr(self.objective, "gradient", None)):
             return f"the {type(self.objective).__name__} has no gradient"
-        queue_model = getattr(self.objective, "queue_model", "meanfield")
-        if queue_model == "cell" and self.objective.instance.network.radio_exponent != 2.0:  # type: ignore[attr-defined]
-            return "the 'cell' queue model's sensitivities need radio_exponent = 2"
         if getattr(self.objective, "evaluator", None) is not None and getattr(self.objective, "differentiator", None) is None:
             return "an injected evaluator has exact gradients only with an injected differentiator"
         return ""

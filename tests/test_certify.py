@@ -10,6 +10,7 @@ import pytest
 
 from edgeprefix.benchmarks.classical import ClassicalSpec, classical_instance
 from edgeprefix.cli import main
+from edgeprefix.formulations.migration import Epoch, MigrationProblem
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.formulations.simulated import SimulationSettings
 from edgeprefix.placement.model.instance import load_instance, write_instance
@@ -59,13 +60,15 @@ def test_every_solve_result_carries_the_certificate_of_its_mix() -> None:
 
 def _without_gradient(kind: str):
     """A problem whose objective has no exact gradient, and the words of its reason."""
-    if kind == "cell at α = 3":  # the cell model's sensitivities are derived at α = 2 only
-        return placement_problem(classical_instance(ClassicalSpec(4, 2, alpha=3.0)), queue_model="cell"), "radio_exponent = 2"
+    if kind == "migration epoch":  # a problem that declares no gradient
+        instance = load_instance("paper_baseline")
+        mix = instance.mix_vector(None)
+        return MigrationProblem(instance, (Epoch("a"),), mix, change_budget=0.1).epoch_problem(0, mix), "EpochProblem has no exact gradient"
     settings = SimulationSettings(seeds=(0,), nodes=40.0)
     return placement_problem(load_instance("paper_baseline"), simulation=settings), "SimulationObjective has no gradient"
 
 
-@pytest.mark.parametrize("kind", ["cell at α = 3", "simulation"])
+@pytest.mark.parametrize("kind", ["migration epoch", "simulation"])
 def test_an_objective_without_gradient_reports_null_and_why(kind: str) -> None:
     problem, why = _without_gradient(kind)
     result = solve(problem, "random", budget=2, seed=0)
@@ -77,11 +80,14 @@ def test_an_objective_without_gradient_reports_null_and_why(kind: str) -> None:
     assert why in polished.polish["note"] and "cannot be polished" in polished.polish["note"]
 
 
-def test_the_cell_model_is_certified_where_it_has_sensitivities() -> None:
-    problem = placement_problem(load_instance("paper_baseline"), queue_model="cell")  # α = 2
+@pytest.mark.parametrize("alpha", [2.0, 3.0])
+def test_the_cell_model_is_certified_at_every_exponent(alpha: float) -> None:
+    problem = placement_problem(load_instance("paper_baseline").with_network(radio_exponent=alpha), queue_model="cell")
+    assert problem.differentiable and problem.gradient_missing == ""
     result = solve(problem, "random", budget=3, seed=0)
     expected = kkt_certificate(problem.constraints, result.x, problem.gradient(problem.score(result.x)))
     assert result.certificate is not None and result.certificate.residual == pytest.approx(expected.residual, rel=1e-9)
+    assert result.certificate_note is None
 
 
 def test_an_infeasible_best_mix_has_no_certificate() -> None:
@@ -150,16 +156,24 @@ def test_solve_certify_from_random_search_reaches_the_optimum(tmp_path, capsys) 
     assert "certified: KKT residual" in text and "<= 0.0001 after" in text
 
 
-def test_solve_certify_without_gradient_exits_0_with_one_line(tmp_path, capsys) -> None:
+def test_solve_certify_without_gradient_exits_0_with_one_line(capsys) -> None:
+    simulated = ["--objective", "simulation", "--sim-seeds", "0", "--sim-nodes", "40"]
+    assert main(["solve", "--budget", "2", *simulated, "--certify", "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["kkt_residual"] is None and out["certified"] is False and "SimulationObjective has no gradient" in out["kkt_note"]
+    assert captured.err.strip().splitlines()[-1].startswith("edgeprefix solve: not certified: the SimulationObjective has no gradient")
+    assert main(["solve", "--budget", "2", *simulated]) == 0
+    assert "KKT residual n/a: the SimulationObjective has no gradient" in capsys.readouterr().out
+
+
+def test_solve_certifies_the_cell_model_at_alpha_3(tmp_path, capsys) -> None:
     path = tmp_path / "alpha3.toml"
     write_instance(classical_instance(ClassicalSpec(4, 2, alpha=3.0)), path)
     assert main(["solve", str(path), "--budget", "3", "--queue-model", "cell", "--certify", "--json"]) == 0
-    captured = capsys.readouterr()
-    out = json.loads(captured.out)
-    assert out["kkt_residual"] is None and out["certified"] is False and "radio_exponent = 2" in out["kkt_note"]
-    assert captured.err.strip().splitlines()[-1].startswith("edgeprefix solve: not certified: the 'cell' queue model")
-    assert main(["solve", str(path), "--budget", "3", "--queue-model", "cell"]) == 0
-    assert "KKT residual n/a: the 'cell' queue model's sensitivities need radio_exponent = 2" in capsys.readouterr().out
+    out = json.loads(capsys.readouterr().out)
+    assert out["certified"] is True and out["kkt_residual"] <= 1e-6 and out["kkt_note"] is None
+    assert out["coverage"] >= out["certify"]["coverage_before"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

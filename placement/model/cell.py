@@ -285,19 +285,41 @@ def _ray_extent_table(lam: FloatArray, delta: FloatArray, alpha: float, ell: Flo
     """Any α: the inverse of ``L`` by linear interpolation in a table of 129 values per row."""
     s_count, q_count, _ = delta.shape
     grid = vmax[:, None, None] * np.linspace(0.0, 1.0, 129) ** 2 * np.ones((1, q_count, 1))  # (S, Q, F)
-    table = void_exponent(grid, lam, delta, alpha).reshape(s_count * q_count, -1)
-    rows, n = table.shape
-    top = float(max(ell[-1], table.max())) + 1.0
+    table = void_exponent(grid, lam, delta, alpha)
+    return ray_extent_search(table, ell, grid)[0]
+
+
+def ray_extent_search(table: FloatArray, ell: FloatArray, grid: FloatArray) -> tuple[FloatArray, tuple]:
+    """``V(ℓ)`` by linear interpolation of the rows ``table`` ``(S, Q, F)`` (``L`` at the points ``grid``) at the levels ``ell`` ``(N,)``.
+
+    Returns the extents ``(S, Q, N)`` (0 where ``ℓ < L(0)``) and, for the derivative, ``(hit, free, upper, frac, width)``:
+    where the level is covered, where the interpolation weight is not clipped, the upper table point of each
+    level's interval, the weight and the interval's ``ΔL``.  One search for all rows: rows are laid end to
+    end, each shifted by its own band; the search runs on the rows capped just above the largest level
+    (so the bands stay short and the shifted values keep their precision whatever ``L`` reaches), the
+    interpolation on the table itself.
+    """
+    s_count, q_count, n = table.shape
+    rows = s_count * q_count
+    flat_table = table.reshape(rows, n)
+    top = float(np.max(ell)) + 1.0
     offset = (np.arange(rows) * 2.0 * top)[:, None]
-    flat = np.maximum.accumulate((np.minimum(table, top) + offset).ravel())
+    flat = np.maximum.accumulate((np.minimum(flat_table, top) + offset).ravel())
     queries = (ell[None, :] + offset).ravel()
     base = np.repeat(np.arange(rows) * n, ell.size)
     idx = np.clip(np.searchsorted(flat, queries, side="right"), base + 1, base + n - 1)
-    lo, hi = flat[idx - 1], flat[idx]
+    values = np.maximum.accumulate(flat_table, axis=1).ravel()
+    lo, hi = values[idx - 1], values[idx]
+    level = np.tile(ell, rows)
+    width = np.where(hi > lo, hi - lo, 1.0)
+    raw = (level - lo) / width
+    frac = np.clip(raw, 0.0, 1.0)
     vv = grid.reshape(-1)
-    frac = np.clip((queries - lo) / np.where(hi > lo, hi - lo, 1.0), 0.0, 1.0)
-    out = (vv[idx - 1] + frac * (vv[idx] - vv[idx - 1])).reshape(s_count, q_count, ell.size)
-    return np.where(ell >= table.reshape(s_count, q_count, n)[..., :1], out, 0.0)
+    shape = (s_count, q_count, ell.size)
+    out = (vv[idx - 1] + frac * (vv[idx] - vv[idx - 1])).reshape(shape)
+    hit = ell >= table[..., :1]
+    free = ((raw > 0.0) & (raw < 1.0) & (hi > lo)).reshape(shape)
+    return np.where(hit, out, 0.0), (hit, free, (idx - base).reshape(shape), frac.reshape(shape), width.reshape(shape))
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,16 @@ computed function itself (the same quadrature and tables as
 A gradient in the mix chains these partials with the mean field's (``∂λ/∂π``, ``∂b/∂W̄``,
 ``∂a/∂A``, ``∂m/∂A`` and the implicit ``∂W̄/∂π`` of the fixed point: the mean-field sensitivities).
 
+The geometry — void exponent ``L_{s,q}``, ray extents ``V_{s,q}(ℓ)`` and the queue-free mass ``P1_{s,q}``
+of eq. (14.14) — is the cost axis at ``α = 2`` (:class:`_Alpha2Geometry`: one piecewise-linear ``G_q`` per
+type, ``P1`` in closed form) and the power path otherwise
+(:class:`~edgeprefix.placement.model.cell_gradient_power.PowerGeometry`: ``L`` in closed form, ``V`` by the
+table inverse, ``P1`` by the analytic kernel's quadrature); everything after it is shared.
+
 The pieces are smooth except on sets of measure zero (a node of a table or of the ℓ axis
-crossed, a clip, a floor switching); there the value is continuous and the derivative is that
-of the piece on one side.  Only ``α = 2`` is covered (the one-function-per-type cost axis).
+crossed, a clip, a floor switching; at ``α ≠ 2`` also a tie of the quadrature's breakpoints);
+there the value is continuous and the derivative is that of the piece on one side (at a tie:
+along the directions that keep it, docs/model.md §14.6).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.model import cell as C
+from edgeprefix.placement.model.association import default_nodes
+from edgeprefix.placement.model.cell_gradient_power import PowerGeometry
 from edgeprefix.placement.model.mgc import _cosmetatos as cosmetatos_ratio
 from edgeprefix.placement.model.mgc import _interpolation as variability_interpolation
 
@@ -163,6 +172,83 @@ class _Axis:
         return out
 
 
+class _Alpha2Geometry:
+    """α = 2: the void exponent, ray extents and exact queue-free mass on the cost axis (eq. (14.11)), with adjoints.
+
+    The same interface as :class:`~edgeprefix.placement.model.cell_gradient_power.PowerGeometry` (``α ≠ 2``).
+    """
+
+    def __init__(self, lam: FloatArray, b: FloatArray) -> None:
+        self.lam, self.b = lam, b
+        self.axis = _Axis(lam, b)
+        self.lam_bar = np.zeros(lam.size)
+        self.b_bar = np.zeros_like(b)
+
+    @staticmethod
+    def radio(v: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``v^{α/2} = v`` and its slope."""
+        return v, np.ones_like(v)
+
+    def exponent(self, tier: IntArray, kind: IntArray, v: FloatArray) -> tuple[FloatArray, tuple]:
+        """``L_{s,q}(v) = G_q(v + b_{s,q})`` for the pairs ``(tier, kind)`` ``(P,)`` at ``v`` ``(P, R)``."""
+        u = v + self.b[tier, kind][:, None]
+        expo, j = self.axis.exponent(kind, u)
+        return expo, (tier, kind, u, j)
+
+    def exponent_vjp(self, token: tuple, bar: FloatArray) -> FloatArray:
+        tier, kind, u, j = token
+        u_bar = self.axis.exponent_vjp(kind, u, j, bar)
+        np.add.at(self.b_bar, (tier, kind), u_bar.sum(axis=1))
+        return u_bar
+
+    def extent(self, queries: FloatArray) -> FloatArray:
+        """``V_{s,q}(ℓ) = max(U_q(ℓ) − b_{s,q}, 0)`` at the levels ``queries`` ``(N,)``, ``(S, Q, N)``."""
+        fwd = self.axis.fwd
+        q_count = self.b.shape[1]
+        kinds = np.arange(q_count)
+        q_grid = np.broadcast_to(queries, (q_count, queries.size))
+        j_inv = C._row_index(fwd.level, kinds, q_grid)
+        rows = kinds[:, None]
+        inv_slope = 1.0 / fwd.slope[rows, j_inv]
+        u_inv = fwd.knots[rows, j_inv] + (q_grid - fwd.level[rows, j_inv]) * inv_slope  # U_q(ℓ), (Q, N)
+        v_raw = u_inv[None, :, :] - self.b[:, :, None]
+        alive = v_raw > 0
+        self._inverse = (j_inv, inv_slope, u_inv, alive)
+        return np.where(alive, v_raw, 0.0)
+
+    def extent_vjp(self, bar: FloatArray) -> None:
+        j_inv, inv_slope, u_inv, alive = self._inverse
+        axis, fwd = self.axis, self.axis.fwd
+        bar = np.where(alive, bar, 0.0)
+        self.b_bar -= bar.sum(axis=2)
+        u_inv_bar = bar.sum(axis=0)  # (Q, N)
+        rows = np.arange(self.b.shape[1])[:, None]
+        flat = (rows * fwd.knots.shape[1] + j_inv).ravel()
+        size = fwd.knots.size
+        axis.knots_bar += np.bincount(flat, u_inv_bar.ravel(), size).reshape(axis.knots_bar.shape)
+        axis.level_bar -= np.bincount(flat, (u_inv_bar * inv_slope).ravel(), size).reshape(axis.level_bar.shape)
+        axis.slope_bar -= np.bincount(flat, (u_inv_bar * (u_inv - fwd.knots[rows, j_inv]) * inv_slope).ravel(),
+                                      size).reshape(axis.slope_bar.shape)
+
+    def queue_free(self, tier: IntArray, kind: IntArray, u_cut: FloatArray | None) -> FloatArray:
+        """Exact ``P1_{s,q} = π λ_s (Φ_q(b_{s,q}) − Φ_q(b_{s,q} + u_cut))`` for the pairs (``u_cut`` ``(S, Q)``; ``None``: ``τ = ∞``)."""
+        b_p = self.b[tier, kind]
+        upper = b_p + (np.inf if u_cut is None else u_cut[tier, kind])
+        p1 = np.pi * self.lam[tier] * (self.axis.tail(kind, b_p) - self.axis.tail(kind, upper))
+        self._queue_free = (tier, kind, b_p, upper, p1)
+        return p1
+
+    def queue_free_vjp(self, bar: FloatArray) -> None:
+        tier, kind, b_p, upper, p1 = self._queue_free
+        self.lam_bar += np.bincount(tier, bar * p1, self.lam.size) / self.lam
+        _p1_vjp(self.axis, self.lam, self.b, tier, kind, b_p, upper, bar, self.lam_bar, self.b_bar)
+
+    def finish(self) -> tuple[FloatArray, FloatArray]:
+        """The accumulated ``(λ̄, b̄)``, the cost axis's knots, slopes and levels included."""
+        lam_bar, b_bar = self.axis.finish()
+        return self.lam_bar + lam_bar, self.b_bar + b_bar
+
+
 def _tables(servers: FloatArray, scv: FloatArray | None) -> dict[str, FloatArray | None]:
     """Flat ``P^W`` and ``1/K`` tables with slopes (as the forward pass) and the ``∂(1/K)/∂C²`` table."""
     pw_table, ik_table = C.wait_tables(servers, scv)
@@ -193,6 +279,7 @@ def cell_coverage_gradient(
     service_scv: npt.ArrayLike | None = None,
     weights: npt.ArrayLike | None = None,
     alpha: float = 2.0,
+    nodes: int | None = None,
 ) -> CellGradient:
     """``J = Σ_{s,q} ω_{s,q} P(T ≤ τ, s | q)`` of the cell model (eq. (14.9)) and its partial derivatives.
 
@@ -205,10 +292,10 @@ def cell_coverage_gradient(
     radio_scale, first_token, servers, offered_load, mean_service, service_scv : ``ξ``, ``g_{s,q}``,
         ``c_s``, ``a_s``, ``1/μ_s`` and ``C²_s`` as in :func:`~edgeprefix.placement.model.cell.cell_coverage_pairs`.
     weights : ``ω_{s,q}`` (``(Q,)`` per type, or ``(S, Q)``); default 1.
-    alpha : the radio exponent; only ``α = 2`` is covered.
+    alpha : the radio exponent ``α`` (the cost axis at ``α = 2``, the power path otherwise).
+    nodes : at ``α ≠ 2``, Gauss–Legendre nodes per segment of the queue-free mass ``P1_{s,q}`` (eq. (14.14)),
+        as the evaluation's kernel (default :func:`~edgeprefix.placement.model.association.default_nodes`).
     """
-    if alpha != 2.0:
-        raise ValueError(f"radio_exponent: the cell model's derivatives are implemented for α = 2, got {alpha!r}")
     lam = np.asarray(lam, dtype=float)
     b = np.asarray(offsets, dtype=float)
     w = np.asarray(work, dtype=float)
@@ -222,19 +309,15 @@ def cell_coverage_gradient(
     xi, sectors = float(radio_scale), C.SECTORS
 
     # ---------------- forward: the load law (eqs. (14.1)–(14.5)) ----------------
-    axis = _Axis(lam, b)
+    geo: _Alpha2Geometry | PowerGeometry
+    if alpha == 2.0:
+        geo = _Alpha2Geometry(lam, b)
+    else:
+        geo = PowerGeometry(lam, b, alpha, default_nodes(alpha) if nodes is None else nodes)
     ell = C._ray_axis(C.RAY_NODES)
     n_ell = ell.size
     queries = np.append(ell, C.RADIAL_L_MAX)
-    kinds = np.arange(q_count)
-    q_grid = np.broadcast_to(queries, (q_count, queries.size))
-    j_inv = C._row_index(axis.fwd.level, kinds, q_grid)
-    rows = kinds[:, None]
-    inv_slope = 1.0 / axis.fwd.slope[rows, j_inv]
-    u_inv = axis.fwd.knots[rows, j_inv] + (q_grid - axis.fwd.level[rows, j_inv]) * inv_slope  # U_q(ℓ), (Q, N + 1)
-    v_raw = u_inv[None, :, :] - b[:, :, None]
-    alive = v_raw > 0
-    extent = np.where(alive, v_raw, 0.0)
+    extent = geo.extent(queries)  # V_{s,q}(ℓ), (S, Q, N + 1)
     cap = extent[..., -1]
     g = 0.5 * np.einsum("sq,sqn->sn", w, extent[..., :-1])
     dl = np.diff(ell)
@@ -282,8 +365,7 @@ def cell_coverage_gradient(
     grid = span[:, :, None] * xl**2
     tier_all = np.repeat(np.arange(s_count), q_count)
     kind_all = np.tile(np.arange(q_count), s_count)
-    u_ltv = grid.reshape(s_count * q_count, -1) + b.reshape(-1)[:, None]
-    expo_l, j_ltv = axis.exponent(kind_all, u_ltv)
+    expo_l, tok_l = geo.exponent(tier_all, kind_all, grid.reshape(s_count * q_count, -1))
     m_l, cm_l = conditional_mean(expo_l, tier_all, kind_all)
     expo_l, m_l = expo_l.reshape(grid.shape), m_l.reshape(grid.shape)
     meas = w[:, :, None] * np.exp(-expo_l) * (span[:, :, None] * 2.0 * xl * xlw)
@@ -298,8 +380,9 @@ def cell_coverage_gradient(
     # ---------------- forward: the coverage pairs (eqs. (14.6)–(14.9)) ----------------
     finite_tau = bool(np.isfinite(tau))
     u_cut = np.maximum((tau - g_first) / xi, 0.0) if finite_tau else np.full_like(b, np.inf)
-    capped = u_cut >= cap
-    v_cut = np.where(capped, cap, u_cut)
+    v_reach = u_cut if alpha == 2.0 else u_cut ** (2.0 / alpha)  # v = r² where the deadline is spent
+    capped = v_reach >= cap
+    v_cut = np.where(capped, cap, v_reach)
     pairs_out = np.zeros((s_count, q_count))
     zero = np.zeros
     tier, kind = np.nonzero(v_cut > 0.0)
@@ -308,15 +391,11 @@ def cell_coverage_gradient(
     scv_bar = None if scv is None else zero(s_count)
     if tier.size == 0:
         return CellGradient(0.0, pairs_out, lam_bar, b_bar, a_bar, m_bar, w_bar, scv_bar)
-    b_p = b[tier, kind]
-    upper = b_p + u_cut[tier, kind]
-    phi_lo, phi_hi = axis.tail(kind, b_p), axis.tail(kind, upper)
-    p1 = np.pi * lam[tier] * (phi_lo - phi_hi)
+    p1 = geo.queue_free(tier, kind, u_cut if finite_tau else None)  # P1_{s,q} (eq. (14.14))
     xr, xrw = C._legendre01(C.RADIAL_NODES)
     cut = v_cut[tier, kind]
     v = cut[:, None] * xr**2
-    u_r = v + b_p[:, None]
-    expo, j_r = axis.exponent(kind, u_r)
+    expo, tok_r = geo.exponent(tier, kind, v)
     quad = 2.0 * xr * xrw
     dens = (lam[tier] * np.pi)[:, None] * np.exp(-expo) * (cut[:, None] * quad)
     mean, cm_r = conditional_mean(expo, tier, kind)
@@ -329,7 +408,8 @@ def cell_coverage_gradient(
     spread = (rho * sd)[:, None] * z
     tab = _tables(c, scv)
     n_tab = int(tab["n"])  # type: ignore[arg-type]
-    slack_raw = tau - xi * v - g_first[tier, kind][:, None] if finite_tau else np.zeros_like(v)
+    radio, radio_slope = geo.radio(v)  # v^{α/2} = r^α
+    slack_raw = tau - xi * radio - g_first[tier, kind][:, None] if finite_tau else np.zeros_like(v)
     slack_on = slack_raw > 0
     kappa = np.where(slack_on, slack_raw, 0.0) * rate[tier][:, None]
     on_row = has[tier][:, None]
@@ -405,7 +485,7 @@ def cell_coverage_gradient(
     z_bar = spread_bar * (rho * sd)[:, None]
     # κ = c μ max(τ − ξ v − g, 0)
     m_bar += np.bincount(tier, (kappa_bar * -kappa).sum(axis=1), s_count) / m_serv
-    v_bar = np.where(slack_on, -kappa_bar * rate[tier][:, None] * xi, 0.0)
+    v_bar = np.where(slack_on, -kappa_bar * rate[tier][:, None] * xi * radio_slope, 0.0)
     # M(expo) on the radial nodes
     tail_bar = np.zeros_like(tail)
     theta_bar = np.zeros_like(b)
@@ -414,15 +494,11 @@ def cell_coverage_gradient(
     lam_bar += np.bincount(tier, (dens_bar * dens).sum(axis=1), s_count) / lam
     expo_bar -= dens_bar * dens
     cut_bar = (dens_bar * dens).sum(axis=1) / cut
-    u_bar = axis.exponent_vjp(kind, u_r, j_r, expo_bar)
-    v_bar += u_bar
-    np.add.at(b_bar, (tier, kind), u_bar.sum(axis=1))
+    v_bar += geo.exponent_vjp(tok_r, expo_bar)
     cut_bar += (v_bar * xr**2).sum(axis=1)
     cap_bar = np.zeros_like(cap)
     np.add.at(cap_bar, (tier, kind), np.where(capped[tier, kind], cut_bar, 0.0))
-    # P1 = π λ_s (Φ_q(b_s) − Φ_q(upper)) through λ, b and the limits
-    lam_bar += np.bincount(tier, p1_bar * p1, s_count) / lam
-    _p1_vjp(axis, lam, b, tier, kind, b_p, upper, p1_bar, lam_bar, b_bar)
+    geo.queue_free_vjp(p1_bar)
     # the load law: conditional variance, skewness (nodes z), variance, tail, cap
     cond_bar = sd_bar / (2.0 * sd)
     gam_bar = (z_bar * _standard_nodes_slope(skewness)).sum(axis=1)
@@ -441,9 +517,8 @@ def cell_coverage_gradient(
     span_bar = (meas_bar * meas).sum(axis=2) / span
     expo_l_bar = expo_l_bar.reshape(s_count * q_count, -1) + _mean_vjp(m_l_bar.reshape(s_count * q_count, -1), cm_l, tail_bar,
                                                                        theta_bar, dl, tail.shape)
-    u_l_bar = axis.exponent_vjp(kind_all, u_ltv, j_ltv, expo_l_bar)
-    b_bar += u_l_bar.sum(axis=1).reshape(s_count, q_count)
-    span_bar += (u_l_bar.reshape(grid.shape) * xl**2).sum(axis=2)
+    v_l_bar = geo.exponent_vjp(tok_l, expo_l_bar)
+    span_bar += (v_l_bar.reshape(grid.shape) * xl**2).sum(axis=2)
     cap_bar += np.where(cap > 1e-300, span_bar, 0.0)
     # variance, skewness ← κ_1, κ_2, κ_3
     k1_bar = -2.0 * var_bar * variance / k1
@@ -477,22 +552,14 @@ def cell_coverage_gradient(
     ext_bar[..., :-1] = 0.5 * w[:, :, None] * g_bar[:, None, :]
     ext_bar[..., -1] = cap_bar
     w_bar += 0.5 * np.einsum("sn,sqn->sq", g_bar, extent[..., :-1])
-    ext_bar = np.where(alive, ext_bar, 0.0)
-    b_bar -= ext_bar.sum(axis=2)
-    u_inv_bar = ext_bar.sum(axis=0)  # (Q, N + 1)
-    flat = (rows * axis.fwd.knots.shape[1] + j_inv).ravel()
-    size = axis.fwd.knots.size
-    axis.knots_bar += np.bincount(flat, u_inv_bar.ravel(), size).reshape(axis.knots_bar.shape)
-    axis.level_bar -= np.bincount(flat, (u_inv_bar * inv_slope).ravel(), size).reshape(axis.level_bar.shape)
-    axis.slope_bar -= np.bincount(flat, (u_inv_bar * (u_inv - axis.fwd.knots[rows, j_inv]) * inv_slope).ravel(),
-                                  size).reshape(axis.slope_bar.shape)
+    geo.extent_vjp(ext_bar)
     # θ = exp(−δ/δ_0), δ_{s,q} = π Σ_t λ_t |b_{t,q} − b_{s,q}|
     delta_bar = -theta_bar * theta_all / C.VORONOI_BAND if C.VORONOI_BAND > 0 else np.zeros_like(b)
     gap = b[:, None, :] - b[None, :, :]  # [t, s, q] = b_{t,q} − b_{s,q}
     lam_bar += np.pi * np.einsum("sq,tsq->t", delta_bar, np.abs(gap))
     sign = np.pi * lam[:, None, None] * np.sign(gap)  # ∂δ_{s,q}/∂b_{t,q} (t ≠ s)
     b_bar += np.einsum("sq,tsq->tq", delta_bar, sign) - delta_bar * sign.sum(axis=0)
-    la, ba = axis.finish()
+    la, ba = geo.finish()
     lam_bar += la
     b_bar += ba
     a_bar += np.where(has, rho_bar / safe, 0.0)

@@ -146,7 +146,8 @@ class Evaluation:
     def cell_gradient(self, tau: float | None = None, weights: npt.ArrayLike | None = None) -> CellGradient:
         """``J = Σ_{s,q} ω_{s,q} P(T ≤ τ, s | q)`` of the cell model and its partial derivatives in the active
         tiers' ``λ_s``, ``b_{s,q} = β_{s,q}/ξ``, ``a_s``, ``1/μ_s``, ``w_{s,q}`` and (M/G/c law) ``C²_s``
-        (docs/model.md §14.6; ``ω = p_q`` by default, so that ``J = P_cov(τ)``; α = 2 only).
+        (docs/model.md §14.6; ``ω = p_q`` by default, so that ``J = P_cov(τ)``).  At α ≠ 2 the queue-free mass
+        ``P1_{s,q}`` is the analytic kernel's quadrature with the kernel's nodes, as in :meth:`coverage`.
 
         These are the partials at the evaluation's operating point, with the routing held: a gradient
         in the mix chains them with the mean field's sensitivities of ``λ``, ``b``, ``a``, ``1/μ`` and
@@ -157,6 +158,9 @@ class Evaluation:
         if not t > 0:
             raise ValueError(f"target: τ must be > 0 seconds, got {plain(t)}")
         net = inst.network
+        if net.radio_exponent != 2.0 and not isinstance(self.kernel, AnalyticKernel):
+            raise ValueError(f"kernel: the cell model's partials at radio_exponent ≠ 2 differentiate the analytic kernel's "
+                             f"quadrature (AnalyticKernel), got {type(self.kernel).__name__}")
         work = net.request_intensity * inst.probabilities[None, :] * inst.service_time[act]
         return cell_coverage_gradient(
             self.densities[act], self.bias[act] / net.radio_scale, work, t, radio_scale=net.radio_scale,
@@ -164,6 +168,7 @@ class Evaluation:
             offered_load=(self.arrival_rate * self.mean_service)[act], mean_service=self.mean_service[act],
             service_scv=None if self.service_scv is None else self.service_scv[act],
             weights=inst.probabilities if weights is None else weights, alpha=net.radio_exponent,
+            nodes=getattr(self.kernel, "nodes", None),
         )
 
     # -- coverage and quantiles -------------------------------------------------------------

@@ -35,12 +35,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.model.association import default_nodes, tier_grid
+from edgeprefix.placement.model.association import TierGrid, default_nodes, tier_grid
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
 from edgeprefix.placement.model.spatial import AnalyticKernel
@@ -239,14 +240,19 @@ class _Atoms:
             unit = rate / lam[:, None, None]
             self._plain = plain
             self.assoc = _Window(plain.mass, None, rate, np.maximum(plain.u, 0.0) * unit / p, unit, rate.sum(axis=0))
-            self._cut = tier_grid(lam, b, alpha, extra_breaks=b + u_cut, nodes=nodes)
-            self._inside = (self._cut.u > 0) & (self._cut.u <= u_cut[:, :, None])
+            self._nodes = nodes
+
+    @cached_property
+    def _cut(self) -> TierGrid:
+        """α ≠ 2: the grid with the cut points ``b_s + u_cut`` as extra breakpoints (the truncated windows only)."""
+        return tier_grid(self.lam, self.b, self.alpha, extra_breaks=self.b + self.u_cut, nodes=self._nodes)
 
     def truncated(self, tilt: FloatArray | None) -> _Window:
         """The window ``[b_s, b_s + u_cut]`` with factor ``e^{−tilt (u_cut − u)}`` (none when ``tilt`` is None)."""
         if self.alpha == 2.0:
             return _segment_window(self.seg, self.lam, self._window, self.b + self.u_cut, tilt)
-        cut, inside = self._cut, self._inside
+        cut = self._cut
+        inside = (cut.u > 0) & (cut.u <= self.u_cut[:, :, None])
         p = 2.0 / self.alpha
         dist = np.where(inside, self.u_cut[:, :, None] - cut.u, 0.0)
         mass = np.where(inside, cut.mass, 0.0)
@@ -473,8 +479,15 @@ class _Linearisation:
         self.work, self.mean_service = self.load.work, self.load.mean
         self.waits: WaitLaw = self.law.wait_law(self.work, self.c, self.mean_service, self.load.scv)
         self.stable = self.waits.stable
-        self.p1 = self.atoms.truncated(None)
-        self.p2 = [self.atoms.truncated(np.where(self.stable, k, 0.0)[:, None] * self.xi * np.ones_like(self.b)) for k in self.waits.decay]
+
+    @cached_property
+    def p1(self) -> _Window:
+        """The mean field's ``P1`` windows (its coverage; the cell model has its own ``P1``, eq. (14.14))."""
+        return self.atoms.truncated(None)
+
+    @cached_property
+    def p2(self) -> list[_Window]:
+        return [self.atoms.truncated(np.where(self.stable, k, 0.0)[:, None] * self.xi * np.ones_like(self.b)) for k in self.waits.decay]
 
     # reverse ---------------------------------------------------------------------------------
     def loads_vjp(self, work_bar: FloatArray, mean_bar: FloatArray, scv_bar: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
@@ -531,7 +544,7 @@ class _Linearisation:
         grad = cell_coverage_gradient(
             self.lam, self.b, work, self.target, radio_scale=self.xi, first_token=self.g, servers=self.c,
             offered_load=self.work, mean_service=self.mean_service, service_scv=self.load.scv if self.law.needs_scv else None,
-            weights=self.p, alpha=self.alpha,
+            weights=self.p, alpha=self.alpha, nodes=self.nodes,
         )
         return grad.value, *self._through_loads(grad.offered_load, grad.mean_service, grad.lam, grad.offsets, grad.service_scv)
 
