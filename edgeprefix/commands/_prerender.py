@@ -103,6 +103,11 @@ class Prerenderer:
         """Whether a helper process runs (else every call is computed here)."""
         return self._process is not None
 
+    @property
+    def pid(self) -> int | None:
+        """The helper's process id while it runs."""
+        return None if self._process is None else self._process.pid
+
     def __call__(self, func: Callable[..., bytes], *args: Any) -> bytes:
         answer = None
         if self._conn is not None:
