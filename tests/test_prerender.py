@@ -48,7 +48,7 @@ print("ok")
 
 def test_a_failure_in_the_helper_is_raised_here_and_an_unused_helper_ends(tmp_path):
     script = """
-import os
+import os, signal
 from edgeprefix.commands._prerender import Prerenderer
 
 def fails(x):
@@ -60,6 +60,7 @@ def pid_bytes(x):
 helper = Prerenderer(("tabnanny",))
 child = helper.pid
 assert helper.started and child != os.getpid()
+os.kill(child, signal.SIGINT)  # Ctrl-C reaches the whole process group: the helper ignores it
 assert helper(pid_bytes, 7) == f"7:{child}".encode()  # computed by the helper
 helper = Prerenderer(("tabnanny",))
 try:

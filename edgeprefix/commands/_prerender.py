@@ -59,7 +59,6 @@ def import_unhooked(modules: Sequence[str]) -> None:
 def _serve(conn: Any, other: Any, modules: Sequence[str]) -> None:
     """The helper: import ``modules``, answer one request, exit (``None`` for any failure)."""
     other.close()  # the parent's end: its close by a dying parent must reach us as EOF
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     gc.disable()  # short-lived: a collection would only copy the parent's pages (copy-on-write)
     try:
         import_unhooked(modules)
@@ -94,7 +93,14 @@ class Prerenderer:
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
         process = context.Process(target=_serve, args=(theirs, ours, tuple(modules)), name="edgeprefix-prerender", daemon=True)
-        process.start()
+        previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+        if previous is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the helper is born ignoring Ctrl-C: it is ours to handle
+        try:
+            process.start()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         theirs.close()
         self._process, self._conn = process, ours
 
