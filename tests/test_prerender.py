@@ -57,9 +57,11 @@ def fails(x):
 def pid_bytes(x):
     return f"{x}:{os.getpid()}".encode()
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a test runner may ignore it)
 helper = Prerenderer(("tabnanny",))
 child = helper.pid
 assert helper.started and child != os.getpid()
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored here
 os.kill(child, signal.SIGINT)  # Ctrl-C reaches the whole process group: the helper ignores it
 assert helper(pid_bytes, 7) == f"7:{child}".encode()  # computed by the helper
 helper = Prerenderer(("tabnanny",))
