@@ -5,6 +5,7 @@ no thread runs (the conditions under which the helper is forked)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -44,6 +45,21 @@ assert gc.get_freeze_count() == 0 and gc.isenabled()
 print("ok")
 """
     assert _run(script, tmp_path).stdout.strip() == "ok"
+
+
+def test_solve_out_draws_its_png_in_the_helper(tmp_path):
+    """Through the command line: the set is written, and the solving process never imported matplotlib."""
+    script = """
+import json, sys
+from edgeprefix.cli import main
+code = main(["solve", "--method", "tpe", "--budget", "5", "--out", "run", "--json"])
+print(json.dumps({"code": code, "matplotlib": sorted(m for m in sys.modules if m.startswith("matplotlib"))}))
+"""
+    done = _run(script, tmp_path)
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    assert probe == {"code": 0, "matplotlib": []}
+    assert (tmp_path / "run" / "best_so_far.png").read_bytes().startswith(bytes([0x89]) + b"PNG")
+    assert "wrote run/best_so_far.png" in done.stderr
 
 
 def test_a_failure_in_the_helper_is_raised_here_and_an_unused_helper_ends(tmp_path):
