@@ -88,8 +88,8 @@ class Prerenderer:
             return  # nothing to overlap, or forking a threaded process could deadlock the helper
         import multiprocessing
 
-        if "fork" not in multiprocessing.get_all_start_methods():
-            return
+        if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
+            return  # a daemonic process (a pool's worker) may not start processes
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
         process = context.Process(target=_serve, args=(theirs, ours, tuple(modules)), name="edgeprefix-prerender", daemon=True)
@@ -98,10 +98,13 @@ class Prerenderer:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the helper is born ignoring Ctrl-C: it is ours to handle
         try:
             process.start()
+        except Exception:  # no process to be had (limits, memory): draw here
+            ours.close()
+            return
         finally:
+            theirs.close()
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-        theirs.close()
         self._process, self._conn = process, ours
 
     @property
