@@ -1,11 +1,12 @@
 """Draw a plot in a helper process that imports matplotlib while the main work runs.
 
-Importing matplotlib's ``Figure`` and Agg canvas costs ~0.8 s of CPU in a fresh process (more
-where Pyomo is loaded: its import hook adds ``pyplot``), as much as a short search.  A command
+Importing matplotlib's ``Figure`` and Agg canvas costs 0.35–0.45 s of CPU in a ``solve``
+process (Pyomo's import hook adds ``pyplot``), as much as a 100-trial TPE search.  A command
 that will write a plot starts a :class:`Prerenderer` as soon as its options are checked: a
-forked helper imports the plotting modules on the other core while the search runs, then
+forked helper imports the plotting modules on another core while the search runs, then
 waits for one request ``(function, arguments)``, calls it and sends back the bytes it returns.
-The main process pays only the drawing itself.
+The main process pays only the drawing itself (and ~0.05 s for the fork).  Where every core is
+busy the import costs the same CPU in the helper as it would here (benchmarks/README.md §5).
 
 Where no helper can be had (no ``fork`` on this system, a process that already runs threads,
 the modules already imported) or it fails (it died, the function raised), the function is
