@@ -230,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
         budget = DEFAULT_BUDGET
     if args.out is not None:
         check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES)
+    plots = start_plot_helper() if args.out is not None else None
     storage = _storage_for(args)
     if args.study is not None:
         check_study_name(args.study)
@@ -275,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.out is not None:
         try:
-            written = write_outputs(Path(args.out), payload, result, problem.variable_names)
+            written = write_outputs(Path(args.out), payload, result, problem.variable_names, plots)
         except OSError as exc:
             raise ValueError(f"--out {args.out!r}: the result above was not saved ({exc.strerror or exc})") from None
         for path in written:
@@ -360,14 +361,22 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
     return "\n".join(lines)
 
 
+PLOT_MODULES = ("matplotlib.backends.backend_agg", "matplotlib.figure")
+
+
 def best_so_far_figure(result: Result, target: float | None = None) -> Any:
     """Figure of the best-so-far feasible TTFT coverage against evaluations (evaluations before
     the first feasible mix are left blank)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure  # no pyplot: its import alone costs ~1 s of a --out run
+    from edgeprefix.commands._prerender import import_unhooked
 
-    fig = Figure(figsize=(6, 3.5))
+    import_unhooked(PLOT_MODULES)  # no pyplot (nor Pyomo's hook that would import it)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    width, height = 6.0, 3.5  # inches; fixed margins (tight_layout would draw the figure twice)
+    fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)  # the Agg canvas, as pyplot's Agg backend would attach
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.35 / height)
     ax = fig.add_subplot()
     history = [float(v) for v in result.best_coverage_history]
     ax.plot(range(1, len(history) + 1), [v if math.isfinite(v) else float("nan") for v in history], lw=1.5)
@@ -376,7 +385,6 @@ def best_so_far_figure(result: Result, target: float | None = None) -> Any:
     ax.set_ylabel(f"best-so-far TTFT coverage{at}")
     ax.set_title(f"{result.method}: best coverage {fmt(result.coverage)} after {result.nfev} evaluations")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     return fig
 
 
@@ -394,15 +402,24 @@ def write_plot(path: Path, result: Result, target: float | None = None) -> None:
     atomic_savefig(best_so_far_figure(result, target), path, dpi=100)
 
 
-def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...]) -> list[Path]:
+def start_plot_helper() -> Any:
+    """A :class:`~edgeprefix.commands._prerender.Prerenderer` importing matplotlib while the search runs."""
+    from edgeprefix.commands._prerender import Prerenderer
+
+    return Prerenderer(PLOT_MODULES)
+
+
+def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...], plots: Any = None) -> list[Path]:
     """Replace the output set in ``folder`` as a whole (:func:`edgeprefix.placement.atomic.write_output_set`);
     returns the paths written.
 
     ``result.json`` lists the SHA-256 of the other files under ``"files"``, so a reader can check
-    that the set is the one the result describes; the study file is carried over.
+    that the set is the one the result describes; the study file is carried over.  ``plots``
+    (:func:`start_plot_helper`) draws the PNG in a process that imported matplotlib meanwhile.
     """
+    target = payload.get("target")
+    plot = plots(render_plot, result, target) if plots is not None else render_plot(result, target)
     history = history_csv(result, names).encode("utf-8")
-    plot = render_plot(result, payload.get("target"))
     files = {"history.csv": history, "best_so_far.png": plot}
     digest = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
     body = json.dumps(_finite({**payload, "files": digest}), indent=2, allow_nan=False) + "\n"
