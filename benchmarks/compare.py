@@ -57,6 +57,7 @@ from edgeprefix.benchmarks.compare_runs import (
 )
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.jsonable import json_ready
 from edgeprefix.placement.model.instance import Instance, atomic_write_text
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers.registry import method_names
@@ -438,7 +439,7 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     if comparison.targets:
         markdown += "\n" + markdown_targets(comparison)
     for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
-                       ("summary.json", json.dumps(_finite(to_payload(comparison)), indent=2) + "\n"), ("summary.md", markdown)):
+                       ("summary.json", json.dumps(json_ready(to_payload(comparison)), indent=2, allow_nan=False) + "\n"), ("summary.md", markdown)):
         atomic_write_text(out / name, text)
         written.append(out / name)
     methods = comparison.config.methods
@@ -456,14 +457,6 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     return written
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def stderr_progress(stream: TextIO | None = None) -> Callable[[str], None]:

@@ -38,6 +38,7 @@ from edgeprefix.benchmarks.epoch_replay import epoch_replay
 from edgeprefix.formulations.migration import Epoch, MigrationProblem
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import atomic_write_text
+from edgeprefix.placement.jsonable import json_ready
 from edgeprefix.placement.model.cell import QUEUE_MODELS
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Gpu, Instance
@@ -361,22 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out is not None:
         out = Path(args.out)
-        atomic_write_text(out / "replay_study.json", json.dumps(_finite(report), indent=2, allow_nan=False) + "\n")
+        atomic_write_text(out / "replay_study.json", json.dumps(json_ready(report), indent=2, allow_nan=False) + "\n")
         atomic_write_text(out / "replay_study.md", text + "\n")
     return 0
 
-
-def _finite(value: Any) -> Any:
-    """JSON-ready copy: numpy scalars as floats, non-finite numbers as ``null``."""
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 def replace_args(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:

@@ -9,6 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from edgeprefix.placement.errors import InstanceError
+from edgeprefix.placement.jsonable import json_ready
 
 if TYPE_CHECKING:
     from edgeprefix.placement.model.instance import Instance
@@ -97,19 +98,11 @@ def parse_mix(text: str | None, option: str = "--mix") -> dict[str, float] | Non
     return mix
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def print_json(payload: dict[str, Any]) -> None:
     """One JSON object on stdout (non-finite floats become ``null``)."""
-    json.dump(_clean(payload), sys.stdout, indent=2, allow_nan=False)
+    json.dump(json_ready(payload), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 

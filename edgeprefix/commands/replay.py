@@ -136,10 +136,11 @@ def _write(folder: Any, report: dict[str, Any], result: Any) -> None:
     import io
     import json
 
-    from edgeprefix.commands._common import _clean, wrote
+    from edgeprefix.commands._common import wrote
     from edgeprefix.placement.atomic import atomic_write_text
+    from edgeprefix.placement.jsonable import json_ready
 
-    atomic_write_text(folder / "replay.json", json.dumps(_clean(report), indent=2, allow_nan=False) + "\n")
+    atomic_write_text(folder / "replay.json", json.dumps(json_ready(report), indent=2, allow_nan=False) + "\n")
     wrote(folder / "replay.json")
     buffer = io.StringIO()
     writer = csv.writer(buffer)

@@ -44,7 +44,8 @@ from edgeprefix.commands._common import (
 )
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
-from edgeprefix.placement.atomic import atomic_savefig, check_output_folder, write_output_set
+from edgeprefix.placement.atomic import check_output_folder, write_output_set
+from edgeprefix.placement.jsonable import json_ready
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
@@ -397,11 +398,6 @@ def render_plot(result: Result, target: float | None = None) -> bytes:
     return buffer.getvalue()
 
 
-def write_plot(path: Path, result: Result, target: float | None = None) -> None:
-    """PNG of the best-so-far coverage against evaluations, written atomically."""
-    atomic_savefig(best_so_far_figure(result, target), path, dpi=100)
-
-
 def start_plot_helper() -> Any:
     """A :class:`~edgeprefix.commands._prerender.Prerenderer` importing matplotlib while the search runs."""
     from edgeprefix.commands._prerender import Prerenderer
@@ -422,16 +418,8 @@ def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: 
     history = history_csv(result, names).encode("utf-8")
     files = {"history.csv": history, "best_so_far.png": plot}
     digest = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    body = json.dumps(_finite({**payload, "files": digest}), indent=2, allow_nan=False) + "\n"
+    body = json.dumps(json_ready({**payload, "files": digest}), indent=2, allow_nan=False) + "\n"
     write_output_set(folder, {"result.json": body.encode("utf-8"), **files}, keep=STUDY_FILES)
     return [folder / name for name in OUTPUT_FILES]
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
