@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import dataclasses
-import io
 import math
 import tomllib
 from collections.abc import Sequence
@@ -35,22 +33,21 @@ from typing import Any
 import matplotlib
 import numpy as np
 import numpy.typing as npt
-import tomli_w
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from edgeprefix.benchmarks.serving_extensions import INSTANCES, load, to_csv, write_instance_files
 from edgeprefix.placement.atomic import atomic_savefig, atomic_write_text
 from edgeprefix.placement.model.catalogue import Catalogue, catalogue_evaluation
 from edgeprefix.placement.model.evaluation import evaluate
-from edgeprefix.placement.model.instance import Instance, instance_from_mapping, load_instance
+from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.layout import LayoutSpec
 from edgeprefix.placement.simulation.mmc import ServiceLaw, simulate_mgc
 from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
 from edgeprefix.placement.simulation.routers import OnlineRouter
 
-INSTANCES = Path(__file__).resolve().parent / "instances"
 NAMES = ("serving_chunked", "serving_catalogue")
 PARTS = ("mgc", "chunked", "catalogue")
 SERVERS = (1, 2, 4, 8, 16)
@@ -93,25 +90,7 @@ def instance_mappings() -> dict[str, dict[str, Any]]:
 
 def write_instances(folder: Path = INSTANCES) -> list[Path]:
     """Write ``serving_chunked.toml`` and ``serving_catalogue.toml`` (validated first)."""
-    paths = []
-    for name, mapping in instance_mappings().items():
-        instance_from_mapping(mapping)
-        path = Path(folder) / f"{name}.toml"
-        atomic_write_text(path, HEADERS[name] + tomli_w.dumps(mapping))
-        paths.append(path)
-    return paths
-
-
-def load(name: str) -> Instance:
-    return load_instance(INSTANCES / f"{name}.toml")
-
-
-def _csv(rows: Sequence[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    return write_instance_files(instance_mappings(), HEADERS, folder)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,7 +358,7 @@ def run(*, parts: Sequence[str] = PARTS, quick: bool = False, out: Path | str | 
             print(mgc_table(rows))
         if folder is not None:
             mgc_figure(rows, folder / "queue_law_errors.png")
-            atomic_write_text(folder / "queue_law_errors.csv", _csv(rows))
+            atomic_write_text(folder / "queue_law_errors.csv", to_csv(rows))
     if "chunked" in parts:
         rows = chunked_rows(quick=quick)
         results["chunked"] = rows
@@ -387,7 +366,7 @@ def run(*, parts: Sequence[str] = PARTS, quick: bool = False, out: Path | str | 
             print(chunked_table(rows))
         if folder is not None:
             chunked_figure(rows, folder / "serving_chunked.png", load("serving_chunked").placement.target)
-            atomic_write_text(folder / "serving_chunked.csv", _csv(rows))
+            atomic_write_text(folder / "serving_chunked.csv", to_csv(rows))
     if "catalogue" in parts:
         rows = catalogue_rows(quick=quick)
         results["catalogue"] = rows
@@ -395,7 +374,7 @@ def run(*, parts: Sequence[str] = PARTS, quick: bool = False, out: Path | str | 
             print(catalogue_table(rows))
         if folder is not None:
             catalogue_figure(rows, folder / "serving_catalogue.png")
-            atomic_write_text(folder / "serving_catalogue.csv", _csv(rows))
+            atomic_write_text(folder / "serving_catalogue.csv", to_csv(rows))
     return results
 
 

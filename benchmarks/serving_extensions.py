@@ -111,15 +111,20 @@ def instance_mappings() -> dict[str, dict[str, Any]]:
     return {m["name"]: m for m in (tiers, remote, compressed, split)}
 
 
-def write_instances(folder: Path = INSTANCES) -> list[Path]:
-    """Write ``serving_*.toml`` (validated first) and return their paths."""
+def write_instance_files(mappings: dict[str, dict[str, Any]], headers: dict[str, str], folder: Path = INSTANCES) -> list[Path]:
+    """Write each mapping as ``<name>.toml`` under its header comment (validated first); their paths."""
     paths = []
-    for name, mapping in instance_mappings().items():
+    for name, mapping in mappings.items():
         instance_from_mapping(mapping)
         path = Path(folder) / f"{name}.toml"
-        atomic_write_text(path, HEADERS[name] + tomli_w.dumps(mapping))
+        atomic_write_text(path, headers[name] + tomli_w.dumps(mapping))
         paths.append(path)
     return paths
+
+
+def write_instances(folder: Path = INSTANCES) -> list[Path]:
+    """Write ``serving_*.toml`` (validated first) and return their paths."""
+    return write_instance_files(instance_mappings(), HEADERS, folder)
 
 
 def load(name: str) -> Instance:
