@@ -33,6 +33,7 @@ import numpy as np
 from edgeprefix.commands._common import at_least, print_json, wrote
 from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
+from edgeprefix.placement.model.lengths import requests_entries, type_groups
 from edgeprefix.placement.pipeline.calibration import (
     DEFAULT_CALIBRATION,
     DEFAULT_DECODE_PER_TOKEN,
@@ -61,6 +62,7 @@ from edgeprefix.placement.pipeline.traces import (
 )
 
 SAMPLE = "sample_trace.jsonl"
+DEFAULT_LENGTH_BINS = 8  # benchmarks/length_bins.py: E g(L) within 1.1 % of the trace at ≤ 2× the evaluation time
 DEFAULT_CAP = "25%"
 
 
@@ -82,6 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--min-support", type=int, default=2, metavar="k", help="k_min: fewest requests per placed prefix (default: 2)")
     parser.add_argument("--families", type=int, default=2, help="profiles for the most requested families (default: 2)")
     parser.add_argument("--length-quantile", type=float, default=None, metavar="Q", help="L_q as this quantile instead of the mean")
+    parser.add_argument("--length-bins", type=int, default=DEFAULT_LENGTH_BINS, metavar="K",
+                        help="length sub-types per request type: K quantile bins of its input lengths, each at its "
+                        f"conditional mean (docs/model.md §2.3); 1 = one mean length per type (default: {DEFAULT_LENGTH_BINS})")
     cal = parser.add_argument_group("calibration")
     cal.add_argument("--calibration", default=None, metavar="FILE", help="CSV of prefill timings (tokens,seconds or a Splitwise profile)")
     cal.add_argument("--model", default=DEFAULT_CALIBRATION[0], help="Splitwise model filter (default: llama2-70b)")
@@ -170,6 +175,9 @@ def _deployment(args: argparse.Namespace) -> Deployment:
 
 def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--families")
+    at_least(args, 1, "--length-bins")
+    if args.length_quantile is not None and args.length_bins not in (1, DEFAULT_LENGTH_BINS):
+        raise ValueError("--length-quantile gives one length per type: drop --length-bins (or give --length-bins 1)")
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out!r} is a folder; name the instance file to write (e.g. {Path(args.out) / 'instance.toml'})")
     start = time.perf_counter()
@@ -192,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         forest, g, kappa=gpu.kv_per_token, gpu_memory=gpu.memory, cap=cap, decode_per_token=decode,
         max_profiles=args.max_profiles, k_min=args.min_support, n_families=args.families,
         length_quantile=args.length_quantile, knapsack=solve_knapsack,
+        length_bins=None if args.length_quantile is not None or args.length_bins == 1 else args.length_bins,
     )
     name = args.name or Path(str(path)).name.split(".")[0]
     instance = instance_from_profiles(profile_set, g, gpu, name=name, target=args.target,
@@ -210,7 +219,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total, args) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    request_ids = [q.id for q in ps.requests]
+    groups = type_groups(ps.requests)
+    request_ids = list(groups.ids)
+    hits = groups.aggregate(ps.hits)  # sub-types share their type's path: the same h_{s,q}
     profiles = [
         {
             "id": s.id,
@@ -218,7 +229,7 @@ def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total,
             "cached_tokens": float(ps.memory[i] / instance.gpu.kv_per_token),
             "memory": float(ps.memory[i]),
             "concurrency": int(ps.concurrency[i]),
-            "hit_depth": dict(zip(request_ids, ps.hits[i].tolist())),
+            "hit_depth": dict(zip(request_ids, hits[i].tolist())),
         }
         for i, s in enumerate(ps.profiles)
     ]
@@ -236,8 +247,9 @@ def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total,
         "pruned": list(ps.pruned),
         "infeasible": list(ps.dropped),
         "requests": [
-            {"id": q.id, "probability": q.probability, "length": q.length, "decode": q.decode, "path_length": len(q.path)}
-            for q in ps.requests
+            {"id": q["id"], "probability": q["probability"], "length": q["length"], "decode": q["decode"],
+             "path_length": len(q["path"])} | ({"lengths": q["lengths"]} if "lengths" in q else {})
+            for q in requests_entries(ps.requests)
         ],
         "network": {"edge_density": instance.network.edge_density, "request_intensity": instance.network.request_intensity,
                     "radio_scale": instance.network.radio_scale, "target": instance.placement.target},

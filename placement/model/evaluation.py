@@ -35,6 +35,7 @@ from edgeprefix.placement.model.fixed_point import (
     solve_fixed_point,
 )
 from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.lengths import DeclaredTypes, type_groups
 from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, variability_factor
 from edgeprefix.placement.model.policies import (
     check_policy,
@@ -275,6 +276,44 @@ class Evaluation:
         joint = np.where(served, self.association * np.where(served, self.mean_distance_by_pair, 0.0), 0.0)
         return checked_finite(float((self.instance.probabilities * joint.sum(axis=0)).sum()), "mean serving distance")
 
+    # -- per declared request type (length sub-types aggregated, docs/model.md §2.3) ------------
+    @cached_property
+    def type_groups(self) -> DeclaredTypes:
+        """The declared request types and the sub-type columns of each."""
+        return type_groups(self.instance.requests)
+
+    def by_type(self, tau: float | None = None) -> dict[str, dict[str, float | None]]:
+        """Per declared type ``Q``: its probability, coverage ``P(T ≤ τ | Q)``, mean TTFT, hit depth and
+        offload ratio, each the sub-types' values weighted by their shares ``w_k`` (docs/model.md §2.3)."""
+        inst, grp, act = self.instance, self.type_groups, self.active
+        t = self.target if tau is None else float(tau)
+        covered = grp.aggregate(self.coverage_by_pair(t).sum(axis=0))
+        a = self.association[act]
+        per_pair = np.where(a > 0, self.mean_radio[act] + a * (inst.first_token_time[act] + self.mean_wait[act][:, None]), 0.0)
+        ttft = grp.aggregate(per_pair.sum(axis=0))
+        depth = grp.aggregate((self.association * inst.reused_depth).sum(axis=0))
+        saved = grp.aggregate((self.association * inst.saving).sum(axis=0))
+        full = grp.aggregate(inst.full_prefill)
+        prob = np.bincount(grp.index, weights=inst.probabilities, minlength=len(grp.ids))
+        mean_length = grp.aggregate(inst.lengths)
+        return {
+            q: {"probability": float(prob[j]), "mean_length": float(mean_length[j]), "coverage": float(covered[j]),
+                "mean_ttft": float(ttft[j]) if np.isfinite(ttft[j]) else None, "mean_prefix_depth": float(depth[j]),
+                "offload_ratio": float(saved[j] / full[j]) if full[j] > 0 else 0.0}
+            for j, q in enumerate(grp.ids)
+        }
+
+    def _declared_pairs(self) -> tuple[tuple[str, ...], FloatArray, FloatArray]:
+        """Declared type ids, ``A_{s,Q} = Σ_k w_k A_{s,k}`` and ``R̄_{s,Q}`` (the sub-types' distances
+        weighted by ``w_k A_{s,k}``); the per-type arrays themselves without length sub-types."""
+        grp = self.type_groups
+        if not grp.resolved:
+            return self.instance.request_ids, self.association, self.mean_distance_by_pair
+        a = grp.aggregate(self.association)
+        served = self.association > 0
+        joint = grp.aggregate(np.where(served, self.association * np.where(served, self.mean_distance_by_pair, 0.0), 0.0))
+        return grp.ids, a, np.where(a > 0, joint / np.where(a > 0, a, 1.0), np.nan)
+
     # -- export -----------------------------------------------------------------------------
     def to_dict(self, target: float | None = None) -> dict[str, Any]:
         """A JSON-ready dict (the ``edgeprefix evaluate --json`` contract)."""
@@ -303,6 +342,7 @@ class Evaluation:
                 }
             )
         fp = self.fixed_point
+        declared, association, distance = self._declared_pairs()
         return {
             "instance": inst.name,
             "policy": self.policy,
@@ -328,14 +368,15 @@ class Evaluation:
             "quadrature_error": self.quadrature_error,
             "tiers": tiers,
             "association": {
-                q: {s: float(self.association[i, j]) for i, s in enumerate(inst.profile_ids)}
-                for j, q in enumerate(inst.request_ids)
+                q: {s: float(association[i, j]) for i, s in enumerate(inst.profile_ids)}
+                for j, q in enumerate(declared)
             },
             "mean_distance_by_pair": {
-                q: {s: num(self.mean_distance_by_pair[i, j]) for i, s in enumerate(inst.profile_ids)}
-                for j, q in enumerate(inst.request_ids)
+                q: {s: num(distance[i, j]) for i, s in enumerate(inst.profile_ids)}
+                for j, q in enumerate(declared)
             },
-        } | ({"serving": serving_report(self)} if inst.extended else {}) | (
+        } | ({"types": self.by_type(tau)} if self.type_groups.resolved else {}) | (
+            {"serving": serving_report(self)} if inst.extended else {}) | (
             {"catalogue": catalogue_evaluation(inst, self.mix, self.policy, target=tau).report()}
             if inst.catalogue is not None else {})
 

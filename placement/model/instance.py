@@ -30,6 +30,7 @@ from edgeprefix.placement.model.costs import (
     QuadraticPrefill,
     RadioCost,
 )
+from edgeprefix.placement.model.lengths import expand_type, requests_entries
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,
@@ -359,7 +360,7 @@ _SECTION_KEYS = {
 }
 _ITEM_KEYS = {
     "prefixes": ({"id", "depth"}, {"parent", "kv_per_token", "blocks"}),
-    "requests": ({"id", "probability", "length", "decode"}, {"path"}),
+    "requests": ({"id", "probability", "length", "decode"}, {"path", "lengths"}),
     "profiles": ({"id"}, {"prefixes"}),
 }
 
@@ -545,6 +546,9 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         )
         for i, q in enumerate(_items("requests", data["requests"]))
     )
+    if any("lengths" in q for q in data["requests"]):  # length-resolved types expand into sub-types (docs/model.md §2.3)
+        requests = tuple(sub for i, (q, entry) in enumerate(zip(requests, data["requests"]))
+                         for sub in (expand_type(f"requests[{i}]", q, entry["lengths"]) if "lengths" in entry else (q,)))
     profiles = tuple(
         Profile(id=_string(f"profiles[{i}].id", s["id"]), prefixes=_string_list(f"profiles[{i}].prefixes", s.get("prefixes", [])))
         for i, s in enumerate(_items("profiles", data["profiles"]))
@@ -614,10 +618,7 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
     }
     if instance.prefixes:
         out["prefixes"] = [prefix_entry(p) for p in instance.prefixes]
-    out["requests"] = [
-        {"id": q.id, "probability": q.probability, "length": q.length, "decode": q.decode, "path": list(q.path)}
-        for q in instance.requests
-    ]
+    out["requests"] = requests_entries(instance.requests)  # sub-types collapse into lengths tables (docs/model.md §2.3)
     out["profiles"] = [{"id": s.id, "prefixes": list(s.prefixes)} for s in instance.profiles]
     out["placement"] = placement
     if instance.metadata:
