@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from array import array
 import math
 import time
 from importlib import resources
@@ -100,7 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--gpu-memory-gb", type=float, default=None, help="GPU memory per replica in GB (default: 80 × TP)")
     cal.add_argument("--sequence-tokens", type=float, default=16384.0, help="per-sequence KV budget m_run in tokens (default: 16384)")
     net = parser.add_argument_group("network")
-    net.add_argument("--target", type=float, default=None, metavar="SECONDS", help="τ_0 (default: g of the mean input length)")
+    net.add_argument("--target", default=None, metavar="SECONDS|pNN",
+                     help="τ_0 in seconds, or pNN: the NN-th percentile of the training requests' no-cache prefill g(L_i) "
+                     "(e.g. p50); default: g of the mean input length")
     net.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, help="load of an all-fallback network (default: 0.6)")
     net.add_argument("--edge-density", type=float, default=1.0, help="λ_b (default: 1)")
     parser.add_argument("--split", type=float, default=1.0, metavar="F",
@@ -189,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
     if args.split < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
         total = sum(1 for _ in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid))
         records = itertools.islice(records, _training_count(total, args.split))
-    forest = build_forest(records, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    seen = _Seen()
+    forest = build_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     ingest = time.perf_counter() - start
     g, decode, cal_info = _calibration(args)
     deployment = _deployment(args)
@@ -203,12 +207,17 @@ def run(args: argparse.Namespace) -> int:
         length_bins=None if args.length_quantile is not None or args.length_bins == 1 else args.length_bins,
     )
     name = args.name or Path(str(path)).name.split(".")[0]
-    instance = instance_from_profiles(profile_set, g, gpu, name=name, target=args.target,
+    target, target_info = _target(args.target, g, seen)
+    instance = instance_from_profiles(profile_set, g, gpu, name=name, target=target,
                                       utilisation=args.utilisation, edge_density=args.edge_density)
+    target_info |= _target_placement(instance.placement.target, g, seen)
+    intensity_info = _intensity(instance, profile_set, args, seen)
+    instance = instance.replace(metadata={**instance.metadata, "target": target_info, "intensity": intensity_info})
     if args.out is not None:
         write_instance(instance, args.out)
         load_instance(args.out)  # the written file must load back
     report = _report(forest, log, profile_set, instance, cap, cal_info, deployment, ingest, time.perf_counter() - start, args)
+    report |= {"target": target_info, "intensity": intensity_info}
     if args.json:
         print_json(report)
     else:
@@ -216,6 +225,80 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         wrote(args.out)
     return 0
+
+
+class _Seen:
+    """Arrival times and input lengths of the requests the forest is built from (read as they stream by)."""
+
+    def __init__(self) -> None:
+        self.times, self.lengths = array("d"), array("d")
+
+    def watch(self, records: Any) -> Any:
+        for record in records:
+            self.times.append(record.timestamp)
+            self.lengths.append(record.input_length)
+            yield record
+
+    def prefill(self, g: Any) -> np.ndarray:
+        """``g(L_i)`` of every request: its time to first token with no cache, no queue and no radio."""
+        return np.asarray(g(np.frombuffer(self.lengths, dtype=float)), dtype=float)
+
+
+PERCENTILES = (10, 25, 50, 75, 90, 99)
+
+
+def _target(text: str | None, g: Any, seen: _Seen) -> tuple[float | None, dict[str, Any]]:
+    """``τ_0`` from ``--target`` (seconds or ``pNN``) and how it was chosen."""
+    if text is None:
+        return None, {"rule": "g(mean input length) (default; docs/model.md §9.7)"}
+    raw = text.strip()
+    if raw.lower().startswith("p"):
+        try:
+            pct = float(raw[1:])
+        except ValueError:
+            pct = float("nan")
+        if not 0 < pct < 100:
+            raise ValueError(f"--target {text!r}: a percentile is pNN with 0 < NN < 100, e.g. p50")
+        if not len(seen.lengths):
+            raise ValueError("--target pNN needs the trace's requests; the trace is empty")
+        value = float(np.percentile(seen.prefill(g), pct))
+        return value, {"rule": f"p{pct:g} of the training requests' no-cache prefill g(L_i)", "percentile": pct}
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"--target must be seconds (e.g. 5) or a percentile pNN (e.g. p50), got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"--target must be > 0 seconds, got {text!r}")
+    return value, {"rule": "given in seconds (--target)"}
+
+
+def _target_placement(tau: float, g: Any, seen: _Seen) -> dict[str, Any]:
+    """Where the workload's no-cache prefill times sit against ``τ_0``."""
+    prefill = seen.prefill(g)
+    out: dict[str, Any] = {"seconds": tau}
+    if prefill.size:
+        out["prefill_quantiles"] = {f"p{p}": float(np.percentile(prefill, p)) for p in PERCENTILES}
+        out["share_prefill_within_target"] = float(np.mean(prefill <= tau))
+    return out
+
+
+def _intensity(instance: Any, ps: Any, args: argparse.Namespace, seen: _Seen) -> dict[str, Any]:
+    """The arrival intensity's derivation (docs/model.md §9.7) and the trace's own rate."""
+    ids = [s.id for s in ps.profiles]
+    c0 = int(ps.concurrency[ids.index("none")]) if "none" in ids else int(ps.concurrency.max())
+    occupancy = float(instance.probabilities @ (instance.full_prefill + instance.decodes))
+    out: dict[str, Any] = {
+        "rule": "Λ = u λ_b c_0 / Σ_q p_q (g(L_q) + D_q): an all-fallback network at utilisation u",
+        "utilisation": float(args.utilisation), "edge_density": float(args.edge_density), "fallback_concurrency": c0,
+        "mean_occupancy_s": occupancy, "request_intensity": float(instance.network.request_intensity),
+    }
+    times = np.frombuffer(seen.times, dtype=float)
+    out["trace_requests"] = int(times.size)
+    if times.size >= 2 and times[-1] > times[0]:
+        span = float(times[-1] - times[0])
+        out |= {"trace_span_s": span, "trace_rate_per_s": (times.size - 1) / span,
+                "trace_utilisation_per_node": (times.size - 1) / span * occupancy / c0}
+    return out
 
 
 def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total, args) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -300,6 +383,19 @@ def _render(r: dict[str, Any]) -> str:
     n = r["network"]
     lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
                   f"τ_0 = {n['target']:.3f} s"]
+    t, lam = r["target"], r["intensity"]
+    lines.append(f"target τ_0 = {t['seconds']:.3f} s: {t['rule']}")
+    if "prefill_quantiles" in t:
+        qs = "  ".join(f"{k} {v:.2f}" for k, v in t["prefill_quantiles"].items())
+        lines.append(f"  no-cache prefill g(L_i) of the requests [s]: {qs}; "
+                     f"{100 * t['share_prefill_within_target']:.1f} % within τ_0 before radio and queueing")
+    lines.append(f"intensity Λ = {lam['request_intensity']:.4g} per unit area per s: {lam['rule']} "
+                 f"(u = {lam['utilisation']:g}, λ_b = {lam['edge_density']:g}, c_0 = {lam['fallback_concurrency']}, "
+                 f"Σ p (g + D) = {lam['mean_occupancy_s']:.3f} s)")
+    if "trace_rate_per_s" in lam:
+        lines.append(f"  the trace: {lam['trace_requests']} requests over {lam['trace_span_s']:.0f} s = "
+                     f"{lam['trace_rate_per_s']:.3g} per s; one fallback node would run at {lam['trace_utilisation_per_node']:.2f} "
+                     "of its c_0 slots at that rate")
     if not r["instance"]:
         lines.append("instance not written (use --out FILE)")
     return "\n".join(lines)
