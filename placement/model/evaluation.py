@@ -25,6 +25,7 @@ from edgeprefix.placement.model.cell import (
     cell_coverage_pairs,
     cell_load,
     check_queue_model,
+    overload_shares,
 )
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
 from edgeprefix.placement.model.fixed_point import (
@@ -54,6 +55,7 @@ from edgeprefix.placement.model.tier_loads import lift, unlift
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+OVERLOAD_TOLERANCE = 0.01  # share of nodes allowed to overload before the cell model's plan is reported unstable
 
 
 @dataclass(frozen=True)
@@ -276,6 +278,36 @@ class Evaluation:
         joint = np.where(served, self.association * np.where(served, self.mean_distance_by_pair, 0.0), 0.0)
         return checked_finite(float((self.instance.probabilities * joint.sum(axis=0)).sum()), "mean serving distance")
 
+    # -- nodes whose own load reaches their slots (docs/model.md §14.9) ------------------------
+    @cached_property
+    def overloaded_shares(self) -> tuple[float, float]:
+        """``(share of nodes, share of requests)`` at nodes whose offered load ``a_s X`` reaches ``c_s``
+        under the cell model's node-level load law (eq. (14.3)), whatever the queue model: the mean field's
+        every node carries its tier's load only when a router balances the nodes (docs/model.md §14.9)."""
+        act = self.active
+        rho = self.utilization[act]
+        busy = rho > 0  # a tier that receives no work has no load law and overloads no node
+        with np.errstate(divide="ignore", invalid="ignore"):
+            law = self.cell_load if busy.all() else cell_load(self.densities[act][busy], self.bias[act][busy] / self.instance.network.radio_scale,
+                            self.instance.network.radio_exponent,
+                            self.instance.network.request_intensity * self.instance.probabilities[None, :] * self.instance.service_time[act][busy])
+        nodes, requests = np.zeros(rho.size), np.zeros(rho.size)
+        nodes[busy], requests[busy] = overload_shares(law, rho[busy])
+        lam = self.densities[act]
+        served = self.instance.probabilities @ self.association[act].T  # Σ_q p_q A_{s,q}
+        out = float(lam @ nodes / lam.sum()), float(served @ requests)
+        if not all(np.isfinite(out)):
+            raise NumericalError(f"overloaded shares: computed {out!r} (docs/model.md §20)")
+        return out
+
+    @property
+    def stable_on_nodes(self) -> bool:
+        """What ``stable`` reports: every tier has ``ρ_s < 1`` and, under the cell model (the tier rule, whose
+        node loads the law describes), at most :data:`OVERLOAD_TOLERANCE` of the nodes overload."""
+        if not self.stable:
+            return False
+        return self.queue_model != "cell" or self.overloaded_shares[0] <= OVERLOAD_TOLERANCE
+
     # -- per declared request type (length sub-types aggregated, docs/model.md §2.3) ------------
     @cached_property
     def type_groups(self) -> DeclaredTypes:
@@ -342,6 +374,7 @@ class Evaluation:
                 }
             )
         fp = self.fixed_point
+        converged = fp is None or fp.converged
         declared, association, distance = self._declared_pairs()
         return {
             "instance": inst.name,
@@ -356,7 +389,9 @@ class Evaluation:
             "offload_ratio": self.offload_ratio,
             "mean_prefix_depth": self.mean_prefix_depth,
             "mean_distance": self.mean_distance,
-            "stable": self.stable,
+            "stable": self.stable_on_nodes if converged else self.stable,
+            "overloaded_node_share": self.overloaded_shares[0] if converged else None,  # no operating point
+            "overloaded_request_share": self.overloaded_shares[1] if converged else None,
             "capacity_condition": self.capacity_condition,
             "fixed_point": {
                 "converged": True if fp is None else fp.converged,
