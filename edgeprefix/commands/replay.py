@@ -12,9 +12,11 @@ printed beside the instance's prediction for the same mix (docs/model.md §17).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 ROUTERS = ("tier", "online")  # edgeprefix.placement.simulation.replay.ROUTERS (kept light: no numpy at start-up)
+WARM_STARTS = ("auto", "train", "resample", "none")  # replay.WARM_STARTS and auto
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--nodes", type=float, default=50.0, metavar="N", help="nodes of the sampled torus (default: 50)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
     parser.add_argument("--replications", type=int, default=1, metavar="R", help="independent network draws, averaged (default: 1)")
-    parser.add_argument("--warmup", type=float, default=0.1, metavar="F", help="share of the replayed requests that only fill the queues (default: 0.1)")
+    parser.add_argument("--warmup", type=float, default=0.1, metavar="F",
+                        help="with --warm-start none: share of the replayed requests that only fill the queues (default: 0.1)")
+    parser.add_argument("--warm-start", choices=WARM_STARTS, default="auto",
+                        help="fill the queues before measuring: train (replay the training part first), resample (a "
+                        "bootstrap of the replayed part first), none (start empty, discard --warmup); auto: train with "
+                        "--split, else resample (docs/model.md §17.4)")
     parser.add_argument("--candidates", type=int, default=2, metavar="K", help="nearest nodes per profile the online router compares (default: 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--decode-per-token", type=float, default=None, metavar="SECONDS",
@@ -82,19 +89,23 @@ def run(args: argparse.Namespace) -> int:
     decode = args.decode_per_token
     if decode is None:
         decode = decode_per_token(instance, float((train if cut else workload).output.mean()))
+    warm_start = args.warm_start if args.warm_start != "auto" else ("train" if cut >= 2 else "resample")
+    if args.epochs is not None and args.warm_start == "auto":
+        warm_start = "none"  # the epochs' windows start the replay
     spec = ReplaySpec(decode_per_token=decode, router=args.router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
-                      candidates=args.candidates, target=args.target, queue_model=args.queue_model)
+                      candidates=args.candidates, target=args.target, queue_model=args.queue_model, warm_start=warm_start)
     mix = parse_mix(args.mix)
     common = {"replications": args.replications, "seed": args.seed}
+    warm = {"warm": train} if cut else {}
     if args.epochs is not None:
         report, first = _epochs(args, instance, test, spec, common)
     else:
-        replayed = replay_replicated(instance, test, mix, spec, intensity=args.intensity, **common)
+        replayed = replay_replicated(instance, test, mix, spec, intensity=args.intensity, **common, **warm)
         report, first = replayed.summary(), replayed.results[0]
         if cut:
             report["generalisation"] = generalisation(instance, train, test, mix, spec, intensity=args.intensity, **common)
         if args.ablation:
-            report["ablation"] = ablation(instance, test, mix, spec, intensity=args.intensity, **common)
+            report["ablation"] = ablation(instance, test, mix, spec, intensity=args.intensity, **common, **warm)
     report.update({
         "split": args.split, "trace": args.trace, "instance": args.instance, "requests_trace": workload.requests,
         "requests_train": train.requests, "unmatched": float((~test.matched).mean()) if test.requests else 0.0,
@@ -106,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render(report, overridden={flag for flag in ("intensity", "target") if getattr(args, flag) is not None}))
+    for warning in report.get("warnings", []):
+        print(f"edgeprefix replay: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -178,6 +191,17 @@ def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
         f"{'hit depth [tok]':<18}{_f(r['hit_depth_replayed'], 1):>11}{_f(r['hit_depth_predicted'], 1):>11}",
         f"{'offload ratio':<18}{_f(r['offload_ratio_replayed']):>11}{_f(r['offload_ratio_predicted']):>11}",
     ]
+    if "stationary" in r:
+        stats = r.get("prediction_replayed_stats") or {}
+        lines += [
+            f"{'overloaded nodes':<18}{_f(r['overloaded_node_share_replayed'], 3):>11}{_f(r['overloaded_node_share_predicted'], 3):>11}"
+            "   (share of nodes with load >= 1)",
+            f"prediction with the replayed part's type mix and lengths: coverage {_f(r['coverage_predicted_replayed_stats'])}, "
+            f"mean TTFT {_f(stats.get('mean_ttft'), 3)} s, hit depth {_f(stats.get('hit_depth'), 1)}",
+            f"warm start {r['warm_start']}; measured span {_f(r['measured_service_times'], 1)} mean service times; "
+            f"stationary {r['stationary']} (Kendall trend test of the waits over {r['stationarity']['windows']} windows"
+            + (f", p = {r['stationarity']['p_value']:.3f})" if r["stationarity"]["p_value"] is not None else ")"),
+        ]
     if r["burstiness"]:
         lines.append("")
         lines.append("arrival burstiness (index of dispersion; Poisson: 1 ± sd): " + ", ".join(
