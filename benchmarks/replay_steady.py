@@ -5,7 +5,7 @@ The instance is what ``edgeprefix profiles --split 0.5`` builds from the shipped
 (length sub-types, ``--length-bins 8``, docs/model.md §2.3); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
 is solved (``solve --method gradient --budget B`` with the router's own queue model: the cell model for the tier
 rule, eq. (39) for the online router) and the second half is replayed warm (``replay --split 0.5``: the training
-half fills the queues first, every replayed request is measured; docs/model.md §17.4).  Printed per case:
+half fills the queues first, every replayed request is measured; docs/model.md §17.7).  Printed per case:
 
 - coverage predicted, replayed (± SE over replications), the prediction with the replayed half's own type mix and
   lengths (``coverage_predicted_replayed_stats``), and whether ``|predicted − replayed| ≤ max(0.02, 3 SE)``;

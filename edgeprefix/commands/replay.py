@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--warm-start", choices=WARM_STARTS, default="auto",
                         help="fill the queues before measuring: train (replay the training part first), resample (a "
                         "bootstrap of the replayed part first), none (start empty, discard --warmup); auto: train with "
-                        "--split, else resample (docs/model.md §17.4)")
+                        "--split, else resample (docs/model.md §17.7)")
     parser.add_argument("--candidates", type=int, default=2, metavar="K", help="nearest nodes per profile the online router compares (default: 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--decode-per-token", type=float, default=None, metavar="SECONDS",

@@ -83,7 +83,7 @@ class ReplaySpec:
     warm_start : ``"none"`` (queues start empty; the first ``warmup`` share is not measured),
         ``"train"`` (the training part is replayed first, at the same rate, and every replayed
         request is measured) or ``"resample"`` (a bootstrap of the replayed part is replayed first);
-        docs/model.md §17.4.
+        docs/model.md §17.7.
     """
 
     decode_per_token: float
@@ -376,7 +376,7 @@ class ReplayResult:
         return out
 
 
-    # -- what a steady-state prediction can be compared with (docs/model.md §17.4) ------------
+    # -- what a steady-state prediction can be compared with (docs/model.md §17.7) ------------
     def measured_span(self) -> float:
         return float(self.time[-1] - self.time[0]) if self.time.size > 1 else 0.0
 
@@ -426,7 +426,7 @@ class ReplayResult:
         """The keys that say whether the replay measured a steady state the prediction describes:
         ``warm_start``, ``stationary`` (and the trend test), ``measured_service_times``, the overloaded node
         shares replayed and predicted, the prediction with the replayed part's type mix (its lengths, via the
-        length sub-types) and the warnings (docs/model.md §17.4)."""
+        length sub-types) and the warnings (docs/model.md §17.7)."""
         trend = self.stationarity()
         loads = self.node_loads()
         ev = self.prediction
@@ -620,7 +620,7 @@ def replay(
 
 
 def warm_part(workload: TraceWorkload, how: str, warm: TraceWorkload | None, rng: np.random.Generator) -> TraceWorkload:
-    """The requests that fill the queues before ``workload`` is measured (docs/model.md §17.4):
+    """The requests that fill the queues before ``workload`` is measured (docs/model.md §17.7):
     ``"train"`` — ``warm`` (the training part); ``"resample"`` — ``n`` requests drawn with replacement from
     ``workload``, with gaps drawn with replacement from its gaps."""
     if how == "train":
