@@ -178,3 +178,33 @@ def test_profiles_write_length_bins_and_the_replay_takes_the_nearest_sub_type(tm
         assert workload.kind[i] == cols[np.argmin(np.abs(lengths[cols] - workload.length[i]))]
     # the empirical sub-type mix of the trace the instance was built from is close to the instance's
     assert np.abs(workload.type_mix(len(inst.requests)) - inst.probabilities).max() <= 0.05
+
+
+def test_probabilities_by_declared_type_spread_over_the_sub_types():
+    inst = instance_from_mapping(RESOLVED)
+    moved = inst.with_probabilities({"short": 0.5, "long": 0.5})
+    np.testing.assert_allclose(moved.probabilities, [0.15, 0.2, 0.15, 0.5])
+    assert instance_to_mapping(moved)["requests"][0]["probability"] == pytest.approx(0.5)
+    assert instance_to_mapping(moved)["requests"][0]["lengths"]["weight"] == pytest.approx([0.3, 0.4, 0.3])
+    with pytest.raises(InstanceError, match="unknown request type"):
+        inst.with_probabilities({"nope": 1.0})
+
+
+def test_epochs_carry_each_windows_lengths(tmp_path):
+    from importlib import resources
+
+    from edgeprefix.placement.pipeline.epochs import cut_epochs
+
+    out = tmp_path / "trace.toml"
+    assert main(["profiles", "--out", str(out), "--length-bins", "3"]) == 0
+    trace = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
+    inst, workload = load_trace_workload(str(trace), load_instance(out))
+    cut = cut_epochs(workload, inst, 100.0)
+    which = np.minimum(np.searchsorted([e.start for e in cut.epochs], workload.time, side="right") - 1, len(cut.epochs) - 1)
+    for e, epoch in enumerate(cut.epochs):
+        mine = workload.length[which == e]
+        assert epoch.lengths["mean_input"] == pytest.approx(mine.mean())
+        assert epoch.lengths["p90_input"] == pytest.approx(np.percentile(mine, 90))
+        assert set(epoch.mix_of_types) == set(inst.request_ids)  # over the sub-types: the lengths reach the planner
+        assert sum(epoch.mix_of_types.values()) == pytest.approx(1.0)
+        assert epoch.to_dict()["lengths"] == epoch.lengths

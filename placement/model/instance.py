@@ -337,13 +337,22 @@ class Instance:
         return self.replace(network=dataclasses.replace(self.network, **changes))
 
     def with_probabilities(self, probabilities: Mapping[str, float]) -> Instance:
-        """A new instance with request probabilities replaced (unnamed types keep theirs)."""
-        unknown = [k for k in probabilities if k not in self.request_ids]
+        """A new instance with request probabilities replaced (unnamed types keep theirs).  A type with
+        length sub-types (docs/model.md §2.3) may be named by its declared id: its probability is then
+        spread over its sub-types by their shares ``w_k``."""
+        groups = {q.group for q in self.requests if q.group is not None} - set(self.request_ids)
+        unknown = [k for k in probabilities if k not in self.request_ids and k not in groups]
         if unknown:
             raise InstanceError("requests", f"unknown request type {unknown[0]!r} (known: {few(self.request_ids)})")
-        requests = tuple(
-            dataclasses.replace(q, probability=float(probabilities.get(q.id, q.probability))) for q in self.requests
-        )
+
+        def new(q: RequestType) -> float:
+            if q.id in probabilities:
+                return float(probabilities[q.id])
+            if q.group is not None and q.group in probabilities:
+                return float(probabilities[q.group]) * q.share
+            return q.probability
+
+        requests = tuple(dataclasses.replace(q, probability=new(q)) for q in self.requests)
         return self.replace(requests=requests)
 
 
