@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -89,7 +90,7 @@ def test_files_round_trip_and_show_the_declared_types(tmp_path, capsys):
     again = instance_from_mapping(mapping)
     assert again == inst and instance_to_mapping(again) == mapping
     path = tmp_path / "resolved.toml"
-    path.write_text(__import__("tomli_w").dumps(RESOLVED), encoding="utf-8")
+    path.write_text(tomli_w.dumps(RESOLVED), encoding="utf-8")
     assert main(["evaluate", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["association"]) == {"short", "long"} and set(out["types"]) == {"short", "long"}

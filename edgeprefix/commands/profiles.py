@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from array import array
 import math
 import time
+from array import array
 from importlib import resources
 from pathlib import Path
 from typing import Any

@@ -191,8 +191,8 @@ def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
         f"{'hit depth [tok]':<18}{_f(r['hit_depth_replayed'], 1):>11}{_f(r['hit_depth_predicted'], 1):>11}",
         f"{'offload ratio':<18}{_f(r['offload_ratio_replayed']):>11}{_f(r['offload_ratio_predicted']):>11}",
     ]
-    if "stationary" in r:
-        stats = r.get("prediction_replayed_stats") or {}
+    if "stationary" in r and r.get("prediction_replayed_stats") is not None:
+        stats = r["prediction_replayed_stats"]
         lines += [
             f"{'overloaded nodes':<18}{_f(r['overloaded_node_share_replayed'], 3):>11}{_f(r['overloaded_node_share_predicted'], 3):>11}"
             "   (share of nodes with load >= 1)",

@@ -241,7 +241,7 @@ class ReplayResult:
     service: FloatArray = field(repr=False)
     ttft: FloatArray = field(repr=False)
     warm_requests: int = 0  # requests replayed before the measured part (warm start)
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def requests(self) -> int:
@@ -457,8 +457,9 @@ class ReplayResult:
             "measured_service_times": span_services if np.isfinite(span_services) else None,
             "overloaded_node_share_replayed": float(np.mean(loads >= 1.0)) if np.all(np.isfinite(loads)) else None,
             "overloaded_node_share_predicted": ev.overloaded_shares[0],
-            "coverage_predicted_replayed_stats": self.replayed_stats_prediction()["coverage"],
-            "prediction_replayed_stats": self.replayed_stats_prediction(),
+            # with epochs every window has its own prediction (epoch rows): no single replayed-statistics one
+            "coverage_predicted_replayed_stats": None if self.scheduled else self.replayed_stats_prediction()["coverage"],
+            "prediction_replayed_stats": None if self.scheduled else self.replayed_stats_prediction(),
             "warnings": warnings,
         }
 
