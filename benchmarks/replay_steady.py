@@ -1,8 +1,8 @@
 """Does a real trace confirm the plan?  Plan on one half of the Mooncake trace, replay the other warm.
 
-Run ``python -m edgeprefix.benchmarks.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60]``.
+Run ``python -m edgeprefix.benchmarks.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 16]``.
 The instance is what ``edgeprefix profiles --split 0.5`` builds from the shipped Mooncake conversation trace
-(length sub-types, ``--length-bins 8``, docs/model.md §2.3); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
+(length sub-types, ``--length-bins 16``, docs/model.md §2.3); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
 is solved (``solve --method gradient --budget B`` with the router's own queue model: the cell model for the tier
 rule, eq. (39) for the online router) and the second half is replayed warm (``replay --split 0.5``: the training
 half fills the queues first, every replayed request is measured; docs/model.md §17.7).  Printed per case:
@@ -37,13 +37,14 @@ ROUTER_MODEL = {"tier": "cell", "online": "meanfield"}
 
 
 def cases(requests: int | None = None, nodes: float = 50.0, replications: int = 3, budget: int = 60,
-          loads: Sequence[float] = (0.5, 1.0), routers: Sequence[str] = ("tier", "online"), seed: int = 0) -> list[dict[str, Any]]:
+          loads: Sequence[float] = (0.5, 1.0), routers: Sequence[str] = ("tier", "online"), seed: int = 0,
+          bins: int = 16) -> list[dict[str, Any]]:
     """One row per (load, router): the numbers the module docstring lists."""
     records = list(read_trace(MOONCAKE_TRACE))
     if requests is not None:
         records = records[:requests]
     cut = split_index(len(records), 0.5)
-    instance = trace_instance(records[:cut], 8)
+    instance = trace_instance(records[:cut], bins)
     catalogue = block_catalogue(instance)
     train, test = trace_workload(records[:cut], catalogue, desc="train"), trace_workload(records[cut:], catalogue, desc="test")
     decode = decode_per_token(instance, float(train.output.mean()))
@@ -102,8 +103,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--nodes", type=float, default=50.0)
     parser.add_argument("--requests", type=int, default=None)
     parser.add_argument("--budget", type=int, default=60)
+    parser.add_argument("--length-bins", type=int, default=16, help="length sub-types per type (profiles --length-bins)")
     args = parser.parse_args(argv)
-    rows = cases(args.requests, args.nodes, args.replications, args.budget)
+    rows = cases(args.requests, args.nodes, args.replications, args.budget, bins=args.length_bins)
     print(table(rows))
 
 

@@ -63,7 +63,7 @@ from edgeprefix.placement.pipeline.traces import (
 )
 
 SAMPLE = "sample_trace.jsonl"
-DEFAULT_LENGTH_BINS = 8  # benchmarks/length_bins.py: E g(L) within 1.1 % of the trace at ≤ 2× the evaluation time
+DEFAULT_LENGTH_BINS = 16  # benchmarks/length_bins.py and replay_steady.py: E g(L) within 0.5 %, coverage within 0.02 of a warm replay
 DEFAULT_CAP = "25%"
 
 
