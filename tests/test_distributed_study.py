@@ -29,7 +29,7 @@ from edgeprefix.solvers import solve
 from edgeprefix.solvers.optuna_common import quiet_optuna
 from edgeprefix.solvers.optuna_search import QmcSolver
 from edgeprefix.solvers.projection import Projection
-from edgeprefix.solvers.storage import BudgetReached, SharedStorage, close, redact, retry_callback
+from edgeprefix.solvers.storage import SharedStorage, close, redact, retry_callback
 from edgeprefix.solvers.workers import (
     WORKER_ATTR,
     Job,
@@ -216,24 +216,6 @@ def test_a_failed_trial_is_retried_once_even_when_two_processes_see_it(sqlite_di
     finally:
         close(first)
         close(second)
-
-
-@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
-def test_the_storage_refuses_trials_past_the_budget(sqlite_dir):
-    rdb = SharedStorage(str(sqlite_dir / "cap.db"), budget=2).open()
-    try:
-        with quiet_optuna():
-            study = optuna.create_study(study_name="cap", storage=rdb)
-            study.ask()
-            study.enqueue_trial({"x": 1.0})  # RUNNING + WAITING = 2 = budget
-            with pytest.raises(BudgetReached, match="2 of 2"):
-                study.enqueue_trial({"x": 0.5})
-            study.tell(0, 1.0)
-            assert study.ask({"x": optuna.distributions.FloatDistribution(0, 2)}).params == {"x": 1.0}  # the WAITING one is claimed
-            with pytest.raises(BudgetReached):
-                study.ask()  # COMPLETE + RUNNING = 2: nothing new may be created
-    finally:
-        close(rdb)
 
 
 @pytest.mark.parametrize(

@@ -231,7 +231,6 @@ def run(args: argparse.Namespace) -> int:
         budget = DEFAULT_BUDGET
     if args.out is not None:
         check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES)
-    plots = start_plot_helper() if args.out is not None else None
     storage = _storage_for(args)
     if args.study is not None:
         check_study_name(args.study)
@@ -277,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.out is not None:
         try:
-            written = write_outputs(Path(args.out), payload, result, problem.variable_names, plots)
+            written = write_outputs(Path(args.out), payload, result, problem.variable_names)
         except OSError as exc:
             raise ValueError(f"--out {args.out!r}: the result above was not saved ({exc.strerror or exc})") from None
         for path in written:
@@ -362,15 +361,9 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
     return "\n".join(lines)
 
 
-PLOT_MODULES = ("matplotlib.backends.backend_agg", "matplotlib.figure")
-
-
 def best_so_far_figure(result: Result, target: float | None = None) -> Any:
     """Figure of the best-so-far feasible TTFT coverage against evaluations (evaluations before
     the first feasible mix are left blank)."""
-    from edgeprefix.commands._prerender import import_unhooked
-
-    import_unhooked(PLOT_MODULES)  # no pyplot (nor Pyomo's hook that would import it)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -398,23 +391,14 @@ def render_plot(result: Result, target: float | None = None) -> bytes:
     return buffer.getvalue()
 
 
-def start_plot_helper() -> Any:
-    """A :class:`~edgeprefix.commands._prerender.Prerenderer` importing matplotlib while the search runs."""
-    from edgeprefix.commands._prerender import Prerenderer
-
-    return Prerenderer(PLOT_MODULES)
-
-
-def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...], plots: Any = None) -> list[Path]:
+def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...]) -> list[Path]:
     """Replace the output set in ``folder`` as a whole (:func:`edgeprefix.placement.atomic.write_output_set`);
     returns the paths written.
 
     ``result.json`` lists the SHA-256 of the other files under ``"files"``, so a reader can check
-    that the set is the one the result describes; the study file is carried over.  ``plots``
-    (:func:`start_plot_helper`) draws the PNG in a process that imported matplotlib meanwhile.
+    that the set is the one the result describes; the study file is carried over.
     """
-    target = payload.get("target")
-    plot = plots(render_plot, result, target) if plots is not None else render_plot(result, target)
+    plot = render_plot(result, payload.get("target"))
     history = history_csv(result, names).encode("utf-8")
     files = {"history.csv": history, "best_so_far.png": plot}
     digest = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}

@@ -1,0 +1,97 @@
+"""Plain ``edgeprefix solve --storage`` commands running at once on one study (docs/distributed.md).
+
+Two and three concurrent commands, without ``--workers``, on SQLite, PostgreSQL and a journal
+file: every command exits 0 and reports the whole study, and the study holds exactly the budget
+of COMPLETE trials, each trial number once.  A run that treated another live command's RUNNING
+trial as abandoned would fail it and evaluate its copy (more FAIL trials, more COMPLETE ones than
+the budget, or "Cannot tell a COMPLETE trial" from the loser).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pg
+import pytest
+from optuna.trial import TrialState
+
+from edgeprefix.solvers.optuna_common import storage_url
+from edgeprefix.solvers.persistence import JournalStudy
+from edgeprefix.solvers.storage import SharedStorage, close
+
+BUDGET = 8
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    """A folder for SQLite and journal studies, in memory-backed /dev/shm when there is one (commits skip the disk)."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        path = Path(tempfile.mkdtemp(prefix="edgeprefix-", dir="/dev/shm"))
+        yield path
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    for url in pg.postgres_url():
+        close(SharedStorage(url).open())  # Optuna creates its tables once, before processes race to
+        yield url
+
+
+def _storage(backend: str, folder: Path, request) -> str:
+    if backend == "postgresql":
+        return request.getfixturevalue("postgres")
+    return str(folder / ("s.db" if backend == "sqlite" else "s.journal"))
+
+
+def _trials(storage: str, study: str) -> list[optuna.trial.FrozenTrial]:
+    if storage.endswith(".journal"):
+        with JournalStudy(storage) as journal:
+            return optuna.load_study(study_name=study, storage=journal).get_trials()
+    return optuna.load_study(study_name=study, storage=storage_url(storage)).get_trials()
+
+
+def _run_at_once(n: int, storage: str, study: str, cwd: Path) -> list[subprocess.CompletedProcess]:
+    command = [sys.executable, "-m", "edgeprefix.cli", "solve", "--method", "tpe", "--budget", str(BUDGET),
+               "--storage", storage, "--study", study, "--heartbeat", "1", "--grace", "3", "--json"]
+    env = {**os.environ, "EDGEPREFIX_PROGRESS": "0"}
+    procs = [subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(n)]
+    done = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [2, 3])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "journal"])
+def test_concurrent_plain_commands_share_the_budget_exactly(request, folder, backend, processes):
+    storage = _storage(backend, folder, request)
+    study = f"plain-{uuid.uuid4().hex[:8]}"
+    runs = _run_at_once(processes, storage, study, folder)
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        assert "Traceback" not in run.stderr and "Cannot tell" not in run.stderr
+        assert json.loads(run.stdout)["evaluations"] == BUDGET  # each reports the whole study
+    trials = _trials(storage, study)
+    count = Counter(t.state for t in trials)
+    assert count[TrialState.COMPLETE] == BUDGET
+    assert not count[TrialState.RUNNING] and not count[TrialState.WAITING]
+    assert not count[TrialState.FAIL]  # nobody's live trial was taken for dead
+    numbers = [t.number for t in trials]
+    assert len(set(numbers)) == len(numbers)
+    best = [json.loads(run.stdout)["coverage"] for run in runs]
+    assert best == pytest.approx([best[0]] * processes, rel=1e-9)  # every command reports the best of the same study
