@@ -75,16 +75,22 @@ def dask_client(address: str | None = None, workers: int | None = None) -> Itera
 
     The local cluster has ``workers`` single-threaded worker processes (default: one per CPU).
     """
+    from edgeprefix.solvers.extras import require
+    from edgeprefix.solvers.optuna_common import redact, scrub
+
+    require("distributed", "--dask" if address is not None else "a local Dask cluster (--workers, sweep)")
     from distributed import Client, LocalCluster
 
     if address is not None:
+        shown = redact(address)  # tcp://user:secret@host: never echo the secret
         if workers is not None:
-            raise ValueError(f"workers applies to the local cluster only, got workers={workers} with scheduler {address!r}")
+            raise ValueError(f"workers applies to the local cluster only, got workers={workers} with scheduler {shown!r}")
         try:
             client = Client(address, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ValueError(f"--dask {address!r}: cannot reach the Dask scheduler within {CONNECT_TIMEOUT} ({reason[:160]})") from None
+            text = scrub(str(exc), address).strip()
+            reason = text.splitlines()[0] if text else type(exc).__name__
+            raise ValueError(f"--dask {shown!r}: cannot reach the Dask scheduler within {CONNECT_TIMEOUT} ({reason[:160]})") from None
         with client:
             yield client
         return

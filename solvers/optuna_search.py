@@ -36,6 +36,7 @@ from edgeprefix.solvers.persistence import (
     JournalStudy,
     check_fingerprint,
     problem_fingerprint,
+    state_budget,
 )
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
@@ -123,6 +124,7 @@ class OptunaSolver(Solver):
                 sampler = self.sampler((seed + earlier) % (2**31 - 1), problem, projection)  # a resumed run draws anew
                 mirror = BatchedStudy.open(stored, sampler)
                 self._resume(mirror.working, tracker)
+                state_budget(stored, tracker.budget, tracker.replayed, f"the study in {self.storage}")
                 try:
                     return self._loop(mirror.working, problem, projection, tracker, after_trial=mirror.maybe_flush)
                 finally:

@@ -49,7 +49,10 @@ def problem_fingerprint(problem: Any, method: str) -> dict[str, Any]:
         out["instance"] = instance.name
         out["request_intensity"] = instance.network.request_intensity
         out["edge_density"] = instance.network.edge_density
-        out["instance_hash"] = _digest(instance_to_mapping(instance))
+        mapping = instance_to_mapping(instance)
+        out["instance_hash"] = _digest(mapping)
+        # what the search depends on: the content without the name and [metadata] (a study resumes across renames)
+        out["problem_hash"] = _digest({k: v for k, v in mapping.items() if k not in DESCRIPTIVE_KEYS})
     objective = getattr(problem, "objective", None)
     for key in ("policy", "target", "queue_model"):
         value = getattr(problem, key, None)
@@ -64,10 +67,22 @@ def problem_fingerprint(problem: Any, method: str) -> dict[str, Any]:
     return out
 
 
+DESCRIPTIVE_KEYS = ("name", "metadata")  # instance fields that do not change the problem
+
+
 def fingerprint_difference(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``["method: stored 'tpe', this run 'cmaes'", ...]`` for every key that differs."""
-    keys = sorted(set(stored) | set(current))
-    return [f"{k}: stored {stored.get(k)!r}, this run {current.get(k)!r}" for k in keys if stored.get(k) != current.get(k)]
+    """``["method: stored 'tpe', this run 'cmaes'", ...]`` for every key that differs.
+
+    Where both record ``problem_hash`` (the instance content without its name and metadata), the
+    instance's name and full hash are not compared: renaming an instance or editing its
+    ``[metadata]`` resumes the study.  Older studies (no ``problem_hash``) compare everything.
+    """
+    keys = set(stored) | set(current)
+    if "problem_hash" in stored and "problem_hash" in current:
+        keys -= {"instance", "instance_hash"}
+    elif "problem_hash" not in stored:
+        keys.discard("problem_hash")
+    return [f"{k}: stored {stored.get(k)!r}, this run {current.get(k)!r}" for k in sorted(keys) if stored.get(k) != current.get(k)]
 
 
 class StudyMismatch(ValueError):
@@ -139,7 +154,7 @@ class JournalStudy:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"edgeprefix: note: waiting for another process that uses {self.path}", file=sys.stderr, flush=True)
+            note(f"waiting for another process that uses {self.path}")
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         clear_stale_lock(self.path)
         repair_journal(self.path)
@@ -153,6 +168,60 @@ class JournalStudy:
             self._fd = None
 
 
+def note(text: str) -> None:
+    """A one-line note on stderr (the study's state, never an error)."""
+    print(f"edgeprefix: note: {text}", file=sys.stderr, flush=True)
+
+
+BUDGET_ATTR = "edgeprefix:budget"  # the budget the last run of a journal study asked for
+
+
+def state_budget(study: optuna.Study, budget: int | None, resumed: int, where: str) -> None:
+    """Say how a resumed journal study meets this run's budget, and record the budget.
+
+    A run resumes with its own ``budget`` (the total of COMPLETE trials), whatever the budget the
+    study was made with: a larger one extends it, one at most the trials already done evaluates
+    nothing new (the result covers every stored trial).
+    """
+    if budget is None:
+        return
+    before = study.user_attrs.get(BUDGET_ATTR)
+    if resumed and resumed >= budget:
+        note(f"{where} already holds {resumed} trials, at least --budget {budget}: nothing new is evaluated "
+             "(a larger --budget extends the study)")
+    elif resumed and before is not None and before != budget:
+        note(f"{where} was run with budget {before} and holds {resumed} trials: this run's budget {budget} adds {budget - resumed}")
+    if before != budget and not (resumed and resumed >= budget):
+        study.set_user_attr(BUDGET_ATTR, budget)
+
+
+def study_method(path: str | os.PathLike[str]) -> str | None:
+    """The method of the first study with trials in the journal ``path`` (``None``: no such study)."""
+    if not Path(path).is_file():
+        return None
+    with JournalStudy(path) as storage:
+        for frozen in storage.get_all_studies():
+            fingerprint = frozen.user_attrs.get(FINGERPRINT_ATTR)
+            if storage.get_n_trials(storage.get_study_id_from_name(frozen.study_name)):
+                return fingerprint.get("method", "unknown") if isinstance(fingerprint, dict) else "unknown"
+    return None
+
+
+def check_folder_method(folder: str | os.PathLike[str], method: str) -> None:
+    """Refuse a method that cannot resume the study an output folder holds (``DIR/study.journal``)."""
+    from edgeprefix.solvers.registry import SOLVERS
+
+    if getattr(SOLVERS.get(method), "RESUMABLE", False):
+        return  # an Optuna method: the study's fingerprint decides (check_fingerprint)
+    journal = Path(folder) / "study.journal"
+    stored = study_method(journal)
+    if stored is not None:
+        raise ValueError(
+            f"--out {str(folder)!r} holds a {stored} study ({journal.name}) that --method {method} does not resume: "
+            f"its result.json would stop describing the study; use another --out folder, or delete {journal} to start afresh"
+        )
+
+
 def clear_stale_lock(path: Path) -> bool:
     """Remove ``PATH.lock`` (call while holding the journal's exclusive lock); ``True`` if there was one."""
     stale = path.with_name(path.name + ".lock")
@@ -160,7 +229,7 @@ def clear_stale_lock(path: Path) -> bool:
         stale.unlink()
     except FileNotFoundError:
         return False
-    print(f"edgeprefix: note: removed {stale}, left by a process that died while appending to {path.name}", file=sys.stderr)
+    note(f"removed {stale}, left by a process that died while appending to {path.name}")
     return True
 
 

@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -179,6 +180,8 @@ def _check_definition(study: optuna.Study, job: Job) -> None:
         if stored != value:
             if key == "fingerprint" and isinstance(stored, dict):
                 diff = "; ".join(fingerprint_difference(stored, value)[:3])
+                if not diff:
+                    continue  # only the instance's name or metadata changed
                 raise ValueError(f"study {job.solver.study_name!r} searched another problem ({diff}): choose another --study name")
             raise ValueError(f"study {job.solver.study_name!r} was created with {key} = {stored!r}, but this run has {key} = {value!r}")
 
@@ -339,10 +342,37 @@ def _trials_loop(job: Job, index: int, storage: Any, on_told: Callable[[Told], b
             return ran
 
 
+EXIT_DATABASE = 3  # a worker's exit code when the study database stopped answering
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """What an unreachable study database raises through Optuna (SQLAlchemy's errors, Optuna's wrapper)."""
+    import sqlalchemy.exc
+
+    return (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError)
+
+
+def database_lost(exc: BaseException, url: str, codes: Any = None) -> WorkersFailed:
+    """One line for a study database that went away (its URL redacted, no traceback)."""
+    from edgeprefix.solvers.optuna_common import scrub
+
+    cause = exc.__cause__ or exc
+    text = scrub(str(getattr(cause, "orig", None) or cause), url).strip()
+    reason = text.splitlines()[0] if text else type(cause).__name__
+    workers = f" (worker exit codes {codes})" if codes is not None else ""
+    return WorkersFailed(
+        f"the study database {redact(url)} stopped answering{workers}: {reason[:200]}; "
+        "its finished trials are kept: run the same command again once it is back to resume"
+    )
+
+
 def _worker_main(job: Job, index: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it terminates the workers, the study keeps their trials
     with quiet_optuna():
-        work(job, index)
+        try:
+            work(job, index)
+        except database_errors():
+            sys.exit(EXIT_DATABASE)  # the parent says why, in one line (no traceback per worker)
 
 
 def start_workers(job: Job, n: int) -> list[multiprocessing.process.BaseProcess]:
@@ -383,12 +413,17 @@ def run_shared(solver: OptunaSolver, problem: Problem, projection: Projection, t
             if proc.is_alive():
                 proc.terminate()
                 proc.join()
-    storage = shared.open()
-    try:
-        count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
-    finally:
-        close(storage)
     codes = [proc.exitcode for proc in procs]
+    try:
+        storage = shared.open()
+        try:
+            count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
+        finally:
+            close(storage)
+    except (ValueError, *database_errors()) as exc:
+        if EXIT_DATABASE not in codes and not isinstance(exc, database_errors()) and "cannot open the study database" not in str(exc):
+            raise
+        raise database_lost(exc, shared.url, codes) from None
     tracker.extras.update(
         workers=solver.workers, study=solver.study_name, resumed_trials=earlier, worker_exit_codes=codes,
         failed_trials=count[TrialState.FAIL], drained_trials=count[TrialState.PRUNED],
@@ -435,6 +470,8 @@ def run_here(solver: OptunaSolver, problem: Problem, projection: Projection, tra
 
         work(job, 0, on_told=on_told, storage=storage)
         count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
+    except database_errors() as exc:
+        raise database_lost(exc, shared.url) from None
     finally:
         close(storage)
     tracker.extras.update(study=solver.study_name, resumed_trials=earlier, failed_trials=count[TrialState.FAIL])

@@ -50,7 +50,7 @@ from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
 from edgeprefix.solvers.optuna_common import STORAGE_ENV, check_study_name
-from edgeprefix.solvers.persistence import problem_fingerprint
+from edgeprefix.solvers.persistence import check_folder_method, problem_fingerprint
 from edgeprefix.solvers.polish import DEFAULT_BUDGET as POLISH_BUDGET
 from edgeprefix.solvers.polish import DEFAULT_TOLERANCE, certify
 from edgeprefix.solvers.result import history_csv
@@ -156,6 +156,7 @@ def progress_callback(budget: int | None, method: str) -> tuple[Callable[[Progre
 
 OUTPUT_FILES = ("result.json", "history.csv", "best_so_far.png")
 STUDY_FILES = ("study.journal", "study.db")  # the resumable study kept across output sets (study.db: older versions)
+STALE_FILES = ("study.journal.lock",)  # left by a killed append: the study clears it (solvers/persistence.py)
 EXIT_INTERRUPTED = 130
 
 
@@ -230,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
         budget = DEFAULT_BUDGET
     if args.out is not None:
-        check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES)
+        check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES + STALE_FILES)
+        check_folder_method(args.out, args.method)
     storage = _storage_for(args)
     if args.study is not None:
         check_study_name(args.study)
