@@ -30,7 +30,7 @@ from edgeprefix.solvers.optuna_common import redact, scrub, storage_url
         ("postgresql://u@db/s?sslmode=require&PASSWORD=secret", "postgresql://u@db/s?sslmode=require&PASSWORD=***"),
         ("tcp://u:secret@10.0.0.5:8786", "tcp://u:***@10.0.0.5:8786"),
         ("tls://scheduler:8786", "tls://scheduler:8786"),
-        ("sqlite:////tmp/a.db", "sqlite:////tmp/a.db"),
+        ("sqlite:///studies/a.db", "sqlite:///studies/a.db"),
     ],
 )
 def test_secrets_are_redacted(url, shown):
@@ -72,6 +72,8 @@ def test_a_missing_optional_dependency_names_the_extra(capsys, monkeypatch, modu
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "edgeprefix[distributed]" in err and repr(module) in err and "secret" not in err
+    assert main(["solve", "--method", "tpe", "--budget", "2", "--json"]) == 0  # the rest works without the extra
+    capsys.readouterr()
 
 
 @pytest.fixture()
