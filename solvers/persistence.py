@@ -207,11 +207,9 @@ def study_method(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def check_folder_method(folder: str | os.PathLike[str], method: str) -> None:
-    """Refuse a method that cannot resume the study an output folder holds (``DIR/study.journal``)."""
-    from edgeprefix.solvers.registry import SOLVERS
-
-    if getattr(SOLVERS.get(method), "RESUMABLE", False):
+def check_folder_method(folder: str | os.PathLike[str], method: str, resumable: bool) -> None:
+    """Refuse a method that cannot resume (``resumable`` false) the study an output folder holds (``DIR/study.journal``)."""
+    if resumable:
         return  # an Optuna method: the study's fingerprint decides (check_fingerprint)
     journal = Path(folder) / "study.journal"
     stored = study_method(journal)

@@ -259,14 +259,20 @@ def claim(study: optuna.Study, job: Job, storage: optuna.storages.RDBStorage, st
     """Under the claim lock: fail dead trials, then create or claim one trial if the budget allows.
 
     Returns ``(trial, trial_id)``, :data:`WAIT` (the budget is taken by running trials, which may
-    yet die and come back) or :data:`DONE` (``budget`` COMPLETE trials and nothing running).
+    yet die and come back) or :data:`DONE` (``budget`` COMPLETE trials; with enqueued proposals:
+    all of them finished).
     """
     optuna.storages.fail_stale_trials(study)  # only trials whose heartbeat expired, with their retries
     fail_orphans(study, job)
     count = states(study)
-    waiting, running = count[TrialState.WAITING], count[TrialState.RUNNING]
-    if not waiting and (job.fixed or count[TrialState.COMPLETE] + running >= job.budget):
-        return WAIT if running else DONE
+    complete, waiting, running = count[TrialState.COMPLETE], count[TrialState.WAITING], count[TrialState.RUNNING]
+    if job.fixed:  # every proposal was enqueued: run them all
+        if not waiting:
+            return WAIT if running else DONE
+    elif complete >= job.budget:
+        return DONE  # (another command with a larger budget may go on)
+    elif not waiting and complete + running >= job.budget:
+        return WAIT
     trial = study.ask()  # claims a WAITING trial first, else creates one
     trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
     storage.record_heartbeat(trial_id)
@@ -428,7 +434,7 @@ def run_shared(solver: OptunaSolver, problem: Problem, projection: Projection, t
         workers=solver.workers, study=solver.study_name, resumed_trials=earlier, worker_exit_codes=codes,
         failed_trials=count[TrialState.FAIL], drained_trials=count[TrialState.PRUNED],
     )
-    done = count[TrialState.COMPLETE] >= job.budget and not count[TrialState.WAITING] and not count[TrialState.RUNNING]
+    done = count[TrialState.COMPLETE] >= job.budget and not (job.fixed and (count[TrialState.WAITING] or count[TrialState.RUNNING]))
     if not done:
         raise WorkersFailed(
             f"every local worker ended (exit codes {codes}) but study {solver.study_name!r} in {redact(shared.url)} holds "

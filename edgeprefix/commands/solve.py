@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         budget = DEFAULT_BUDGET
     if args.out is not None:
         check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES + STALE_FILES)
-        check_folder_method(args.out, args.method)
+        check_folder_method(args.out, args.method, SOLVERS[args.method].RESUMABLE)
     storage = _storage_for(args)
     if args.study is not None:
         check_study_name(args.study)
