@@ -198,20 +198,22 @@ def _sampler(job: Job, index: int, earlier: int) -> optuna.samplers.BaseSampler:
     return job.solver.sampler(seed, job.problem, job.projection)
 
 
-def fail_orphans(study: optuna.Study, job: Job) -> int:
+def fail_orphans(study: optuna.Study, job: Job, trials: Any = None) -> int:
     """Fail (and enqueue a retry of) RUNNING trials that no live process claimed.
 
     A process claims a trial (``ask``, its first heartbeat, :data:`WORKER_ATTR`) in one hold of the
     claim lock, so a RUNNING trial without the attribute, seen while holding the lock, was asked by
     a process that died before finishing its claim (or by another program).  Optuna never calls
     such a trial stale (it has no heartbeat); one older than ``grace_period`` is failed here.
-    Call with the claim lock held.  Returns how many this process failed.
+    Call with the claim lock held (``trials``: the study's trials, if just read).  Returns how many this process failed.
     """
     now = datetime.datetime.now()
     grace = datetime.timedelta(seconds=job.storage.grace_period)
     retry = retry_callback(job.storage.max_retry)
     failed = 0
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if trials is None else [
+        t for t in trials if t.state == TrialState.RUNNING]
+    for trial in running:
         if WORKER_ATTR in trial.user_attrs or trial.datetime_start is None or now - trial.datetime_start <= grace:
             continue
         try:
@@ -258,13 +260,15 @@ WAIT, DONE = "wait", "done"
 def claim(study: optuna.Study, job: Job, storage: optuna.storages.RDBStorage, study_id: int, worker: str) -> Any:
     """Under the claim lock: fail dead trials, then create or claim one trial if the budget allows.
 
-    Returns ``(trial, trial_id)``, :data:`WAIT` (the budget is taken by running trials, which may
+    Returns ``(trial, trial_id, complete)``, :data:`WAIT` (the budget is taken by running trials, which may
     yet die and come back) or :data:`DONE` (``budget`` COMPLETE trials; with enqueued proposals:
     all of them finished).
     """
     optuna.storages.fail_stale_trials(study)  # only trials whose heartbeat expired, with their retries
-    fail_orphans(study, job)
-    count = states(study)
+    trials = study.get_trials(deepcopy=False)
+    count = Counter(t.state for t in trials)
+    if fail_orphans(study, job, trials):
+        count = states(study)
     complete, waiting, running = count[TrialState.COMPLETE], count[TrialState.WAITING], count[TrialState.RUNNING]
     if job.fixed:  # every proposal was enqueued: run them all
         if not waiting:
@@ -277,7 +281,7 @@ def claim(study: optuna.Study, job: Job, storage: optuna.storages.RDBStorage, st
     trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
     storage.record_heartbeat(trial_id)
     trial.set_user_attr(WORKER_ATTR, worker)
-    return trial, trial_id
+    return trial, trial_id, complete
 
 
 class Told:
@@ -323,7 +327,7 @@ def _trials_loop(job: Job, index: int, storage: Any, on_told: Callable[[Told], b
         if claimed == WAIT:
             time.sleep(poll)  # a running trial may yet die and come back as WAITING
             continue
-        trial, trial_id = claimed
+        trial, trial_id, complete = claimed
         try:
             with Heartbeat(storage, trial_id, job.storage.heartbeat_interval):
                 score = job.problem.score(job.projection(space.suggest(trial)))  # cold: the value is the point's alone
@@ -342,9 +346,8 @@ def _trials_loop(job: Job, index: int, storage: Any, on_told: Callable[[Told], b
                 if isinstance(exc, ValueError) and not str(exc).startswith("Cannot tell a"):
                     raise
                 continue
-            complete = states(study)[TrialState.COMPLETE] if on_told is not None else 0
         ran += 1
-        if on_told is not None and on_told(Told(complete, score)) is True:
+        if on_told is not None and on_told(Told(complete + 1, score)) is True:  # at least: others may have told too
             return ran
 
 
