@@ -25,7 +25,6 @@ import pytest
 from optuna.trial import TrialState
 
 from edgeprefix.solvers.optuna_common import storage_url
-from edgeprefix.solvers.persistence import JournalStudy
 from edgeprefix.solvers.storage import SharedStorage, close
 
 BUDGET = 8
@@ -57,6 +56,8 @@ def _storage(backend: str, folder: Path, request) -> str:
 
 def _trials(storage: str, study: str) -> list[optuna.trial.FrozenTrial]:
     if storage.endswith(".journal"):
+        from edgeprefix.solvers.persistence import JournalStudy
+
         with JournalStudy(storage) as journal:
             return optuna.load_study(study_name=study, storage=journal).get_trials()
     return optuna.load_study(study_name=study, storage=storage_url(storage)).get_trials()
