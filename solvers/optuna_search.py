@@ -3,10 +3,12 @@
 A sampler proposes a point of its search space (:class:`~edgeprefix.solvers.optuna_common.SearchSpace`:
 box, simplex or softmax coordinates of the shares); the evaluated point is its projection
 ``Proj(w)`` onto the linear constraints (the samplers ignore constraints).  With ``storage`` (a SQLite file path or a
-database URL) the study persists after every trial, so a killed run resumes with every
-completed evaluation kept (replayed into the history, not re-scored) and any trial left
-running re-proposed.  With ``workers >= 1`` the study is shared by that many processes (and
-by any other machine that joins it), see :mod:`edgeprefix.solvers.workers`.
+database URL) the study persists after every trial and is shared by every process that runs on
+it, with an exact budget (:func:`edgeprefix.solvers.workers.run_here`): a killed run resumes
+with every completed evaluation kept (replayed into the history, not re-scored) and a trial it
+left running retried once its heartbeat has expired.  A ``*.journal`` storage is written in
+batches by one process at a time.  With ``workers >= 1`` the study is shared by that many
+processes here (and by any other machine that joins it), see :mod:`edgeprefix.solvers.workers`.
 """
 
 from __future__ import annotations

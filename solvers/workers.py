@@ -331,6 +331,10 @@ def _trials_loop(job: Job, index: int, storage: Any, on_told: Callable[[Told], b
         try:
             with Heartbeat(storage, trial_id, job.storage.heartbeat_interval):
                 score = job.problem.score(job.projection(space.suggest(trial)))  # cold: the value is the point's alone
+        except QueueDrained:
+            with lock:
+                study.tell(trial, state=TrialState.PRUNED)
+            continue
         except BaseException:
             with lock, contextlib.suppress(Exception):
                 study.tell(trial, state=TrialState.FAIL)  # frees its slot (no retry: the point itself failed)
