@@ -149,6 +149,9 @@ def open_study(job: Job, storage: optuna.storages.BaseStorage) -> optuna.Study:
         study = optuna.create_study(study_name=name, storage=storage, direction="maximize")
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=name, storage=storage)
+        deadline = time.monotonic() + 10  # a command that has just created the study records what it is about next
+        while not {DEFINITION_PREFIX + "method", FINGERPRINT_ATTR} & set(study.user_attrs) and time.monotonic() < deadline:
+            time.sleep(0.2)
         if DEFINITION_PREFIX + "method" not in study.user_attrs and FINGERPRINT_ATTR in study.user_attrs and not job.fixed:
             check_fingerprint(study, job.definition()["fingerprint"], redact(job.storage.url))  # a study of plain runs: join it
             return study

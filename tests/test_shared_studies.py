@@ -63,12 +63,13 @@ def _trials(storage: str, study: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=study, storage=storage_url(storage)).get_trials()
 
 
-def _run_at_once(n: int, storage: str, study: str, cwd: Path) -> list[subprocess.CompletedProcess]:
+def _run_at_once(n: int, storage: str, study: str, cwd: Path, extra: tuple[list[str], ...] = ()) -> list[subprocess.CompletedProcess]:
+    """``n`` plain commands (and one per ``extra`` argument list) started at once."""
     command = [sys.executable, "-m", "edgeprefix.cli", "solve", "--method", "tpe", "--budget", str(BUDGET),
                "--storage", storage, "--study", study, "--heartbeat", "1", "--grace", "3", "--json"]
     env = {**os.environ, "EDGEPREFIX_PROGRESS": "0"}
-    procs = [subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(n)]
+    procs = [subprocess.Popen(command + more, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for more in [[]] * n + list(extra)]
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
@@ -96,3 +97,14 @@ def test_concurrent_plain_commands_share_the_budget_exactly(request, folder, bac
     assert len(set(numbers)) == len(numbers)
     best = [json.loads(run.stdout)["coverage"] for run in runs]
     assert best == pytest.approx([best[0]] * processes, rel=1e-9)  # every command reports the best of the same study
+
+
+@pytest.mark.slow
+def test_a_plain_command_and_one_with_workers_share_the_budget_exactly(folder):
+    storage = str(folder / "mixed.db")
+    runs = _run_at_once(1, storage, "mixed", folder, extra=(["--workers", "2"],))
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["evaluations"] == BUDGET
+    count = Counter(t.state for t in _trials(storage, "mixed"))
+    assert count[TrialState.COMPLETE] == BUDGET and not count[TrialState.FAIL] and not count[TrialState.RUNNING]
