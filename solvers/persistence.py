@@ -130,9 +130,12 @@ def repair_journal(path: Path) -> None:
 class JournalStudy:
     """Optuna's journal storage on a local file, used by one process at a time (a context manager).
 
-    Entering takes an exclusive ``flock`` on the journal file itself (the kernel releases it when
-    the holder dies); a second process waits for it, saying so on stderr, then resumes the study
-    as the first left it, so any number of commands on one journal end it with exactly the budget.
+    Entering takes an exclusive ``flock`` on the journal file itself, held until the process ends
+    (the kernel releases it, also when the holder is killed) or calls :func:`release_journals`, so
+    a command's output set is written before another command uses the study; entering again in
+    the same process reuses it.  A second process waits for it, saying so on stderr, then resumes
+    the study as the first left it, so any number of commands on one journal end it with exactly
+    the budget.
     While the lock is held no other process of this package appends, so a ``FILE.lock`` left by
     Optuna's :class:`~optuna.storages.journal.JournalFileOpenLock` (its holder was killed while
     appending) is stale: it is removed with a one-line note instead of stalling every append.
@@ -141,7 +144,6 @@ class JournalStudy:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._fd: int | None = None
 
     def __enter__(self) -> optuna.storages.BaseStorage:
         import fcntl
@@ -150,12 +152,15 @@ class JournalStudy:
         from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            note(f"waiting for another process that uses {self.path}")
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        key = str(self.path.resolve())
+        if key not in _HELD:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                note(f"waiting for another process that uses {self.path}")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            _HELD[key] = fd
         clear_stale_lock(self.path)
         repair_journal(self.path)
         with warnings.catch_warnings():
@@ -163,9 +168,16 @@ class JournalStudy:
             return JournalStorage(JournalFileBackend(str(self.path), lock_obj=JournalFileOpenLock(str(self.path))))
 
     def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # releases the flock
-            self._fd = None
+        pass  # the lock stays until the process ends (release_journals): its output set is written under it
+
+
+_HELD: dict[str, int] = {}  # journals this process holds: resolved path → the file descriptor of its flock
+
+
+def release_journals() -> None:
+    """Let other processes use the journals this process has used (else that happens when it exits)."""
+    while _HELD:
+        os.close(_HELD.popitem()[1])
 
 
 def note(text: str) -> None:

@@ -63,10 +63,11 @@ def _trials(storage: str, study: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=study, storage=storage_url(storage)).get_trials()
 
 
-def _run_at_once(n: int, storage: str, study: str, cwd: Path, extra: tuple[list[str], ...] = ()) -> list[subprocess.CompletedProcess]:
+def _run_at_once(n: int, storage: str, study: str, cwd: Path, extra: tuple[list[str], ...] = (),
+                 where: list[str] | None = None) -> list[subprocess.CompletedProcess]:
     """``n`` plain commands (and one per ``extra`` argument list) started at once."""
     command = [sys.executable, "-m", "edgeprefix.cli", "solve", "--method", "tpe", "--budget", str(BUDGET),
-               "--storage", storage, "--study", study, "--heartbeat", "1", "--grace", "3", "--json"]
+               *(where or ["--storage", storage, "--study", study]), "--heartbeat", "1", "--grace", "3", "--json"]
     env = {**os.environ, "EDGEPREFIX_PROGRESS": "0"}
     procs = [subprocess.Popen(command + more, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for more in [[]] * n + list(extra)]
@@ -108,3 +109,18 @@ def test_a_plain_command_and_one_with_workers_share_the_budget_exactly(folder):
         assert json.loads(run.stdout)["evaluations"] == BUDGET
     count = Counter(t.state for t in _trials(storage, "mixed"))
     assert count[TrialState.COMPLETE] == BUDGET and not count[TrialState.FAIL] and not count[TrialState.RUNNING]
+
+
+@pytest.mark.slow
+def test_concurrent_commands_on_one_output_folder_share_its_study_exactly(folder):
+    """Three ``solve --out DIR`` at once: they take turns on ``DIR/study.journal`` (each writes its
+    output set before the next starts), the study ends with the budget, the folder with one set."""
+    out = folder / "run"
+    runs = _run_at_once(3, "", "", folder, where=["--out", str(out)])
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        assert "Traceback" not in run.stderr and json.loads(run.stdout)["evaluations"] == BUDGET
+    count = Counter(t.state for t in _trials(str(out / "study.journal"), "edgeprefix"))
+    assert count[TrialState.COMPLETE] == BUDGET and not count[TrialState.FAIL]
+    assert sorted(p.name for p in out.iterdir()) == ["best_so_far.png", "history.csv", "result.json", "study.journal"]
+    assert sum("waiting for another process" in run.stderr for run in runs) >= 1
