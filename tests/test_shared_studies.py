@@ -1,5 +1,7 @@
 """Plain ``edgeprefix solve --storage`` commands running at once on one study (docs/distributed.md).
 
+Each command runs in a process of its own, forked from the test process.
+
 Two and three concurrent commands, without ``--workers``, on SQLite, PostgreSQL and a journal
 file: every command exits 0 and reports the whole study, and the study holds exactly the budget
 of COMPLETE trials, each trial number once.  A run that treated another live command's RUNNING
@@ -10,11 +12,13 @@ the budget, or "Cannot tell a COMPLETE trial" from the loser).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -24,6 +28,7 @@ import pg
 import pytest
 from optuna.trial import TrialState
 
+from edgeprefix.cli import main
 from edgeprefix.solvers.optuna_common import storage_url
 from edgeprefix.solvers.storage import SharedStorage, close
 
@@ -63,18 +68,46 @@ def _trials(storage: str, study: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=study, storage=storage_url(storage)).get_trials()
 
 
+def _command(argv: list[str], out: Path, err: Path, cwd: Path) -> None:
+    """A forked child: ``edgeprefix ARGV`` with its stdout and stderr in files, then exit with its code.
+
+    Forked from the test process (the modules already imported), so a command costs its work and
+    not an interpreter's start-up; it runs the same ``main`` as ``python -m edgeprefix.cli``.
+    """
+    os.chdir(cwd)
+    os.environ["EDGEPREFIX_PROGRESS"] = "0"
+    code = 1
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        sys.stdout, sys.stderr = stdout, stderr
+        try:
+            code = main(argv)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            stdout.flush()
+            stderr.flush()
+    os._exit(code)
+
+
 def _run_at_once(n: int, storage: str, study: str, cwd: Path, extra: tuple[list[str], ...] = (),
                  where: list[str] | None = None) -> list[subprocess.CompletedProcess]:
-    """``n`` plain commands (and one per ``extra`` argument list) started at once."""
-    command = [sys.executable, "-m", "edgeprefix.cli", "solve", "--method", "tpe", "--budget", str(BUDGET),
-               *(where or ["--storage", storage, "--study", study]), "--heartbeat", "1", "--grace", "3", "--json"]
-    env = {**os.environ, "EDGEPREFIX_PROGRESS": "0"}
-    procs = [subprocess.Popen(command + more, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for more in [[]] * n + list(extra)]
+    """``n`` plain commands (and one per ``extra`` argument list) started at once, each in its own process."""
+    argv = ["solve", "--method", "tpe", "--budget", str(BUDGET), *(where or ["--storage", storage, "--study", study]),
+            "--heartbeat", "1", "--grace", "3", "--json"]
+    context = multiprocessing.get_context("fork")
+    runs = []
+    for i, more in enumerate([[]] * n + list(extra)):
+        out, err = cwd / f"out-{i}.txt", cwd / f"err-{i}.txt"
+        proc = context.Process(target=_command, args=(argv + more, out, err, cwd))
+        proc.start()
+        runs.append((argv + more, proc, out, err))
     done = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    for args, proc, out, err in runs:
+        proc.join(timeout=300)
+        assert proc.exitcode is not None, f"{args} still runs after 300 s"
+        done.append(subprocess.CompletedProcess(args, proc.exitcode, out.read_text(), err.read_text()))
+        out.unlink()
+        err.unlink()
     return done
 
 
