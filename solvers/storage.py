@@ -104,7 +104,8 @@ class SharedStorage:
     heartbeat_interval : seconds between heartbeats of a running trial.
     grace_period : seconds without a heartbeat after which a running trial is dead.
     max_retry : times a dead trial is enqueued again (once by default: one retry per failure, never two).
-    budget : COMPLETE + RUNNING + WAITING trials the study may hold (``None``: no cap).
+    budget : COMPLETE trials the processes work to (``None``: no cap); the claim loop of
+        :mod:`edgeprefix.solvers.workers` enforces it under :meth:`lock`.
     """
 
     location: str

@@ -263,3 +263,45 @@ def test_storage_urls_get_the_psycopg2_driver_and_hide_passwords(tmp_path):
     assert redact("postgresql://u:secret@db:5432/s") == "postgresql://u:***@db:5432/s"
     with pytest.raises(ValueError, match="grace_period > heartbeat_interval must hold, but got grace_period=3"):
         SharedStorage("x.db", heartbeat_interval=3, grace_period=3)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_the_claim_step_keeps_the_budget_and_fails_only_expired_heartbeats(sqlite_dir):
+    """``claim`` under the lock: no trial past the budget of COMPLETE + RUNNING, and of three running
+    trials only the two whose heartbeat expired are failed and retried; the live one keeps running."""
+    from edgeprefix.solvers.optuna_search import TpeSolver
+    from edgeprefix.solvers.workers import DONE, WAIT, claim, load_or_create
+
+    problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
+    solver = TpeSolver(storage=str(sqlite_dir / "claim.db"), study_name="c", **GUARD)
+    job = Job(solver, shared_storage(solver, 3), problem, Projection(problem.constraints), SEED, 3)
+    rdb = job.storage.open()
+    try:
+        with quiet_optuna():
+            study = load_or_create("c", rdb)
+            study_id = rdb.get_study_id_from_name("c")
+            space = solver.search_space(problem, job.projection)
+            claimed = []
+            for _ in range(3):
+                trial, trial_id, _ = claim(study, job, rdb, study_id, "here:1")
+                space.suggest(trial)
+                claimed.append((trial, trial_id))
+            assert claim(study, job, rdb, study_id, "here:1") == WAIT  # 0 COMPLETE + 3 RUNNING = budget
+            live, live_id = claimed[0]
+            for _ in range(int(GUARD["grace_period"] / 0.5) + 2):  # only the first trial keeps beating
+                rdb.record_heartbeat(live_id)
+                time.sleep(0.5)
+            retry, _, _ = claim(study, job, rdb, study_id, "here:2")
+            by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+            assert by_number[live.number].state == TrialState.RUNNING  # a live trial is never taken for dead
+            assert {by_number[t.number].state for t, _ in claimed[1:]} == {TrialState.FAIL}
+            assert by_number[retry.number].system_attrs["failed_trial"] in {t.number for t, _ in claimed[1:]}
+            assert by_number[retry.number].params == by_number[by_number[retry.number].system_attrs["failed_trial"]].params
+            for trial, _ in [(live, live_id), (retry, None)]:
+                study.tell(trial, 0.5)
+            other, _, _ = claim(study, job, rdb, study_id, "here:2")  # the second retry, still WAITING
+            study.tell(other, 0.5)
+            assert claim(study, job, rdb, study_id, "here:2") == DONE
+    finally:
+        close(rdb)
