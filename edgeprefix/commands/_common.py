@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from edgeprefix.placement.errors import InstanceError
 from edgeprefix.placement.jsonable import json_ready
+from edgeprefix.placement.model.router import (
+    DISAGREEMENT,
+    PREDICTION_ROUTERS,
+    QUEUE_MODEL_OF_ROUTER,
+    ROUTER_OF_QUEUE_MODEL,
+    other_router,
+)
 
 if TYPE_CHECKING:
     from edgeprefix.placement.model.instance import Instance
@@ -119,29 +126,77 @@ def add_queue_model_argument(parser: argparse.ArgumentParser) -> None:
     """``--queue-model meanfield|cell`` (docs/model.md §14); checked by :func:`queue_model_from_args`."""
     parser.add_argument(
         "--queue-model",
-        default="meanfield",
-        metavar="MODEL",
+        default=None,
+        metavar="{" + ",".join(QUEUE_MODELS) + "}",
         help="queue model of the coverage: meanfield (eq. (39), every node at its tier's load) or cell "
-        "(per-node load law, docs/model.md §14); default: meanfield",
+        "(per-node load law, docs/model.md §14); default: the one of --router (meanfield for online, cell for tier)",
     )
 
 
-# mirrors edgeprefix.placement.model.cell.ROUTER_OF_QUEUE_MODEL / ROUTER_DESCRIPTION (fast start)
-ROUTER_OF_QUEUE_MODEL = {"meanfield": "online", "cell": "tier"}
+def add_router_argument(parser: argparse.ArgumentParser, default: str = "online",
+                        choices: tuple[str, ...] = PREDICTION_ROUTERS) -> None:
+    """``--router tier|online``: the router the prediction is for (docs/model.md §14)."""
+    parser.add_argument(
+        "--router",
+        choices=choices,
+        default=None,
+        help="the router the prediction is for: tier (Theorem 1's tier-level rule, predicted by the cell model) or "
+        "online (a router that sees each node's queue, predicted by eq. (39)); docs/model.md §14. Default: the "
+        f"instance's network.router, else {default}. With --queue-model as well, the two must agree",
+    )
+
+
 PREDICTED_FOR = {
-    "meanfield": "a router that sees each node's own queue (fresh telemetry); for the tier-level rule use --queue-model cell",
-    "cell": "the tier-level rule (each tier's mean delay); for a router that sees each node's queue use --queue-model meanfield",
+    "online": "router online: a router that sees each node's own queue (fresh telemetry); for the tier-level rule use --router tier",
+    "tier": "router tier: the tier-level rule (each tier's mean delay); for a router that sees each node's queue use --router online",
 }
 
 
 def router_line(queue_model: str) -> str:
     """The text line that names the router a prediction is for."""
-    return f"predicted for {PREDICTED_FOR[queue_model]}"
+    return f"predicted for {PREDICTED_FOR[ROUTER_OF_QUEUE_MODEL[queue_model]]}"
 
 
 def queue_model_from_args(args: argparse.Namespace) -> str:
-    """The ``--queue-model`` value, or a one-line ``ValueError`` naming the option."""
-    value = getattr(args, "queue_model", "meanfield")
+    """The ``--queue-model`` value (default meanfield), or a one-line ``ValueError`` naming the option."""
+    value = getattr(args, "queue_model", None) or "meanfield"
     if value not in QUEUE_MODELS:
         raise ValueError(f"--queue-model: unknown {value!r} (valid: {', '.join(QUEUE_MODELS)})")
     return value
+
+
+def prediction_from_args(args: argparse.Namespace, instance: Instance | None, default: str = "online") -> tuple[str, str]:
+    """``(router, queue_model)`` of a command's prediction (docs/model.md §14).
+
+    ``--router`` wins, then ``--queue-model`` (the router it predicts for), then the instance's
+    ``network.router``, then ``default`` (the command's behaviour before the field existed).
+    Both options given and naming different routers is a one-line ``ValueError``.
+    """
+    router = getattr(args, "router", None)
+    model = getattr(args, "queue_model", None)
+    if model is not None:
+        model = queue_model_from_args(args)
+    if router is not None and model is not None and QUEUE_MODEL_OF_ROUTER[router] != model:
+        raise ValueError(f"--router {router} is predicted by --queue-model {QUEUE_MODEL_OF_ROUTER[router]}, not {model}: "
+                         "give one of the two options (or make them agree)")
+    if router is None:
+        if model is not None:
+            router = ROUTER_OF_QUEUE_MODEL[model]
+        else:
+            stated = instance.network.router if instance is not None else None
+            router = stated or default
+    return router, QUEUE_MODEL_OF_ROUTER[router]
+
+
+def router_note(router: str, value: float | None, other_value: float | None, what: str = "coverage") -> dict[str, Any] | None:
+    """The other router's prediction when it differs from ``value`` by more than
+    :data:`~edgeprefix.placement.model.router.DISAGREEMENT` (a note on stderr; the dict goes in the JSON as ``other_router``)."""
+    other = other_router(router)
+    if value is None or other_value is None or not (math.isfinite(value) and math.isfinite(other_value)):
+        return None
+    entry = {"router": other, "queue_model": QUEUE_MODEL_OF_ROUTER[other], "coverage": other_value, "difference": other_value - value}
+    if abs(other_value - value) > DISAGREEMENT:
+        print(f"note: the {other} router's prediction of the {what} is {other_value:.4f}, not {value:.4f} "
+              f"(differs by {abs(other_value - value):.3f} > {DISAGREEMENT:g}); state --router {other} (or network.router) "
+              "if that is the router you run", file=sys.stderr)
+    return entry

@@ -8,18 +8,21 @@ import sys
 from edgeprefix.commands._common import (
     add_instance_argument,
     add_queue_model_argument,
+    add_router_argument,
     fmt,
     instance_from_args,
     network_text,
     parse_mix,
+    prediction_from_args,
     print_json,
-    queue_model_from_args,
     router_line,
+    router_note,
     target_text,
 )
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.policies import POLICIES
+from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
 from edgeprefix.placement.model.sensitivity import sensitivity
 
 EXIT_NOT_CONVERGED = 3
@@ -37,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
+    add_router_argument(parser)
     add_queue_model_argument(parser)
     parser.add_argument("--gradient", action="store_true",
                         help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)")
@@ -46,14 +50,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
-    ev = evaluate(instance, parse_mix(args.mix), args.policy, target=args.target, method=args.method,
-                  queue_model=queue_model_from_args(args))
+    router, queue_model = prediction_from_args(args, instance)
+    mix = parse_mix(args.mix)
+    ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model)
     fp = ev.fixed_point
     gradient = None
     if args.gradient and (fp is None or fp.converged):
         gradient = sensitivity(ev).by_profile("coverage")
+    other = None
+    if fp is None or fp.converged:
+        other_model = QUEUE_MODEL_OF_ROUTER[other_router(router)]
+        other_ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=other_model)
+        other = router_note(router, float(ev.coverage()), float(other_ev.coverage()))
     if args.json:
         payload = ev.to_dict()
+        if other is not None:
+            payload["other_router"] = other
         if args.gradient:
             payload["gradient"] = gradient
         print_json(payload)

@@ -32,13 +32,15 @@ from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
     add_queue_model_argument,
+    add_router_argument,
     at_least,
     fmt,
     instance_from_args,
     network_text,
     print_json,
-    queue_model_from_args,
+    prediction_from_args,
     router_line,
+    router_note,
     target_text,
     wrote,
 )
@@ -71,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_arguments(parser, default_method="spsa", budget_help=f"black-box evaluations (default: {DEFAULT_BUDGET}; grid: every point)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    add_router_argument(parser)
     add_queue_model_argument(parser)
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
@@ -221,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--seed")
     at_least(args, 1, "--budget", "--workers", "--resolution")
     instance = instance_from_args(args)
-    queue_model = queue_model_from_args(args)
+    router, queue_model = prediction_from_args(args, instance)
     simulation = simulation_from_args(args)
     certify_tol = certify_tolerance(args)
     problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation)
@@ -267,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
                "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
+    if simulation is None and result.success:
+        payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
     if args.json:
         print_json(payload)
@@ -289,6 +294,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
+
+
+def _other_router(instance: Any, mix: dict[str, float], policy: str, target: float, router: str, coverage: float) -> Any:
+    """The other router's predicted coverage of the returned mix (a note when it differs by more than 0.05)."""
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
+
+    other = evaluate(instance, mix, policy, target=target, queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    return router_note(router, float(coverage), float(other.coverage()))
 
 
 def certify_tolerance(args: argparse.Namespace) -> float | None:
