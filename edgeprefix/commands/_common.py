@@ -84,15 +84,22 @@ def wrote(path: object) -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
+MIX_LABELS = ("best", "mix")  # words before the pairs in the lines solve/evaluate print ("best mix  none=0.1000 …")
+
+
 def parse_mix(text: str | None, option: str = "--mix") -> dict[str, float] | None:
-    """``"none=0.3,shallow=0.5"`` → ``{"none": 0.3, "shallow": 0.5}``; ``None`` passes through."""
+    """``"none=0.3,shallow=0.5"`` or ``"none=0.3000  shallow=0.5000"`` (what ``solve`` prints, a
+    leading ``best mix`` allowed) → ``{"none": 0.3, "shallow": 0.5}``; ``None`` passes through."""
     if text is None:
         return None
     mix: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    items = [part for part in text.replace(",", " ").split() if part]
+    while items and items[0].lower() in MIX_LABELS and not mix:
+        items.pop(0)
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"{option}: expected PROFILE=SHARE pairs separated by commas, got {item!r}")
+            raise ValueError(f"{option}: expected PROFILE=SHARE pairs separated by commas or spaces, got {item!r}")
         try:
             share = float(value)
         except ValueError:
@@ -105,6 +112,51 @@ def parse_mix(text: str | None, option: str = "--mix") -> dict[str, float] | Non
     return mix
 
 
+def add_mix_arguments(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--mix PAIRS`` and ``--mix-from FILE`` (one of the two; read by :func:`mix_from_args`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--mix", default=None, help=help + "; the line solve prints (none=0.1000  deep=0.9000, quoted) works too")
+    group.add_argument("--mix-from", default=None, metavar="FILE",
+                       help="take the mix from FILE: a solve result.json, the JSON of solve/evaluate/replay/validate --json, "
+                       "or an instance file (its placement.mix)")
+
+
+def mix_from_args(args: argparse.Namespace) -> dict[str, float] | None:
+    """The mix of ``--mix`` or ``--mix-from`` (``None``: the instance's default mix)."""
+    source = getattr(args, "mix_from", None)
+    if source is None:
+        return parse_mix(getattr(args, "mix", None))
+    return mix_from_file(source)
+
+
+def mix_from_file(path: str, option: str = "--mix-from") -> dict[str, float]:
+    """The ``mix`` of a JSON result (``solve --out``'s result.json, any ``--json`` output) or the
+    ``placement.mix`` of an instance file (TOML or JSON)."""
+    from pathlib import Path
+
+    from edgeprefix.placement.files import parse_document, read_text
+
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"{option}: no such file {path!r}")
+    kind = "toml" if file.suffix.lower() == ".toml" else "json"
+    data = parse_document(read_text(file, f"{option} file"), kind, f"{option} file {path!r}")
+    mix = data.get("mix") if isinstance(data, dict) else None
+    if mix is None and isinstance(data, dict) and isinstance(data.get("placement"), dict):
+        mix = data["placement"].get("mix")
+    if not isinstance(mix, dict) or not mix:
+        raise ValueError(f"{option}: {path!r} has no mix (expected a 'mix' table, or an instance with placement.mix)")
+    out: dict[str, float] = {}
+    for key, value in mix.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{option}: share of {key!r} in {path!r} must be a number, got {value!r}")
+        out[str(key)] = float(value)
+    return out
+
+
+def mix_text(mix: dict[str, float]) -> str:
+    """``none=0.1000  deep=0.9000``: the mix as every command prints it (``--mix`` reads it back)."""
+    return "  ".join(f"{k}={v:.4f}" for k, v in mix.items())
 
 
 def print_json(payload: dict[str, Any]) -> None:

@@ -7,12 +7,13 @@ import sys
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_mix_arguments,
     add_queue_model_argument,
     add_router_argument,
     fmt,
     instance_from_args,
     network_text,
-    parse_mix,
+    mix_from_args,
     prediction_from_args,
     print_json,
     router_line,
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Exit code 2 on bad input, 3 when the fixed point does not converge.",
     )
     add_instance_argument(parser)
-    parser.add_argument("--mix", default=None, help="profile shares, e.g. none=0.3,shallow=0.5,deep=0.2 (default: the instance's mix)")
+    add_mix_arguments(parser, "profile shares, e.g. none=0.3,shallow=0.5,deep=0.2 (default: the instance's mix)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
@@ -51,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
-    mix = parse_mix(args.mix)
+    mix = mix_from_args(args)
     ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model)
     fp = ev.fixed_point
     gradient = None

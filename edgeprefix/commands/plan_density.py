@@ -7,12 +7,13 @@ import argparse
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
+    add_mix_arguments,
     add_queue_model_argument,
     add_router_argument,
     fmt,
     instance_from_args,
     network_text,
-    parse_mix,
+    mix_from_args,
     prediction_from_args,
     print_json,
     router_line,
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_instance_argument(parser)
     parser.add_argument("--reliability", type=float, required=True, metavar="ζ", help="coverage to reach, in (0, 1)")
-    parser.add_argument("--mix", default=None, help="fixed profile shares, e.g. none=0.2,shallow=0.5,deep=0.3")
+    add_mix_arguments(parser, "fixed profile shares, e.g. none=0.2,shallow=0.5,deep=0.3 (default: searched at every density)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     add_router_argument(parser)
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
                          "(drop --density)")
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
-    problem = density_problem(instance, args.reliability, mix=parse_mix(args.mix), target=args.target, policy=args.policy,
+    problem = density_problem(instance, args.reliability, mix=mix_from_args(args), target=args.target, policy=args.policy,
                               queue_model=queue_model)
     if args.method != "grid" and args.budget is None and problem.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")

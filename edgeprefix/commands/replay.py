@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from edgeprefix.commands._common import add_mix_arguments
 from edgeprefix.placement.model.router import PREDICTION_ROUTERS
 
 ROUTERS = PREDICTION_ROUTERS  # edgeprefix.placement.simulation.replay.ROUTERS (kept light: no numpy at start-up)
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trace", metavar="TRACE", help="JSONL trace (.gz allowed), in time order")
     parser.add_argument("--instance", required=True, metavar="INST", help="instance built from the trace (edgeprefix profiles)")
-    parser.add_argument("--mix", default=None, help="profile mix π as id=share,... (default: the instance's mix)")
+    add_mix_arguments(parser, "profile mix π as id=share,... (default: the instance's mix)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--router", choices=ROUTERS, default=None,
                         help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry (default: the "
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from edgeprefix.commands._common import parse_mix, print_json
+    from edgeprefix.commands._common import mix_from_args, print_json
     from edgeprefix.placement.model.instance import load_instance
     from edgeprefix.placement.model.policies import check_policy
     from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload, split_index
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     router = args.router or instance.network.router or "tier"
     spec = ReplaySpec(decode_per_token=decode, router=router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
                       candidates=args.candidates, target=args.target, queue_model=args.queue_model)
-    mix = parse_mix(args.mix)
+    mix = mix_from_args(args)
     common = {"replications": args.replications, "seed": args.seed}
     if args.epochs is not None:
         report, first = _epochs(args, instance, test, spec, common)
@@ -142,8 +143,8 @@ def _epochs(args: argparse.Namespace, instance: Any, test: Any, spec: Any, commo
 
     if args.intensity is not None:
         raise ValueError("--intensity does not apply with --epochs: the epochs file sets each epoch's Λ^e")
-    if args.mix is not None:
-        raise ValueError("--mix does not apply with --epochs: the plan sets the mixes (current_mix in the epochs file)")
+    if args.mix is not None or args.mix_from is not None:
+        raise ValueError("--mix/--mix-from do not apply with --epochs: the plan sets the mixes (current_mix in the epochs file)")
     problem = load_migration(args.epochs, policy=args.policy)
     if problem.instance.request_ids != instance.request_ids or problem.instance.profile_ids != instance.profile_ids:
         raise ValueError(f"--epochs: the epochs file's instance does not have the request types and profiles of --instance {args.instance}")

@@ -82,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--sim-nodes", type=float, default=300.0, metavar="N", help="nodes of --objective simulation (default 300)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
+    parser.add_argument("--instance-out", default=None, metavar="FILE",
+                        help="also write the instance (with --intensity/--density applied) to FILE (.toml or .json) with "
+                        "the best mix as its placement.mix, and --router as its network.router when given, so that "
+                        "evaluate/validate/replay FILE use that mix by default")
     parser.add_argument("--certify", action="store_true",
                         help="polish the returned mix with the gradient method until its KKT residual is at most "
                         "--certify-tol (docs/model.md §18.6); says so when it cannot")
@@ -287,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {args.out!r}: the result above was not saved ({exc.strerror or exc})") from None
         for path in written:
             wrote(path)
+    if args.instance_out is not None and result.success:
+        _write_instance_back(instance, result.mix, router if _router_stated(args, instance) else None, args.instance_out)
+        wrote(args.instance_out)
     if stop.hit:
         print("edgeprefix solve: interrupted: the result above is the best of the evaluations done so far", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -294,6 +301,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
+
+
+def _router_stated(args: argparse.Namespace, instance: Any) -> bool:
+    return args.router is not None or args.queue_model is not None or instance.network.router is not None
+
+
+def _write_instance_back(instance: Any, mix: dict[str, float], router: str | None, path: str) -> None:
+    """``instance`` with ``mix`` as its default mix (and ``router`` as its network.router), written atomically."""
+    import dataclasses
+
+    from edgeprefix.placement.model.instance import write_instance
+
+    placement = dataclasses.replace(instance.placement, mix=tuple((k, float(v)) for k, v in mix.items()))
+    changed = instance.replace(placement=placement)
+    if router is not None:
+        changed = changed.with_network(router=router)
+    try:
+        write_instance(changed, path)
+    except OSError as exc:
+        raise ValueError(f"--instance-out {path!r}: the result above was not saved ({exc.strerror or exc})") from None
 
 
 def _other_router(instance: Any, mix: dict[str, float], policy: str, target: float, router: str, coverage: float) -> Any:

@@ -26,13 +26,14 @@ import numpy as np
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_mix_arguments,
     add_queue_model_argument,
     add_router_argument,
     at_least,
     fmt,
     instance_from_args,
     network_text,
-    parse_mix,
+    mix_from_args,
     prediction_from_args,
     print_json,
     router_note,
@@ -82,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Analytical vs simulated association, queue tail and TTFT coverage (docs/model.md §13).",
     )
     add_instance_argument(parser)
-    parser.add_argument("--mix", default=None, help="profile shares, e.g. none=0.18,shallow=0.54,deep=0.28 (default: the instance's)")
+    add_mix_arguments(parser, "profile shares, e.g. none=0.18,shallow=0.54,deep=0.28 (default: the instance's)")
     parser.add_argument("--samples", type=int, default=200_000, metavar="N", help="Monte Carlo association samples (default 200000)")
     parser.add_argument("--customers", type=int, default=200_000, metavar="N", help="customers per M/M/c run (default 200000)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
@@ -107,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
-    mix = parse_mix(args.mix)
+    mix = mix_from_args(args)
     instance.mix_vector(mix)  # validate early
     if args.samples < 1 or args.customers < 100 or args.replications < 1:
         raise ValueError(
