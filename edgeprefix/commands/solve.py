@@ -247,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
         on_dask = _grid_cluster_pays(problem, args.workers, options.get("resolution", 20))
     if storage is not None and SOLVERS[args.method].RESUMABLE:
         options["storage"] = storage
+        if options.get("workers") and budget is not None and not _study_workers_pay(problem, options["workers"], budget):
+            del options["workers"]
     callback, bar = progress_callback(budget, args.method)
     stop = Interrupt(callback)
     try:
@@ -366,17 +368,26 @@ def certify_line(result: Result) -> str:
 
 def _grid_cluster_pays(problem: Any, workers: int | None, resolution: int) -> bool:
     """Whether the grid should run on a LocalCluster; says why not on stderr."""
-    import time as clock
-
-    from edgeprefix.solvers.distributed import local_cluster_pays
+    from edgeprefix.solvers.distributed import local_cluster_pays, probe_seconds_per_point
     from edgeprefix.solvers.grid import feasible_lattice
 
     points = feasible_lattice(problem.constraints, resolution)
-    start = clock.perf_counter()
-    problem.score(points[0])
-    reason = local_cluster_pays(workers, len(points), clock.perf_counter() - start)
+    reason = local_cluster_pays(workers, len(points), probe_seconds_per_point(problem, points))
     if reason is not None:
         print(f"edgeprefix solve: running the grid serially: {reason}", file=sys.stderr)
+    return reason is None
+
+
+def _study_workers_pay(problem: Any, workers: int, budget: int) -> bool:
+    """Whether ``--workers`` processes on the shared study should beat this process alone; says why
+    not on stderr (the study still goes to --storage, trial by trial, from this one process)."""
+    from edgeprefix.solvers.distributed import local_workers_pay, probe_seconds_per_evaluation
+    from edgeprefix.solvers.grid import feasible_lattice
+
+    points = feasible_lattice(problem.constraints, 4)
+    reason = local_workers_pay(workers, budget, probe_seconds_per_evaluation(problem, points))
+    if reason is not None:
+        print(f"edgeprefix solve: running the study in this process: {reason}", file=sys.stderr)
     return reason is None
 
 
