@@ -56,6 +56,14 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
         raise InstanceError(f"{flag} (overrides {exc.field})", exc.reason) from None
 
 
+def plain_text(text: str) -> str:
+    """A docstring line as ``--help`` shows it: reST roles and literals (``x``, :func:`x`) as plain words."""
+    import re
+
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
+
+
 def at_least(args: argparse.Namespace, least: int, *flags: str) -> None:
     """Raise a one-line error naming the flag when an integer option given as ``--flag`` is below ``least``."""
     for flag in flags:

@@ -27,6 +27,7 @@ from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_route
 from edgeprefix.placement.model.sensitivity import sensitivity
 
 EXIT_NOT_CONVERGED = 3
+EXIT_OVERLOADED = 1  # as solve's "no evaluated mix was stable"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "evaluate",
         help="evaluate a profile mix: association, queues, TTFT coverage",
         description="Evaluate a profile mix at its load–association fixed point (docs/model.md §5–8). "
-        "Exit code 2 on bad input, 3 when the fixed point does not converge.",
+        "Exit code 2 on bad input, 3 when the fixed point does not converge, 1 when the network is overloaded "
+        "(some active profile's load ρ_s >= 1: no steady state, the tables are printed all the same).",
     )
     add_instance_argument(parser)
     add_mix_arguments(parser, "profile shares, e.g. none=0.3,shallow=0.5,deep=0.2 (default: the instance's mix)")
@@ -79,7 +81,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_CONVERGED
+    if not ev.stable:
+        print(f"edgeprefix evaluate: error: {overload_text(ev)}", file=sys.stderr)
+        return EXIT_OVERLOADED
     return 0
+
+
+def overload_text(ev: Evaluation) -> str:
+    """One line: which profile is overloaded, by how much, and what to change."""
+    import numpy as np
+
+    load = np.where(ev.active, np.nan_to_num(ev.utilization, nan=0.0, posinf=np.inf), 0.0)
+    s = int(np.argmax(load))
+    net = ev.instance.network
+    return (f"the network is overloaded: profile {ev.instance.profile_ids[s]!r} has load ρ = {load[s]:.3g} >= 1 "
+            f"(Λ = {net.request_intensity:g}, λ_b = {net.edge_density:g}), so no coverage holds in steady state; "
+            "lower --intensity, raise --density or give a mix with more nodes on the loaded profiles")
 
 
 def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = None, gradient: dict[str, float] | None = None) -> str:
