@@ -148,3 +148,42 @@ def test_short_reprs(baseline):
     problem, batch = ep.placement_problem(baseline), evaluate_batch(baseline, [None, None])
     for text in (repr(problem), repr(batch)):
         assert len(text) < 200 and "\n" not in text and "paper_baseline" in text
+
+
+def test_compare_plots_are_titled_labelled_once_and_tell_methods_apart():
+    from edgeprefix.benchmarks.compare import CompareConfig, run_comparison
+    from edgeprefix.benchmarks.compare_plots import curves_figure, ecdf_figure
+
+    config = CompareConfig(instances=("paper_baseline",), methods=("spsa", "random", "grid"), budgets=(4, 12),
+                           seed_values=(0, 1), grid_limit=1)
+    comparison = run_comparison(config)
+    (name, ref), = comparison.references.items()
+    curves = curves_figure(name, comparison.runs, comparison.summaries, ref, config.methods)
+    ecdf = ecdf_figure(comparison.runs, comparison.references, config.methods, comparison.summaries)
+    assert ecdf._suptitle is not None and ecdf._suptitle.get_text()
+    for fig in (curves, ecdf):
+        fig.canvas.draw()
+        for ax in fig.axes:
+            assert ax.get_xscale() == "log"
+            assert not [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]  # one set of labels
+            lines = [line for line in ax.get_lines() if line.get_label() in ("spsa", "random") or "run at b" in line.get_label()]
+            looks = {(line.get_linestyle(), line.get_marker()) for line in lines}
+            assert len(lines) >= 2 and len(looks) == len(lines)  # coinciding curves stay distinguishable
+
+
+def test_validate_plots_skip_share_zero_profiles_and_show_the_online_router(capsys):
+    from edgeprefix.commands import validate
+    from edgeprefix.placement.model.instance import load_instance
+
+    assert main(["validate", *VALIDATE_FAST, "--intensities", "1,2", "--mix", "none=0,shallow=0.5,deep=0.5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    instance = load_instance(None)
+    fig = validate.association_figure(report, instance)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert not any(t.get_rotation() for t in ax.get_xticklabels() if t.get_text())  # no rotated tick labels
+        assert not ax.patches  # no bars (empty ones for share-0 profiles were drawn before)
+        points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+        assert len(points) == 1 and len(points[0].get_xdata()) == 2 * len(instance.request_ids)  # two active profiles
+    labels = [c.get_label() for ax in validate.coverage_figure(report).axes for c in ax.containers]
+    assert any("online router" in label for label in labels)
