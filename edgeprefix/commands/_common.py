@@ -249,14 +249,23 @@ def prediction_from_args(args: argparse.Namespace, instance: Instance | None, de
 
 
 def router_note(router: str, value: float | None, other_value: float | None, what: str = "coverage") -> dict[str, Any] | None:
-    """The other router's prediction when it differs from ``value`` by more than
-    :data:`~edgeprefix.placement.model.router.DISAGREEMENT` (a note on stderr; the dict goes in the JSON as ``other_router``)."""
+    """The other router's prediction of ``value`` (the dict goes in the JSON as ``other_router``), with a
+    one-line ``note`` when the two differ by more than :data:`~edgeprefix.placement.model.router.DISAGREEMENT`
+    (``None`` otherwise; :func:`print_router_note` prints it)."""
     other = other_router(router)
     if value is None or other_value is None or not (math.isfinite(value) and math.isfinite(other_value)):
         return None
-    entry = {"router": other, "queue_model": QUEUE_MODEL_OF_ROUTER[other], "coverage": other_value, "difference": other_value - value}
+    note = None
     if abs(other_value - value) > DISAGREEMENT:
-        print(f"note: the {other} router's prediction of the {what} is {other_value:.4f}, not {value:.4f} "
-              f"(differs by {abs(other_value - value):.3f} > {DISAGREEMENT:g}); state --router {other} (or network.router) "
-              "if that is the router you run", file=sys.stderr)
-    return entry
+        note = (f"note: the {other} router's prediction of the {what} is {other_value:.4f}, not {value:.4f} "
+                f"(differs by {abs(other_value - value):.3f} > {DISAGREEMENT:g}); state --router {other} (or network.router) "
+                "if that is the router you run")
+    return {"router": other, "queue_model": QUEUE_MODEL_OF_ROUTER[other], "coverage": other_value,
+            "difference": other_value - value, "note": note}
+
+
+def print_router_note(entry: dict[str, Any] | None) -> None:
+    """The one-line note of :func:`router_note` on stderr, after the command's output (when there is one)."""
+    if entry is not None and entry.get("note"):
+        sys.stdout.flush()
+        print(entry["note"], file=sys.stderr)

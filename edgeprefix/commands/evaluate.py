@@ -17,6 +17,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     router_line,
+    print_router_note,
     router_note,
     target_text,
 )
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
+    print_router_note(other)
     if fp is not None and not fp.converged:
         print(
             f"edgeprefix evaluate: warning: the fixed point did not converge ({fp.method}, {fp.iterations} iterations, "

@@ -30,6 +30,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     router_line,
+    print_router_note,
     router_note,
 )
 from edgeprefix.commands.solve import add_search_arguments, search_options
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
         print(router_line(queue_model))
+    print_router_note(other)
     return 0
 
 

@@ -17,6 +17,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     router_line,
+    print_router_note,
     router_note,
     target_text,
 )
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args,
                      prediction=f"router {router} (queue model {queue_model})"))
         print(router_line(queue_model))
+    print_router_note(other)
     return 0
 
 

@@ -119,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render(report, overridden={flag for flag in ("intensity", "target") if getattr(args, flag) is not None}))
+    from edgeprefix.commands._common import print_router_note
+
+    print_router_note(report.get("other_router"))
     return 0
 
 

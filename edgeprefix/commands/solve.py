@@ -40,6 +40,7 @@ from edgeprefix.commands._common import (
     print_json,
     prediction_from_args,
     router_line,
+    print_router_note,
     router_note,
     target_text,
     wrote,
@@ -283,6 +284,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
+    print_router_note(payload.get("other_router"))
     if args.json and result.certified is False:
         print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)
     sys.stdout.flush()

@@ -36,6 +36,7 @@ from edgeprefix.commands._common import (
     mix_from_args,
     prediction_from_args,
     print_json,
+    print_router_note,
     router_note,
     wrote,
 )
@@ -172,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render(report, instance, network_text(instance, args)))
+    print_router_note(report.get("other_router"))
     for path in report.get("plots", []):
         wrote(path)
     return 0
