@@ -15,7 +15,6 @@ from edgeprefix.benchmarks.compare_metrics import RELATIVE_TARGETS, Reference, S
 from edgeprefix.benchmarks.compare_runs import RunRecord, anytime_runs
 from edgeprefix.placement.atomic import atomic_savefig
 
-
 STYLES = ("-", "--", "-.", ":")  # one per method, so curves that coincide stay told apart
 MARKERS = ("o", "s", "^", "D", "v", "P")
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from edgeprefix.formulations.migration import MigrationProblem
 from edgeprefix.formulations.static_mix import static_mix_problem
-from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.replay import MixSchedule, ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import ReplayReport, replay_replicated
 from edgeprefix.solvers.api import solve

@@ -29,8 +29,8 @@ from edgeprefix.commands._common import (
     fmt,
     prediction_from_args,
     print_json,
-    router_line,
     print_router_note,
+    router_line,
     router_note,
 )
 from edgeprefix.commands.solve import add_search_arguments, search_options

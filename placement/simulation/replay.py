@@ -33,8 +33,8 @@ from edgeprefix.placement.model.cell import QUEUE_MODELS
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import check_policy
-from edgeprefix.placement.model.router import PREDICTION_ROUTERS
 from edgeprefix.placement.model.ranges import check_simulated_slots
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, exact_counts, sample_layout
