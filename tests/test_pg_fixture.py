@@ -22,6 +22,7 @@ def _need_binaries() -> None:
         pytest.skip("PostgreSQL server binaries (initdb) are not installed")
 
 
+@pytest.mark.slow
 def test_private_cluster_lives_until_the_generator_closes(monkeypatch):
     _need_binaries()
     monkeypatch.delenv(pg.ENV, raising=False)
