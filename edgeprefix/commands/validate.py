@@ -43,7 +43,7 @@ from edgeprefix.commands._common import (
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.evaluation import evaluate
-from edgeprefix.placement.model.router import PREDICTION_ROUTERS
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS, QUEUE_MODEL_OF_ROUTER, other_router
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.association_mc import simulate_instance_association
 from edgeprefix.placement.simulation.compare import (
@@ -184,7 +184,7 @@ def _other_router(report: dict, router: str) -> dict | None:
     rows = [row for row in report["coverage_table"] if row["policy"] == "load_aware"]
     if not rows:
         return None
-    mine, theirs = ("cell", "meanfield") if router == "tier" else ("meanfield", "cell")
+    mine, theirs = QUEUE_MODEL_OF_ROUTER[router], QUEUE_MODEL_OF_ROUTER[other_router(router)]  # coverage_table columns
     row = max(rows, key=lambda r: abs(r[theirs] - r[mine]))
     entry = router_note(router, float(row[mine]), float(row[theirs]), what=f"coverage at Λ = {row['intensity']:g}")
     return None if entry is None else {"intensity": row["intensity"], **entry}
