@@ -233,6 +233,8 @@ def prediction_from_args(args: argparse.Namespace, instance: Instance | None, de
     Both options given and naming different routers is a one-line ``ValueError``.
     """
     router = getattr(args, "router", None)
+    if router is not None and router not in QUEUE_MODEL_OF_ROUTER:
+        raise ValueError(f"--router {router} has no analytical prediction (predictions exist for {', '.join(PREDICTION_ROUTERS)})")
     model = getattr(args, "queue_model", None)
     if model is not None:
         model = queue_model_from_args(args)
