@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from edgeprefix.placement.model.instance import Instance
 
 
-def add_instance_argument(parser: argparse.ArgumentParser) -> None:
+def add_instance_argument(parser: argparse.ArgumentParser, density_help: str = "override network.edge_density") -> None:
     """``[INSTANCE]`` (file or embedded name) plus ``--intensity``/``--density`` overrides."""
     parser.add_argument(
         "instance",
@@ -32,7 +32,7 @@ def add_instance_argument(parser: argparse.ArgumentParser) -> None:
         help="instance file (.toml or .json) or embedded name; default: paper_baseline",
     )
     parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="override network.request_intensity")
-    parser.add_argument("--density", type=float, default=None, metavar="λ_b", help="override network.edge_density")
+    parser.add_argument("--density", type=float, default=None, metavar="λ_b", help=density_help)
 
 
 def instance_from_args(args: argparse.Namespace) -> Instance:

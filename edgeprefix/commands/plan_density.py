@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "With --mix the mix is fixed; without it the best mix is searched at every density "
         "(default: the 1/10 grid).",
     )
-    add_instance_argument(parser)
+    add_instance_argument(parser, density_help="refused: λ_b is what plan-density plans")
     parser.add_argument("--reliability", type=float, required=True, metavar="ζ", help="coverage to reach, in (0, 1)")
     add_mix_arguments(parser, "fixed profile shares, e.g. none=0.2,shallow=0.5,deep=0.3 (default: searched at every density)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
