@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import optuna
-import pg
 import pytest
 from optuna.trial import TrialState
 from solver_stubs import StubModel, baseline
@@ -55,10 +54,9 @@ class SlowStub(StubModel):
 
 
 @pytest.fixture(scope="module")
-def postgres():
-    for url in pg.postgres_url():
-        close(SharedStorage(url).open())  # create Optuna's tables once, before processes race to
-        yield url
+def postgres(postgres_url):
+    close(SharedStorage(postgres_url).open())  # create Optuna's tables once, before processes race to
+    return postgres_url
 
 
 @pytest.fixture()

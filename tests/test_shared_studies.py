@@ -24,7 +24,6 @@ from collections import Counter
 from pathlib import Path
 
 import optuna
-import pg
 import pytest
 from optuna.trial import TrialState
 
@@ -47,10 +46,9 @@ def folder(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def postgres():
-    for url in pg.postgres_url():
-        close(SharedStorage(url).open())  # Optuna creates its tables once, before processes race to
-        yield url
+def postgres(postgres_url):
+    close(SharedStorage(postgres_url).open())  # Optuna creates its tables once, before processes race to
+    return postgres_url
 
 
 def _storage(backend: str, folder: Path, request) -> str:
@@ -134,12 +132,16 @@ def test_concurrent_plain_commands_share_the_budget_exactly(request, folder, bac
 
 
 @pytest.mark.slow
-def test_a_plain_command_and_one_with_workers_share_the_budget_exactly(folder):
+def test_a_plain_command_and_one_with_workers_share_the_budget_exactly(folder, monkeypatch):
+    import edgeprefix.commands.solve as solve_command
+
+    monkeypatch.setattr(solve_command, "_study_workers_pay", lambda *args: True)  # short trials: fork the workers anyway
     storage = str(folder / "mixed.db")
     runs = _run_at_once(1, storage, "mixed", folder, extra=(["--workers", "2"],))
     for run in runs:
         assert run.returncode == 0, run.stderr
         assert json.loads(run.stdout)["evaluations"] == BUDGET
+    assert json.loads(runs[1].stdout)["extras"]["worker_exit_codes"] == [0, 0]  # the second one did run two workers
     count = Counter(t.state for t in _trials(storage, "mixed"))
     assert count[TrialState.COMPLETE] == BUDGET and not count[TrialState.FAIL] and not count[TrialState.RUNNING]
 

@@ -14,7 +14,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ROUTERS = ("tier", "online")  # edgeprefix.placement.simulation.replay.ROUTERS (kept light: no numpy at start-up)
+from edgeprefix.commands._common import add_mix_arguments
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS
+
+ROUTERS = PREDICTION_ROUTERS  # edgeprefix.placement.simulation.replay.ROUTERS (kept light: no numpy at start-up)
+POLICIES = ("load_aware", "prefix", "nearest")  # edgeprefix.placement.model.policies.POLICIES (light copy; a test compares)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,10 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trace", metavar="TRACE", help="JSONL trace (.gz allowed), in time order")
     parser.add_argument("--instance", required=True, metavar="INST", help="instance built from the trace (edgeprefix profiles)")
-    parser.add_argument("--mix", default=None, help="profile mix π as id=share,... (default: the instance's mix)")
-    parser.add_argument("--policy", default="load_aware", help="routing policy: load_aware (default), prefix or nearest")
-    parser.add_argument("--router", choices=ROUTERS, default="tier",
-                        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry (default: tier)")
+    add_mix_arguments(parser, "profile mix π as id=share,... (default: the instance's mix)")
+    parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
+    parser.add_argument("--router", choices=ROUTERS, default=None,
+                        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry (default: the "
+                        "instance's network.router, else tier); the prediction is the router's own (docs/model.md §14)")
     parser.add_argument("--split", type=float, default=0.0, metavar="F",
                         help="the first F of the requests trained the instance: replay the rest (default: 0, replay all)")
     parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="requests per unit area per second (default: the instance's)")
@@ -56,7 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (with --method grid)")
     parser.add_argument("--queue-model", default=None, metavar="MODEL",
                         help="queue model of the prediction: meanfield or cell (default: the router's own — cell for "
-                        "the tier rule, meanfield for the online router; docs/model.md §14)")
+                        "the tier rule, meanfield for the online router; docs/model.md §14). Unlike the planning "
+                        "commands, replay allows a queue model that is not the router's: the replayed router is "
+                        "compared with the other router's prediction")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", default=None, metavar="DIR", help="write replay.json and requests.csv (first replication)")
     parser.set_defaults(handler=run)
@@ -65,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from edgeprefix.commands._common import parse_mix, print_json
+    from edgeprefix.commands._common import mix_from_args, print_json
     from edgeprefix.placement.model.instance import load_instance
     from edgeprefix.placement.model.policies import check_policy
     from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload, split_index
@@ -82,9 +89,10 @@ def run(args: argparse.Namespace) -> int:
     decode = args.decode_per_token
     if decode is None:
         decode = decode_per_token(instance, float((train if cut else workload).output.mean()))
-    spec = ReplaySpec(decode_per_token=decode, router=args.router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
+    router = args.router or instance.network.router or "tier"
+    spec = ReplaySpec(decode_per_token=decode, router=router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
                       candidates=args.candidates, target=args.target, queue_model=args.queue_model)
-    mix = parse_mix(args.mix)
+    mix = mix_from_args(args)
     common = {"replications": args.replications, "seed": args.seed}
     if args.epochs is not None:
         report, first = _epochs(args, instance, test, spec, common)
@@ -95,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
             report["generalisation"] = generalisation(instance, train, test, mix, spec, intensity=args.intensity, **common)
         if args.ablation:
             report["ablation"] = ablation(instance, test, mix, spec, intensity=args.intensity, **common)
+    if args.epochs is None:
+        report["mix"] = dict(zip(first.prediction.instance.profile_ids, first.prediction.mix.tolist()))
+        other = _other_router(first.prediction, report, args.queue_model)
+        if other is not None:
+            report["other_router"] = other
     report.update({
         "split": args.split, "trace": args.trace, "instance": args.instance, "requests_trace": workload.requests,
         "requests_train": train.requests, "unmatched": float((~test.matched).mean()) if test.requests else 0.0,
@@ -106,7 +119,25 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render(report, overridden={flag for flag in ("intensity", "target") if getattr(args, flag) is not None}))
+    from edgeprefix.commands._common import print_router_note
+
+    print_router_note(report.get("other_router"))
     return 0
+
+
+def _other_router(prediction: Any, report: dict[str, Any], queue_model: str | None) -> dict[str, Any] | None:
+    """The other router's prediction of the replayed mix (a note when it differs by more than 0.05)."""
+    from edgeprefix.commands._common import router_note
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, ROUTER_OF_QUEUE_MODEL, other_router
+
+    if queue_model is not None:  # an explicit prediction model: compare with the other model's router
+        router = ROUTER_OF_QUEUE_MODEL[report["queue_model"]]
+    else:
+        router = report["router"]
+    other = evaluate(prediction.instance, prediction.mix, prediction.policy, target=prediction.target,
+                     queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    return router_note(router, float(report["coverage_predicted"]), float(other.coverage()))
 
 
 def _epochs(args: argparse.Namespace, instance: Any, test: Any, spec: Any, common: dict[str, Any]) -> tuple[dict[str, Any], Any]:
@@ -115,8 +146,8 @@ def _epochs(args: argparse.Namespace, instance: Any, test: Any, spec: Any, commo
 
     if args.intensity is not None:
         raise ValueError("--intensity does not apply with --epochs: the epochs file sets each epoch's Λ^e")
-    if args.mix is not None:
-        raise ValueError("--mix does not apply with --epochs: the plan sets the mixes (current_mix in the epochs file)")
+    if args.mix is not None or args.mix_from is not None:
+        raise ValueError("--mix/--mix-from do not apply with --epochs: the plan sets the mixes (current_mix in the epochs file)")
     problem = load_migration(args.epochs, policy=args.policy)
     if problem.instance.request_ids != instance.request_ids or problem.instance.profile_ids != instance.profile_ids:
         raise ValueError(f"--epochs: the epochs file's instance does not have the request types and profiles of --instance {args.instance}")
@@ -171,9 +202,11 @@ def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
         f"replayed {r['requests']} after warm-up on {r['nodes']} nodes, {r['replications']} replication(s)",
         f"router {r['router']} ({r['policy']}), predicted with queue model {r.get('queue_model', 'meanfield')}, {lam}, {tau}, decode "
         f"{1e3 * r['decode_per_token']:.1f} ms/token, time scale {r['time_scale']:.4g} replay s per trace s",
+        *(["mix      " + "  ".join(f"{k}={v:.4f}" for k, v in r["mix"].items())] if r.get("mix") else []),
         "",
         f"{'metric':<18}{'replayed':>11}{'predicted':>11}",
-        f"{'coverage':<18}{_f(r['coverage_replayed']):>11}{_f(r['coverage_predicted']):>11}   (± {_f(r['coverage_se'])})",
+        f"{'coverage':<18}{_f(r['coverage_replayed']):>11}{_f(r['coverage_predicted']):>11}   "
+        f"(replayed ± {_f(r['coverage_se'])} SE)",
         f"{'mean TTFT [s]':<18}{_f(r['mean_ttft_replayed'], 3):>11}{_f(r['mean_ttft_predicted'], 3):>11}",
         f"{'hit depth [tok]':<18}{_f(r['hit_depth_replayed'], 1):>11}{_f(r['hit_depth_predicted'], 1):>11}",
         f"{'offload ratio':<18}{_f(r['offload_ratio_replayed']):>11}{_f(r['offload_ratio_predicted']):>11}",

@@ -32,13 +32,16 @@ from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
     add_queue_model_argument,
+    add_router_argument,
     at_least,
     fmt,
     instance_from_args,
     network_text,
+    prediction_from_args,
     print_json,
-    queue_model_from_args,
+    print_router_note,
     router_line,
+    router_note,
     target_text,
     wrote,
 )
@@ -71,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_arguments(parser, default_method="spsa", budget_help=f"black-box evaluations (default: {DEFAULT_BUDGET}; grid: every point)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    add_router_argument(parser)
     add_queue_model_argument(parser)
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
@@ -79,6 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--sim-nodes", type=float, default=300.0, metavar="N", help="nodes of --objective simulation (default 300)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
+    parser.add_argument("--instance-out", default=None, metavar="FILE",
+                        help="also write the instance (with --intensity/--density applied) to FILE (.toml or .json) with "
+                        "the best mix as its placement.mix, and --router as its network.router when given, so that "
+                        "evaluate/validate/replay FILE use that mix by default")
     parser.add_argument("--certify", action="store_true",
                         help="polish the returned mix with the gradient method until its KKT residual is at most "
                         "--certify-tol (docs/model.md §18.6); says so when it cannot")
@@ -222,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--seed")
     at_least(args, 1, "--budget", "--workers", "--resolution")
     instance = instance_from_args(args)
-    queue_model = queue_model_from_args(args)
+    router, queue_model = prediction_from_args(args, instance)
     simulation = simulation_from_args(args)
     certify_tol = certify_tolerance(args)
     problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation)
@@ -241,6 +249,8 @@ def run(args: argparse.Namespace) -> int:
         on_dask = _grid_cluster_pays(problem, args.workers, options.get("resolution", 20))
     if storage is not None and SOLVERS[args.method].RESUMABLE:
         options["storage"] = storage
+        if options.get("workers") and budget is not None and not _study_workers_pay(problem, options["workers"], budget):
+            del options["workers"]
     callback, bar = progress_callback(budget, args.method)
     stop = Interrupt(callback)
     try:
@@ -268,11 +278,14 @@ def run(args: argparse.Namespace) -> int:
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
                "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
+    if simulation is None and result.success:
+        payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
     if args.json:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
+    print_router_note(payload.get("other_router"))
     if args.json and result.certified is False:
         print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)
     sys.stdout.flush()
@@ -283,6 +296,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {args.out!r}: the result above was not saved ({exc.strerror or exc})") from None
         for path in written:
             wrote(path)
+    if args.instance_out is not None and result.success:
+        _write_instance_back(instance, result.mix, router if _router_stated(args, instance) else None, args.instance_out)
+        wrote(args.instance_out)
     if stop.hit:
         print("edgeprefix solve: interrupted: the result above is the best of the evaluations done so far", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -290,6 +306,35 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
+
+
+def _router_stated(args: argparse.Namespace, instance: Any) -> bool:
+    return args.router is not None or args.queue_model is not None or instance.network.router is not None
+
+
+def _write_instance_back(instance: Any, mix: dict[str, float], router: str | None, path: str) -> None:
+    """``instance`` with ``mix`` as its default mix (and ``router`` as its network.router), written atomically."""
+    import dataclasses
+
+    from edgeprefix.placement.model.instance import write_instance
+
+    placement = dataclasses.replace(instance.placement, mix=tuple((k, float(v)) for k, v in mix.items()))
+    changed = instance.replace(placement=placement)
+    if router is not None:
+        changed = changed.with_network(router=router)
+    try:
+        write_instance(changed, path)
+    except OSError as exc:
+        raise ValueError(f"--instance-out {path!r}: the result above was not saved ({exc.strerror or exc})") from None
+
+
+def _other_router(instance: Any, mix: dict[str, float], policy: str, target: float, router: str, coverage: float) -> Any:
+    """The other router's predicted coverage of the returned mix (a note when it differs by more than 0.05)."""
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
+
+    other = evaluate(instance, mix, policy, target=target, queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    return router_note(router, float(coverage), float(other.coverage()))
 
 
 def certify_tolerance(args: argparse.Namespace) -> float | None:
@@ -326,17 +371,26 @@ def certify_line(result: Result) -> str:
 
 def _grid_cluster_pays(problem: Any, workers: int | None, resolution: int) -> bool:
     """Whether the grid should run on a LocalCluster; says why not on stderr."""
-    import time as clock
-
-    from edgeprefix.solvers.distributed import local_cluster_pays
+    from edgeprefix.solvers.distributed import local_cluster_pays, probe_seconds_per_point
     from edgeprefix.solvers.grid import feasible_lattice
 
     points = feasible_lattice(problem.constraints, resolution)
-    start = clock.perf_counter()
-    problem.score(points[0])
-    reason = local_cluster_pays(workers, len(points), clock.perf_counter() - start)
+    reason = local_cluster_pays(workers, len(points), probe_seconds_per_point(problem, points))
     if reason is not None:
         print(f"edgeprefix solve: running the grid serially: {reason}", file=sys.stderr)
+    return reason is None
+
+
+def _study_workers_pay(problem: Any, workers: int, budget: int) -> bool:
+    """Whether ``--workers`` processes on the shared study should beat this process alone; says why
+    not on stderr (the study still goes to --storage, trial by trial, from this one process)."""
+    from edgeprefix.solvers.distributed import local_workers_pay, probe_seconds_per_evaluation
+    from edgeprefix.solvers.grid import feasible_lattice
+
+    points = feasible_lattice(problem.constraints, 4)
+    reason = local_workers_pay(workers, budget, probe_seconds_per_evaluation(problem, points))
+    if reason is not None:
+        print(f"edgeprefix solve: running the study in this process: {reason}", file=sys.stderr)
     return reason is None
 
 

@@ -43,6 +43,7 @@ from edgeprefix.placement.model.ranges import (
     check_radio_exponent,
     check_scale,
 )
+from edgeprefix.placement.model.router import check_router
 from edgeprefix.placement.model.serving import (
     DEFAULT_INTERFERENCE,
     Compression,
@@ -73,11 +74,14 @@ class Network:
     request_intensity: float  # Λ
     radio_scale: float  # ξ
     radio_exponent: float = 2.0  # α
+    router: str | None = None  # the router the predictions are for (docs/model.md §14); None: each command's default
 
     def __post_init__(self) -> None:
         for name in ("edge_density", "request_intensity", "radio_scale"):
             check_scale(f"network.{name}", getattr(self, name))
         check_radio_exponent("network.radio_exponent", self.radio_exponent)
+        if self.router is not None:
+            check_router(self.router)
 
     @property
     def radio(self) -> RadioCost:
@@ -352,7 +356,7 @@ class Instance:
 _TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement", "metadata"}
 _EXTENSIONS = ("remote", "compression", "serving", "catalogue")  # optional sections of docs/model.md §19
 _SECTION_KEYS = {
-    "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent"},
+    "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent", "router"},
     "gpu": {"memory", "runtime_per_sequence", "kv_per_token", "tiers"},
     "prefill": {"linear", "quadratic", "intercept", "table"},
     "placement": {"target", "memory_budget", "fallback", "fallback_min", "max_share", "mix"},
@@ -520,7 +524,8 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
             _SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
         _check_keys(section, data[section], required, _SECTION_KEYS[section])
     net, gpu, plc = data["network"], data["gpu"], data["placement"]
-    network = Network(**{k: _number(f"network.{k}", v) for k, v in net.items()})
+    network = Network(**{k: _number(f"network.{k}", v) for k, v in net.items() if k != "router"},
+                      router=check_router(net["router"]) if "router" in net else None)
     gpu_spec = Gpu(
         **{k: _number(f"gpu.{k}", v) for k, v in gpu.items() if k != "tiers"},
         tiers=_tiers_from(gpu["tiers"]) if "tiers" in gpu else (),
@@ -608,7 +613,7 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         del gpu["tiers"]
     out: dict[str, Any] = {
         "name": instance.name,
-        "network": dataclasses.asdict(instance.network),
+        "network": {k: v for k, v in dataclasses.asdict(instance.network).items() if k != "router" or v is not None},
         "gpu": gpu,
         "prefill": prefill,
     }

@@ -34,6 +34,7 @@ from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import check_policy
 from edgeprefix.placement.model.ranges import check_simulated_slots
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, exact_counts, sample_layout
@@ -43,7 +44,7 @@ from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Onlin
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-ROUTERS = ("tier", "online")
+ROUTERS = PREDICTION_ROUTERS  # the routers a replay simulates (edgeprefix.placement.model.router)
 ARRIVALS = ("trace", "poisson")
 SOURCES = ("request", "type")
 SERVICE_LAWS = ("deterministic", "exponential")
