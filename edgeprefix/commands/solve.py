@@ -54,7 +54,7 @@ from edgeprefix.solvers.persistence import problem_fingerprint
 from edgeprefix.solvers.polish import DEFAULT_BUDGET as POLISH_BUDGET
 from edgeprefix.solvers.polish import DEFAULT_TOLERANCE, certify
 from edgeprefix.solvers.result import history_csv
-from edgeprefix.solvers.workers import WorkersFailed
+from edgeprefix.solvers.failures import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
 EXIT_WORKERS_FAILED = 3
