@@ -26,7 +26,7 @@ def scale_instance(n_types: int, n_profiles: int, *, alpha: float = 3.5, intensi
     seen: set[frozenset[str]] = {frozenset()}
     profiles = [Profile("none")]
     for _ in range(200 * n_profiles):
-        if len(profiles) >= n_profiles:
+        if len(profiles) >= 3 * n_profiles:
             break
         members: set[str] = set()
         for vertex in rng.choice(len(ids), size=int(rng.integers(1, 5))):
@@ -39,9 +39,11 @@ def scale_instance(n_types: int, n_profiles: int, *, alpha: float = 3.5, intensi
             seen.add(key)
             order = [v for v in ids if v in members]  # parents come before their children in ``prefixes``
             profiles.append(Profile(f"p{len(profiles)}", tuple(order)))
-    if len(profiles) < n_profiles:
-        raise ValueError(f"n_profiles: only {len(profiles)} distinct profiles exist for {n_types} types; ask for fewer")
+    candidates = dataclasses.replace(base, profiles=tuple(profiles), placement=dataclasses.replace(base.placement, mix=None))
+    kept = tuple(s for s, c in zip(profiles, candidates.concurrency) if c >= 1)[:n_profiles]  # profiles that fit the GPU
+    if len(kept) < n_profiles:
+        raise ValueError(f"n_profiles: only {len(kept)} distinct feasible profiles exist for {n_types} types; ask for fewer")
     share = 1.0 / n_profiles
-    mix = tuple((s.id, share) for s in profiles[:-1]) + ((profiles[-1].id, 1.0 - share * (n_profiles - 1)),)
-    return dataclasses.replace(base, name=f"scale_{n_types}x{n_profiles}_a{alpha:g}", profiles=tuple(profiles),
+    mix = tuple((s.id, share) for s in kept[:-1]) + ((kept[-1].id, 1.0 - share * (n_profiles - 1)),)
+    return dataclasses.replace(base, name=f"scale_{n_types}x{n_profiles}_a{alpha:g}", profiles=kept,
                                placement=dataclasses.replace(base.placement, mix=mix))
