@@ -10,7 +10,9 @@ The selected tier is the one with the smallest ``y``; hence, for any test functi
 the serving distance, ``E[φ(R); s] = ∫ φ((y − b_{s,q})^{1/α}) e^{−G_q(y)} dG_{s,q}(y)``.  This is
 Theorem 1 after the change of variable (``A_{s,q} = ∫ e^{−G_q} dG_{s,q}``, so ``Σ_s A_{s,q} = 1``
 holds exactly).  All tiers of a type share one ``y`` axis, so a quadrature grid is built per
-type, not per (type, profile) pair, and one association costs ``O(|Q| |S| N)``.
+type, not per (type, profile) pair: its ``K ≤ |S|`` non-empty segments of ``N`` nodes carry every
+tier, so one association costs ``O(|Q| |S| K N) ≤ O(|Q| |S|² N)`` and the Newton sums
+``∂A/∂b`` ``O(|Q| |S|² K N)`` (docs/model.md §16.4 gives the measured exponents).
 
 * α = 2: ``G_q`` is piecewise linear with breakpoints ``b_{s,q}``; association and coverage are
   exact finite sums of exponential integrals (:func:`association_alpha2`,
@@ -220,13 +222,13 @@ def tier_grid(
     gap = left[None, :, :] - b[:, :, None]  # (S, Q, K)
     u = np.add(gap[:, :, :, None], offset[None]).reshape(b.shape[0], q_count, -1)
     active = u > 0
-    np.maximum(u, 0.0, out=u)
     rate = np.zeros_like(u)
     np.power(u, p - 1.0, out=rate, where=active)  # one transcendental per started tier and node
     rate *= (np.pi * p) * _column_density(lam, b)[:, :, None]  # G'_{s,q}(y)
-    survival = np.exp(-(u * rate).sum(axis=0) / p)  # e^{−G_q}, G_{s,q} = u G'_{s,q} / p
+    # e^{−G_q}, G_{s,q} = u G'_{s,q} / p: a tier not started has G' = 0 (its u ≤ 0 is finite), so adds 0
+    survival = np.exp(np.einsum("sqj,sqj->qj", u, rate) / -p)
     mass = rate * (survival * dy)[None]
-    u[~active] = -1.0
+    np.copyto(u, -1.0, where=np.logical_not(active, out=active))
     return TierGrid(u=u, mass=mass, rate=rate)
 
 

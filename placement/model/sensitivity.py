@@ -19,8 +19,11 @@ adjoint ``(I − ∂T/∂W)ᵀ v = ∂J/∂W`` (one ``|S| × |S|`` solve per obj
 ``dJ/dλ = ∂J/∂λ + vᵀ ∂T/∂λ``; ``nearest`` and ``prefix`` need no solve.
 
 Every product is a vector–Jacobian product contracted over the tiers first, so a gradient
-costs ``O(|Q| |S| N)`` per objective on top of the one ``∂A/∂b`` the fixed point's Newton
-step already needs.
+costs one pass over the atoms per objective, ``O(|Q| |S| K N)`` with ``K ≤ |S|`` (``2|S|`` with the
+coverage cuts) segments of ``N`` nodes per type, i.e. ``O(|Q| |S|² N)``, on top of the sums (16.7)
+of ``∂A/∂b`` for ``I − ∂T/∂W``, ``O(|Q| |S|² K N)`` as in the fixed point's Newton step (measured
+exponents in docs/model.md §16.4).  The atoms of all types are held at once (about 200 bytes per
+``(s, q, node)`` at α ≠ 2); only the sums (16.7) are formed block by block.
 
 A profile at share 0 gets the one-sided derivative at ``π_s = 0⁺``: it enters as a test tier
 of density ``ε λ_b`` (:data:`ENTERING_SHARE`) whose advertised delay solves its own scalar fixed
