@@ -56,6 +56,7 @@ from edgeprefix.solvers.optuna_common import (
     MIX_ATTR,
     quiet_optuna,
 )
+from edgeprefix.solvers.failures import WorkersFailed
 from edgeprefix.solvers.persistence import FINGERPRINT_ATTR, check_fingerprint, fingerprint_difference, problem_fingerprint
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Progress, Status
@@ -74,10 +75,6 @@ if TYPE_CHECKING:
 DEFINITION_PREFIX = "edgeprefix:"
 READY_KEY = "edgeprefix:ready"
 READY_TIMEOUT = 120.0  # seconds a joining process waits for the creator to enqueue
-
-
-class WorkersFailed(RuntimeError):
-    """Every local worker died before the study was done (re-running the command resumes it)."""
 
 
 class QueueDrained(optuna.TrialPruned):

@@ -57,7 +57,7 @@ from edgeprefix.solvers.persistence import check_folder_method, problem_fingerpr
 from edgeprefix.solvers.polish import DEFAULT_BUDGET as POLISH_BUDGET
 from edgeprefix.solvers.polish import DEFAULT_TOLERANCE, certify
 from edgeprefix.solvers.result import history_csv
-from edgeprefix.solvers.workers import WorkersFailed
+from edgeprefix.solvers.failures import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
 EXIT_WORKERS_FAILED = 3
@@ -91,7 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="polish the returned mix with the gradient method until its KKT residual is at most "
                         "--certify-tol (docs/model.md §18.6); says so when it cannot")
     parser.add_argument("--certify-tol", type=float, default=None, metavar="TOL",
-                        help=f"tolerance of --certify on the KKT residual (default: {DEFAULT_TOLERANCE:g})")
+                        help=f"tolerance of --certify on the KKT residual (default: {DEFAULT_TOLERANCE:g}); with --method "
+                        "gradient also where its restarts stop (docs/model.md §18.6)")
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -141,11 +142,14 @@ def add_search_arguments(parser: argparse.ArgumentParser, *, default_method: str
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
     """Method options from the shared arguments."""
+    options: dict[str, Any] = {}
+    if args.method == "gradient" and args.certify_tol is not None:  # its random restarts stop at a certified best point
+        options["certify_tol"] = args.certify_tol
     if args.resolution is None:
-        return {}
+        return options
     if args.method != "grid":
         raise ValueError(f"--resolution applies to --method grid only, got --method {args.method}")
-    return {"resolution": args.resolution}
+    return {**options, "resolution": args.resolution}
 
 
 def progress_callback(budget: int | None, method: str) -> tuple[Callable[[Progress], None], Any]:
@@ -340,8 +344,8 @@ def _other_router(instance: Any, mix: dict[str, float], policy: str, target: flo
 def certify_tolerance(args: argparse.Namespace) -> float | None:
     """The tolerance of ``--certify`` (``None`` without it); ``--certify-tol`` alone or not positive is refused."""
     if args.certify_tol is not None:
-        if not args.certify:
-            raise ValueError("--certify-tol applies with --certify; add --certify or drop --certify-tol")
+        if not args.certify and args.method != "gradient":
+            raise ValueError("--certify-tol applies with --certify or --method gradient; add one or drop --certify-tol")
         if not (math.isfinite(args.certify_tol) and args.certify_tol > 0):
             raise ValueError(f"--certify-tol must be a positive number, got {args.certify_tol!r}")
     return None if not args.certify else DEFAULT_TOLERANCE if args.certify_tol is None else args.certify_tol
