@@ -50,13 +50,13 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from edgeprefix.solvers.failures import WorkersFailed
 from edgeprefix.solvers.optuna_common import (
     COVERAGE_ATTR,
     FEASIBLE_ATTR,
     MIX_ATTR,
     quiet_optuna,
 )
-from edgeprefix.solvers.failures import WorkersFailed
 from edgeprefix.solvers.persistence import FINGERPRINT_ATTR, check_fingerprint, fingerprint_difference, problem_fingerprint
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Progress, Status

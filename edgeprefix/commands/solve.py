@@ -52,12 +52,12 @@ from edgeprefix.placement.jsonable import json_ready
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
+from edgeprefix.solvers.failures import WorkersFailed
 from edgeprefix.solvers.optuna_common import STORAGE_ENV, check_study_name
 from edgeprefix.solvers.persistence import check_folder_method, problem_fingerprint
 from edgeprefix.solvers.polish import DEFAULT_BUDGET as POLISH_BUDGET
 from edgeprefix.solvers.polish import DEFAULT_TOLERANCE, certify
 from edgeprefix.solvers.result import history_csv
-from edgeprefix.solvers.failures import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
 EXIT_WORKERS_FAILED = 3
