@@ -99,7 +99,9 @@ def private_postgres():
 def test_a_database_outage_under_workers_is_one_line_and_exit_3(private_postgres, tmp_path):
     url, stop = private_postgres
     command = [sys.executable, "-m", "edgeprefix.cli", "solve", "--method", "tpe", "--budget", "2000", "--storage", url,
-               "--study", "outage", "--workers", "2", "--heartbeat", "1", "--grace", "3", "--json"]
+               "--study", "outage", "--workers", "2", "--heartbeat", "1", "--grace", "3", "--json",
+               # simulated evaluations (~0.1–1 s each) so that two worker processes pay and the outage hits them
+               "--objective", "simulation", "--sim-seeds", "0", "--sim-nodes", "100"]
     errors = tmp_path / "stderr.txt"
     with open(errors, "w") as err:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "EDGEPREFIX_PROGRESS": "0"})
