@@ -1,0 +1,84 @@
+"""SGLang's cache-aware router (sgl-project, sgl-model-gateway ``cache_aware`` policy).
+
+Rule, with its defaults: the router counts each worker's in-flight requests itself.  The
+system is imbalanced when ``max − min > balance_abs_threshold`` (64) **and**
+``max > balance_rel_threshold · min`` (1.5); then the request goes to the least loaded worker.
+Otherwise the worker whose approximate tree shares the longest prefix with the request is
+taken if that match covers more than ``cache_threshold`` (0.3) of the prompt, else the worker
+with the smallest tree (most free cache).  The approximate tree holds what the router itself
+sent to each worker — not the worker's real cache; every ``eviction_interval`` (120 s) each
+worker's tree is cut to ``max_tree_blocks`` least-recently-used entries (the gateway's
+``max_tree_size`` of 2²⁶ characters at about 4 characters per token: 32,768 blocks of 512 tokens).
+Ties go to the first candidate (the gateway iterates its worker list in order).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgeprefix.placement.simulation.engine.board import Board
+from edgeprefix.placement.simulation.engine.routers.base import Router, RouteRequest
+
+
+class SglangRouter(Router):
+    name = "sglang"
+
+    def __init__(self, cache_threshold: float = 0.3, balance_abs_threshold: float = 64, balance_rel_threshold: float = 1.5,
+                 eviction_interval: float = 120.0, max_tree_blocks: int = 32768, block_tokens: int = 512):
+        self.cache_threshold = cache_threshold
+        self.abs = balance_abs_threshold
+        self.rel = balance_rel_threshold
+        self.interval = eviction_interval
+        self.max_blocks = max_tree_blocks
+        self.block_tokens = block_tokens
+        self.trees: dict[int, OrderedDict[int, None]] = {}
+        self.load: dict[int, int] = {}
+        self.last_eviction = 0.0
+
+    def _tree(self, x: int) -> OrderedDict[int, None]:
+        return self.trees.setdefault(x, OrderedDict())
+
+    def _evict(self, now: float) -> None:
+        while now - self.last_eviction >= self.interval:
+            self.last_eviction += self.interval
+            for tree in self.trees.values():
+                while len(tree) > self.max_blocks:
+                    tree.popitem(last=False)
+
+    def choose(self, request: RouteRequest, candidates: Sequence[int], board: Board, rng: np.random.Generator) -> int:
+        self._evict(request.now)
+        loads = [self.load.get(x, 0) for x in candidates]
+        hi, lo = max(loads), min(loads)
+        if hi - lo > self.abs and hi > self.rel * lo:
+            return candidates[loads.index(lo)]
+        best, best_m = candidates[0], -1
+        for x in candidates:
+            tree = self._tree(x)
+            m = 0
+            for b in request.blocks:
+                if b in tree:
+                    m += 1
+                else:
+                    break
+            if m > best_m:
+                best, best_m = x, m
+        rate = min(best_m * self.block_tokens, request.length) / max(request.length, 1)
+        if rate > self.cache_threshold:
+            return best
+        sizes = [len(self._tree(x)) for x in candidates]
+        return candidates[sizes.index(min(sizes))]
+
+    def routed(self, request: RouteRequest, node: int) -> None:
+        self.load[node] = self.load.get(node, 0) + 1
+        tree = self._tree(node)
+        for b in request.blocks:
+            if b in tree:
+                tree.move_to_end(b)
+            else:
+                tree[b] = None
+
+    def finished(self, index: int, node: int, now: float) -> None:
+        self.load[node] = self.load.get(node, 1) - 1
