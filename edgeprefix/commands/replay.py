@@ -14,7 +14,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-ROUTERS = ("tier", "online")  # edgeprefix.placement.simulation.replay.ROUTERS (kept light: no numpy at start-up)
+# edgeprefix.placement.simulation.engine.names (kept light: no numpy at start-up; tests/test_engine_cli.py compares)
+PRODUCTION_ROUTERS = ("sglang", "dynamo", "llm-d", "vllm-prefix", "vllm-kv")
+ENGINES = ("slots", "batching")
+CACHES = ("planned", "lru", "planned+lru")
+ROUTERS = ("tier", "online", *PRODUCTION_ROUTERS)  # edgeprefix.placement.simulation.replay.ROUTERS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--mix", default=None, help="profile mix π as id=share,... (default: the instance's mix)")
     parser.add_argument("--policy", default="load_aware", help="routing policy: load_aware (default), prefix or nearest")
     parser.add_argument("--router", choices=ROUTERS, default="tier",
-                        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry (default: tier)")
+                        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry; sglang, dynamo, "
+                        "llm-d, vllm-prefix, vllm-kv: production routers on the nodes' live caches, radio ignored "
+                        "(docs/model.md §17) (default: tier)")
+    parser.add_argument("--engine", choices=ENGINES, default="slots",
+                        help="slots: c_s FCFS slots per node; batching: the instance's [engine], a continuous-batching engine "
+                        "(docs/model.md §17) (default: slots)")
+    parser.add_argument("--cache", choices=CACHES, default="planned",
+                        help="planned: the profile pinned; lru: a dynamic LRU prefix cache in the same memory; planned+lru: "
+                        "the profile pinned and an LRU over the free KV blocks (default: planned)")
     parser.add_argument("--split", type=float, default=0.0, metavar="F",
                         help="the first F of the requests trained the instance: replay the rest (default: 0, replay all)")
     parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="requests per unit area per second (default: the instance's)")
@@ -59,6 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the tier rule, meanfield for the online router; docs/model.md §14)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", default=None, metavar="DIR", help="write replay.json and requests.csv (first replication)")
+    from edgeprefix.commands._telemetry import add_telemetry_options
+
+    add_telemetry_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -82,10 +97,16 @@ def run(args: argparse.Namespace) -> int:
     decode = args.decode_per_token
     if decode is None:
         decode = decode_per_token(instance, float((train if cut else workload).output.mean()))
+    from edgeprefix.commands._telemetry import telemetry_from_args
+
     spec = ReplaySpec(decode_per_token=decode, router=args.router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
-                      candidates=args.candidates, target=args.target, queue_model=args.queue_model)
+                      candidates=args.candidates, target=args.target, queue_model=args.queue_model, engine=args.engine,
+                      cache=args.cache, telemetry=telemetry_from_args(args))
     mix = parse_mix(args.mix)
-    common = {"replications": args.replications, "seed": args.seed}
+    common: dict[str, Any] = {"replications": args.replications, "seed": args.seed}
+    engine = _engine_inputs(args, instance, spec, cut)
+    if engine is not None:
+        common["engine"] = engine
     if args.epochs is not None:
         report, first = _epochs(args, instance, test, spec, common)
     else:
@@ -107,6 +128,31 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(report, overridden={flag for flag in ("intensity", "target") if getattr(args, flag) is not None}))
     return 0
+
+
+def _engine_inputs(args: argparse.Namespace, instance: Any, spec: Any, cut: int) -> dict[str, Any] | None:
+    """Block ids and the fitted step time when the replay runs in the engine room (docs/model.md §17)."""
+    from edgeprefix.placement.simulation.engine.blocks import read_block_trace
+    from edgeprefix.placement.simulation.engine.cluster import needs_engine
+    from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
+
+    if not needs_engine(spec):
+        return None
+    for flag, used in (("--epochs", args.epochs is not None), ("--ablation", args.ablation), ("--split", cut > 0)):
+        if used:
+            raise ValueError(f"{flag}: not available with --engine {spec.engine} --cache {spec.cache} --router {spec.router} "
+                             "(the engine room replays one part of one trace)")
+    out: dict[str, Any] = {"blocks": read_block_trace(args.trace, instance, fmt=args.format, block_size=args.block_size,
+                                                      skip_invalid=args.skip_invalid)}
+    if spec.engine == "batching":
+        if instance.engine is None:
+            raise ValueError("--engine batching: the instance has no [engine] section with timings "
+                             "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+        from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
+
+        out["step"] = step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
+        out["blocks"].check_engine_block(instance.engine.block_size)
+    return out
 
 
 def _epochs(args: argparse.Namespace, instance: Any, test: Any, spec: Any, common: dict[str, Any]) -> tuple[dict[str, Any], Any]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -205,13 +205,12 @@ def held_out_errors(rows: tuple[TimingRow, ...], predict: object = None) -> Held
     return HeldOut(good, predicted, bad)
 
 
-def step_time_from(section: Mapping[str, object], default_file: str | os.PathLike[str] | None = None) -> StepTime:
-    """The step time an engine section names: ``step_time`` coefficients, or ``timings`` to fit."""
-    if "step_time" in section:
-        return StepTime(**dict(section["step_time"]))  # type: ignore[arg-type]
-    timings = dict(section["timings"])  # type: ignore[arg-type]
-    path = timings.get("file", default_file)
-    if path is None:
-        raise ValueError("engine.timings.file: no timing table given")
-    return fit_step_time(read_timings(str(path), str(timings["model"]), str(timings["hardware"]),
-                                      int(timings["tensor_parallel"])))  # type: ignore[arg-type]
+def step_time_from_section(section: object, default_file: str | os.PathLike[str]) -> StepTime:
+    """The step time of an instance's ``[engine]`` (:class:`~edgeprefix.placement.model.engine_section.EngineSection`):
+    its ``step_time`` coefficients, or the fit of its ``timings`` (``default_file`` unless it names one)."""
+    coefficients = getattr(section, "step_time")
+    if coefficients is not None:
+        return StepTime(**dict(coefficients))
+    path = getattr(section, "timings_file") or default_file
+    rows = read_timings(path, getattr(section, "model"), getattr(section, "hardware"), getattr(section, "tensor_parallel"))
+    return fit_step_time([r for r in rows if r.consistent])
