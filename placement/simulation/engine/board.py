@@ -30,6 +30,7 @@ class Board:
         self.index: list[set[int]] = [set() for _ in nodes]
         self.pinned = [node.cache.pinned for node in nodes]
         self.planned = [bool(node.cache.pinned) or not node.cache.dynamic for node in nodes]
+        self.dynamic = [node.cache.dynamic for node in nodes]
         self.pinned_hit = pinned_hit
         self.trace_block = trace_block
         self.lengths = lengths
@@ -69,6 +70,8 @@ class Board:
     def hit_tokens(self, x: int, i: int) -> float:
         """Hit depth of request ``i`` on node ``x`` as seen (the pinned profile's exact depth included)."""
         pinned = float(self.pinned_hit[self.nodes[x].profile][i]) if self.planned[x] else 0.0
+        if not self.dynamic[x]:
+            return pinned  # the planned cache: the profile's exact depth
         m = self.matched_blocks(x, self.seqs[i])
         return max(pinned, float(min(m * self.trace_block, self.lengths[i])))
 

@@ -47,6 +47,7 @@ class PrefixCache:
     refs: dict[int, int] = field(default_factory=dict)
     lru: OrderedDict[int, None] = field(default_factory=OrderedDict)
     used: int = 0  # engine blocks owned by running requests (their uncached tokens)
+    count: int = 0  # dynamic blocks held (referenced or free)
 
     def __post_init__(self) -> None:
         if self.capacity < 0 or self.per_block < 1:
@@ -55,12 +56,12 @@ class PrefixCache:
     @property
     def cached(self) -> int:
         """Engine blocks held by the dynamic cache (referenced or free)."""
-        return self.per_block * (len(self.refs) + len(self.lru))
+        return self.per_block * self.count
 
     @property
     def free(self) -> int:
         """Engine blocks neither owned by a request nor cached."""
-        return self.capacity - self.used - self.cached
+        return self.capacity - self.used - self.per_block * self.count
 
     @property
     def evictable(self) -> int:
@@ -82,6 +83,8 @@ class PrefixCache:
 
     def acquire(self, seq: Sequence[int], m: int, now: float) -> list[int]:
         """Reference the first ``m`` blocks of ``seq`` (a hit); returns the dynamic ones referenced."""
+        if not self.dynamic:
+            return []
         out = []
         for b in seq[:m]:
             if b in self.pinned:
@@ -106,6 +109,7 @@ class PrefixCache:
             if b in self.pinned or b in self.lru or b in self.refs:
                 continue  # already cached (by another request meanwhile): the request keeps its own copy
             self.refs[b] = 1
+            self.count += 1
             out.append(b)
             if self.events is not None:
                 self.events.append((now, self.node, b, 1))
@@ -120,15 +124,18 @@ class PrefixCache:
                 self.refs[b] = n - 1
             elif n == 1:
                 del self.refs[b]
-                if self.dynamic:
-                    self.lru[b] = None
-                elif self.events is not None:
-                    self.events.append((now, self.node, b, -1))
+                self.lru[b] = None
 
     def make_room(self, blocks: int, now: float) -> bool:
         """Evict free cached blocks, oldest first, until ``blocks`` engine blocks are free."""
-        while self.free < blocks and self.lru:
-            b, _ = self.lru.popitem(last=False)
-            if self.events is not None:
-                self.events.append((now, self.node, b, -1))
-        return self.free >= blocks
+        free = self.capacity - self.used - self.per_block * self.count
+        if free >= blocks:
+            return True
+        lru, events, per = self.lru, self.events, self.per_block
+        while free < blocks and lru:
+            b, _ = lru.popitem(last=False)
+            self.count -= 1
+            free += per
+            if events is not None:
+                events.append((now, self.node, b, -1))
+        return free >= blocks

@@ -116,8 +116,8 @@ class _Node:
         """Hit tokens and matched cache blocks of request ``i`` on this node now."""
         r = self.reqs
         pinned = r.pinned_hit[self.profile][i] if self.cache.pinned or not self.cache.dynamic else 0.0
-        if not self.cache.dynamic and not self.cache.refs:
-            return float(pinned), 0
+        if not self.cache.dynamic:  # the planned cache: the profile's exact depth, in whole trace blocks
+            return float(pinned), min(-(-int(pinned) // r.trace_block), len(r.seq[i]))
         seq = r.seq[i]
         m = self.cache.match(seq)
         return max(float(pinned), float(min(m * r.trace_block, r.length[i]))), m
@@ -158,6 +158,211 @@ class SlotNode(_Node):
             done = now + u * (g + self.decode[i])
             heapq.heappush(self.busy, (done, i))
         self.next_time = self.busy[0][0] if self.busy else INF
+
+    def advance(self, until: float) -> None:
+        """Finish every request due by ``until`` and start the queued ones on the freed slots."""
+        r = self.reqs
+        while self.busy and self.busy[0][0] <= until:
+            done, i = heapq.heappop(self.busy)
+            r.finish[i] = done
+            full = r.full[i]
+            m = r.blocks_hit[i]
+            if self.cache.dynamic and full > m:
+                if self.cache.make_room(self.cache.per_block * (full - m), done):
+                    r.held[i] += self.cache.store(r.seq[i][m:full], done)
+            self.cache.release(r.held[i], done)
+            r.held[i] = []
+            self.served += 1
+            self.on_finish(self.index, i, done)
+            self._admit(done)
+            self._record(done)
+        self.next_time = self.busy[0][0] if self.busy else INF
+
+
+@dataclass
+class _Plan:
+    start: float
+    end: float
+    chunks: list[tuple[int, int]]  # (request, prefill tokens this step)
+    steps: int  # decode steps (1 when the step has prefill chunks)
+    batch: int  # decoding requests
+    context: int  # their context tokens at the start
+    reserved: int  # KV blocks reserved for the decode tokens
+
+
+class BatchingNode(_Node):
+    """A continuous-batching engine (see the module docstring)."""
+
+    def __init__(self, index: int, profile: int, cache: PrefixCache, reqs: Requests, on_finish: Callable[[int, int, float], None],
+                 step: StepTime, *, token_budget: int, max_running: int, block_size: int, watermark: float, chunked: bool):
+        super().__init__(index, profile, cache, reqs, on_finish)
+        self.step = step
+        self.budget = token_budget
+        self.max_running = max_running
+        self.bs = block_size
+        self.watermark = int(watermark * cache.capacity + 0.999999)
+        self.chunked = chunked
+        self.prefilling: list[int] = []
+        self.decoding: list[int] = []
+        self.plan: _Plan | None = None
+        self.admitted = 0
+
+    def running(self) -> int:
+        return len(self.prefilling) + len(self.decoding)
+
+    def _blocks(self, tokens: int) -> int:
+        return -(-tokens // self.bs)
+
+    def arrive_many(self, ids: Sequence[int], now: float) -> None:
+        """Requests arriving together (a static batch): one step sees them all."""
+        self.waiting.extend(ids)
+        if self.plan is None:
+            self._schedule(now)
+        self._record(now)
+
+    def arrive(self, i: int, now: float) -> None:
+        self.waiting.append(i)
+        if self.plan is None:
+            self._schedule(now)
+        else:
+            self._cut(now)
+        self._record(now)
+
+    def _cut(self, now: float) -> None:
+        """End a decode run at the step in progress at ``now`` (new work is seen at the next step)."""
+        p = self.plan
+        if p is None or p.chunks or p.steps <= 1 or now >= p.end:
+            return
+        done = self.step.decode_steps_done(now - p.start, p.batch, p.context, p.steps)
+        k = done + 1
+        if k >= p.steps:
+            return
+        need = self._decode_need(k)
+        self.cache.used -= p.reserved - need
+        p.reserved = need
+        p.steps = k
+        p.end = p.start + self.step.decode_run(k, p.batch, p.context)
+        self.next_time = p.end
+        self.version += 1
+
+    def _decode_need(self, k: int) -> int:
+        own, bs = self.reqs.own, self.bs
+        return sum(-(-(own[i] + k) // bs) - -(-own[i] // bs) for i in self.decoding)
+
+    def _preempt_last(self, now: float) -> bool:
+        """Preempt the most recently admitted running request (recompute); False if none."""
+        r = self.reqs
+        pool = self.prefilling + self.decoding
+        if not pool:
+            return False
+        i = max(pool, key=lambda x: r.order[x])
+        (self.prefilling if i in self.prefilling else self.decoding).remove(i)
+        self.cache.used -= self._blocks(r.own[i])
+        self.cache.release(r.held[i], now)
+        r.held[i] = []
+        r.own[i] = 0
+        r.preemptions += 1
+        self.waiting.appendleft(i)
+        return True
+
+    def _admit_one(self, i: int, now: float) -> bool | None:
+        """Admit the head of the queue: True admitted, False rejected (never fits), None blocked."""
+        r = self.reqs
+        h, m = self._hit(i)
+        tokens = r.length[i] + r.gen[i]
+        own = max(tokens - int(h), 1)
+        need = self._blocks(own)
+        cache = self.cache
+        if need + self.watermark > cache.capacity:
+            r.rejected[i] = True  # can never fit on this node
+            self.waiting.popleft()
+            self.on_finish(self.index, i, now)
+            return False
+        if cache.free - need < self.watermark and not cache.make_room(need + self.watermark, now):
+            return None
+        self.waiting.popleft()
+        r.held[i] = cache.acquire(r.seq[i], m, now) if m else []
+        r.hit[i], r.blocks_hit[i] = h, m
+        r.own[i] = own
+        cache.used += need
+        r.rem[i] = own
+        r.ctx[i] = tokens - own
+        if r.start[i] == INF:
+            r.start[i] = now
+        self.admitted += 1
+        r.order[i] = self.admitted
+        self.prefilling.append(i)
+        return True
+
+    def _schedule(self, now: float) -> None:
+        """Plan the step starting at ``now`` (or go idle)."""
+        r = self.reqs
+        cache = self.cache
+        need = 0
+        # a token for every decoding request: find its blocks, preempting if memory runs out
+        while self.decoding:
+            need = self._decode_need(1)
+            if need == 0 or cache.make_room(need, now):
+                break
+            if not self._preempt_last(now):
+                break
+        rem = r.rem
+        if self.waiting:
+            left = self.budget - len(self.decoding) - sum(rem[i] for i in self.prefilling)
+            while self.waiting and self.running() < self.max_running and (left > 0 or not self.running()):
+                i = self.waiting[0]
+                status = self._admit_one(i, now)
+                if status is None:
+                    break
+                if status:
+                    left -= rem[i]
+            if self.decoding:
+                need = self._decode_need(1)  # a preemption inside admission may have changed it
+        chunks: list[tuple[int, int]] = []
+        if self.prefilling:
+            budget = self.budget - len(self.decoding)
+            for i in self.prefilling:
+                if budget <= 0:
+                    break
+                c = min(rem[i], budget) if self.chunked else rem[i]
+                if not self.chunked and chunks and c > budget:
+                    break
+                chunks.append((i, c))
+                budget -= c
+        b = len(self.decoding)
+        if not chunks and b == 0:
+            self.plan = None
+            self.next_time = INF
+            return
+        ctx = r.ctx
+        context = sum(ctx[i] for i in self.decoding)
+        if chunks:
+            steps = 1
+            prefill = sum(c for _, c in chunks)
+            attention = sum(c * (ctx[i] + c) for i, c in chunks)
+            duration = self.step(prefill, attention, b, context)
+        else:
+            out, gen = r.output, r.gen
+            steps = max(min(out[i] - gen[i] for i in self.decoding), 1)
+            avail = cache.capacity - cache.used - cache.per_block * cache.count + cache.per_block * len(cache.lru)
+            need = self._decode_need(steps) if steps > 1 else need
+            if need > avail:
+                lo, hi = 1, steps  # largest k whose blocks fit (need(1) fits: ensured above)
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if self._decode_need(mid) <= avail:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                steps = lo
+                need = self._decode_need(steps)
+            duration = self.step.decode_run(steps, b, context)
+        if need:
+            cache.make_room(need, now)
+            cache.used += need
+        self.plan = _Plan(now, now + duration, chunks, steps, b, context, need)
+        self.next_time = self.plan.end
+        self.version += 1
 
     def advance(self, until: float) -> None:
         """Finish every request due by ``until`` and start the queued ones on the freed slots."""
