@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+
+import numpy as np
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +38,9 @@ class Board:
         self.lengths = lengths
         self.seqs = seqs
         self._applied = 0
+        self.hit_table = np.asarray(pinned_hit, dtype=float)  # (S, n)
+        self.profile = np.array([node.profile for node in nodes], dtype=np.int64)
+        self.any_dynamic = any(self.dynamic)
 
     def read_time(self, now: float) -> float:
         t = now - self.telemetry.delay
@@ -74,6 +79,19 @@ class Board:
             return pinned  # the planned cache: the profile's exact depth
         m = self.matched_blocks(x, self.seqs[i])
         return max(pinned, float(min(m * self.trace_block, self.lengths[i])))
+
+    def hits(self, xs: np.ndarray, i: int) -> np.ndarray:
+        """:meth:`hit_tokens` of request ``i`` on every node of ``xs`` (call :meth:`sync` first)."""
+        if not self.any_dynamic:
+            return self.hit_table[self.profile[xs], i]
+        return np.array([self.hit_tokens(int(x), i) for x in xs.tolist()])
+
+    def loads(self, xs: np.ndarray, now: float) -> np.ndarray:
+        """:meth:`in_system` of every node of ``xs``."""
+        nodes = self.nodes
+        if self.fresh:
+            return np.array([nodes[x].history_n[-1] for x in xs.tolist()], dtype=float)
+        return np.array([self.in_system(x, now) for x in xs.tolist()], dtype=float)
 
     def _at(self, x: int, now: float, values: str) -> int:
         node = self.nodes[x]

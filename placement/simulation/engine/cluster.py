@@ -246,17 +246,16 @@ def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, ki
 def _online(router, board, nodes_r, dists, i, t, kind, reqs, layout, g, xi, alpha, tau, per_server, memory, inst, rng) -> int:
     """The package's online router on the board's loads and hit depths."""
     board.sync(t)
-    node_list = nodes_r.tolist()
     prof = layout.profile[nodes_r]
-    hit = np.array([board.hit_tokens(x, i) for x in node_list])
+    hit = board.hits(nodes_r, i)
     length = float(reqs.length[i])
     prefill = np.asarray(g(length - hit), dtype=float)
-    in_system = np.array([board.in_system(x, t) for x in node_list], dtype=float)
-    zeros = np.zeros(len(node_list))
+    in_system = board.loads(nodes_r, t)
+    zeros = np.zeros(nodes_r.size)
     view = CandidateView(
         q=int(kind[i]), length=length, now=t, target=tau, node=nodes_r, profile=prof, distance=dists,
         radio=xi * dists ** alpha, hit=hit, prefill=prefill, in_system=in_system, servers=layout.servers[nodes_r].astype(float),
-        open=np.ones(len(node_list), dtype=bool), fetch=zeros, per_server=per_server[nodes_r], age=zeros,
+        open=np.ones(nodes_r.size, dtype=bool), fetch=zeros, per_server=per_server[nodes_r], age=zeros,
         memory=memory[prof], runtime_per_sequence=inst.gpu.runtime_per_sequence, gpu_memory=inst.gpu.memory,
         staleness=board.telemetry.delay,
     )

@@ -54,21 +54,27 @@ class SglangRouter(Router):
         hi, lo = max(loads), min(loads)
         if hi - lo > self.abs and hi > self.rel * lo:
             return candidates[loads.index(lo)]
+        trees = self.trees
         best, best_m = candidates[0], -1
+        sizes = []
         for x in candidates:
-            tree = self._tree(x)
-            m = 0
-            for b in request.blocks:
-                if b in tree:
-                    m += 1
-                else:
-                    break
+            tree = trees.get(x)
+            if tree is None:
+                sizes.append(0)
+                m = 0
+            else:
+                sizes.append(len(tree))
+                m = 0
+                for b in request.blocks:
+                    if b in tree:
+                        m += 1
+                    else:
+                        break
             if m > best_m:
                 best, best_m = x, m
         rate = min(best_m * self.block_tokens, request.length) / max(request.length, 1)
         if rate > self.cache_threshold:
             return best
-        sizes = [len(self._tree(x)) for x in candidates]
         return candidates[sizes.index(min(sizes))]
 
     def routed(self, request: RouteRequest, node: int) -> None:
