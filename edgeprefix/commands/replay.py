@@ -224,6 +224,10 @@ def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
         f"{'hit depth [tok]':<18}{_f(r['hit_depth_replayed'], 1):>11}{_f(r['hit_depth_predicted'], 1):>11}",
         f"{'offload ratio':<18}{_f(r['offload_ratio_replayed']):>11}{_f(r['offload_ratio_predicted']):>11}",
     ]
+    if r.get("engine", "slots") != "slots" or r.get("cache", "planned") != "planned" or r["router"] in PRODUCTION_ROUTERS:
+        lines += ["", f"engine {r['engine']}, cache {r['cache']} (docs/model.md §17.9): block hit rate {_f(r['hit_rate_blocks'])}, "
+                  f"TTFT p50/p90/p99 {_f(r['ttft_p50'], 2)} / {_f(r['ttft_p90'], 2)} / {_f(r['ttft_p99'], 2)} s, "
+                  f"preemptions {r['preemptions']:.0f}, node load CV {_f(r['node_load_cv'], 3)}"]
     if r["burstiness"]:
         lines.append("")
         lines.append("arrival burstiness (index of dispersion; Poisson: 1 ± sd): " + ", ".join(

@@ -52,6 +52,7 @@ from edgeprefix.placement.simulation.replay import (
 from edgeprefix.placement.simulation.routers import REJECT, CandidateView, OnlineRouter
 
 _CHUNK = 8192
+READS_CACHE = ("online", "dynamo", "llm-d", "vllm-kv")  # routers that read the nodes' caches (KV events) through the board
 
 
 def needs_engine(spec: ReplaySpec) -> bool:
@@ -101,7 +102,10 @@ def engine_replay(instance: Instance, workload: TraceWorkload, mix: Any = None, 
                     full=[min(int(x) // trace_block, len(s)) for x, s in zip(length, seq)], trace_block=trace_block,
                     pinned_hit=hits.tolist())
     events: list[tuple[float, int, int, int]] = []
-    nodes, hooks = _nodes(inst, layout, spec, engine, step, blocks, reqs, events, decode, unit)
+    nodes, hooks = _nodes(inst, layout, spec, engine, step, blocks, reqs,
+                          events if spec.router in READS_CACHE else None, decode, unit)
+    for node in nodes:
+        node.keep_history = not spec.telemetry.fresh
     board = Board(nodes, events, spec.telemetry, reqs.pinned_hit, trace_block, reqs.length, seq)
     chosen, distance = _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, workload.kind, tau, router_rng)
     served = chosen >= 0

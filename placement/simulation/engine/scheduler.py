@@ -98,6 +98,7 @@ class _Node:
         self.served = 0
         self.next_time = INF
         self.version = 0
+        self.keep_history = True  # False: only the current load is read (fresh telemetry)
 
     def running(self) -> int:  # pragma: no cover - defined by the subclasses
         raise NotImplementedError
@@ -105,7 +106,7 @@ class _Node:
     def _record(self, now: float) -> None:
         n = len(self.waiting) + self.running()
         q = len(self.waiting)
-        if self.history_t[-1] == now:
+        if self.history_t[-1] == now or not self.keep_history:
             self.history_n[-1], self.history_q[-1] = n, q
         else:
             self.history_t.append(now)
@@ -246,8 +247,12 @@ class BatchingNode(_Node):
         self.version += 1
 
     def _decode_need(self, k: int) -> int:
-        own, bs = self.reqs.own, self.bs
-        return sum(-(-(own[i] + k) // bs) - -(-own[i] // bs) for i in self.decoding)
+        """KV blocks the decoding requests need for ``k`` more tokens each."""
+        bs = self.bs
+        owns = list(map(self.reqs.own.__getitem__, self.decoding))
+        if k == 1:
+            return sum(1 for o in owns if o % bs == 0)
+        return sum((o + k - 1) // bs - (o - 1) // bs for o in owns)
 
     def _preempt_last(self, now: float) -> bool:
         """Preempt the most recently admitted running request (recompute); False if none."""
@@ -335,7 +340,7 @@ class BatchingNode(_Node):
             self.next_time = INF
             return
         ctx = r.ctx
-        context = sum(ctx[i] for i in self.decoding)
+        context = sum(map(ctx.__getitem__, self.decoding))
         if chunks:
             steps = 1
             prefill = sum(c for _, c in chunks)
@@ -343,7 +348,7 @@ class BatchingNode(_Node):
             duration = self.step(prefill, attention, b, context)
         else:
             out, gen = r.output, r.gen
-            steps = max(min(out[i] - gen[i] for i in self.decoding), 1)
+            steps = max(min(map(int.__sub__, map(out.__getitem__, self.decoding), map(gen.__getitem__, self.decoding))), 1)
             avail = cache.capacity - cache.used - cache.per_block * cache.count + cache.per_block * len(cache.lru)
             need = self._decode_need(steps) if steps > 1 else need
             if need > avail:
