@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE, SPLITWISE_TIMINGS
+from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.model.engine_section import EngineSection
 from edgeprefix.placement.model.instance import load_instance
 from edgeprefix.placement.model.telemetry import Telemetry
@@ -41,6 +42,7 @@ from edgeprefix.placement.simulation.engine.model_workload import engine_rows
 from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
 from edgeprefix.placement.simulation.replay import ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import replay_replicated
+from edgeprefix.solvers.api import solve
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_INSTANCE = ROOT / "examples" / "mooncake_engine.toml"
@@ -90,14 +92,15 @@ def _model_rows(path: Path, args: argparse.Namespace, bar: Any) -> list[dict[str
     step = step_time_from_section(engine, SPLITWISE_TIMINGS)
     loads = tuple(share * inst.network.request_intensity for share in MODEL_LOAD_SHARES)
     out = []
-    for name, cache, router in ROWS:
-        rows = engine_rows(inst, None, loads, step=step, engine="batching", cache=cache, router=router, telemetry=Telemetry(),
-                           requests=args.model_requests, replications=args.replications, nodes=args.nodes, seed=args.seed,
-                           tau=inst.placement.target)
-        for r in rows:
+    for lam in loads:  # the plan: the package's optimum at this load (gradient search, FCFS-slot model)
+        mix = solve(placement_problem(inst.with_network(request_intensity=lam)), "gradient", budget=80, seed=args.seed).x
+        for name, cache, router in ROWS:
+            (r,) = engine_rows(inst, mix, (lam,), step=step, engine="batching", cache=cache, router=router,
+                               telemetry=Telemetry(), requests=args.model_requests, replications=args.replications,
+                               nodes=args.nodes, seed=args.seed, tau=inst.placement.target)
             out.append({"workload": f"model workload, {base.name}", "intensity": r["intensity"], "row": name,
                         "coverage": r["coverage_engine"], "se": r["coverage_engine_se"], **{k: r[k] for k in KEYS}})
-        bar.update(len(loads))
+            bar.update(1)
     return out
 
 
