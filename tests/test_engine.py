@@ -223,3 +223,63 @@ def test_batching_replay_with_lru_caches_hits_more_blocks_than_none(small_trace)
     bad = inst.replace(engine=replace(inst.engine, block_size=48))
     with pytest.raises(ValueError, match="engine.block_size"):
         engine_replay(bad, wl, None, spec, blocks=blocks, step=step, seed=1)
+
+
+def test_the_board_shows_loads_and_kv_events_as_old_as_the_telemetry() -> None:
+    """A read at t sees the KV events and loads up to t − D (and, with a refresh period, at its last tick)."""
+    from types import SimpleNamespace
+
+    from edgeprefix.placement.model.telemetry import Telemetry
+    from edgeprefix.placement.simulation.engine.board import Board
+
+    node = SimpleNamespace(cache=PrefixCache(10, 1), profile=0, history_t=[0.0, 1.0, 2.0], history_n=[0, 3, 7],
+                           history_q=[0, 1, 4])
+    events = [(1.0, 0, 5, 1), (2.0, 0, 6, 1), (3.0, 0, 5, -1)]
+    board = Board([node], events, Telemetry(delay=1.0), [[0.0]], 512, [1024], [(5, 6)])
+    board.sync(2.5)  # sees t = 1.5: block 5 stored, 6 not yet
+    assert board.matched_blocks(0, (5, 6)) == 1 and board.in_system(0, 2.5) == 3 and board.waiting(0, 2.5) == 1
+    board.sync(3.5)  # sees t = 2.5: both stored; the eviction at 3.0 is not seen yet (stale: routes to an evicted block)
+    assert board.matched_blocks(0, (5, 6)) == 2 and board.in_system(0, 3.5) == 7
+    board.sync(4.0)
+    assert board.matched_blocks(0, (5, 6)) == 0
+    ticks = Board([node], events, Telemetry(delay=0.0, refresh=2.0), [[0.0]], 512, [1024], [(5, 6)])
+    assert ticks.in_system(0, 1.9) == 0 and ticks.in_system(0, 2.1) == 7
+
+
+def _node(model, reqs, *, capacity=10**6, budget=512, chunked=True, max_running=256):
+    return BatchingNode(0, 0, PrefixCache(capacity, 32, dynamic=False), reqs, lambda *a: None, model,
+                        token_budget=budget, max_running=max_running, block_size=16, watermark=0.0, chunked=chunked)
+
+
+def test_chunked_prefill_keeps_decoding_while_a_long_prompt_is_split() -> None:
+    from edgeprefix.placement.simulation.engine.step_time import StepTime
+
+    model = StepTime(base=0.01, per_prefill_token=1e-4, per_sequence=1e-4)
+    out = {}
+    for chunked in (True, False):
+        reqs = Requests([100, 4000], [200, 5], [(), ()], [0, 0], 512, [[0.0, 0.0]])
+        node = _node(model, reqs, chunked=chunked)
+        node.arrive(0, 0.0)
+        node.advance(0.5)
+        node.arrive(1, 0.5)
+        node.advance(np.inf)
+        out[chunked] = (reqs.finish[0], reqs.first_token[1])
+        assert all(f < np.inf for f in reqs.finish)
+    # the split prompt takes ⌈4000 / 511⌉ = 8 steps: its first token comes later, but the short request
+    # is not stalled behind one 0.41 s step and its last token comes no later
+    assert out[True][1] > out[False][1]
+    assert out[True][0] <= out[False][0] + 1e-12
+
+
+def test_a_full_cache_preempts_by_recompute_and_every_request_finishes() -> None:
+    from edgeprefix.placement.simulation.engine.step_time import StepTime
+
+    model = StepTime(base=0.01, per_prefill_token=1e-5, per_sequence=1e-4)
+    n = 6
+    reqs = Requests([160] * n, [400] * n, [()] * n, [0] * n, 512, [[0.0] * n])
+    node = _node(model, reqs, capacity=110, budget=4096)  # 6 × 11 blocks fit, their growth to 35 each does not
+    node.arrive_many(list(range(n)), 0.0)
+    node.advance(np.inf)
+    assert reqs.preemptions > 0
+    assert all(f < np.inf for f in reqs.finish) and all(g == 400 for g in reqs.gen)
+    assert node.cache.used == 0
