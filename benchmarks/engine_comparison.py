@@ -60,7 +60,7 @@ ROWS = (
 )
 TRACE_LOADS = (0.02, 0.04, 0.08)
 MODEL_LOAD_SHARES = (1 / 12, 1 / 6, 1 / 3)  # of the instance's own Λ (its FCFS-slot operating point)
-KEYS = ("ttft_p50", "ttft_p99", "hit_rate_blocks", "node_load_cv", "preemptions")
+KEYS = ("ttft_p50", "ttft_p99", "hit_rate_blocks", "node_load_cv", "preemptions", "radio_mean")
 
 
 def _trace_rows(args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
@@ -107,13 +107,13 @@ def _model_rows(path: Path, args: argparse.Namespace, bar: Any) -> list[dict[str
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown table, the ratio against the plan's coverage at the same workload and load."""
     plan = {(r["workload"], r["intensity"]): r["coverage"] for r in rows if r["row"].startswith("plan:")}
-    lines = ["| workload | Λ | row | coverage ± SE | vs plan | TTFT p50 [s] | TTFT p99 [s] | hit blocks | load CV | preemptions |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | Λ | row | coverage ± SE | vs plan | TTFT p50 [s] | TTFT p99 [s] | radio [s] | hit blocks | load CV | "
+             "preemptions |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["workload"], r["intensity"])):
         ref = plan.get((r["workload"], r["intensity"]), float("nan"))
         ratio = r["coverage"] / ref if ref > 0 else float("nan")
         lines.append(f"| {r['workload']} | {r['intensity']:.3g} | {r['row']} | {r['coverage']:.3f} ± {r['se']:.3f} | "
-                     f"{ratio:.2f} | {r['ttft_p50']:.2f} | {r['ttft_p99']:.1f} | {r['hit_rate_blocks']:.3f} | "
+                     f"{ratio:.2f} | {r['ttft_p50']:.2f} | {r['ttft_p99']:.1f} | {r['radio_mean']:.2f} | {r['hit_rate_blocks']:.3f} | "
                      f"{r['node_load_cv']:.2f} | {r['preemptions']:.0f} |")
     return "\n".join(lines)
 

@@ -330,7 +330,8 @@ class ReplayResult:
         """The engine room's keys (docs/model.md §17): ``engine``, ``cache``, ``hit_rate_blocks`` (share of
         the served requests' prompt blocks found cached; prompt tokens in hit blocks over prompt tokens
         when block ids are not tracked), ``ttft_p50/p90/p99`` (rejected requests count as infinite),
-        ``preemptions`` and ``node_load_cv`` (coefficient of variation of the requests served per node)."""
+        ``preemptions``, ``node_load_cv`` (coefficient of variation of the requests served per node) and
+        ``radio_mean`` (mean ``ξ r^α`` of the served requests, seconds)."""
         served = self.node >= 0
         if "blocks_total" in self.extras and self.extras["blocks_total"][served].sum() > 0:
             hit_rate = float(self.extras["blocks_hit"][served].sum() / self.extras["blocks_total"][served].sum())
@@ -340,9 +341,11 @@ class ReplayResult:
         counts = np.bincount(self.node[served], minlength=self.layout.nodes).astype(float)
         cv = float(counts.std() / counts.mean()) if counts.mean() > 0 else float("nan")
         q = np.percentile(self.ttft, [50, 90, 99]) if self.requests else np.full(3, np.nan)
+        net = self.prediction.instance.network
+        radio = float(np.mean(net.radio_scale * self.distance[served] ** net.radio_exponent)) if served.any() else float("nan")
         return {"engine": self.spec.engine, "cache": self.spec.cache, "hit_rate_blocks": hit_rate,
                 "ttft_p50": float(q[0]), "ttft_p90": float(q[1]), "ttft_p99": float(q[2]),
-                "preemptions": int(self.extras.get("preemptions", 0)), "node_load_cv": cv,
+                "preemptions": int(self.extras.get("preemptions", 0)), "node_load_cv": cv, "radio_mean": radio,
                 "telemetry_delay": self.spec.telemetry.delay}
 
     def summary(self) -> dict[str, Any]:

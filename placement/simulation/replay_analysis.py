@@ -42,7 +42,7 @@ ABLATIONS: tuple[tuple[str, dict[str, str]], ...] = (
     ("model workload, exponential", {"arrivals": "poisson", "hits": "type", "lengths": "type", "service": "exponential"}),
 )
 _METRICS = ("coverage_replayed", "mean_ttft_replayed", "hit_depth_replayed", "offload_ratio_replayed", "mean_wait_replayed",
-            "hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv")
+            "hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv", "radio_mean")
 
 
 @dataclass(frozen=True)

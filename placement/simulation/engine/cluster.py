@@ -77,6 +77,9 @@ def engine_replay(instance: Instance, workload: TraceWorkload, mix: Any = None, 
     plus the requests' ``blocks`` and the engine's fitted ``step`` time."""
     if spec is None:
         raise ValueError("spec: a ReplaySpec with the decode rate is required")
+    if getattr(instance, "extended", False):
+        raise ValueError(f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
+                         "disaggregation), which the engine room does not model: replay an instance without them")
     engine = instance.engine
     _check(spec, engine, step, blocks)
     if blocks is not None and len(blocks.seq) != workload.requests:

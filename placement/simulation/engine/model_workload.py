@@ -67,5 +67,5 @@ def engine_rows(instance: Instance, mix: Any, intensities: tuple[float, ...], *,
                     "coverage_engine_se": float(c.std(ddof=1) / np.sqrt(c.size)) if c.size > 1 else float("nan"),
                     "coverage_analytical": float(ev.coverage(tau)),
                     **{k: float(np.mean([row[k] for row in rows])) for k in
-                       ("hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv")}})
+                       ("hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv", "radio_mean")}})
     return out
