@@ -85,6 +85,33 @@ def _trace_rows(args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
     return out
 
 
+DELAYS = (0.0, 1.0, 5.0, 20.0)
+DELAY_ROUTERS = ("online", "dynamo", "llm-d", "vllm-kv")
+
+
+def telemetry_rows(args: argparse.Namespace, lam: float = 0.04) -> str:
+    """Coverage vs telemetry delay on the Mooncake trace, LRU caches: the routers that read the nodes'
+    loads or KV events through telemetry (a markdown table)."""
+    inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance(TRACE_INSTANCE))
+    blocks = read_block_trace(MOONCAKE_TRACE, inst)
+    n = min(args.requests, wl.requests)
+    wl, blocks = wl.part(slice(0, n)), blocks.part(0, n)
+    step = step_time_from_section(inst.engine, SPLITWISE_TIMINGS)
+    d = decode_per_token(inst, float(wl.output.mean()))
+    lines = ["| router | " + " | ".join(f"delay {x:g} s" for x in DELAYS) + " |", "|---|" + "---|" * len(DELAYS)]
+    for router in DELAY_ROUTERS:
+        cells = []
+        for delay in DELAYS:
+            spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache="lru",
+                              telemetry=Telemetry(delay=delay))
+            rep = replay_replicated(inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed,
+                                    engine={"blocks": blocks, "step": step})
+            cov = np.array([r.coverage() for r in rep.results])
+            cells.append(f"{cov.mean():.3f} ± {cov.std(ddof=1) / np.sqrt(cov.size):.3f}")
+        lines.append(f"| lru + {router} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _model_rows(path: Path, args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
     base = load_instance(path)
     engine = load_instance(TRACE_INSTANCE).engine
@@ -153,9 +180,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--nodes", type=float, default=12)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip-model", action="store_true", help="the trace only")
+    ap.add_argument("--telemetry", action="store_true", help="only the telemetry-delay table (Mooncake, Λ = 0.04)")
     args = ap.parse_args(argv)
     if args.replications < 2:
         raise SystemExit("--replications: at least 2 for a standard error")
+    if args.telemetry:
+        print(telemetry_rows(args))
+        return
     t0 = time.perf_counter()
     total = len(ROWS) * (len(TRACE_LOADS) + (0 if args.skip_model else len(MODEL_INSTANCES) * len(MODEL_LOAD_SHARES)))
     with progress_bar(total=total, desc="engine comparison", unit="cell") as bar:
