@@ -32,7 +32,6 @@ import numpy as np
 
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE, SPLITWISE_TIMINGS
 from edgeprefix.formulations.placement import placement_problem
-from edgeprefix.placement.model.engine_section import EngineSection
 from edgeprefix.placement.model.instance import load_instance
 from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload

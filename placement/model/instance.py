@@ -24,13 +24,13 @@ from edgeprefix.placement.atomic import atomic_write_text
 from edgeprefix.placement.errors import InstanceError, MixError, few, plain
 from edgeprefix.placement.files import parse_document, read_text
 from edgeprefix.placement.model.catalogue import Catalogue
-from edgeprefix.placement.model.engine_section import EngineSection, engine_from_mapping, engine_to_mapping
 from edgeprefix.placement.model.costs import (
     PiecewiseLinearPrefill,
     PrefillModel,
     QuadraticPrefill,
     RadioCost,
 )
+from edgeprefix.placement.model.engine_section import EngineSection, engine_from_mapping, engine_to_mapping
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,

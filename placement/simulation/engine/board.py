@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-
-import numpy as np
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from edgeprefix.placement.model.telemetry import Telemetry
 
