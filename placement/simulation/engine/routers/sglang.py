@@ -34,42 +34,47 @@ class SglangRouter(Router):
         self.interval = eviction_interval
         self.max_blocks = max_tree_blocks
         self.block_tokens = block_tokens
-        self.trees: dict[int, OrderedDict[int, None]] = {}
-        self.load: dict[int, int] = {}
+        self.trees: list[OrderedDict[int, None]] = []  # per node (index), grown on demand
+        self.load: list[int] = []
         self.last_eviction = 0.0
 
+    def _grow(self, n: int) -> None:
+        while len(self.trees) < n:
+            self.trees.append(OrderedDict())
+            self.load.append(0)
+
     def _tree(self, x: int) -> OrderedDict[int, None]:
-        return self.trees.setdefault(x, OrderedDict())
+        self._grow(x + 1)
+        return self.trees[x]
 
     def _evict(self, now: float) -> None:
         while now - self.last_eviction >= self.interval:
             self.last_eviction += self.interval
-            for tree in self.trees.values():
+            for tree in self.trees:
                 while len(tree) > self.max_blocks:
                     tree.popitem(last=False)
 
     def choose(self, request: RouteRequest, candidates: Sequence[int], board: Board, rng: np.random.Generator) -> int:
         self._evict(request.now)
-        loads = [self.load.get(x, 0) for x in candidates]
+        self._grow(max(candidates) + 1)
+        load = self.load
+        loads = [load[x] for x in candidates]
         hi, lo = max(loads), min(loads)
         if hi - lo > self.abs and hi > self.rel * lo:
             return candidates[loads.index(lo)]
         trees = self.trees
         best, best_m = candidates[0], -1
         sizes = []
+        blocks = request.blocks
         for x in candidates:
-            tree = trees.get(x)
-            if tree is None:
-                sizes.append(0)
-                m = 0
-            else:
-                sizes.append(len(tree))
-                m = 0
-                for b in request.blocks:
-                    if b in tree:
-                        m += 1
-                    else:
-                        break
+            tree = trees[x]
+            sizes.append(len(tree))
+            m = 0
+            for b in blocks:
+                if b in tree:
+                    m += 1
+                else:
+                    break
             if m > best_m:
                 best, best_m = x, m
         rate = min(best_m * self.block_tokens, request.length) / max(request.length, 1)
@@ -78,13 +83,14 @@ class SglangRouter(Router):
         return candidates[sizes.index(min(sizes))]
 
     def routed(self, request: RouteRequest, node: int) -> None:
-        self.load[node] = self.load.get(node, 0) + 1
         tree = self._tree(node)
-        for b in request.blocks:
+        self.load[node] += 1
+        for b in reversed(request.blocks):  # deepest first: a leaf is older than its parent, evicted first
             if b in tree:
                 tree.move_to_end(b)
             else:
                 tree[b] = None
 
     def finished(self, index: int, node: int, now: float) -> None:
-        self.load[node] = self.load.get(node, 1) - 1
+        self._grow(node + 1)
+        self.load[node] -= 1
