@@ -30,6 +30,7 @@ from edgeprefix.placement.model.costs import (
     QuadraticPrefill,
     RadioCost,
 )
+from edgeprefix.placement.model.engine_section import EngineSection, engine_from_mapping, engine_to_mapping
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,
@@ -167,6 +168,7 @@ class Instance:
     compression: Compression | None = None
     serving: Serving | None = None
     catalogue: Catalogue | None = None  # docs/model.md §19.7: read by the simulator and the catalogue correction
+    engine: EngineSection | None = None  # docs/model.md §17: a continuous-batching engine per node (replay only)
 
     hit_depth: FloatArray = field(init=False, repr=False, compare=False)
     memory: FloatArray = field(init=False, repr=False, compare=False)
@@ -518,7 +520,8 @@ def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
 
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
-    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes", "metadata", *_EXTENSIONS})
+    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"},
+                {"name", "prefixes", "metadata", "engine", *_EXTENSIONS})
     for section in ("network", "gpu", "placement"):
         required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
             _SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
@@ -573,6 +576,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         compression=_compression_from(data["compression"]) if "compression" in data else None,
         serving=_serving_from(data["serving"]) if "serving" in data else None,
         catalogue=_catalogue_from(data["catalogue"]) if "catalogue" in data else None,
+        engine=engine_from_mapping(data["engine"]) if "engine" in data else None,
     )
 
 
@@ -640,6 +644,8 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         if np.isinf(cat.bits):
             raise InstanceError("catalogue.bits", "an exact catalogue (bits = inf) has no file form; drop [catalogue]")
         out["catalogue"] = {"bits": int(cat.bits), "hashes": int(cat.hashes), "refresh": cat.refresh, "churn": cat.churn}
+    if instance.engine is not None:
+        out["engine"] = engine_to_mapping(instance.engine)
     if instance.serving is not None:
         defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
         out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items()
