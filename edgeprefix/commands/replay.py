@@ -12,6 +12,7 @@ printed beside the instance's prediction for the same mix (docs/model.md §17).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from edgeprefix.commands._common import add_mix_arguments
@@ -23,6 +24,7 @@ ENGINES = ("slots", "batching")
 CACHES = ("planned", "lru", "planned+lru")
 ROUTERS = (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)  # edgeprefix.placement.simulation.replay.ROUTERS
 POLICIES = ("load_aware", "prefix", "nearest")  # edgeprefix.placement.model.policies.POLICIES (light copy; a test compares)
+WARM_STARTS = ("auto", "train", "resample", "none")  # replay.WARM_STARTS and auto
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--nodes", type=float, default=50.0, metavar="N", help="nodes of the sampled torus (default: 50)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
     parser.add_argument("--replications", type=int, default=1, metavar="R", help="independent network draws, averaged (default: 1)")
-    parser.add_argument("--warmup", type=float, default=0.1, metavar="F", help="share of the replayed requests that only fill the queues (default: 0.1)")
+    parser.add_argument("--warmup", type=float, default=0.1, metavar="F",
+                        help="with --warm-start none: share of the replayed requests that only fill the queues (default: 0.1)")
+    parser.add_argument("--warm-start", choices=WARM_STARTS, default="auto",
+                        help="fill the queues before measuring: train (replay the training part first), resample (a "
+                        "bootstrap of the replayed part first), none (start empty, discard --warmup); auto: train with "
+                        "--split, else resample (docs/model.md §17.7)")
     parser.add_argument("--candidates", type=int, default=2, metavar="K", help="nearest nodes per profile the online router compares (default: 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--decode-per-token", type=float, default=None, metavar="SECONDS",
@@ -107,23 +114,28 @@ def run(args: argparse.Namespace) -> int:
     from edgeprefix.commands._telemetry import telemetry_from_args
 
     router = args.router or instance.network.router or "tier"
+    warm_start = args.warm_start if args.warm_start != "auto" else ("train" if cut >= 2 else "resample")
+    engine_room = args.engine != "slots" or args.cache != "planned" or router in PRODUCTION_ROUTERS
+    if args.warm_start == "auto" and (args.epochs is not None or engine_room):
+        warm_start = "none"  # the epochs' windows start the replay; the engine room replays from empty nodes
     spec = ReplaySpec(decode_per_token=decode, router=router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
                       candidates=args.candidates, target=args.target, queue_model=args.queue_model, engine=args.engine,
-                      cache=args.cache, telemetry=telemetry_from_args(args))
+                      cache=args.cache, telemetry=telemetry_from_args(args), warm_start=warm_start)
     mix = mix_from_args(args)
     common: dict[str, Any] = {"replications": args.replications, "seed": args.seed}
+    warm = {"warm": train} if cut else {}
     engine = _engine_inputs(args, instance, spec, cut)
     if engine is not None:
         common["engine"] = engine
     if args.epochs is not None:
         report, first = _epochs(args, instance, test, spec, common)
     else:
-        replayed = replay_replicated(instance, test, mix, spec, intensity=args.intensity, **common)
+        replayed = replay_replicated(instance, test, mix, spec, intensity=args.intensity, **common, **warm)
         report, first = replayed.summary(), replayed.results[0]
         if cut:
             report["generalisation"] = generalisation(instance, train, test, mix, spec, intensity=args.intensity, **common)
         if args.ablation:
-            report["ablation"] = ablation(instance, test, mix, spec, intensity=args.intensity, **common)
+            report["ablation"] = ablation(instance, test, mix, spec, intensity=args.intensity, **common, **warm)
     if args.epochs is None:
         report["mix"] = dict(zip(first.prediction.instance.profile_ids, first.prediction.mix.tolist()))
         other = _other_router(first.prediction, report, args.queue_model)
@@ -140,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render(report, overridden={flag for flag in ("intensity", "target") if getattr(args, flag) is not None}))
+    for warning in report.get("warnings", []):
+        print(f"edgeprefix replay: warning: {warning}", file=sys.stderr)
     from edgeprefix.commands._common import print_router_note
 
     print_router_note(report.get("other_router"))
@@ -263,6 +277,17 @@ def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
         lines += ["", f"engine {r['engine']}, cache {r['cache']} (docs/model.md §17.9): block hit rate {_f(r['hit_rate_blocks'])}, "
                   f"TTFT p50/p90/p99 {_f(r['ttft_p50'], 2)} / {_f(r['ttft_p90'], 2)} / {_f(r['ttft_p99'], 2)} s, "
                   f"preemptions {r['preemptions']:.0f}, node load CV {_f(r['node_load_cv'], 3)}"]
+    if "stationary" in r and r.get("prediction_replayed_stats") is not None:
+        stats = r["prediction_replayed_stats"]
+        lines += [
+            f"{'overloaded nodes':<18}{_f(r['overloaded_node_share_replayed'], 3):>11}{_f(r['overloaded_node_share_predicted'], 3):>11}"
+            "   (share of nodes with load >= 1)",
+            f"prediction with the replayed part's type mix and lengths: coverage {_f(r['coverage_predicted_replayed_stats'])}, "
+            f"mean TTFT {_f(stats.get('mean_ttft'), 3)} s, hit depth {_f(stats.get('hit_depth'), 1)}",
+            f"warm start {r['warm_start']}; measured span {_f(r['measured_service_times'], 1)} mean service times; "
+            f"stationary {r['stationary']} (Kendall trend test of the waits over {r['stationarity']['windows']} windows"
+            + (f", p = {r['stationarity']['p_value']:.3f})" if r["stationarity"]["p_value"] is not None else ")"),
+        ]
     if r["burstiness"]:
         lines.append("")
         lines.append("arrival burstiness (index of dispersion; Poisson: 1 ± sd): " + ", ".join(

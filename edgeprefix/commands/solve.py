@@ -45,6 +45,7 @@ from edgeprefix.commands._common import (
     target_text,
     wrote,
 )
+from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import check_output_folder, write_output_set
@@ -76,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     add_router_argument(parser)
     add_queue_model_argument(parser)
+    add_overload_argument(parser)
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
                         "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
@@ -237,7 +239,10 @@ def run(args: argparse.Namespace) -> int:
     router, queue_model = prediction_from_args(args, instance)
     simulation = simulation_from_args(args)
     certify_tol = certify_tolerance(args)
-    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation)
+    if args.max_overload is not None and simulation is not None:
+        raise ValueError("--max-overload caps the model's overloaded nodes: drop it with --objective simulation")
+    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation,
+                                max_overloaded_share=args.max_overload)
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
@@ -281,7 +286,8 @@ def run(args: argparse.Namespace) -> int:
                "router": ROUTER_OF_QUEUE_MODEL[queue_model],
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
-               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
+               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit,
+               "max_overload": args.max_overload, **_nodes(problem, result, args.policy, queue_model)}
     if simulation is None and result.success:
         payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
@@ -398,6 +404,13 @@ def _study_workers_pay(problem: Any, workers: int, budget: int) -> bool:
     return reason is None
 
 
+def _nodes(problem: Any, result: Result, policy: str, queue_model: str) -> dict[str, Any]:
+    """``stable`` and the overloaded shares of the best mix (docs/model.md §14.9); ``None`` without one."""
+    if not result.mix or not math.isfinite(result.coverage):
+        return {"stable": None, "overloaded_node_share": None, "overloaded_request_share": None}
+    return node_overload(problem.instance, dict(result.mix), policy, problem.target, queue_model)
+
+
 def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:
     """The text output: a header with the settings (overrides marked), the best mix, its coverage."""
     extras = result.extras
@@ -409,6 +422,8 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
         f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
         router_line(payload["queue_model"]) if payload.get("scored_by") != "simulation" else "scored by the network simulator",
     ]
+    if payload.get("stable") is not None:
+        lines.append(overload_line(payload, payload["queue_model"]))
     if result.njev:
         lines.append(f"gradient solves {result.njev} (one adjoint solve each, at evaluated points)")
     lines.append(kkt_line(result))
