@@ -91,6 +91,13 @@ class PlacementProblem:
     model: pyo.ConcreteModel = field(repr=False, compare=False)
     constraints: LinearConstraints = field(repr=False)
 
+    def __repr__(self) -> str:
+        """One line: the instance by name and size, the objective's settings (not the whole instance)."""
+        obj = self.objective
+        return (f"PlacementProblem(instance {self.instance.name!r}: {len(self.instance.profiles)} profiles, "
+                f"{len(self.instance.requests)} request types; target {obj.target:g} s, policy {obj.policy}, "
+                f"queue model {obj.queue_model})")
+
     @property
     def variable_names(self) -> tuple[str, ...]:
         """Profile ids, the order of ``π``."""

@@ -50,6 +50,7 @@ from edgeprefix.placement.pipeline.calibration import (
 )
 from edgeprefix.placement.pipeline.forest import build_forest
 from edgeprefix.placement.pipeline.profile_generation import generate_profiles
+from edgeprefix.placement.pipeline.trace_clock import TraceClock
 from edgeprefix.placement.pipeline.trace_instance import (
     DEFAULT_UTILISATION,
     instance_from_profiles,
@@ -63,6 +64,13 @@ from edgeprefix.placement.pipeline.traces import (
 )
 
 SAMPLE = "sample_trace.jsonl"
+TRACE_FIELDS = (
+    "Trace fields (one JSON object per line, in time order; docs/model.md §9.1): --format mooncake: timestamp "
+    "(milliseconds >= 0, default 0), input_length (tokens >= 1), output_length (tokens >= 0), hash_ids "
+    "(one integer block id per --block-size tokens of the input: ceil(input_length / block_size) of them; equal ids "
+    "mean equal prefixes). --format tokens: tokens (the input's token ids), output_length (default 0), timestamp "
+    "(seconds >= 0, default 0). The output prints the span read and the unit the format assumes."
+)
 DEFAULT_LENGTH_BINS = 16  # benchmarks/length_bins.py and replay_steady.py: E g(L) within 0.5 %, coverage within 0.02 of a warm replay
 DEFAULT_CAP = "25%"
 
@@ -73,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="build cache profiles and an instance from a request trace",
         description="Trace → prefix forest → cache profiles → calibrated instance (docs/model.md §9). "
         "Exit code 2 on bad input (a malformed line names its number).",
+        epilog=TRACE_FIELDS,
     )
     parser.add_argument("trace", nargs="?", default=None, metavar="TRACE",
                         help="JSONL trace (.gz allowed); default: the embedded 200-request sample")
@@ -186,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     log = SkipLog()
     path = _trace_path(args.trace)
-    records = read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    clock = TraceClock(args.format)
+    records = clock.watch(read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log))
     if not 0.0 < args.split <= 1.0:
         raise ValueError(f"--split must lie in (0, 1], got {args.split!r}")
     if args.split < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
@@ -217,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
         write_instance(instance, args.out)
         load_instance(args.out)  # the written file must load back
     report = _report(forest, log, profile_set, instance, cap, cal_info, deployment, ingest, time.perf_counter() - start, args)
+    report["time"] = clock.summary()
     report |= {"target": target_info, "intensity": intensity_info}
     if args.json:
         print_json(report)
@@ -225,6 +236,30 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         wrote(args.out)
     return 0
+
+
+NAMES = ("q_h<b> is the request type whose prefix path ends at the forest vertex whose last trace block id is <b>, "
+         "family_h<b> the profile of the family below that vertex; a type's blocks are its trace block ids from the root "
+         "(JSON: first_blocks, last_block); the same trace gives the same ids")
+FIRST_BLOCKS = 4
+
+
+def _path_blocks(instance, path) -> list[int]:  # type: ignore[no-untyped-def]
+    """The trace block ids of a prefix path (the blocks of its prefixes, root first)."""
+    blocks = {p.id: p.blocks for p in instance.prefixes}
+    return [b for pid in path for b in blocks.get(pid, ())]
+
+
+def _blocks_entry(seq: list[int]) -> dict[str, Any]:
+    return {"first_blocks": seq[:FIRST_BLOCKS], "last_block": seq[-1] if seq else None, "blocks": len(seq)}
+
+
+def _blocks_text(first: list[int], last: int | None, count: int) -> str:
+    if last is None:
+        return "(none)"
+    if count <= FIRST_BLOCKS:
+        return ",".join(str(b) for b in first)
+    return ",".join(str(b) for b in first[:3]) + f",…,{last} ({count} blocks)"
 
 
 class _Seen:
@@ -331,14 +366,23 @@ def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total,
         "infeasible": list(ps.dropped),
         "requests": [
             {"id": q["id"], "probability": q["probability"], "length": q["length"], "decode": q["decode"],
-             "path_length": len(q["path"])} | ({"lengths": q["lengths"]} if "lengths" in q else {})
+             "path_length": len(q["path"]), **_blocks_entry(_path_blocks(instance, q["path"]))}
+            | ({"lengths": q["lengths"]} if "lengths" in q else {})
             for q in requests_entries(ps.requests)
         ],
+        "names": NAMES,
         "network": {"edge_density": instance.network.edge_density, "request_intensity": instance.network.request_intensity,
                     "radio_scale": instance.network.radio_scale, "target": instance.placement.target},
         "instance": args.out,
         "seconds": {"ingest": ingest, "total": total},
     }
+
+
+def _time_line(t: dict[str, Any]) -> str:
+    if t["first"] is None:
+        return "time: no timestamps read"
+    return (f"time: span {t['span']:.6g} s, timestamps {t['first']:.6g} … {t['last']:.6g} s "
+            f"(the file's timestamps read as {t['unit']})")
 
 
 def _render(r: dict[str, Any]) -> str:
@@ -349,6 +393,8 @@ def _render(r: dict[str, Any]) -> str:
         f"reuse: {100 * f['shared_block_fraction']:.1f} % of unique blocks and {100 * f['shared_occurrence_fraction']:.1f} % "
         f"of block occurrences are shared by >= 2 requests; {f['shared_vertices']} vertices seen twice or more "
         f"(median lifetime {f['median_shared_lifetime_s']:.0f} s)",
+        _time_line(r["time"]),
+        *([f"note: {r['time']['hint']}"] if r["time"].get("hint") else []),
         f"ingest {r['seconds']['ingest']:.2f} s, total {r['seconds']['total']:.2f} s"
         + (f"; skipped {r['skipped']['lines']} invalid lines" if r["skipped"]["lines"] else ""),
         "",
@@ -377,9 +423,12 @@ def _render(r: dict[str, Any]) -> str:
     if r["pruned"] or r["infeasible"]:
         lines.append(f"pruned as dominated: {r['pruned'] or '-'}; infeasible (no room for one request): {r['infeasible'] or '-'}")
     wq = max(len(q["id"]) for q in r["requests"]) + 2
-    lines += ["", f"{len(r['requests'])} request types (the 5 most likely):", f"{'type':<{wq}}{'share':>9}{'tokens':>10}{'decode [s]':>11}"]
+    lines += ["", f"{len(r['requests'])} request types (the 5 most likely):",
+              f"{'type':<{wq}}{'share':>9}{'tokens':>10}{'decode [s]':>11}   first trace blocks"]
     for q in top + sorted(r["requests"], key=lambda q: -q["probability"])[3:5]:
-        lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>11.2f}")
+        head = _blocks_text(q["first_blocks"], q["last_block"], q["blocks"])
+        lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>11.2f}   {head}")
+    lines.append("names: " + r["names"])
     n = r["network"]
     lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
                   f"τ_0 = {n['target']:.3f} s"]

@@ -49,6 +49,7 @@ from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
+from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
 
 FloatArray = npt.NDArray[np.float64]
 QUEUE_MODELS = ("meanfield", "cell")
@@ -86,11 +87,7 @@ VORONOI_BAND = 0.35  # δ_0 of the Voronoi weight exp(−δ_{s,q}/δ_0) (fitted,
 # The router whose delivered coverage each queue model predicts (docs/model.md §14): the mean-field
 # coverage is what a router that sees every node's own queue delivers (per-node balancing evens the
 # loads), the cell model what Theorem 1's tier-level rule delivers.
-ROUTER_OF_QUEUE_MODEL = {"meanfield": "online", "cell": "tier"}
-ROUTER_DESCRIPTION = {
-    "online": "a router that sees each node's own queue (fresh per-node telemetry, docs/model.md §11)",
-    "tier": "the tier-level rule of Theorem 1 (each tier's mean delay, docs/model.md §6)",
-}
+# (named once in edgeprefix.placement.model.router)
 
 
 def check_queue_model(queue_model: str) -> str:

@@ -594,10 +594,16 @@ def evaluate(
             return mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)[0]
         return advertised_wait(work, c, mean_service, rho_clip)
 
+    contracted = hasattr(kernel, "association_contracted")
+
     def queue_map_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``T(W)`` and ``∂T_s/∂W_t`` through ``∂A/∂b`` (kernel), ``a_s``, ``1/μ_s`` and Erlang C."""
         bias = g + w[:, None]
-        a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)  # type: ignore[misc]
+        if contracted:  # only the sums of (16.7), type block by type block (docs/model.md §16.3)
+            weights = np.stack([np.broadcast_to(p_q, bias.shape), weighted_service] + ([weighted_second] if mgc else []))
+            a_q, sums, _ = kernel.association_contracted(lam, bias / xi, alpha, weights)  # type: ignore[attr-defined]
+        else:
+            a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)  # type: ignore[misc]
         last["bias"], last["association"] = bias, a_q
         k, arrivals, work, mean_service = lifted_loads(a_q)  # row s lifted by 2^{k_s}: so is ∂A_{s,·}/∂b below
         work = unlift(work, k)
@@ -606,15 +612,18 @@ def evaluate(
             wait, slope, slope_scv = mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)
         else:
             wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
-        if k.any():
-            d_a = np.ldexp(d_a, k[:, None, None])
+        if contracted:  # lifted by lift_exponents(A), the k above
+            d_arrivals, d_work = scale_xi * sums[0], scale_xi * sums[1]
+        else:
+            if k.any():
+                d_a = np.ldexp(d_a, k[:, None, None])
+            d_arrivals = scale_xi * (d_a @ p_q)  # (S, T), lifted
+            d_work = scale_xi * np.matmul(d_a, weighted_service[:, :, None])[:, :, 0]
         lifted_arrivals = np.where(arrivals > 0, arrivals, np.inf)[:, None]  # divides lifted derivatives: no overflow
-        d_arrivals = scale_xi * (d_a @ p_q)  # (S, T), lifted
-        d_work = scale_xi * np.matmul(d_a, weighted_service[:, :, None])[:, :, 0]
         d_mean = (d_work - mean_service[:, None] * d_arrivals) / lifted_arrivals
         jac = slope[:, None] * unlift(d_work, k) + (wait / mean_service)[:, None] * d_mean
         if mgc:  # ∂C²/∂W through E[S²] and 1/μ (eq. (19.24))
-            d_second = scale_xi * np.matmul(d_a, weighted_second[:, :, None])[:, :, 0]
+            d_second = scale_xi * (sums[2] if contracted else np.matmul(d_a, weighted_second[:, :, None])[:, :, 0])
             d_moment = (d_second - moment[:, None] * d_arrivals) / lifted_arrivals
             d_scv = np.where((scv > 0)[:, None], d_moment / mean_service[:, None] ** 2
                              - 2.0 * (moment / mean_service**3)[:, None] * d_mean, 0.0)

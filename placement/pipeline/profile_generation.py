@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import plain
-from edgeprefix.placement.model.lengths import length_bins as bin_lengths, replace_lengths
+from edgeprefix.placement.model.lengths import length_bins as bin_lengths
+from edgeprefix.placement.model.lengths import replace_lengths
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,

@@ -34,8 +34,11 @@ from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import check_policy
 from edgeprefix.placement.model.ranges import check_simulated_slots
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS
+from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
 from edgeprefix.placement.progress import progress_bar
+from edgeprefix.placement.simulation.engine.names import CACHES, ENGINES, PRODUCTION_ROUTERS, in_engine_room
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, exact_counts, sample_layout
 from edgeprefix.placement.simulation.mmc import fcfs_waits
 from edgeprefix.placement.simulation.network import _candidates, _route_static
@@ -43,7 +46,9 @@ from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Onlin
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-ROUTERS = ("tier", "online")
+# the routers a replay simulates: the two with a prediction (edgeprefix.placement.model.router) and the
+# production routers, which run in the engine room (docs/model.md §17)
+ROUTERS = (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)
 ARRIVALS = ("trace", "poisson")
 SOURCES = ("request", "type")
 SERVICE_LAWS = ("deterministic", "exponential")
@@ -98,6 +103,9 @@ class ReplaySpec:
     lengths: str = "request"
     service: str = "deterministic"
     queue_model: str | None = None
+    engine: str = "slots"
+    cache: str = "planned"
+    telemetry: Telemetry = Telemetry()
     warm_start: str = "none"
 
     @property
@@ -105,7 +113,7 @@ class ReplaySpec:
         """The queue model of the prediction (the router's own unless given)."""
         if self.queue_model is not None:
             return self.queue_model
-        return "cell" if self.router == "tier" else "meanfield"
+        return "cell" if self.router in ("tier", *PRODUCTION_ROUTERS) else "meanfield"
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.decode_per_token) and self.decode_per_token >= 0):
@@ -126,6 +134,10 @@ class ReplaySpec:
         _choice("service", self.service, SERVICE_LAWS)
         if self.queue_model is not None:
             _choice("--queue-model", self.queue_model, QUEUE_MODELS)
+        _choice("--engine", self.engine, ENGINES)
+        _choice("--cache", self.cache, CACHES)
+        if not isinstance(self.telemetry, Telemetry):
+            raise ValueError(f"telemetry: must be a Telemetry, got {type(self.telemetry).__name__}")
         _choice("--warm-start", self.warm_start, WARM_STARTS)
 
 
@@ -240,6 +252,7 @@ class ReplayResult:
     wait: FloatArray = field(repr=False)
     service: FloatArray = field(repr=False)
     ttft: FloatArray = field(repr=False)
+    extras: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # engine room counters
     warm_requests: int = 0  # requests replayed before the measured part (warm start)
     _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -328,6 +341,28 @@ class ReplayResult:
             })
         return rows
 
+    def engine_summary(self) -> dict[str, Any]:
+        """The engine room's keys (docs/model.md §17): ``engine``, ``cache``, ``hit_rate_blocks`` (share of
+        the served requests' prompt blocks found cached; prompt tokens in hit blocks over prompt tokens
+        when block ids are not tracked), ``ttft_p50/p90/p99`` (rejected requests count as infinite),
+        ``preemptions``, ``node_load_cv`` (coefficient of variation of the requests served per node) and
+        ``radio_mean`` (mean ``ξ r^α`` of the served requests, seconds)."""
+        served = self.node >= 0
+        if "blocks_total" in self.extras and self.extras["blocks_total"][served].sum() > 0:
+            hit_rate = float(self.extras["blocks_hit"][served].sum() / self.extras["blocks_total"][served].sum())
+        else:
+            total = float(self.length[served].sum())
+            hit_rate = float(self.hit[served].sum() / total) if total > 0 else 0.0
+        counts = np.bincount(self.node[served], minlength=self.layout.nodes).astype(float)
+        cv = float(counts.std() / counts.mean()) if counts.mean() > 0 else float("nan")
+        q = np.percentile(self.ttft, [50, 90, 99]) if self.requests else np.full(3, np.nan)
+        net = self.prediction.instance.network
+        radio = float(np.mean(net.radio_scale * self.distance[served] ** net.radio_exponent)) if served.any() else float("nan")
+        return {"engine": self.spec.engine, "cache": self.spec.cache, "hit_rate_blocks": hit_rate,
+                "ttft_p50": float(q[0]), "ttft_p90": float(q[1]), "ttft_p99": float(q[2]),
+                "preemptions": int(self.extras.get("preemptions", 0)), "node_load_cv": cv, "radio_mean": radio,
+                "telemetry_delay": self.spec.telemetry.delay}
+
     def summary(self) -> dict[str, Any]:
         """The replay's JSON (the ``edgeprefix replay --json`` contract keys and the details)."""
         out: dict[str, Any] = {
@@ -355,6 +390,7 @@ class ReplayResult:
                             "service": self.spec.service},
             "stable_predicted": all(bool(ev.stable_on_nodes) for ev in self.predictions),  # tiers and, under the cell model, nodes
         }
+        out.update(self.engine_summary())
         out |= self.steady_state()
         if self.scheduled:
             out["epochs"] = self.epoch_rows()
@@ -559,6 +595,9 @@ def replay(
     """
     if spec is None:
         raise ValueError("spec: a ReplaySpec with the decode rate is required")
+    if in_engine_room(spec.engine, spec.cache, spec.router, spec.telemetry.fresh):
+        raise ValueError(f"--engine {spec.engine} --cache {spec.cache} --router {spec.router}: replayed in the engine room "
+                         "(edgeprefix.placement.simulation.engine.cluster.engine_replay, or replay_replicated)")
     if getattr(instance, "extended", False):
         raise ValueError(f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
                          "disaggregation), which trace replay does not model: replay an instance without them")

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
+from edgeprefix.placement.simulation.engine.cluster import engine_replay, needs_engine
 from edgeprefix.placement.simulation.replay import (
     MixSchedule,
     ReplayResult,
@@ -40,7 +41,8 @@ ABLATIONS: tuple[tuple[str, dict[str, str]], ...] = (
     ("model workload", {"arrivals": "poisson", "hits": "type", "lengths": "type"}),
     ("model workload, exponential", {"arrivals": "poisson", "hits": "type", "lengths": "type", "service": "exponential"}),
 )
-_METRICS = ("coverage_replayed", "mean_ttft_replayed", "hit_depth_replayed", "offload_ratio_replayed", "mean_wait_replayed")
+_METRICS = ("coverage_replayed", "mean_ttft_replayed", "hit_depth_replayed", "offload_ratio_replayed", "mean_wait_replayed",
+            "hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv", "radio_mean")
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,21 @@ def _mean(values: list[float]) -> float:
 
 def replay_replicated(instance: Instance, workload: TraceWorkload, mix: Any, spec: ReplaySpec, *,
                       intensity: float | None = None, replications: int = 1, seed: int | None = 0,
-                      schedule: MixSchedule | None = None, warm: TraceWorkload | None = None) -> ReplayReport:
+                      schedule: MixSchedule | None = None, engine: dict[str, Any] | None = None,
+                      warm: TraceWorkload | None = None) -> ReplayReport:
     """``replications`` replays, each with its own network draw (child seeds of ``seed``); ``warm`` is the
-    training part a ``warm_start = "train"`` replay fills the queues with."""
+    training part a ``warm_start = "train"`` replay fills the queues with.
+
+    A spec that needs the engine room (docs/model.md §17) replays there; ``engine`` then carries
+    ``blocks`` (the requests' block ids) and ``step`` (the fitted step time)."""
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ValueError(f"--replications must be a positive integer, got {replications!r}")
     seeds = np.random.SeedSequence(seed).spawn(replications)
+    if needs_engine(spec):
+        if schedule is not None:
+            raise ValueError("--epochs: epoch schedules replay on FCFS slots with the planned cache only")
+        return ReplayReport(tuple(engine_replay(instance, workload, mix, spec, intensity=intensity, seed=np.random.default_rng(s),
+                                                **(engine or {})) for s in seeds))
     return ReplayReport(tuple(replay(instance, workload, mix, spec, intensity=intensity, schedule=schedule,
                                      seed=np.random.default_rng(s), warm=warm) for s in seeds))
 
