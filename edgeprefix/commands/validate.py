@@ -39,6 +39,7 @@ from edgeprefix.commands._common import (
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.ranges import check_simulated_network
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.association_mc import simulate_instance_association
 from edgeprefix.placement.simulation.compare import (
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     check_memory(8.0 * args.samples * (3 * len(instance.profiles) + 3 * len(instance.requests)), "--samples",
                  f"a Monte Carlo association of {args.samples} samples", "lower --samples")
     intensities = _floats(args.intensities, "--intensities")
+    check_simulated_network(instance, args.nodes, args.warmup, args.horizon, tuple(intensities))
     queue_model = queue_model_from_args(args)
     tau = float(instance.placement.target if args.target is None else args.target)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,

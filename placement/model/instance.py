@@ -40,8 +40,10 @@ from edgeprefix.placement.model.profiles import (
 )
 from edgeprefix.placement.model.ranges import (
     check_concurrency,
+    check_instance_ranges,
     check_radio_exponent,
     check_scale,
+    integer_digits,
 )
 from edgeprefix.placement.model.serving import (
     DEFAULT_INTERFERENCE,
@@ -186,6 +188,7 @@ class Instance:
         forest = PrefixForest(self.prefixes)
         validate_requests(self.requests, forest)
         validate_profiles(self.profiles, forest)
+        check_instance_ranges(self)  # docs/model.md §20.2: nothing below is computed from a value out of range
         ids = self.profile_ids
         if self.placement.fallback is not None and self.placement.fallback not in ids:
             raise InstanceError("placement.fallback", f"unknown profile {self.placement.fallback!r} (known: {few(ids)})")
@@ -387,7 +390,7 @@ def _number(where: str, value: Any) -> float:
     try:
         return float(value)
     except OverflowError:
-        raise InstanceError(where, f"must be a number within the float range, got an integer of {len(str(value))} digits") from None
+        raise InstanceError(where, f"must be a number within the float range, got an integer of {integer_digits(value)} digits") from None
 
 
 def _string(where: str, value: Any) -> str:
