@@ -189,6 +189,7 @@ class Instance:
         validate_requests(self.requests, forest)
         validate_profiles(self.profiles, forest)
         check_instance_ranges(self)  # docs/model.md §20.2: nothing below is computed from a value out of range
+        check_names(self)
         ids = self.profile_ids
         if self.placement.fallback is not None and self.placement.fallback not in ids:
             raise InstanceError("placement.fallback", f"unknown profile {self.placement.fallback!r} (known: {few(ids)})")
@@ -347,6 +348,30 @@ class Instance:
             dataclasses.replace(q, probability=float(probabilities.get(q.id, q.probability))) for q in self.requests
         )
         return self.replace(requests=requests)
+
+
+MIX_SEPARATORS = ("=", ",")  # --mix id=share,id=share cannot name an id that holds one of these
+
+
+def check_names(instance: Instance) -> None:
+    """The name, every id and every tier name printable (no control character: a terminal would obey an ANSI
+    escape, ring on a BEL or break a line on a newline), and profile ids free of ``=`` and ``,`` (which
+    ``--mix id=share,…`` cannot express).  Refused with the field and the reason (docs/instances.md)."""
+    def printable(where: str, text: str) -> None:
+        if not text.isprintable():
+            raise InstanceError(where, f"{text!r} holds a control character; names and ids must be printable text")
+
+    printable("name", instance.name)
+    for key, items in (("prefixes", instance.prefixes), ("requests", instance.requests), ("profiles", instance.profiles)):
+        for i, item in enumerate(items):
+            printable(f"{key}[{i}].id", item.id)
+    for i, tier in enumerate(instance.gpu.tiers):
+        printable(f"gpu.tiers[{i}].name", tier.name)
+    for i, s in enumerate(instance.profiles):
+        bad = [c for c in MIX_SEPARATORS if c in s.id]
+        if bad:
+            raise InstanceError(f"profiles[{i}].id", f"{s.id!r} holds {bad[0]!r}, which --mix (id=share,id=share) cannot "
+                                                     "express: rename the profile")
 
 
 # --------------------------------------------------------------------------------------------
