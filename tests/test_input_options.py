@@ -157,3 +157,31 @@ def test_a_mix_naming_an_unknown_id_with_a_newline_is_one_escaped_line(capsys):
     assert main(["evaluate", "--mix", "a\nb=1"]) == 2
     err = one_line(capsys)
     assert "\\n" in err
+
+
+# -- the size guard ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("profiles,types,measured_gb", [(3000, 10, 11.7), (500, 2000, 8.0)])
+def test_the_size_guard_is_within_one_and_a_half_of_the_measured_peaks(profiles, types, measured_gb):
+    """The two runs the old estimate (8 · 4 S² Q bytes: 2.9 GB and 16 GB) got wrong by 4× and 2× (docs/model.md §20)."""
+    from edgeprefix.placement.memory import evaluation_bytes
+
+    estimate = evaluation_bytes(profiles, types, 2.0, "load_aware") / 1e9
+    assert measured_gb / 1.5 <= estimate <= measured_gb * 1.5
+
+
+def test_the_size_guard_refuses_what_does_not_fit(monkeypatch):
+    from edgeprefix.placement import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 4e9)
+    with pytest.raises(InstanceError, match="GiB of memory"):
+        memory.check_memory(memory.evaluation_bytes(3000, 10, 2.0, "load_aware"), "mix", "an evaluation", "fewer profiles")
+    memory.check_memory(memory.evaluation_bytes(50, 75, 2.0, "load_aware"), "mix", "an evaluation", "fewer profiles")
+
+
+def test_the_size_benchmark_builds_distinct_closed_profiles():
+    from edgeprefix.benchmarks.size_guard import many_profiles
+
+    inst = many_profiles(10, 40, 2.0)
+    assert len(inst.profiles) == 40 and len({frozenset(s.prefixes) for s in inst.profiles}) == 40
+    with pytest.raises(ValueError, match="distinct profiles"):
+        many_profiles(3, 1000, 2.0)

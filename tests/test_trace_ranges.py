@@ -87,3 +87,21 @@ def test_profiles_refuses_a_reversed_trace_naming_the_first_bad_line(tmp_path, c
     assert main(["profiles", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "line 2" in err and "time order" in err
+
+
+@pytest.mark.slow
+def test_the_profiles_memory_benchmark_runs_and_counts_the_blocks(tmp_path):
+    from edgeprefix.benchmarks import profiles_memory
+
+    assert profiles_memory.main(["--requests", "300", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "profiles_memory.json").read_text(encoding="utf-8"))
+    (row,) = data["rows"]
+    assert row["requests"] == 300 and row["unique_blocks"] > 300  # private tails: more blocks than requests
+    assert row["peak_mb"] > 0 and data["reference"]["requests"] > 0
+
+
+def test_with_progress_passes_every_record_through():
+    from edgeprefix.placement.pipeline.traces import synthetic_records, with_progress
+
+    original = list(synthetic_records(10_000, seed=3))
+    assert list(with_progress(iter(original), every=4096)) == original

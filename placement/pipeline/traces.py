@@ -272,6 +272,23 @@ def read_trace(
             yield record
 
 
+def with_progress(records: Iterable[TraceRecord], *, total: int | None = None, desc: str = "trace",
+                  every: int = 4096) -> Iterator[TraceRecord]:
+    """``records`` unchanged, drawing a progress bar of the requests read (``placement.progress``; ``total``
+    when known, else the count and the rate), updated every ``every`` records so the bar costs nothing."""
+    from edgeprefix.placement.progress import progress_bar
+
+    with progress_bar(total=total, desc=desc, unit=" requests") as bar:
+        pending = 0
+        for record in records:
+            yield record
+            pending += 1
+            if pending == every:
+                bar.update(pending)
+                pending = 0
+        bar.update(pending)
+
+
 def synthetic_records(
     n_requests: int,
     *,
