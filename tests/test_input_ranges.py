@@ -197,6 +197,15 @@ def test_solve_with_the_cell_model_at_extreme_load_exits_cleanly(capsys, option)
     assert 0.0 <= report["coverage"] <= 1.0
 
 
+@pytest.mark.slow
+def test_plan_density_with_the_cell_model_at_extreme_density_is_one_line(capsys):
+    """An IndexError traceback before; now the search itself reports why it cannot bracket λ_b."""
+    code = main(["plan-density", "--density", "1e30", "--queue-model", "cell", "--reliability", "0.9"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "Traceback" not in err and "Warning" not in err
+    assert err.startswith("edgeprefix plan-density: error:")
+
+
 # -- simulations: Poisson means numpy refuses, and networks with no request to measure ----------------
 @pytest.mark.parametrize(
     "changes,field",
@@ -239,11 +248,14 @@ def test_validate_refuses_numpy_errors_as_range_errors(tmp_path, capsys, baselin
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("section,key,value", [("requests", "decode", 1e30), ("prefill", "intercept", 1e30)])
+@pytest.mark.parametrize("section,key,value", [("requests", "decode", 1e30), ("prefill", "intercept", 1e30),
+                                               ("compression", "decompress_per_token", 1e30)])
 def test_validate_on_an_extreme_but_accepted_instance_prints_no_nan(tmp_path, capsys, baseline_mapping, section, key, value):
     data = copy.deepcopy(baseline_mapping)
     if section == "requests":
         data["requests"][0][key] = value
+    elif section == "compression":
+        data["compression"] = {"ratio": 1e30, key: value}
     else:
         data[section][key] = value
     path = tmp_path / "x.toml"

@@ -166,7 +166,7 @@ FIELD_RANGES: dict[str, Range] = {
     "serving.chunk_size": Range(1.0, MAX_TOKENS),
     "serving.chunk_overhead": _SCALE_OR_ZERO,
     "serving.decode_scv": _SCALE_OR_ZERO,
-    "catalogue.bits": Range(1, MAX_FILTER_BITS, infinite=True, whole=True),
+    "catalogue.bits": Range(1, MAX_FILTER_BITS, whole=True),  # inf (an exact catalogue) is Python-only, see below
     "catalogue.hashes": Range(1.0, float(MAX_HASHES), whole=True),
     "catalogue.refresh": _SCALE_OR_ZERO,
     "catalogue.churn": _SCALE_OR_ZERO,
@@ -213,6 +213,8 @@ def check_instance_ranges(instance: Any) -> None:
         obj = getattr(instance, section)
         if obj is not None:
             names = tuple(key.split(".", 1)[1] for key in FIELD_RANGES if key.startswith(section + "."))
+            if section == "catalogue" and math.isinf(obj.bits):  # Catalogue(bits=math.inf): exact, no file form
+                names = tuple(n for n in names if n != "bits")
             each(section, obj, names)
 
 
