@@ -153,10 +153,16 @@ def test_an_ansi_name_never_reaches_the_terminal(tmp_path, capsys, baseline_mapp
     assert "\\x1b" in out.err and out.err.count("\n") == 1
 
 
-def test_a_mix_naming_an_unknown_id_with_a_newline_is_one_escaped_line(capsys):
-    assert main(["evaluate", "--mix", "a\nb=1"]) == 2
+def test_an_error_message_with_a_raw_newline_or_escape_is_printed_as_one_escaped_line():
+    from edgeprefix import cli
+
+    assert cli._one_line(ValueError("unknown id a\nb\x1b[31m")) == "unknown id a\\nb\\x1b[31m"
+
+
+def test_a_mix_naming_an_unknown_id_with_a_bell_is_one_escaped_line(capsys):
+    assert main(["evaluate", "--mix", "a\x07b=1"]) == 2
     err = one_line(capsys)
-    assert "\\n" in err
+    assert "\\x07" in err and "\x07" not in err
 
 
 # -- the size guard ------------------------------------------------------------------------------------
