@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 SEEDS_HELP = "seed values: a list (0,3,7), an inclusive range (0-9) or both (0-4,10); not a count"
+MAX_SEEDS = 10_000  # seeds of one run: every seed is a full run of every cell
 
 
 def parse_seeds(text: str, option: str = "--seeds") -> tuple[int, ...]:
@@ -25,11 +26,15 @@ def parse_seeds(text: str, option: str = "--seeds") -> tuple[int, ...]:
             raise ValueError(f"{option}: expected seeds like 0-9 or 0,3,7 (integers >= 0), got {text!r}") from None
         if first < 0 or last < first:
             raise ValueError(f"{option}: a range A-B needs 0 <= A <= B, got {part!r}")
+        if len(seeds) + (last - first + 1) > MAX_SEEDS:  # checked before the range is built (0-100000000000)
+            raise ValueError(f"{option}: at most {MAX_SEEDS} seeds per run, got {len(seeds) + last - first + 1} from {part!r}")
         seeds.extend(range(first, last + 1))
     if not seeds:
         raise ValueError(f"{option}: no seed given (e.g. --seeds 0-9)")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"{option}: seed {next(s for s in seeds if seeds.count(s) > 1)} is given twice in {text!r}")
+        seen: set[int] = set()
+        twice = next(s for s in seeds if s in seen or seen.add(s))  # type: ignore[func-returns-value]
+        raise ValueError(f"{option}: seed {twice} is given twice in {text!r}")
     return tuple(seeds)
 
 

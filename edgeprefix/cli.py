@@ -39,6 +39,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 EXIT_BAD_INPUT = 2
+# what each command's --out names: checked before any work (empty, a file for a folder, a folder for a file)
+OUT_KINDS = {
+    "solve": "folder", "validate": "folder", "replay": "folder", "reproduce": "folder", "compare": "folder",
+    "profiles": "file", "epochs": "file", "benchmark-instance": "file",
+}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as in ``repr`` (``\\n``, ``\\x1b``, ``\\x07``): a
+    message echoes names, ids and paths, and none of them may move the cursor, ring the bell or break the line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the package's error format: one line ``edgeprefix COMMAND: error: …`` and exit code 2
+    (no usage block; ``--help`` shows it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        line = escape_controls(message)
+        prog = getattr(self, "command_prog", self.prog)  # the top-level parser reports unknown options of a command
+        self.exit(EXIT_BAD_INPUT, f"{prog}: error: {line} (see {prog} --help)\n")
 
 
 def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
@@ -48,7 +71,7 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
     top-level ``--help`` lists all commands without importing their modules.
     """
     wanted = set(COMMANDS if commands is None else commands)
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="edgeprefix",
         description="Spatial prefix caching for wireless edge LLM inference.",
         epilog="Run 'edgeprefix COMMAND --help' for a command's options.",
@@ -77,14 +100,14 @@ MESSAGE_LIMIT = 300  # characters of an error line (lists inside messages are cu
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
+    line = escape_controls(text) if text else type(exc).__name__  # a raw newline in an id is shown escaped: one line
     return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
 
 
 def _os_message(exc: OSError) -> str:
     name = exc.filename if exc.filename is not None else ""
     reason = exc.strerror or _one_line(exc)
-    return f"{name}: {reason}" if name else reason
+    return escape_controls(f"{name}: {reason}" if name else reason)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _command_of(argv)
     try:
         parser = build_parser([command] if command else [])
+        if command:
+            parser.command_prog = f"edgeprefix {command}"  # type: ignore[attr-defined]
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
         print("edgeprefix: error: interrupted (Ctrl-C) while starting", file=sys.stderr)
@@ -105,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     try:
+        out = getattr(args, "out", None)
+        if out is not None and command in OUT_KINDS:  # before any work: an unusable --out fails now, not after it
+            from edgeprefix.placement.atomic import check_output_path
+
+            check_output_path(out, "--out", OUT_KINDS[command])
         return int(args.handler(args))
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, as other Unix tools do.

@@ -14,9 +14,42 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically, creating the folder if needed."""
+def followed(path: str | os.PathLike[str]) -> Path:
+    """``path``, or where it points when it is a symbolic link (followed to the end, also when dangling).
+
+    Outputs follow a link instead of replacing it: the link stays, the file or folder it names is written.
+    """
     target = Path(path)
+    return Path(os.path.realpath(target)) if target.is_symlink() else target
+
+
+def check_output_path(path: str | os.PathLike[str], flag: str, kind: str) -> Path:
+    """Check, before any work, that ``path`` can receive a ``kind`` (``"file"`` or ``"folder"``) output.
+
+    Refused with one line naming ``flag``: an empty path, a folder where a file is written or a file
+    where a folder is, and a parent folder that is not writable.  A symbolic link is followed.
+    """
+    if not str(path).strip():
+        raise ValueError(f"{flag} is empty: name the {kind} to write")
+    target = followed(path)
+    shown = str(path) if target == Path(path) else f"{str(path)} (a link to {str(target)})"
+    if kind == "folder" and target.exists() and not target.is_dir():
+        raise ValueError(f"{flag} {shown!r} is a file, not a folder: name a new or an earlier output folder")
+    if kind == "file" and target.is_dir():
+        raise ValueError(f"{flag} {shown!r} is a folder: name the file to write inside it (e.g. {str(Path(path) / 'instance.toml')!r})")
+    existing = target.parent if target.is_absolute() else (Path.cwd() / target).parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {shown!r}: folder {str(existing)!r} is not writable")
+    return target
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, creating the folder if needed (a symbolic link is followed)."""
+    if not str(path).strip():
+        raise ValueError("the output path is empty: name the file to write")
+    target = followed(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -99,7 +132,10 @@ def _sweep_stale(folder: Path) -> None:
         except ValueError:
             continue
         if pid != os.getpid() and not _pid_alive(pid):
-            shutil.rmtree(entry, ignore_errors=True)
+            if entry.is_symlink():  # a link swapped aside by an earlier version that replaced links
+                entry.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def check_output_folder(folder: str | os.PathLike[str], flag: str, owned: Iterable[str]) -> Path:
@@ -108,7 +144,9 @@ def check_output_folder(folder: str | os.PathLike[str], flag: str, owned: Iterab
     It must be absent or a folder that holds only files named in ``owned`` (an earlier output
     set: replacing it must not delete a user's other files), and its parent must be writable.
     """
-    path = Path(folder)
+    if not str(folder).strip():
+        raise ValueError(f"{flag} is empty: name the output folder")
+    path = followed(folder)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{flag} {str(path)!r} is a file, not a folder: name a new or an earlier output folder")
     parent = path.resolve().parent
@@ -141,7 +179,9 @@ def write_output_set(folder: str | os.PathLike[str], files: Mapping[str, bytes],
     """
     import shutil
 
-    target = Path(folder)
+    if not str(folder).strip():
+        raise ValueError("the output folder is empty: name the folder to write")
+    target = followed(folder)  # a link to a folder: the folder it names is replaced, the link stays
     target.parent.mkdir(parents=True, exist_ok=True)
     _sweep_stale(target)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.set-{os.getpid()}-"))

@@ -36,3 +36,30 @@ def check_memory(needed: float, field: str, what: str, fix: str) -> None:
         raise InstanceError(
             field, f"{what} needs about {needed / GIB:.3g} GiB of memory, this machine has {have / GIB:.3g} GiB available: {fix}"
         )
+
+
+
+# Fitted to the peak resident memory of ``evaluate --json`` above the import + load floor (docs/model.md §20,
+# (20.5); benchmarks/README.md, "The size guard"): a fixed part, the (S, S, Q) arrays, and a part that grows as
+# S^2.5 (the fixed point's and the report's per-pair work at many profiles).
+EVALUATION_BASE = 244 * 2.0**20  # bytes: scipy's work arrays and the report, measured 187–289 MiB on small instances
+PER_TRIPLE = 19.0  # bytes per (s, s', q): about 2.4 float64 arrays of S² Q entries
+PER_TIER_POWER = 28.0  # bytes per S^2.5
+
+
+def evaluation_bytes(tiers: int, types: int, alpha: float, policy: str) -> float:
+    """Bytes an evaluation with ``tiers`` active profiles and ``types`` request types takes at its peak
+    (docs/model.md §20, (20.5)); 0 for the ``nearest`` policy at α = 2 (``O(S Q)`` only, never refused).
+
+    ``EVALUATION_BASE + 19 S² Q + 28 S^2.5`` bytes and, at α ≠ 2, two float64 arrays of one block of the
+    quadrature grid (at most ``2²²`` numbers each, docs/model.md §16.4): within 1.5× of the measured peak on
+    every size of benchmarks/README.md ("The size guard"), 50 × 75 to 3 000 × 10 and 500 × 2 000.
+    """
+    if policy == "nearest" and alpha == 2.0:
+        return 0.0
+    from edgeprefix.placement.model.association import default_nodes
+    from edgeprefix.placement.model.spatial import BLOCK_ELEMENTS
+
+    s, q = float(tiers), float(types)
+    grid = 0.0 if alpha == 2.0 else 8.0 * 2 * min(BLOCK_ELEMENTS, s * s * q * default_nodes(alpha))
+    return EVALUATION_BASE + PER_TRIPLE * s * s * q + PER_TIER_POWER * s**2.5 + grid

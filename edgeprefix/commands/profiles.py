@@ -61,6 +61,7 @@ from edgeprefix.placement.pipeline.traces import (
     FORMATS,
     SkipLog,
     read_trace,
+    with_progress,
 )
 
 SAMPLE = "sample_trace.jsonl"
@@ -199,9 +200,12 @@ def run(args: argparse.Namespace) -> int:
     records = clock.watch(read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log))
     if not 0.0 < args.split <= 1.0:
         raise ValueError(f"--split must lie in (0, 1], got {args.split!r}")
+    count = None
     if args.split < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
         total = sum(1 for _ in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid))
-        records = itertools.islice(records, _training_count(total, args.split))
+        count = _training_count(total, args.split)
+        records = itertools.islice(records, count)
+    records = with_progress(records, total=count, desc="profiles: reading the trace")
     seen = _Seen()
     forest = build_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     ingest = time.perf_counter() - start

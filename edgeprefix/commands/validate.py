@@ -44,6 +44,7 @@ from edgeprefix.commands.replay import PRODUCTION_ROUTERS
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.ranges import check_simulated_network
 from edgeprefix.placement.model.router import PREDICTION_ROUTERS, QUEUE_MODEL_OF_ROUTER, other_router
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.association_mc import simulate_instance_association
@@ -168,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         intensities = _floats(args.intensities, "--intensities")
     if not (np.isfinite(args.nodes) and args.nodes >= 1):
         raise ValueError(f"--nodes must be a number >= 1 (nodes on the simulated torus), got {args.nodes:g}")
+    check_simulated_network(instance, args.nodes, args.warmup, args.horizon, tuple(intensities))
     # a production router (engine nodes only) has no prediction: the prediction is then the instance's router's
     predicted = argparse.Namespace(**{**vars(args), "router": None}) if args.router in PRODUCTION_ROUTERS else args
     router, queue_model = prediction_from_args(predicted, instance)

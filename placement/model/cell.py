@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
+from edgeprefix.placement.errors import NumericalError
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
 from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
@@ -123,6 +124,9 @@ def voronoi_mean(excess: FloatArray) -> tuple[FloatArray, FloatArray]:
     the last.  Negative arguments count as 0.
     """
     n = VORONOI_MEAN.size - 1
+    if not np.all(np.isfinite(excess)):  # a NaN would reach the integer cast below (docs/model.md §20.1)
+        raise NumericalError("cell model: the conditional load of a node is not finite (an input beyond the ranges of "
+                             "docs/model.md §20); use --queue-model meanfield or bring the instance into range")
     e = np.maximum(excess, 0.0)
     pos = np.sqrt(np.minimum(e, VORONOI_T_MAX) / VORONOI_T_MAX) * n
     lo = np.minimum(pos.astype(np.int64), n - 1)
@@ -184,6 +188,28 @@ def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: floa
     if alpha != 2.0:
         np.power(rho2, 2.0 / alpha, out=rho2)
     return rho2 @ (np.pi * lam)
+
+
+def translated_offsets(lam: FloatArray, b: FloatArray, groups: npt.NDArray[np.int64] | None = None) -> FloatArray:
+    """α = 2: ``b_{s,q}`` less its type's smallest offset where the cost axis is too short to resolve (docs/model.md §20, (20.4)).
+
+    Only differences of ``b`` within a network enter the cell model.  Where the axis of a type,
+    ``L_MAX / (π Σ_t λ_t)``, is shorter than ``10⁻⁶`` of its smallest offset (e.g. ``λ_b = 10³⁰``), the
+    extents ``U_q(ℓ) − b_{s,q}`` would round to 0; the type's offsets are then measured from that
+    smallest offset (per network with ``groups``).  Other types are returned untouched (bit for bit).
+    """
+    if groups is None:
+        low = b.min(axis=0)[None, :]  # (1, Q)
+        total = np.full((1, 1), float(np.sum(lam)))
+    else:
+        count = int(groups.max()) + 1
+        low_g = np.full((count, b.shape[1]), np.inf)
+        np.minimum.at(low_g, groups, b)
+        low = low_g[groups]  # (S, Q)
+        total = np.bincount(groups, lam, minlength=count)[groups][:, None]
+    axis_length = L_MAX / (np.pi * total)
+    shift = np.where(axis_length < 1e-6 * np.abs(low), low, 0.0)
+    return b - shift if np.any(shift) else b
 
 
 def _offsets(b: FloatArray) -> FloatArray:
@@ -406,10 +432,12 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     queries = np.append(ell, RADIAL_L_MAX)
     axis = None
     grouped = None
+    of_tier = None if groups is None else np.asarray(groups, dtype=np.int64)
+    if alpha == 2.0:
+        b = translated_offsets(lam, b, of_tier)
     if groups is not None:
         if alpha != 2.0:
             raise ValueError(f"groups: several mixes in one call need radio_exponent = 2, got {alpha!r}")
-        of_tier = np.asarray(groups, dtype=np.int64)
         grouped = _Groups(of_tier, int(of_tier.max()) + 1)
         # one axis row per (group, type); a group's missing tiers sit far beyond every query with λ = 0
         beyond = float(np.abs(b).max()) + 1e9
@@ -427,6 +455,12 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
         extent = _ray_extent_table(lam, _offsets(b), alpha, queries, vmax)
     extent, cap = extent[..., :-1], extent[..., -1]
     g = 0.5 * np.einsum("sq,sqn->sn", w, extent)  # ray work g(ℓ)
+    # The law depends on g only up to a factor (v_s, γ_s and T/κ_1 are ratios): a tier whose ray work is
+    # far from 1 (e.g. Λ = 10³⁰ with long decodes) is rescaled so that g³ stays inside the float range.
+    top = g.max(axis=1, keepdims=True)
+    scale = np.where((top > 0) & ((top > 1e50) | (top < 1e-50)), top, 1.0)
+    if np.any(scale != 1.0):
+        g = g / scale
     # g is piecewise linear between the ℓ nodes (exactly so between kinks at α = 2): integrate
     # g^n e^{−ℓ} exactly on each segment, −e^{−ℓ} (g^n + n m g^{n−1} + … + n! m^n) with slope m
     m = np.diff(g, axis=1) / np.diff(ell)[None, :]
@@ -439,14 +473,26 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     m2 = seg2.sum(axis=1)
     k2 = m2 - k1**2
     k3 = seg3.sum(axis=1) - 3.0 * k1 * m2 + 2.0 * k1**3
+    # A tier whose region is empty up to ℓ = L_MAX (its cost offset exceeds every competitor's by more than
+    # the axis, e.g. an overloaded tier at extreme load) carries no ray work: κ_1 = 0.  No request lands
+    # there (its radial cap is 0); its load law is the degenerate X ≡ 1 instead of 0/0 (docs/model.md §20.1).
+    empty = ~(k1 > 0)
+    if np.any(empty):
+        k1 = np.where(empty, 1.0, k1)
+        k2, k3, seg1 = np.where(empty, 0.0, k2), np.where(empty, 0.0, k3), np.where(empty[:, None], 0.0, seg1)
     var_g = np.maximum(k2, 1e-300)
     variance = var_g / (sectors * k1**2)
-    skewness = np.maximum(k3, 0.0) / var_g**1.5 / np.sqrt(sectors)
+    spread = var_g**1.5
+    if np.any(empty):
+        spread = np.where(empty, 1.0, spread)
+    skewness = np.maximum(k3, 0.0) / spread / np.sqrt(sectors)
     # E[g | ℓ' ≥ ℓ]/κ_1 = e^ℓ T(ℓ)/κ_1 with T(ℓ_i) = Σ_{segments ≥ i}; held flat beyond the last node
     tail = np.concatenate([np.cumsum(seg1[:, ::-1], axis=1)[:, ::-1], np.zeros((s_count, 1))], axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
         tail = tail * np.exp(ell)[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
+    if np.any(empty):
+        tail[empty] = 1.0
     weight = voronoi_weight(lam, b, grouped) if VORONOI_BAND > 0 else None  # δ_0 = 0: the ray closure alone
     law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight,
                    groups=grouped)
@@ -460,8 +506,15 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     expo = expo.reshape(grid.shape)
     measure = w[:, :, None] * np.exp(-expo) * (span * 2.0 * x * xw)
     total = measure.sum(axis=(1, 2))
+    reached = total > 0  # False only for a tier no request reaches (κ_1 = 0 above): M ≡ 1 there
+    if not np.all(reached):
+        total = np.where(reached, total, 1.0)
+        measure = np.where(reached[:, None, None], measure, 0.0)
+        m = np.where(reached[:, None, None], m, 1.0)
     e1 = (measure * m).sum(axis=(1, 2)) / total
     e2 = (measure * m**2).sum(axis=(1, 2)) / total
+    if not np.all(reached):
+        e1, e2 = np.where(reached, e1, 1.0), np.where(reached, e2, 1.0)
     third = skewness * variance**1.5
     conditional = np.maximum(third + variance - variance**2 - (e2 - e1**2), MIN_CONDITIONAL * variance)
     return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis, weight,

@@ -310,7 +310,8 @@ def cell_coverage_gradient(
 
     # ---------------- forward: the load law (eqs. (14.1)–(14.5)) ----------------
     geo: _Alpha2Geometry | PowerGeometry
-    if alpha == 2.0:
+    if alpha == 2.0:  # only differences of b matter: J is invariant under the translation, and so is ∂J/∂b
+        b = C.translated_offsets(lam, b)
         geo = _Alpha2Geometry(lam, b)
     else:
         geo = PowerGeometry(lam, b, alpha, default_nodes(alpha) if nodes is None else nodes)
@@ -330,16 +331,24 @@ def cell_coverage_gradient(
     k1, m2, m3 = seg1.sum(axis=1), seg2.sum(axis=1), seg3.sum(axis=1)
     k2 = m2 - k1**2
     k3 = m3 - 3.0 * k1 * m2 + 2.0 * k1**3
+    empty = ~(k1 > 0)  # a tier no request reaches (as in cell_load): the degenerate law X ≡ 1, no pairs, zero partials
+    if np.any(empty):
+        k1 = np.where(empty, 1.0, k1)
+        k2, k3, m2 = np.where(empty, 0.0, k2), np.where(empty, 0.0, k3), np.where(empty, 1.0, m2)
+        seg1 = np.where(empty[:, None], 0.0, seg1)
     var_floor = k2 <= 1e-300
     var_g = np.where(var_floor, 1e-300, k2)
     variance = var_g / (sectors * k1**2)
     skew_pos = k3 > 0
-    skewness = np.where(skew_pos, k3, 0.0) / var_g**1.5 / np.sqrt(sectors)
+    spread_g = var_g**1.5 if not np.any(empty) else np.where(empty, 1.0, var_g**1.5)
+    skewness = np.where(skew_pos, k3, 0.0) / spread_g / np.sqrt(sectors)
     rest = np.cumsum(seg1[:, ::-1], axis=1)[:, ::-1]  # (S, N − 1): Σ_{i ≥ n} seg1
     e_ell = np.exp(ell[:-1])
     tail = np.empty((s_count, n_ell))
     tail[:, :-1] = rest * e_ell[None, :] / k1[:, None]
     tail[:, -1] = tail[:, -2]
+    if np.any(empty):
+        tail[empty] = 1.0
 
     theta_all = C.voronoi_weight(lam, b) if C.VORONOI_BAND > 0 else np.zeros_like(b)  # θ_{s,q} (eq. (14.13))
 
@@ -370,6 +379,11 @@ def cell_coverage_gradient(
     expo_l, m_l = expo_l.reshape(grid.shape), m_l.reshape(grid.shape)
     meas = w[:, :, None] * np.exp(-expo_l) * (span[:, :, None] * 2.0 * xl * xlw)
     total = meas.sum(axis=(1, 2))
+    reached = total > 0
+    if not np.all(reached):  # the empty tiers above: M ≡ 1, no measure
+        total = np.where(reached, total, 1.0)
+        meas = np.where(reached[:, None, None], meas, 0.0)
+        m_l = np.where(reached[:, None, None], m_l, 1.0)
     e1 = (meas * m_l).sum(axis=(1, 2)) / total
     e2 = (meas * m_l**2).sum(axis=(1, 2)) / total
     third = skewness * variance**1.5
@@ -523,7 +537,7 @@ def cell_coverage_gradient(
     # variance, skewness ← κ_1, κ_2, κ_3
     k1_bar = -2.0 * var_bar * variance / k1
     vg_bar = var_bar / (sectors * k1**2)
-    k3_bar = np.where(skew_pos, gam_bar / var_g**1.5 / np.sqrt(sectors), 0.0)
+    k3_bar = np.where(skew_pos, gam_bar / spread_g / np.sqrt(sectors), 0.0)
     vg_bar += -1.5 * gam_bar * skewness / var_g
     k2_bar = np.where(var_floor, 0.0, vg_bar)
     # tail ← rest, κ_1 (the last column is a copy of the one before)

@@ -16,8 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
-from edgeprefix.placement.memory import check_memory
-from edgeprefix.placement.model.association import default_nodes
+from edgeprefix.placement.memory import check_memory, evaluation_bytes
 from edgeprefix.placement.model.catalogue import catalogue_evaluation
 from edgeprefix.placement.model.cell import (
     ROUTER_OF_QUEUE_MODEL,
@@ -50,7 +49,7 @@ from edgeprefix.placement.model.queueing import (
     erlang_c,
 )
 from edgeprefix.placement.model.serving import serving_report
-from edgeprefix.placement.model.spatial import BLOCK_ELEMENTS, AnalyticKernel, SpatialKernel
+from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
 from edgeprefix.placement.model.tier_loads import lift, unlift
 
 FloatArray = npt.NDArray[np.float64]
@@ -438,13 +437,11 @@ def checked_finite(value: float, what: str) -> float:
 def _check_size(tiers: int, types: int, alpha: float, policy: str) -> None:
     """Refuse, before allocating, an evaluation whose ``(S, S, Q)`` sensitivities or ``(S, Q, S N)``
     quadrature grid cannot fit in memory (docs/model.md §20)."""
-    if policy == "nearest" and alpha == 2.0:
-        return  # O(S Q) only
-    # four float64 arrays of S² Q entries alive at once (the sensitivities); the quadrature grid of any α
-    # is built in blocks of types of at most BLOCK_ELEMENTS numbers per array (docs/model.md §16.4)
-    grid = 0.0 if alpha == 2.0 else 8.0 * 6 * min(BLOCK_ELEMENTS, tiers * tiers * types * default_nodes(alpha))
+    needed = evaluation_bytes(tiers, types, alpha, policy)  # docs/model.md §20, (20.5): fitted to the measured peak
+    if needed == 0.0:
+        return
     check_memory(
-        8.0 * tiers * tiers * types * 4 + grid,
+        needed,
         "mix",
         f"an evaluation with {tiers} active profiles and {types} request types",
         "give fewer profiles a positive share (e.g. prune dominated profiles, profiles --max-profiles)",

@@ -42,8 +42,10 @@ from edgeprefix.placement.model.profiles import (
 )
 from edgeprefix.placement.model.ranges import (
     check_concurrency,
+    check_instance_ranges,
     check_radio_exponent,
     check_scale,
+    integer_digits,
 )
 from edgeprefix.placement.model.router import check_router
 from edgeprefix.placement.model.serving import (
@@ -193,6 +195,8 @@ class Instance:
         forest = PrefixForest(self.prefixes)
         validate_requests(self.requests, forest)
         validate_profiles(self.profiles, forest)
+        check_instance_ranges(self)  # docs/model.md §20.2: nothing below is computed from a value out of range
+        check_names(self)
         ids = self.profile_ids
         if self.placement.fallback is not None and self.placement.fallback not in ids:
             raise InstanceError("placement.fallback", f"unknown profile {self.placement.fallback!r} (known: {few(ids)})")
@@ -362,6 +366,30 @@ class Instance:
         return self.replace(requests=requests)
 
 
+MIX_SEPARATORS = ("=", ",")  # --mix id=share,id=share cannot name an id that holds one of these
+
+
+def check_names(instance: Instance) -> None:
+    """The name, every id and every tier name printable (no control character: a terminal would obey an ANSI
+    escape, ring on a BEL or break a line on a newline), and profile ids free of ``=`` and ``,`` (which
+    ``--mix id=share,…`` cannot express).  Refused with the field and the reason (docs/instances.md)."""
+    def printable(where: str, text: str) -> None:
+        if not text.isprintable():
+            raise InstanceError(where, f"{text!r} holds a control character; names and ids must be printable text")
+
+    printable("name", instance.name)
+    for key, items in (("prefixes", instance.prefixes), ("requests", instance.requests), ("profiles", instance.profiles)):
+        for i, item in enumerate(items):
+            printable(f"{key}[{i}].id", item.id)
+    for i, tier in enumerate(instance.gpu.tiers):
+        printable(f"gpu.tiers[{i}].name", tier.name)
+    for i, s in enumerate(instance.profiles):
+        bad = [c for c in MIX_SEPARATORS if c in s.id]
+        if bad:
+            raise InstanceError(f"profiles[{i}].id", f"{s.id!r} holds {bad[0]!r}, which --mix (id=share,id=share) cannot "
+                                                     "express: rename the profile")
+
+
 # --------------------------------------------------------------------------------------------
 # Mapping <-> Instance
 # --------------------------------------------------------------------------------------------
@@ -403,7 +431,7 @@ def _number(where: str, value: Any) -> float:
     try:
         return float(value)
     except OverflowError:
-        raise InstanceError(where, f"must be a number within the float range, got an integer of {len(str(value))} digits") from None
+        raise InstanceError(where, f"must be a number within the float range, got an integer of {integer_digits(value)} digits") from None
 
 
 def _string(where: str, value: Any) -> str:

@@ -109,3 +109,27 @@ def field_reference(schema: dict[str, Any] | None = None) -> str:
                  f"`{f.symbol}`" if f.symbol else "", f.meaning]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+def schema_node(path: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The schema node of a field path such as ``requests[].length`` or ``prefill.table.tokens[]`` (``[]``: list items).
+
+    A ``oneOf`` (the prefill law) is searched branch by branch.  Raises ``KeyError`` for an unknown path.
+    """
+    node: dict[str, Any] = schema if schema is not None else instance_schema()
+    for part in path.split("."):
+        items = part.endswith("[]")
+        key = part[:-2] if items else part
+        node = _child(node, key)
+        if items:
+            node = node["items"]
+    return node
+
+
+def _child(node: dict[str, Any], key: str) -> dict[str, Any]:
+    if key in node.get("properties", {}):
+        return node["properties"][key]
+    for branch in node.get("oneOf", ()):
+        if key in branch.get("properties", {}):
+            return branch["properties"][key]
+    raise KeyError(key)

@@ -33,13 +33,14 @@ from typing import Any
 import numpy as np
 
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.files import DuplicateKeyError, huge_integer, unique_keys
+from edgeprefix.placement.model.ranges import MAX_BLOCK_ID, MAX_TOKENS
 
 FORMATS = ("mooncake", "tokens")
 DEFAULT_BLOCK_SIZE = 512  # tokens per KV block of the Mooncake trace
 MAX_SKIP_EXAMPLES = 5
-
-
-MAX_BLOCK_ID = 2**63 - 1  # ids are stored as int64
+MAX_TIMESTAMP = 1e12  # seconds (31 700 years): the largest arrival time a trace line may give (docs/model.md §20)
+MAX_TRACE_TOKENS = int(MAX_TOKENS)  # input and output tokens of one request, as requests[].length of an instance
 
 
 class TraceError(ValueError):
@@ -121,23 +122,34 @@ def iter_lines(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[tuple
         yield from enumerate(source, start=1)
 
 
-def _int_field(line: int, obj: dict[str, Any], name: str, *, minimum: int) -> int:
+def _int_field(line: int, obj: dict[str, Any], name: str, *, minimum: int, maximum: int = MAX_TRACE_TOKENS) -> int:
     if name not in obj:
         raise TraceError(line, name, "required field is missing")
     value = obj[name]
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TraceError(line, name, f"must be an integer, got {plain(value)}")
-    if value < minimum:
-        raise TraceError(line, name, f"must be >= {minimum}, got {plain(value)}")
+        raise TraceError(line, name, f"must be an integer, got {_short(value)}")
+    if not minimum <= value <= maximum:
+        raise TraceError(line, name, f"must be an integer in [{minimum}, {maximum:.0e}] (docs/model.md §20), got {_short(value)}")
     return value
+
+
+def _short(value: Any) -> str:
+    """``plain(value)`` cut to 60 characters (an absurd value stays one short line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**40:
+        return f"an integer of about {abs(value).bit_length() * 0.30103:.0f} digits"
+    text = plain(value)
+    return text if len(text) <= 60 else text[:55] + " …" + text[-2:]
 
 
 def _timestamp(line: int, obj: dict[str, Any], *, scale: float) -> float:
     value = obj.get("timestamp", 0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise TraceError(line, "timestamp", f"must be a finite number >= 0, got {plain(value)}")
+    unit = "milliseconds" if scale != 1.0 else "seconds"
+    top = MAX_TIMESTAMP / scale
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top
+            or (isinstance(value, float) and not math.isfinite(value))):
+        raise TraceError(line, "timestamp", f"must be a number of {unit} in [0, {top:.0e}] (docs/model.md §20), got {_short(value)}")
     return float(value) * scale
 
 
@@ -145,9 +157,17 @@ def _parse_object(line: int, text: str) -> dict[str, Any] | None:
     if not text.strip():
         return None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as exc:
         raise TraceError(line, "", f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except DuplicateKeyError as exc:
+        raise TraceError(line, "", str(exc)) from None
+    except ValueError as exc:  # an integer longer than Python reads (sys.get_int_max_str_digits())
+        if "digits" not in str(exc):
+            raise
+        raise TraceError(line, "", huge_integer(text).split(": ", 1)[-1]) from None
+    except RecursionError:
+        raise TraceError(line, "", "JSON nested too deeply (a trace line is one flat object)") from None
     if not isinstance(obj, dict):
         raise TraceError(line, "", f"must be a JSON object, got {type(obj).__name__}")
     return obj
@@ -194,7 +214,7 @@ def token_block_ids(tokens: Iterable[int], block_size: int) -> tuple[int, ...]:
 
 def parse_tokens_line(line: int, text: str, *, block_size: int = DEFAULT_BLOCK_SIZE) -> TraceRecord | None:
     """Parse one token-id JSONL line: ``tokens`` (list of ints), optional ``output_length``
-    (default 0) and ``timestamp`` (seconds, default 0)."""
+    (default 0) and ``timestamp`` (seconds, default 0); every number in its range (docs/model.md §20)."""
     obj = _parse_object(line, text)
     if obj is None:
         return None
@@ -234,9 +254,13 @@ def read_trace(
         raise ValueError(f"unknown trace format {fmt!r} (valid: {list(FORMATS)})")
     _check_block_size(block_size)
     parse = _PARSERS[fmt]
+    last: TraceRecord | None = None  # the previous accepted record: timestamps must not decrease
     for number, text in iter_lines(source):
         try:
             record = parse(number, text, block_size=block_size)
+            if record is not None and last is not None and record.timestamp < last.timestamp:
+                raise TraceError(number, "timestamp", f"{record.timestamp:.6g} s is earlier than line {last.line}'s "
+                                                      f"{last.timestamp:.6g} s: the trace must be in time order (sort it by timestamp)")
         except TraceError as error:
             if not skip_invalid:
                 raise
@@ -244,7 +268,25 @@ def read_trace(
                 log.record(error)
             continue
         if record is not None:
+            last = record
             yield record
+
+
+def with_progress(records: Iterable[TraceRecord], *, total: int | None = None, desc: str = "trace",
+                  every: int = 4096) -> Iterator[TraceRecord]:
+    """``records`` unchanged, drawing a progress bar of the requests read (``placement.progress``; ``total``
+    when known, else the count and the rate), updated every ``every`` records so the bar costs nothing."""
+    from edgeprefix.placement.progress import progress_bar
+
+    with progress_bar(total=total, desc=desc, unit=" requests") as bar:
+        pending = 0
+        for record in records:
+            yield record
+            pending += 1
+            if pending == every:
+                bar.update(pending)
+                pending = 0
+        bar.update(pending)
 
 
 def synthetic_records(

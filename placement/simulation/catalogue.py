@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.model.catalogue import Catalogue
+from edgeprefix.placement.model.ranges import check_simulated_events
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -98,6 +99,8 @@ def churn_events(nodes: int, mix: FloatArray, rate: float, duration: float, rng:
     (so the mix stays ``π`` in law); no draw at all when ``γ = 0``."""
     if rate <= 0:
         return Churn(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    check_simulated_events(rate * duration * nodes, "catalogue.churn", "churn events (γ × nodes × seconds)",
+                           "lower catalogue.churn, the nodes or the simulated seconds")
     count = int(rng.poisson(rate * duration * nodes))
     time = rng.random(count) * duration
     node = rng.integers(0, nodes, count)

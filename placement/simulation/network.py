@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.model.ranges import check_simulated_events
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, sample_layout
 from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Router
 
@@ -238,6 +239,8 @@ class _Requests:
 def _sample_requests(instance, layout: Layout, duration: float, spec: SimulationSpec, rng) -> _Requests:
     """Space-time Poisson arrivals of intensity ``Λ`` on the torus, types by ``p_q``."""
     rate = instance.network.request_intensity * layout.area
+    check_simulated_events(rate * duration, "network.edge_density", "requests (Λ × area × seconds)",
+                           "raise λ_b or lower Λ, the nodes or the simulated seconds")
     n = int(rng.poisson(rate * duration))
     time = np.sort(rng.random(n) * duration)
     position = rng.random((n, 2)) * layout.side
