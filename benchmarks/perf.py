@@ -12,7 +12,9 @@ ratio is a lower bound.
 A second table times the command line's start-up against plain Python imports
 (:mod:`edgeprefix.benchmarks.startup`; ``--startup-repeats 0`` skips it).  A third times the
 projection onto the placement polytope, exact algorithm against cvxpy/Clarabel on the same points
-(:mod:`edgeprefix.benchmarks.projection_speed`; ``--projection-points 0`` skips it).
+(:mod:`edgeprefix.benchmarks.projection_speed`; ``--projection-points 0`` skips it).  The last three give the
+``|S|`` exponent of an evaluation at α = 3.5, the exact gradient against its evaluation and batching
+against a loop (:mod:`edgeprefix.benchmarks.scale_speed`; ``--scale-profiles none`` skips them).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeprefix.benchmarks import projection_speed, startup
+from edgeprefix.benchmarks import projection_speed, scale_speed, startup
 from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
 from edgeprefix.benchmarks.synthetic import synthetic_instance
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
@@ -188,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="timed runs per command of the start-up table (default: 15, --quick: 5; 0 skips it)")
     parser.add_argument("--projection-points", type=int, default=None, metavar="N",
                         help="points projected per case in the projection table (default: 2000, --quick: 300; 0 skips it)")
+    parser.add_argument("--scale-profiles", default=None, metavar="LIST",
+                        help="profile counts of the scaling tables (default 10,20,40,80,160, --quick: 10,20,40; 'none' skips them)")
     args = parser.parse_args(argv)
     repeats = args.startup_repeats if args.startup_repeats is not None else (5 if args.quick else 15)
     if repeats < 0:
@@ -215,6 +219,16 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(f"projection onto the placement polytope (median per call over {count} points, both paths on the same points)")
         print(projection_speed.render(projection_rows))
+    scale_text = args.scale_profiles or ("10,20,40" if args.quick else "10,20,40,80,160")
+    if scale_text != "none":
+        try:
+            sizes = [int(x) for x in scale_text.split(",")]
+        except ValueError:
+            parser.error(f"--scale-profiles takes integers separated by commas or 'none', got {scale_text!r}")
+        if min(sizes) < 2:
+            parser.error("--scale-profiles: every count must be >= 2")
+        print()
+        print(scale_speed.report(sizes, 10, (20, 10) if args.quick else (40, 20), 10 if args.quick else 40))
     if args.out is not None:
         payload = {
             "machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows,

@@ -204,10 +204,12 @@ def placement_problem(
     queue_model: str = "meanfield",
     simulation: SimulationSettings | None = None,
     differentiator: Differentiator | None = None,
+    max_overloaded_share: float | None = None,
 ) -> PlacementProblem:
     """Build the placement problem of ``instance`` (τ_0 defaults to ``placement.target``).
 
     ``queue_model`` (``meanfield`` or ``cell``, docs/model.md §14) sets the coverage model;
+    ``max_overloaded_share`` caps the share of overloaded nodes under the cell law (docs/model.md §14.9);
     ``simulation`` replaces the model by the network simulator on a fixed seed set
     (:class:`~edgeprefix.formulations.simulated.SimulationSettings`; slow: small instances only).
 
@@ -221,7 +223,8 @@ def placement_problem(
     if simulation is not None:  # simulation in the loop (a reference for small instances)
         objective = SimulationObjective(instance, tau, policy, simulation, evaluator)
     else:
-        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator)
+        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator,
+                                      max_overloaded_share=max_overloaded_share)
     model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
     constraints = read_linear_constraints(model, model.pi)
     diagnose_infeasibility(instance)

@@ -17,7 +17,11 @@ Multi-start, because it pays where the objective has several local maxima (measu
 random starts end): after the descent from the initial point, descents start from the projected
 corners ``Proj(e_s)`` in profile order, then from projected uniform-Dirichlet points of the seed,
 until the budget is spent or ``starts`` descents are done.  A descent costs 1–10 evaluations on
-3–7 profiles and 20–50 on 14, so the budget mostly buys restarts.
+3–7 profiles and 20–50 on 14.  The random restarts run only while the best point is not certified:
+once the corners are done, a best point whose KKT residual (docs/model.md §18.6) is at most
+``certify_tol`` ends the search (the corners found the second maximum of ``paper_calibrated``; a
+random restart that only lands on a certified maximum again costs evaluations and buys nothing),
+and ``nfev`` is what was used.  ``certify_tol=None`` restarts until the budget is spent.
 """
 
 from __future__ import annotations
@@ -32,12 +36,14 @@ from scipy.optimize import Bounds, LinearConstraint, minimize
 
 from edgeprefix.formulations.objective import Score
 from edgeprefix.solvers.base import Solver
+from edgeprefix.solvers.certificate import kkt_certificate
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
 from edgeprefix.solvers.tracking import Problem, Tracker
 
 FloatArray = npt.NDArray[np.float64]
 REPAIR_TOL = 1e-9  # an SLSQP iterate further than this outside the polytope is projected before scoring
+CERTIFY_TOL = 1e-6  # KKT residual that ends the random restarts: the default of ``solve --certify-tol``
 
 
 def linear_constraints(projection: Projection) -> tuple[list[LinearConstraint], Bounds]:
@@ -94,6 +100,8 @@ class GradientSolver(Solver):
     tol : SLSQP's ``ftol`` (precision goal on the objective).
     max_iterations : SLSQP iterations per descent.
     x0 : starting mix (projected); default the formulation's initial point.
+    certify_tol : once the corners are done, stop when the best point's KKT residual is at most this
+        (``None``: restart until the budget or ``starts`` is spent).
     """
 
     name: ClassVar[str] = "gradient"
@@ -102,6 +110,7 @@ class GradientSolver(Solver):
     tol: float = 1e-10
     max_iterations: int = 100
     x0: tuple[float, ...] | None = None
+    certify_tol: float | None = CERTIFY_TOL
 
     def __post_init__(self) -> None:
         for key in ("starts", "max_iterations"):
@@ -112,6 +121,9 @@ class GradientSolver(Solver):
                 raise ValueError(f"gradient option {key} must be an integer >= 1, got {value!r}")
         if not (np.isfinite(self.tol) and self.tol > 0):
             raise ValueError(f"gradient option tol must be > 0, got {self.tol!r}")
+        if self.certify_tol is not None and (isinstance(self.certify_tol, bool) or not isinstance(self.certify_tol, (int, float))
+                                             or not (np.isfinite(self.certify_tol) and self.certify_tol > 0)):
+            raise ValueError(f"gradient option certify_tol must be a number > 0 or None, got {self.certify_tol!r}")
 
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         if projection.constraints.has_auxiliary:
@@ -125,6 +137,9 @@ class GradientSolver(Solver):
         free = np.flatnonzero(projection.constraints.upper[:n] > 0)
         k = 0
         while self.starts is None or k < self.starts:
+            if k > free.size and self._certified(oracle, projection, tracker):
+                tracker.extras["stopped"] = "certified"  # the random restarts would only spend the budget
+                break
             if k == 0:
                 point = first
             elif k <= free.size:
@@ -137,6 +152,26 @@ class GradientSolver(Solver):
             if tracker.nfev == before and k > free.size:  # random starts only land on scored points: a tiny polytope
                 break
         return Status.COMPLETED
+
+    def _certified(self, oracle: _Oracle, projection: Projection, tracker: Tracker) -> bool:
+        """Whether the best point so far is feasible with a KKT residual ``≤ certify_tol`` (its gradient
+        from SLSQP's calls when it asked for one there, else one adjoint solve, counted in ``njev``)."""
+        score = tracker.best
+        if self.certify_tol is None or score is None or not score.feasible:
+            return False
+        key = np.asarray(score.mix, dtype=float).tobytes()
+        if key in oracle.scores and oracle.scores[key] is score:
+            slope = -oracle.jac(score.mix)
+        else:
+            gradient = tracker.gradient(score)
+            if gradient is None:
+                return False
+            slope = np.asarray(gradient, dtype=float)
+        if not np.all(np.isfinite(slope)):
+            return False
+        residual = kkt_certificate(projection.constraints, score.mix, slope).residual
+        tracker.extras["best_kkt_residual"] = residual
+        return residual <= self.certify_tol
 
     def _descend(self, start: FloatArray, oracle: _Oracle, rows: list[LinearConstraint], bounds: Bounds,
                  tracker: Tracker, messages: dict[str, int]) -> None:

@@ -10,14 +10,16 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import numpy as np
-import optuna
 
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.tracking import Problem
+
+if TYPE_CHECKING:  # imported where a study is used: the commands that read STORAGE_ENV need no Optuna
+    import optuna
 
 MIX_ATTR, COVERAGE_ATTR, FEASIBLE_ATTR = "mix", "coverage", "feasible"
 
@@ -25,6 +27,8 @@ MIX_ATTR, COVERAGE_ATTR, FEASIBLE_ATTR = "mix", "coverage", "feasible"
 @contextlib.contextmanager
 def quiet_optuna() -> Iterator[None]:
     """Silence Optuna's per-trial INFO logs and experimental warnings for the run only."""
+    import optuna
+
     previous = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -118,6 +122,7 @@ def scrub(message: str, url: str) -> str:
 def open_rdb(url: str, cls: Any = None, **kwargs: Any) -> optuna.storages.RDBStorage:
     """``optuna.storages.RDBStorage(url)``; an unreachable, unauthorised or driverless database is a
     one-line :class:`ValueError` naming the (redacted) URL."""
+    import optuna
     import sqlalchemy.exc
 
     try:

@@ -20,13 +20,15 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import optuna
-from optuna.trial import FrozenTrial
 
 from edgeprefix.placement.model.instance import instance_to_mapping
+
+if TYPE_CHECKING:  # Optuna is imported where a study is opened: fingerprints and journals of other commands need none
+    import optuna
+    from optuna.trial import FrozenTrial
 
 FINGERPRINT_ATTR = "edgeprefix:fingerprint"
 FLUSH_SECONDS = 5.0  # at most this much finished work is lost when a batched run is killed
@@ -148,6 +150,7 @@ class JournalStudy:
     def __enter__(self) -> optuna.storages.BaseStorage:
         import fcntl
 
+        import optuna
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
@@ -260,6 +263,8 @@ class BatchedStudy:
     def open(cls, stored: optuna.Study, sampler: optuna.samplers.BaseSampler) -> BatchedStudy:
         """Copy the stored trials into a fresh in-memory study (finished ones as they are; a trial
         left running by a killed run is enqueued again with its parameters)."""
+        import optuna
+
         working = optuna.create_study(direction="maximize", sampler=sampler)
         finished: list[FrozenTrial] = []
         for trial in stored.get_trials(deepcopy=False):

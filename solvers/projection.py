@@ -11,8 +11,8 @@ where each call only sets the parameter ``z`` and re-solves with Clarabel.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
-import cvxpy as cp
 import numpy as np
 import numpy.typing as npt
 
@@ -20,6 +20,16 @@ from edgeprefix.formulations.linear import LinearConstraints
 from edgeprefix.placement.errors import InfeasibleConstraintsError
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.solvers.capped_simplex import CappedSimplex
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+
+
+def _cvxpy() -> Any:
+    """cvxpy, imported on first use: the exact projection (every placement polytope) never needs it."""
+    import cvxpy
+
+    return cvxpy
 
 FloatArray = npt.NDArray[np.float64]
 CLARABEL_OPTIONS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 200}
@@ -68,6 +78,7 @@ class Projection:
             self._build()
 
     def _build(self) -> None:
+        cp = _cvxpy()
         constraints = self.constraints
         n, k = constraints.n_variables, constraints.n_decision
         self._x = cp.Variable(n)
@@ -104,6 +115,7 @@ class Projection:
             self.calls += 1
             return x
         assert self._problem is not None
+        cp = _cvxpy()
         start = time.perf_counter()
         self._z.value = z
         try:

@@ -1,17 +1,43 @@
-"""Solvers by name; the order of :data:`SOLVERS` is the order shown to users."""
+"""Solvers by name; the order of :data:`SOLVERS` is the order shown to users.
+
+A method's module is imported when its class is first asked for, so a command that runs SPSA or
+the gradient method never imports Optuna (the ``tpe``, ``cmaes`` and ``qmc`` module imports it).
+"""
 
 from __future__ import annotations
 
-from edgeprefix.solvers.base import Solver
-from edgeprefix.solvers.gradient import GradientSolver
-from edgeprefix.solvers.grid import GridSolver
-from edgeprefix.solvers.optuna_search import CmaEsSolver, QmcSolver, TpeSolver
-from edgeprefix.solvers.random_search import RandomSolver
-from edgeprefix.solvers.spsa import SpsaSolver
+import importlib
+from collections.abc import Iterator, Mapping
 
-SOLVERS: dict[str, type[Solver]] = {
-    cls.name: cls for cls in (GradientSolver, SpsaSolver, TpeSolver, CmaEsSolver, QmcSolver, GridSolver, RandomSolver)
+from edgeprefix.solvers.base import Solver
+
+_WHERE: dict[str, tuple[str, str]] = {  # name → (module, class); the class's ``name`` is the key
+    "gradient": ("edgeprefix.solvers.gradient", "GradientSolver"),
+    "spsa": ("edgeprefix.solvers.spsa", "SpsaSolver"),
+    "tpe": ("edgeprefix.solvers.optuna_search", "TpeSolver"),
+    "cmaes": ("edgeprefix.solvers.optuna_search", "CmaEsSolver"),
+    "qmc": ("edgeprefix.solvers.optuna_search", "QmcSolver"),
+    "grid": ("edgeprefix.solvers.grid", "GridSolver"),
+    "random": ("edgeprefix.solvers.random_search", "RandomSolver"),
 }
+
+
+class _Registry(Mapping[str, type[Solver]]):
+    """A read-only mapping from method names to solver classes that imports each class on first access."""
+
+    def __getitem__(self, name: str) -> type[Solver]:
+        module, attribute = _WHERE[name]
+        cls: type[Solver] = getattr(importlib.import_module(module), attribute)
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_WHERE)
+
+    def __len__(self) -> int:
+        return len(_WHERE)
+
+
+SOLVERS: Mapping[str, type[Solver]] = _Registry()
 
 
 def method_names() -> tuple[str, ...]:

@@ -50,6 +50,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from edgeprefix.solvers.failures import WorkersFailed
 from edgeprefix.solvers.optuna_common import (
     COVERAGE_ATTR,
     FEASIBLE_ATTR,
@@ -74,10 +75,6 @@ if TYPE_CHECKING:
 DEFINITION_PREFIX = "edgeprefix:"
 READY_KEY = "edgeprefix:ready"
 READY_TIMEOUT = 120.0  # seconds a joining process waits for the creator to enqueue
-
-
-class WorkersFailed(RuntimeError):
-    """Every local worker died before the study was done (re-running the command resumes it)."""
 
 
 class QueueDrained(optuna.TrialPruned):

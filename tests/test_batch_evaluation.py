@@ -72,9 +72,21 @@ def test_mixed_supports_on_medium_forest_match_and_follow_the_single_iterates():
         assert ev.fixed_point.evaluations == single.fixed_point.evaluations
 
 
-def test_quadrature_path_at_alpha_2_5():
+def test_quadrature_path_at_alpha_2_5(monkeypatch):
+    monkeypatch.setattr(batch_module, "BATCH_QUADRATURE", True)  # the folded layout, off by default
     instance = synthetic_instance(6, 5, alpha=2.5, seed=3)
-    assert_same_as_single(instance, random_mixes(instance, 12, seed=2))
+    batch = assert_same_as_single(instance, random_mixes(instance, 12, seed=2))
+    assert batch.route == "batched"
+
+
+def test_alpha_other_than_2_runs_one_mix_at_a_time_and_says_so():
+    instance = synthetic_instance(6, 5, alpha=3.5, seed=3)
+    mixes = random_mixes(instance, 4, seed=2)
+    batch = evaluate_batch(instance, mixes)
+    assert batch.fallback.all() and batch.route.startswith("loop: α ≠ 2")
+    for mix, cov in zip(mixes, batch.coverage):
+        assert cov == evaluate(instance, mix).coverage()
+    assert evaluate_batch(default_instance(), random_mixes(default_instance(), 3, seed=1)).route == "batched"
 
 
 def test_many_servers_and_warm_starts():

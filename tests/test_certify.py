@@ -177,7 +177,7 @@ def test_solve_certifies_the_cell_model_at_alpha_3(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--certify-tol", "1e-3"], "--certify-tol applies with --certify"),
+    (["--certify-tol", "1e-3"], "--certify-tol applies with --certify or --method gradient"),
     (["--certify", "--certify-tol", "0"], "--certify-tol must be a positive number"),
 ])
 def test_bad_certify_options_are_one_line_and_exit_2(argv, message, capsys) -> None:

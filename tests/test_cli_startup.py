@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from edgeprefix import __version__
 from edgeprefix.cli import COMMANDS, build_parser
 
@@ -57,6 +59,15 @@ def test_evaluate_json_imports_no_heavy_library(tmp_path: Path) -> None:
     heavy = {"pyomo", "cvxpy", "optuna", "dask", "distributed", "matplotlib", "scipy.stats", "scipy.optimize", "tqdm"}
     assert not _loaded(result["modules"], heavy)
     assert "edgeprefix.commands.solve" not in result["modules"]
+
+
+@pytest.mark.parametrize("argv", [["solve", "--budget", "3", "--json"], ["solve", "--method", "gradient", "--budget", "3", "--json"],
+                                  ["plan-density", "--reliability", "0.9", "--json"]], ids=" ".join)
+def test_solve_and_plan_density_import_neither_cvxpy_nor_optuna(tmp_path: Path, argv: list[str]) -> None:
+    result = _probe(argv, tmp_path)
+    assert result["code"] == 0 and json.loads(result["stdout"])
+    assert "pyomo" in {m.split(".")[0] for m in result["modules"]}  # the formulation was built ...
+    assert not _loaded(result["modules"], {"cvxpy", "optuna", "dask", "distributed", "matplotlib"})  # ... without them
 
 
 def test_registry_help_lines_equal_the_commands_own() -> None:

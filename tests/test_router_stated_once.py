@@ -42,8 +42,11 @@ def test_the_names_are_defined_once():
     from edgeprefix.placement.simulation import replay
 
     assert PREDICTION_ROUTERS == ("tier", "online")
-    assert replay.ROUTERS is PREDICTION_ROUTERS and replay_command.ROUTERS is PREDICTION_ROUTERS
-    assert validate_command.ROUTERS is PREDICTION_ROUTERS
+    from edgeprefix.placement.simulation.engine.names import PRODUCTION_ROUTERS
+
+    # the simulating commands add the production routers (engine nodes only) after the two with a prediction
+    for routers in (replay.ROUTERS, replay_command.ROUTERS, validate_command.ROUTERS):
+        assert routers == (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)
     assert cell.ROUTER_OF_QUEUE_MODEL is cli_map and set(cli_map.values()) == set(PREDICTION_ROUTERS)
     schema = json.loads(Path(__file__).resolve().parents[1].joinpath("placement", "model", "instance_schema.json").read_text())
     assert tuple(schema["properties"]["network"]["properties"]["router"]["enum"]) == PREDICTION_ROUTERS

@@ -45,7 +45,9 @@ def test_reproducible_with_the_same_seed(problem, method):
 
 @pytest.mark.parametrize("method", [m for m, cls in SOLVERS.items() if cls.STOCHASTIC])
 def test_differs_with_another_seed(problem, method):
-    a, b = run(problem, method, seed=7), run(problem, method, seed=8)
+    # the gradient method draws only its random restarts, which a certified best point ends: keep them
+    extra = {"certify_tol": None} if method == "gradient" else {}
+    a, b = run(problem, method, seed=7, **extra), run(problem, method, seed=8, **extra)
     assert not np.array_equal(a.points, b.points)
 
 

@@ -118,7 +118,13 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
         f"offloading ratio            {fmt(d['offload_ratio'])}",
         f"mean reused prefix [tokens] {fmt(d['mean_prefix_depth'], 1)}",
         f"mean serving distance       {fmt(d['mean_distance'])}",
-        f"stable (every load < 1)     {d['stable']}",
+        (f"stable (every load < 1)     {d['stable']}" if d["queue_model"] != "cell" else
+         f"stable (tiers and nodes)    {d['stable']}"),
+        "  overloaded nodes (load >= 1 under the cell law): "
+        + ("not computed (no converged fixed point)" if d["overloaded_node_share"] is None else
+           f"{100 * d['overloaded_node_share']:.1f} % of nodes, {100 * d['overloaded_request_share']:.1f} % of requests"
+           + ("; counted in stable (at most 1 % allowed)" if d["queue_model"] == "cell" else
+              "; the online router balances them (docs/model.md §14.9)")),
         f"fixed point                 {fp['method']}: converged={fp['converged']} iterations={fp['iterations']} "
         f"residual={fp['residual']:.2e}",
         "",

@@ -33,6 +33,7 @@ from edgeprefix.commands._common import (
     router_line,
     router_note,
 )
+from edgeprefix.commands._overload import node_overload, overload_line
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.migration import load_migration
 from edgeprefix.formulations.objective import POLICIES
@@ -70,11 +71,16 @@ def run(args: argparse.Namespace) -> int:
         problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
     )
     other = _other_router(problem, solution, router)
+    nodes = [node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model) for e, d in enumerate(solution.epochs)]
     if args.json:
-        print_json({**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
-                    **({"other_router": other} if other is not None else {})})
+        payload = {**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
+                   **({"other_router": other} if other is not None else {})}
+        payload["epochs"] = [{**row, **extra} for row, extra in zip(payload["epochs"], nodes)]
+        print_json(payload)
     else:
         print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
+        for d, extra in zip(solution.epochs, nodes):
+            print(f"epoch {d.name}: {overload_line(extra, queue_model)}")
         print(router_line(queue_model))
     print_router_note(other)
     return 0

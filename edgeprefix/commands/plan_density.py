@@ -21,6 +21,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
+from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.density import density_problem
 from edgeprefix.formulations.objective import POLICIES
@@ -42,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     add_router_argument(parser)
     add_queue_model_argument(parser)
+    add_overload_argument(parser)
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -55,17 +57,19 @@ def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
     problem = density_problem(instance, args.reliability, mix=mix_from_args(args), target=args.target, policy=args.policy,
-                              queue_model=queue_model)
+                              queue_model=queue_model, max_overloaded_share=args.max_overload)
     if args.method != "grid" and args.budget is None and problem.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
     other = _other_router(instance, plan, args.policy, problem.objective.target, router)
+    nodes = node_overload(problem.at_density(plan.edge_density), plan.mix, args.policy, problem.objective.target, queue_model)
     if args.json:
-        print_json({**plan.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
-                    **({"other_router": other} if other is not None else {})})
+        print_json({**plan.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **nodes,
+                    "max_overload": args.max_overload, **({"other_router": other} if other is not None else {})})
     else:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args,
                      prediction=f"router {router} (queue model {queue_model})"))
+        print(overload_line(nodes, queue_model))
         print(router_line(queue_model))
     print_router_note(other)
     return 0

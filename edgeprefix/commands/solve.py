@@ -45,6 +45,7 @@ from edgeprefix.commands._common import (
     target_text,
     wrote,
 )
+from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import check_output_folder, write_output_set
@@ -52,12 +53,12 @@ from edgeprefix.placement.jsonable import json_ready
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
+from edgeprefix.solvers.failures import WorkersFailed
 from edgeprefix.solvers.optuna_common import STORAGE_ENV, check_study_name
 from edgeprefix.solvers.persistence import check_folder_method, problem_fingerprint
 from edgeprefix.solvers.polish import DEFAULT_BUDGET as POLISH_BUDGET
 from edgeprefix.solvers.polish import DEFAULT_TOLERANCE, certify
 from edgeprefix.solvers.result import history_csv
-from edgeprefix.solvers.workers import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
 EXIT_WORKERS_FAILED = 3
@@ -76,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     add_router_argument(parser)
     add_queue_model_argument(parser)
+    add_overload_argument(parser)
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
                         "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
@@ -91,7 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="polish the returned mix with the gradient method until its KKT residual is at most "
                         "--certify-tol (docs/model.md §18.6); says so when it cannot")
     parser.add_argument("--certify-tol", type=float, default=None, metavar="TOL",
-                        help=f"tolerance of --certify on the KKT residual (default: {DEFAULT_TOLERANCE:g})")
+                        help=f"tolerance of --certify on the KKT residual (default: {DEFAULT_TOLERANCE:g}); with --method "
+                        "gradient also where its restarts stop (docs/model.md §18.6)")
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -141,11 +144,14 @@ def add_search_arguments(parser: argparse.ArgumentParser, *, default_method: str
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
     """Method options from the shared arguments."""
+    options: dict[str, Any] = {}
+    if args.method == "gradient" and args.certify_tol is not None:  # its random restarts stop at a certified best point
+        options["certify_tol"] = args.certify_tol
     if args.resolution is None:
-        return {}
+        return options
     if args.method != "grid":
         raise ValueError(f"--resolution applies to --method grid only, got --method {args.method}")
-    return {"resolution": args.resolution}
+    return {**options, "resolution": args.resolution}
 
 
 def progress_callback(budget: int | None, method: str) -> tuple[Callable[[Progress], None], Any]:
@@ -233,7 +239,10 @@ def run(args: argparse.Namespace) -> int:
     router, queue_model = prediction_from_args(args, instance)
     simulation = simulation_from_args(args)
     certify_tol = certify_tolerance(args)
-    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation)
+    if args.max_overload is not None and simulation is not None:
+        raise ValueError("--max-overload caps the model's overloaded nodes: drop it with --objective simulation")
+    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation,
+                                max_overloaded_share=args.max_overload)
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
@@ -277,7 +286,8 @@ def run(args: argparse.Namespace) -> int:
                "router": ROUTER_OF_QUEUE_MODEL[queue_model],
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
-               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
+               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit,
+               "max_overload": args.max_overload, **_nodes(problem, result, args.policy, queue_model)}
     if simulation is None and result.success:
         payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
@@ -340,8 +350,8 @@ def _other_router(instance: Any, mix: dict[str, float], policy: str, target: flo
 def certify_tolerance(args: argparse.Namespace) -> float | None:
     """The tolerance of ``--certify`` (``None`` without it); ``--certify-tol`` alone or not positive is refused."""
     if args.certify_tol is not None:
-        if not args.certify:
-            raise ValueError("--certify-tol applies with --certify; add --certify or drop --certify-tol")
+        if not args.certify and args.method != "gradient":
+            raise ValueError("--certify-tol applies with --certify or --method gradient; add one or drop --certify-tol")
         if not (math.isfinite(args.certify_tol) and args.certify_tol > 0):
             raise ValueError(f"--certify-tol must be a positive number, got {args.certify_tol!r}")
     return None if not args.certify else DEFAULT_TOLERANCE if args.certify_tol is None else args.certify_tol
@@ -394,6 +404,13 @@ def _study_workers_pay(problem: Any, workers: int, budget: int) -> bool:
     return reason is None
 
 
+def _nodes(problem: Any, result: Result, policy: str, queue_model: str) -> dict[str, Any]:
+    """``stable`` and the overloaded shares of the best mix (docs/model.md §14.9); ``None`` without one."""
+    if not result.mix or not math.isfinite(result.coverage):
+        return {"stable": None, "overloaded_node_share": None, "overloaded_request_share": None}
+    return node_overload(problem.instance, dict(result.mix), policy, problem.target, queue_model)
+
+
 def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:
     """The text output: a header with the settings (overrides marked), the best mix, its coverage."""
     extras = result.extras
@@ -405,6 +422,8 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
         f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
         router_line(payload["queue_model"]) if payload.get("scored_by") != "simulation" else "scored by the network simulator",
     ]
+    if payload.get("stable") is not None:
+        lines.append(overload_line(payload, payload["queue_model"]))
     if result.njev:
         lines.append(f"gradient solves {result.njev} (one adjoint solve each, at evaluated points)")
     lines.append(kkt_line(result))

@@ -40,6 +40,7 @@ from edgeprefix.commands._common import (
     router_note,
     wrote,
 )
+from edgeprefix.commands.replay import PRODUCTION_ROUTERS
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.evaluation import evaluate
@@ -63,7 +64,7 @@ from edgeprefix.placement.simulation.mmc import simulate_mmc
 # the telemetry periods of ``--baselines`` (staleness_sweep's default), run one at a time
 COVERAGE_TABLE_KEYS = ("intensity", "policy", "simulated", "simulated_se", "meanfield", "cell")
 STALENESS_PERIODS = tuple(inspect.signature(staleness_sweep).parameters["periods"].default)
-ROUTERS = PREDICTION_ROUTERS  # --router choices (the prediction's router, docs/model.md §14)
+ROUTERS = (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)  # --router: a prediction's router, or a production one (engine nodes)
 DEFAULT_INTENSITY_SHARES = (1 / 3, 2 / 3, 1.0)  # default --intensities: these multiples of the instance's Λ
 
 
@@ -104,7 +105,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--baselines", action="store_true", help="also run the online router and production baselines (slower)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--out", default=None, metavar="DIR", help="write PNG comparison plots to DIR")
+    _add_engine_options(parser)
     parser.set_defaults(handler=run)
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """The engine room's options (docs/model.md §17.9): the model workload on engine nodes."""
+    from edgeprefix.commands._telemetry import add_telemetry_options
+    from edgeprefix.commands.replay import CACHES, ENGINES
+
+    group = parser.add_argument_group("engine nodes (docs/model.md §17.9): the model workload replayed on engine nodes")
+    group.add_argument("--engine", choices=ENGINES, default=None,
+                       help="also replay the model workload on slots or on the instance's [engine] (batching)")
+    group.add_argument("--cache", choices=CACHES, default="planned", help="node cache of that replay (default: planned)")
+    group.add_argument("--engine-requests", type=int, default=3000, metavar="N", help="requests per replay (default 3000)")
+    add_telemetry_options(parser)
+
+
+def _engine_report(args: argparse.Namespace, instance, mix, intensities, tau: float, router: str) -> list[dict] | None:
+    """Rows of the engine replay (``--engine``) with ``router``, or None when not asked."""
+    if args.engine is None:
+        if args.cache != "planned":
+            raise ValueError("--cache: it sets the engine replay; add --engine slots|batching")
+        if router in PRODUCTION_ROUTERS:
+            raise ValueError(f"--router {router}: a production router runs only on engine nodes; add --engine slots|batching")
+        return None
+    from edgeprefix.commands._telemetry import telemetry_from_args
+    from edgeprefix.placement.simulation.engine.model_workload import engine_rows
+
+    step = None
+    if args.engine == "batching":
+        if instance.engine is None:
+            raise ValueError("--engine batching: the instance has no [engine] section with timings "
+                             "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+        from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
+        from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
+
+        step = step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
+        if 16 % instance.engine.block_size:
+            raise ValueError(f"engine.block_size: {instance.engine.block_size} tokens does not divide the model "
+                             "workload's block size 16: pick 1, 2, 4, 8 or 16")
+    return engine_rows(instance, mix, intensities, step=step, engine=args.engine, cache=args.cache, router=router,
+                       telemetry=telemetry_from_args(args), requests=args.engine_requests, replications=args.replications,
+                       nodes=min(args.nodes, 100.0), seed=args.seed, tau=tau)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +168,9 @@ def run(args: argparse.Namespace) -> int:
         intensities = _floats(args.intensities, "--intensities")
     if not (np.isfinite(args.nodes) and args.nodes >= 1):
         raise ValueError(f"--nodes must be a number >= 1 (nodes on the simulated torus), got {args.nodes:g}")
-    router, queue_model = prediction_from_args(args, instance)
+    # a production router (engine nodes only) has no prediction: the prediction is then the instance's router's
+    predicted = argparse.Namespace(**{**vars(args), "router": None}) if args.router in PRODUCTION_ROUTERS else args
+    router, queue_model = prediction_from_args(predicted, instance)
     tau = float(instance.placement.target if args.target is None else args.target)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
                    layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"))
@@ -167,6 +212,10 @@ def run(args: argparse.Namespace) -> int:
     other = _other_router(report, router)
     if other is not None:
         report["other_router"] = other
+    engine_router = args.router or router
+    engine_rows = _engine_report(args, instance, mix, intensities, tau, engine_router)
+    if engine_rows is not None:
+        report["engine"] = {"engine": args.engine, "cache": args.cache, "router": engine_router, "rows": engine_rows}
     if args.out is not None:
         report["plots"] = write_plots(report, instance, Path(args.out))
     if args.json:
@@ -304,6 +353,15 @@ def render(report: dict, instance, network: str = "") -> str:
             plain, acct = pair.get(False), pair.get(True)
             lines.append(f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"
                          f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}")
+    eng = report.get("engine")
+    if eng:
+        lines += ["", f"model workload on engine nodes ({eng['engine']}, cache {eng['cache']}, router {eng['router']}): "
+                  "coverage vs analysis",
+                  f"{'Λ':>6}{'engine':>9}{'± SE':>8}{'analysis':>10}{'TTFT p50':>10}{'p99':>8}{'hit blocks':>11}{'preempt':>9}"]
+        for d in eng["rows"]:
+            lines.append(f"{d['intensity']:>6g}{fmt(d['coverage_engine']):>9}{fmt(d['coverage_engine_se']):>8}"
+                         f"{fmt(d['coverage_analytical']):>10}{fmt(d['ttft_p50'], 2):>10}{fmt(d['ttft_p99'], 2):>8}"
+                         f"{fmt(d['hit_rate_blocks']):>11}{d['preemptions']:>9.0f}")
     return "\n".join(lines)
 
 

@@ -10,7 +10,9 @@ The selected tier is the one with the smallest ``y``; hence, for any test functi
 the serving distance, ``E[φ(R); s] = ∫ φ((y − b_{s,q})^{1/α}) e^{−G_q(y)} dG_{s,q}(y)``.  This is
 Theorem 1 after the change of variable (``A_{s,q} = ∫ e^{−G_q} dG_{s,q}``, so ``Σ_s A_{s,q} = 1``
 holds exactly).  All tiers of a type share one ``y`` axis, so a quadrature grid is built per
-type, not per (type, profile) pair, and one association costs ``O(|Q| |S| N)``.
+type, not per (type, profile) pair: its ``K ≤ |S|`` non-empty segments of ``N`` nodes carry every
+tier, so one association costs ``O(|Q| |S| K N) ≤ O(|Q| |S|² N)`` and the Newton sums
+``∂A/∂b`` ``O(|Q| |S|² K N)`` (docs/model.md §16.4 gives the measured exponents).
 
 * α = 2: ``G_q`` is piecewise linear with breakpoints ``b_{s,q}``; association and coverage are
   exact finite sums of exponential integrals (:func:`association_alpha2`,
@@ -154,6 +156,22 @@ def _segment_scaffold(breaks: FloatArray, y_max: FloatArray) -> tuple[FloatArray
     return bs, np.maximum(right - bs, 0.0)
 
 
+def _nonempty_segments(left: FloatArray, length: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The segments of positive length first (in their order), cut to the most any type has (at least one).
+
+    A segment of length 0 (coinciding breakpoints, e.g. exchangeable tiers, or breakpoints past the
+    truncation ``y_max``) has ``dy = 0`` at all its nodes, so it adds exactly 0 to every integral
+    (docs/model.md (6.21)); only the padding of types with fewer segments than the block's widest
+    keeps zero-length segments.
+    """
+    keep = length > 0.0
+    width = max(1, int(keep.sum(axis=1).max(initial=0)))
+    if width == length.shape[1]:
+        return left, length
+    order = np.argsort(~keep, axis=1, kind="stable")[:, :width]
+    return np.take_along_axis(left, order, axis=1), np.take_along_axis(length, order, axis=1)
+
+
 @lru_cache(maxsize=32)
 def _legendre01(nodes: int) -> tuple[FloatArray, FloatArray]:
     """Gauss–Legendre nodes and weights on [0, 1]."""
@@ -195,6 +213,7 @@ def tier_grid(
     y_max = _axis_limit(b, lam, p)
     breaks = b.T if extra_breaks is None else np.concatenate([b.T, np.asarray(extra_breaks, dtype=float).T - shift[:, None]], axis=1)
     left, length = _segment_scaffold(breaks, y_max)  # (Q, K)
+    left, length = _nonempty_segments(left, length)  # (Q, K'), K' ≤ K: no nodes on empty segments (6.21)
     x, w = _legendre01(nodes)
     offset = length[:, :, None] * x**m  # (Q, K, n)
     dy = (length[:, :, None] * (m * x ** (m - 1.0) * w)).reshape(length.shape[0], -1)  # dy/dx · w, (Q, J)
@@ -203,14 +222,13 @@ def tier_grid(
     gap = left[None, :, :] - b[:, :, None]  # (S, Q, K)
     u = np.add(gap[:, :, :, None], offset[None]).reshape(b.shape[0], q_count, -1)
     active = u > 0
-    np.maximum(u, 0.0, out=u)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.power(u, p - 1.0)  # one transcendental per node and tier
-    rate = np.where(active, rate, 0.0)
+    rate = np.zeros_like(u)
+    np.power(u, p - 1.0, out=rate, where=active)  # one transcendental per started tier and node
     rate *= (np.pi * p) * _column_density(lam, b)[:, :, None]  # G'_{s,q}(y)
-    survival = np.exp(-(u * rate).sum(axis=0) / p)  # e^{−G_q}, G_{s,q} = u G'_{s,q} / p
+    # e^{−G_q}, G_{s,q} = u G'_{s,q} / p: a tier not started has G' = 0 (its u ≤ 0 is finite), so adds 0
+    survival = np.exp(np.einsum("sqj,sqj->qj", u, rate) / -p)
     mass = rate * (survival * dy)[None]
-    u[~active] = -1.0
+    np.copyto(u, -1.0, where=np.logical_not(active, out=active))
     return TierGrid(u=u, mass=mass, rate=rate)
 
 

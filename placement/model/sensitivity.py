@@ -19,8 +19,11 @@ adjoint ``(I − ∂T/∂W)ᵀ v = ∂J/∂W`` (one ``|S| × |S|`` solve per obj
 ``dJ/dλ = ∂J/∂λ + vᵀ ∂T/∂λ``; ``nearest`` and ``prefix`` need no solve.
 
 Every product is a vector–Jacobian product contracted over the tiers first, so a gradient
-costs ``O(|Q| |S| N)`` per objective on top of the one ``∂A/∂b`` the fixed point's Newton
-step already needs.
+costs one pass over the atoms per objective, ``O(|Q| |S| K N)`` with ``K ≤ |S|`` (``2|S|`` with the
+coverage cuts) segments of ``N`` nodes per type, i.e. ``O(|Q| |S|² N)``, on top of the sums (16.7)
+of ``∂A/∂b`` for ``I − ∂T/∂W``, ``O(|Q| |S|² K N)`` as in the fixed point's Newton step (measured
+exponents in docs/model.md §16.4).  The atoms of all types are held at once (about 200 bytes per
+``(s, q, node)`` at α ≠ 2); only the sums (16.7) are formed block by block.
 
 A profile at share 0 gets the one-sided derivative at ``π_s = 0⁺``: it enters as a test tier
 of density ``ε λ_b`` (:data:`ENTERING_SHARE`) whose advertised delay solves its own scalar fixed
@@ -306,17 +309,29 @@ class _Loads:
         for one direction per tier — as ``(n, n)`` or ``(n,)`` arrays."""
         one = d_a.ndim == 2
         d_a = d_a[:, None, :] if one else d_a
+        sums = np.stack([np.einsum("q,stq->st", self.p, d_a), np.einsum("sq,stq->st", self.ws, d_a)]
+                        + ([np.einsum("sq,stq->st", self.w2, d_a)] if self.scv is not None else []))
+        d_work, d_mean, d_scv = self.directional_sums(sums)
+        if one:
+            return d_work[:, 0], d_mean[:, 0], d_scv[:, 0]
+        return d_work, d_mean, d_scv
+
+    def contraction_weights(self) -> FloatArray:
+        """``(W, n, Q)`` weights of the sums (16.7) that :meth:`directional_sums` reads: ``p_q``, ``p_q/μ_{s,q}``
+        and, when the law reads ``C²``, ``p_q E[S²_{s,q}]``."""
+        return np.stack([np.broadcast_to(self.p, self.ws.shape), self.ws] + ([self.w2] if self.scv is not None else []))
+
+    def directional_sums(self, sums: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(∂a, ∂m, ∂C²)`` ``(n, n)`` from ``sums[w, s, t] = Σ_q weight_w[s, q] ∂A_{s,q}/∂W_t`` (docs/model.md (16.7))."""
         col = (slice(None), None)
-        d_work = self.scale[col] * np.einsum("sq,stq->st", self.ws, d_a)
-        d_arr = self.scale[col] * np.einsum("q,stq->st", self.p, d_a)
+        d_work = self.scale[col] * sums[1]
+        d_arr = self.scale[col] * sums[0]
         d_mean = (d_work - self.mean[col] * d_arr) / self.arrivals_or_inf[col]
         d_scv = np.zeros_like(d_work)
         if self.scv is not None:
-            d_raw = self.scale[col] * np.einsum("sq,stq->st", self.w2, d_a)
+            d_raw = self.scale[col] * sums[2]
             d_moment = (d_raw - self.moment[col] * d_arr) / self.arrivals_or_inf[col]
             d_scv = np.where((self.scv > 0)[col], d_moment / self.mean[col] ** 2 - 2.0 * (self.moment / self.mean**3)[col] * d_mean, 0.0)
-        if one:
-            return d_work[:, 0], d_mean[:, 0], d_scv[:, 0]
         return d_work, d_mean, d_scv
 
     def vjp(self, work_bar: FloatArray, mean_bar: FloatArray, scv_bar: FloatArray | None, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -505,8 +520,13 @@ class _Linearisation:
 
     def fixed_point_matrix(self) -> FloatArray:
         """``I − ∂T/∂W`` of the load–association map at the point (``(n, n)``)."""
-        d_a = self.ev.kernel.association_jacobian(self.lam, self.b, self.alpha)[1] / self.xi  # ∂A_{s,q}/∂W_t, as Newton's
-        d_work, d_mean, d_scv = self.load.directional(d_a)
+        kernel = self.ev.kernel
+        if hasattr(kernel, "association_contracted"):  # the sums (16.7) block by block, never the (n, n, Q) ∂A/∂b
+            _, sums, k = kernel.association_contracted(self.lam, self.b, self.alpha, self.load.contraction_weights())
+            d_work, d_mean, d_scv = self.load.directional_sums(np.ldexp(sums, -k[None, :, None]) / self.xi)
+        else:
+            d_a = kernel.association_jacobian(self.lam, self.b, self.alpha)[1] / self.xi  # ∂A_{s,q}/∂W_t, as Newton's
+            d_work, d_mean, d_scv = self.load.directional(d_a)
         _, da, dm, ds = self.law.advertised(self.work, self.c, self.mean_service, self.rho_clip, self.load.scv)
         self._advertised_slopes = (da, dm, ds)
         return np.eye(self.idx.size) - (da[:, None] * d_work + dm[:, None] * d_mean + ds[:, None] * d_scv)

@@ -1,0 +1,34 @@
+"""The scaling benchmark (benchmarks/scale_speed.py): its fit, its instances and its batch table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeprefix.benchmarks import scale_speed
+from edgeprefix.benchmarks.scale_instances import scale_instance
+
+
+def test_exponent_is_the_log_log_slope():
+    xs = [10.0, 20.0, 40.0, 80.0]
+    assert scale_speed.exponent(xs, [3.0 * x**1.7 for x in xs]) == pytest.approx(1.7, abs=1e-12)
+
+
+def test_scale_instance_has_distinct_feasible_profiles():
+    inst = scale_instance(12, 25, alpha=3.5)
+    assert len(inst.profiles) == 25 and len(inst.requests) == 12
+    assert len({frozenset(s.prefixes) for s in inst.profiles}) == 25
+    assert np.all(inst.concurrency >= 1) and inst.network.radio_exponent == 3.5
+    with pytest.raises(ValueError, match="n_profiles"):
+        scale_instance(1, 500)
+
+
+def test_tables_report_what_they_measured():
+    rows = scale_speed.size_rows([3, 6], 4)
+    assert [r.profiles for r in rows] == [3, 6] and all(r.map_evaluations >= 1 and r.cpu_seconds > 0 for r in rows)
+    assert "|S| exponent over 3–6 profiles" in scale_speed.render_sizes(rows)
+    batch = scale_speed.batch_rows(2)
+    assert [r["route"] == "batched" for r in batch] == [True, False]  # α = 2 batched, α = 3.5 one mix at a time
+    assert all(r["max_coverage_diff"] <= 1e-8 for r in batch)
+    grad = scale_speed.gradient_row(4, 3)
+    assert grad["gradient_cpu"] > 0 and grad["gradient_peak_mb"] > 0
