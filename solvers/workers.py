@@ -42,7 +42,7 @@ import time
 import warnings
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -291,6 +291,18 @@ class Told:
         self.complete, self.score = complete, score
 
 
+@contextlib.contextmanager
+def quiet_database() -> Iterator[None]:
+    """Optuna at ERROR level: it logs a database error it then works around; if the database is
+    gone, :func:`database_lost` says so in one line."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
 def work(job: Job, index: int, on_told: Callable[[Told], bool] | None = None, storage: Any = None) -> int:
     """One worker: run trials of the shared study until it is done; returns the trials it ran.
 
@@ -300,7 +312,7 @@ def work(job: Job, index: int, on_told: Callable[[Told], bool] | None = None, st
     own = storage is None
     storage = job.storage.open() if own else storage
     try:
-        with warnings.catch_warnings():
+        with quiet_database(), warnings.catch_warnings():
             # Optuna warns that heartbeats are meant for Study.optimize; this loop records them itself (Heartbeat)
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
             return _trials_loop(job, index, storage, on_told)
@@ -430,7 +442,8 @@ def run_shared(solver: OptunaSolver, problem: Problem, projection: Projection, t
     try:
         storage = shared.open()
         try:
-            count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
+            with quiet_database():
+                count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
         finally:
             close(storage)
     except (ValueError, *database_errors()) as exc:
@@ -481,8 +494,9 @@ def run_here(solver: OptunaSolver, problem: Problem, projection: Projection, tra
             stopped[0] = tracker.callback(progress) is True
             return stopped[0]
 
-        work(job, 0, on_told=on_told, storage=storage)
-        count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
+        with quiet_database():
+            work(job, 0, on_told=on_told, storage=storage)
+            count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
     except database_errors() as exc:
         raise database_lost(exc, shared.url) from None
     finally:
