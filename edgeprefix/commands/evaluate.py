@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def cell_accuracy(ev: Evaluation) -> str | None:
-    """The cell model's measured-accuracy note for this evaluation (docs/model.md §14.9), ``None`` outside its region."""
+    """The cell model's measured-accuracy note (docs/model.md §14.9); ``None`` for the mean field or an overloaded network."""
     if ev.queue_model != "cell":
         return None
     import numpy as np
