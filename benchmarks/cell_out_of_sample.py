@@ -109,7 +109,7 @@ def draw_instance(index: int, seed: int = 0) -> Draw:
 
 def run_draw(draw: Draw, *, fractions=FRACTIONS, se_target: float = 0.01, nodes: float = 300.0, max_reps: int = 12,
              seed: int = 0, warmup: float | None = None, horizon: float | None = None) -> list[dict]:
-    """The simulated rows of ``draw`` (load-aware), with the draw's facts and the cell model's region flag."""
+    """The simulated rows of ``draw`` (load-aware), with the draw's facts and the note ``evaluate`` prints."""
     rows = validate_case(draw.case, se_target=se_target, max_reps=max_reps, seed=seed, nodes=nodes, fractions=fractions,
                          policies=("load_aware",), warmup=warmup, horizon=horizon)
     out = []
@@ -117,13 +117,13 @@ def run_draw(draw: Draw, *, fractions=FRACTIONS, se_target: float = 0.01, nodes:
         region = accuracy_region(draw.alpha, draw.profiles, row["max_utilization"])
         out.append(row | {"draw": draw.index, "alpha": draw.alpha, "profiles": draw.profiles,
                           "types": len(draw.case.instance.requests), "active": draw.active, "cap_active": draw.cap_active,
-                          "budget_active": draw.budget_active, "flagged": region is not None})
+                          "budget_active": draw.budget_active, "accuracy_note": region})
     return out
 
 
 def render(rows: list[dict]) -> str:
     head = (f"{'draw':>4}{'α':>7}{'|S|':>5}{'|Q|':>5}{'caps':>6}{'load':>6}{'Λ':>9}{'sim':>8}{'± SE':>8}{'n':>4}"
-            f"{'cell':>8}{'error':>8}{'mean f.':>8}{'flag':>5}")
+            f"{'cell':>8}{'error':>8}{'mean f.':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         caps = ("c" if r["cap_active"] else "-") + ("b" if r["budget_active"] else "-")
@@ -133,7 +133,7 @@ def render(rows: list[dict]) -> str:
             lines.append(lead + f"  mean field unstable (max ρ = {r['max_utilization']:.3f}): not simulated")
             continue
         lines.append(lead + f"{r['simulated']:>8.4f}{r['simulated_se']:>8.4f}{r['replications']:>4d}{r['cell']:>8.4f}"
-                     f"{r['cell'] - r['simulated']:>+8.4f}{r['meanfield']:>8.4f}{'*' if r['flagged'] else '':>5}")
+                     f"{r['cell'] - r['simulated']:>+8.4f}{r['meanfield']:>8.4f}")
     lines.append(summary(rows))
     return "\n".join(lines)
 
@@ -157,18 +157,12 @@ def summary(rows: list[dict]) -> str:
         sel = [abs(r["cell"] - r["simulated"]) for r in done if lo <= r["alpha"] < hi or (hi == 4.0 and r["alpha"] == 4.0)]
         if sel:
             lines.append(f"max |error| for α in [{lo}, {hi}): {max(sel):.4f} over {len(sel)} cells")
-    flagged = [abs(r["cell"] - r["simulated"]) for r in done if r["flagged"]]
-    plain = [abs(r["cell"] - r["simulated"]) for r in done if not r["flagged"]]
-    if flagged:
-        lines.append(f"flagged region: max |error| {max(flagged):.4f} over {len(flagged)} cells")
-    if plain:
-        lines.append(f"outside it: max |error| {max(plain):.4f} over {len(plain)} cells")
     return "\n".join(lines)
 
 
 def to_csv(rows: list[dict]) -> str:
     keys = ["draw", "alpha", "profiles", "types", "active", "cap_active", "budget_active", "load_fraction", "intensity",
-            "simulated", "simulated_se", "replications", "cell", "meanfield", "flagged"]
+            "simulated", "simulated_se", "replications", "cell", "meanfield"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
