@@ -21,6 +21,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
+from edgeprefix.placement.model.cell import accuracy_region
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.policies import POLICIES
@@ -66,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
         other_model = QUEUE_MODEL_OF_ROUTER[other_router(router)]
         other_ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=other_model)
         other = router_note(router, float(ev.coverage()), float(other_ev.coverage()))
+    accuracy = cell_accuracy(ev)
     if args.json:
         payload = ev.to_dict()
+        payload["cell_accuracy_region"] = accuracy
         if other is not None:
             payload["other_router"] = other
         if args.gradient:
@@ -75,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
+        if accuracy is not None:
+            print(f"note: {accuracy}")
     print_router_note(other)
     if fp is not None and not fp.converged:
         print(
@@ -87,6 +92,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgeprefix evaluate: error: {overload_text(ev)}", file=sys.stderr)
         return EXIT_OVERLOADED
     return 0
+
+
+def cell_accuracy(ev: Evaluation) -> str | None:
+    """The cell model's measured-accuracy note (docs/model.md §14.10); ``None`` for the mean field or an overloaded network."""
+    if ev.queue_model != "cell":
+        return None
+    import numpy as np
+
+    load = np.asarray(ev.utilization, dtype=float)[ev.active]
+    peak = float(np.max(load)) if load.size else 0.0
+    return accuracy_region(float(ev.instance.network.radio_exponent), int(np.count_nonzero(ev.active)), peak)
 
 
 def overload_text(ev: Evaluation) -> str:
