@@ -38,6 +38,7 @@ from edgeprefix.placement.model.profiles import (
     persistent_memory,
     validate_profiles,
 )
+from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.model.ranges import (
     check_concurrency,
     check_radio_exponent,
@@ -163,6 +164,7 @@ class Instance:
     compression: Compression | None = None
     serving: Serving | None = None
     catalogue: Catalogue | None = None  # docs/model.md §19.7: read by the simulator and the catalogue correction
+    telemetry: Telemetry | None = None  # docs/model.md §11: the deployment's telemetry age (online router's prediction)
 
     hit_depth: FloatArray = field(init=False, repr=False, compare=False)
     memory: FloatArray = field(init=False, repr=False, compare=False)
@@ -503,6 +505,15 @@ def _catalogue_from(data: Any) -> Catalogue:
                      churn=values.get("churn", 0.0))
 
 
+def _telemetry_from(data: Any) -> Telemetry:
+    _check_keys("telemetry", data, set(), {"delay", "refresh"})
+    values = {k: _number(f"telemetry.{k}", v) for k, v in data.items()}
+    for key, value in values.items():
+        if value < 0:
+            raise InstanceError(f"telemetry.{key}", f"must be >= 0 seconds, got {plain(data[key])}")
+    return Telemetry(delay=values.get("delay", 0.0), refresh=values.get("refresh", 0.0))
+
+
 def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
     if not isinstance(data, list) or not data:
         raise InstanceError(key, "must be a non-empty list of tables")
@@ -514,7 +525,7 @@ def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
 
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
-    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes", "metadata", *_EXTENSIONS})
+    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes", "metadata", "telemetry", *_EXTENSIONS})
     for section in ("network", "gpu", "placement"):
         required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
             _SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
@@ -568,6 +579,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         compression=_compression_from(data["compression"]) if "compression" in data else None,
         serving=_serving_from(data["serving"]) if "serving" in data else None,
         catalogue=_catalogue_from(data["catalogue"]) if "catalogue" in data else None,
+        telemetry=_telemetry_from(data["telemetry"]) if "telemetry" in data else None,
     )
 
 
@@ -635,6 +647,8 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         if np.isinf(cat.bits):
             raise InstanceError("catalogue.bits", "an exact catalogue (bits = inf) has no file form; drop [catalogue]")
         out["catalogue"] = {"bits": int(cat.bits), "hashes": int(cat.hashes), "refresh": cat.refresh, "churn": cat.churn}
+    if instance.telemetry is not None:
+        out["telemetry"] = {"delay": instance.telemetry.delay, "refresh": instance.telemetry.refresh}
     if instance.serving is not None:
         defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
         out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items()
