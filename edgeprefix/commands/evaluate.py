@@ -17,6 +17,8 @@ from edgeprefix.commands._common import (
     router_line,
     target_text,
 )
+from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.policies import POLICIES
@@ -38,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
     add_queue_model_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--gradient", action="store_true",
                         help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -46,9 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
+    telemetry = run_telemetry(args, instance)
     ev = evaluate(instance, parse_mix(args.mix), args.policy, target=args.target, method=args.method,
                   queue_model=queue_model_from_args(args))
     fp = ev.fixed_point
+    online = None if fp is not None and not fp.converged else online_prediction(
+        instance, parse_mix(args.mix), telemetry, target=args.target, evaluation=ev)
     gradient = None
     if args.gradient and (fp is None or fp.converged):
         gradient = sensitivity(ev).by_profile("coverage")
@@ -56,9 +62,13 @@ def run(args: argparse.Namespace) -> int:
         payload = ev.to_dict()
         if args.gradient:
             payload["gradient"] = gradient
+        payload["telemetry"] = {"delay": telemetry.delay, "refresh": telemetry.refresh}
+        payload["online_predicted"] = online
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
+        if online is not None:
+            print(online_line(online))
     if fp is not None and not fp.converged:
         print(
             f"edgeprefix evaluate: warning: the fixed point did not converge ({fp.method}, {fp.iterations} iterations, "

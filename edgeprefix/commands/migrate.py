@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 
+from edgeprefix.commands._online import online_prediction, run_telemetry
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_queue_model_argument,
@@ -48,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(method=None)  # grid, or spsa with --joint
     add_queue_model_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--joint", action="store_true", help="search all epochs' mixes at once instead of epoch by epoch")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -62,12 +65,27 @@ def run(args: argparse.Namespace) -> int:
     solution = solve_migration(
         problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
     )
+    extra = _online_by_epoch(args, problem, solution)
     if args.json:
-        print_json({**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model]})
+        print_json({**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **extra})
     else:
         print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
         print(router_line(queue_model))
+        tel = extra["telemetry"]
+        if tel["delay"] or tel["refresh"]:
+            print(f"online router at telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s, coverage per epoch: "
+                  + " ".join(f"{c:.4f}" for c in extra["online_predicted"]) + " (docs/model.md §11)")
     return 0
+
+
+def _online_by_epoch(args: argparse.Namespace, problem, solution) -> dict:
+    """``telemetry`` and the online router's predicted coverage of each epoch's chosen mix (docs/model.md §11)."""
+    telemetry = run_telemetry(args, problem.instance)
+    if telemetry.fresh:
+        return {"telemetry": {"delay": 0.0, "refresh": 0.0}, "online_predicted": None}
+    covs = [online_prediction(problem.epoch_instance(e), decision["mix"], telemetry)["coverage"]
+            for e, decision in enumerate(solution.to_dict()["epochs"])]
+    return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": covs}
 
 
 def render(name: str, budget: float | None, gamma: float, solution: MigrationSolution) -> str:

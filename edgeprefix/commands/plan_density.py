@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
@@ -37,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     add_queue_model_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -51,11 +54,19 @@ def run(args: argparse.Namespace) -> int:
     if args.method != "grid" and args.budget is None and problem.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
+    telemetry = run_telemetry(args, instance)
+    planned = plan.to_dict()
+    online = None if planned.get("mix") is None or planned.get("edge_density") is None else online_prediction(
+        instance.with_network(edge_density=float(planned["edge_density"])), planned["mix"], telemetry,
+        target=problem.objective.target)
+    extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
     if args.json:
-        print_json({**plan.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model]})
+        print_json({**planned, "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **extra})
     else:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args))
         print(router_line(queue_model))
+        if online is not None:
+            print(online_line(online))
     return 0
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
@@ -72,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     add_queue_model_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
                         "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
@@ -267,11 +270,14 @@ def run(args: argparse.Namespace) -> int:
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
                "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
+    payload.update(_online_at_best(args, instance, payload, problem.target))
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
     if args.json:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
+        if payload["online_predicted"] is not None:
+            print(online_line(payload["online_predicted"]))
     if args.json and result.certified is False:
         print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)
     sys.stdout.flush()
@@ -337,6 +343,14 @@ def _grid_cluster_pays(problem: Any, workers: int | None, resolution: int) -> bo
     if reason is not None:
         print(f"edgeprefix solve: running the grid serially: {reason}", file=sys.stderr)
     return reason is None
+
+
+def _online_at_best(args: argparse.Namespace, instance, payload: dict, target: float) -> dict:
+    """``telemetry`` and ``online_predicted`` (the online router at the run's telemetry, docs/model.md §11) at the best mix."""
+    telemetry = run_telemetry(args, instance)
+    mix = payload.get("mix")
+    online = None if not mix or not payload.get("feasible", True) else online_prediction(instance, mix, telemetry, target=target)
+    return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
 
 
 def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:
