@@ -31,6 +31,6 @@ def online_line(block: dict) -> str:
     """One line of text for :func:`online_prediction`'s block."""
     tel = block["telemetry"]
     if tel["delay"] == 0 and tel["refresh"] == 0:
-        return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (eq. (39), docs/model.md §11)"
+        return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (the mean-field model, docs/model.md §11)"
     return (f"online router, telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s: coverage "
             f"{block['coverage']:.4f} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11)")
