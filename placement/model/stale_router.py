@@ -43,8 +43,8 @@ FloatArray = npt.NDArray[np.float64]
 RADIAL_NODES = 96  # Gauss–Legendre nodes in sqrt of the area variable x = π λ_b r^{2} on [0, X_MAX]
 X_MAX = 40.0
 ITERATIONS = 200
-DAMPING = 0.5
-TOLERANCE = 1e-7
+DAMPING = 0.8  # weight of the new iterate
+TOLERANCE = 1e-6
 EXTRA_STATES = 40  # states kept above c_s, plus what a flood of length h can add (grown until the tail is < 1e-9)
 MAX_STATES = 1200
 MARK_FLOOR = 1e-9  # shown states of less mass are left out of the competitors' marks
@@ -108,11 +108,13 @@ class StaleRouterPrediction:
 
 
 def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, target: float | None = None,
-                   evaluation=None) -> StaleRouterPrediction:
+                   evaluation=None, fresh: NodeModel | None = None) -> StaleRouterPrediction:
     """Coverage at ``target``, mean TTFT and tier loads of the online router at ``telemetry``.
 
-    ``evaluation``: the load-aware mean-field evaluation of ``instance`` (computed when None).  Fresh
-    telemetry returns eq. (39)'s coverage, mean TTFT and loads unchanged.
+    ``evaluation``: the load-aware mean-field evaluation of ``instance`` (computed when None); ``fresh``:
+    the node model at ``h = 0`` of the same instance, mix and target (a previous prediction's
+    ``fresh_node``; computed when None).  Fresh telemetry returns eq. (39)'s coverage, mean TTFT and
+    loads unchanged.
     """
     from edgeprefix.placement.model.evaluation import evaluate
 
@@ -125,7 +127,7 @@ def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, ta
     h = flood_length(telemetry)
     if h == 0.0:
         return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov)
-    fresh = node_model(instance, ev, 0.0, tau)
+    fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
     stale = node_model(instance, ev, h, tau, start=fresh.shown)
     return StaleRouterPrediction(
         telemetry=telemetry, target=tau,
