@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
-        if online is not None:
+        if online is not None and not telemetry.fresh:
             print(online_line(online))
     if fp is not None and not fp.converged:
         print(

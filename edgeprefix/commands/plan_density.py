@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args))
         print(router_line(queue_model))
-        if online is not None:
+        if online is not None and not telemetry.fresh:
             print(online_line(online))
     return 0
 

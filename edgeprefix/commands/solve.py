@@ -276,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
-        if payload["online_predicted"] is not None:
+        if payload["online_predicted"] is not None and any(payload["telemetry"].values()):
             print(online_line(payload["online_predicted"]))
     if args.json and result.certified is False:
         print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)

@@ -108,8 +108,15 @@ class StaleRouterPrediction:
 
 
 def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, target: float | None = None,
-                   evaluation=None, fresh: NodeModel | None = None) -> StaleRouterPrediction:
+                   evaluation=None, fresh: NodeModel | None = None, margin: float = 0.0,
+                   local_accounting: bool = False) -> StaleRouterPrediction:
     """Coverage at ``target``, mean TTFT and tier loads of the online router at ``telemetry``.
+
+    Mitigations (docs/model.md (11.15)): ``margin`` ``z_δ`` adds ``z_δ sqrt(k_x) m̄_s / c_s`` to the shown
+    delay (the age term of ``σ̂`` is the same for every candidate, so it does not change the choice);
+    ``local_accounting``: the router counts its own sends since the read, so a node is shown with its
+    current queue plus the departures it has not reported, ``n + min(n, c_s) μ_s ω`` with ``ω = D + Δt/2``
+    (the mean report age), and the queue is fed back at once (``h = 0``).
 
     ``evaluation``: the load-aware mean-field evaluation of ``instance`` (computed when None); ``fresh``:
     the node model at ``h = 0`` of the same instance, mix and target (a previous prediction's
@@ -124,11 +131,17 @@ def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, ta
     base_cov = float(ev.coverage(tau))
     base_ttft = float(ev.mean_ttft)
     base_util = np.asarray(ev.utilization, dtype=float)
+    if margin < 0 or not math.isfinite(margin):
+        raise ValueError(f"margin: z_δ must be a finite number >= 0, got {margin}")
     h = flood_length(telemetry)
-    if h == 0.0:
+    window = float(telemetry.delay) + 0.5 * float(telemetry.refresh)
+    if h == 0.0 and margin == 0.0:
         return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov)
     fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
-    stale = node_model(instance, ev, h, tau, start=fresh.shown)
+    if local_accounting:
+        stale = node_model(instance, ev, 0.0, tau, start=fresh.shown, margin=margin, overcount=window)
+    else:
+        stale = node_model(instance, ev, h, tau, start=fresh.shown, margin=margin)
     return StaleRouterPrediction(
         telemetry=telemetry, target=tau,
         coverage=float(min(max(base_cov + stale.coverage - fresh.coverage, 0.0), 1.0)),
@@ -151,9 +164,13 @@ def _states(c: int, cmu: float, peak: float, h: float) -> int:
     return int(min(MAX_STATES, c + EXTRA_STATES + math.ceil(2.0 * max(peak - cmu, 0.0) * h)))
 
 
-def node_model(instance, ev, h: float, tau: float, *, k: int = 2,
-               start: tuple[FloatArray, ...] | None = None) -> NodeModel:
-    """The fixed point of the node-level bulletin-board mean field at flood length ``h`` (module docstring)."""
+def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[FloatArray, ...] | None = None,
+               margin: float = 0.0, overcount: float = 0.0) -> NodeModel:
+    """The fixed point of the node-level bulletin-board mean field at flood length ``h`` (module docstring).
+
+    ``margin``: ``z_δ`` of the robust margin on the shown delay; ``overcount``: seconds of unreported
+    departures in the shown count (local accounting, :func:`predict_online`).
+    """
     if k not in CANDIDATES:
         raise ValueError(f"candidates_per_profile: the stale-telemetry model has k in {list(CANDIDATES)}, got {k}")
     act = np.flatnonzero(np.asarray(ev.active, dtype=bool))
@@ -171,7 +188,11 @@ def node_model(instance, ev, h: float, tau: float, *, k: int = 2,
     # per-node rate bound for the truncation: every request of the disc around the node
     peak = big_lambda / lam_s
     sizes = [_states(int(c[s]), float(c[s] * mu[s]), float(peak[s]), h) for s in range(s_count)]
-    shown_wait = [np.maximum(np.arange(n + 1) - c[s] + 1, 0) * shown_unit[s] for s, n in enumerate(sizes)]
+    shown_wait = []
+    for s, n in enumerate(sizes):
+        state = np.arange(n + 1)
+        ahead = np.maximum(state + overcount * mu[s] * np.minimum(state, c[s]) - c[s] + 1, 0.0)
+        shown_wait.append((ahead + margin * np.sqrt(ahead)) * shown_unit[s])
     if start is not None and all(b.size == n + 1 for b, n in zip(start, sizes)):
         beta = [np.array(b) for b in start]
     else:
