@@ -129,6 +129,43 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
     return rows
 
 
+def run_decision(name, load, delay, *, resolution, nodes, replications, horizon, warmup, seed=0) -> dict:
+    """The mix chosen for the telemetry's age against the mix chosen for fresh telemetry (docs/model.md (11.14)).
+
+    Every feasible mix of the ``1/resolution`` lattice is scored by eq. (39) (fresh) and by the
+    stale-telemetry prediction at ``D = delay``; both best mixes are then simulated at ``D = delay`` on
+    the same seeds (common random numbers), and the paired difference is reported with its SE.
+    """
+    from edgeprefix.formulations.placement import placement_problem
+    from edgeprefix.solvers.grid import feasible_lattice
+
+    base = _instance(name)
+    inst = base.with_network(request_intensity=load * stability_edge(base, None))
+    tau = float(inst.placement.target)
+    tel = Telemetry(delay=delay)
+    lattice = feasible_lattice(placement_problem(inst).constraints, resolution)
+    scored = []
+    with progress_bar(total=len(lattice), desc="mixes", unit="mix") as bar:
+        for mix in lattice:
+            ev = evaluate(inst, mix, "load_aware", target=tau)
+            if ev.stable:
+                scored.append((mix, float(ev.coverage(tau)), predict_online(inst, mix, tel, target=tau, evaluation=ev).coverage))
+            bar.update(1)
+    fresh_mix = max(scored, key=lambda r: r[1])
+    stale_mix = max(scored, key=lambda r: r[2])
+    spec = replace(_spec(inst, nodes, horizon, warmup), telemetry_delay=delay)
+    router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
+    seeds = np.random.SeedSequence(seed).spawn(replications)
+    pairs = np.array([[simulate_network(inst, m, router, spec, seed=np.random.default_rng(sd)).coverage(tau)
+                       for m in (fresh_mix[0], stale_mix[0])] for sd in seeds])
+    gain = pairs[:, 1] - pairs[:, 0]
+    return {"instance": name, "load": load, "intensity": float(inst.network.request_intensity), "delay": delay,
+            "mixes": len(scored), "fresh_mix": [float(v) for v in fresh_mix[0]], "stale_mix": [float(v) for v in stale_mix[0]],
+            "fresh_mix_predicted": fresh_mix[2], "stale_mix_predicted": stale_mix[2],
+            "fresh_mix_simulated": float(pairs[:, 0].mean()), "stale_mix_simulated": float(pairs[:, 1].mean()),
+            "gain": float(gain.mean()), "gain_se": float(gain.std(ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else float("nan")}
+
+
 def render(rows: list[dict]) -> str:
     lines = [f"{'instance':<17}{'mitigation':<18}{'load':>5}{'Λ':>7}{'D':>5}{'Δt':>5}{'simulated':>10}{'± SE':>7}{'predicted':>10}"
              f"{'error':>8}{'eq.(39)':>8}{'tier rule':>10}  ok"]
@@ -186,9 +223,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mitigations", action="store_true",
                         help="instead: each mitigation on the first instance at --loads and --delays (no refresh)")
+    parser.add_argument("--decision", action="store_true",
+                        help="instead: the best mix for the first --delays value against the fresh-telemetry mix "
+                        "(first instance, first load; the 1/--resolution lattice)")
+    parser.add_argument("--resolution", type=int, default=5)
     parser.add_argument("--out", default=None, metavar="DIR", help="write telemetry_age.json and telemetry_age.png here")
     args = parser.parse_args(argv)
     size = dict(nodes=args.nodes, replications=args.replications, horizon=args.horizon, warmup=args.warmup, seed=args.seed)
+    if args.decision:
+        result = run_decision(args.instances.split(",")[0], _floats(args.loads)[0], _floats(args.delays)[0],
+                              resolution=args.resolution, **size)
+        print(json.dumps(result, indent=1))
+        return 0
     if args.mitigations:
         rows = run_mitigations(args.instances.split(",")[0], _floats(args.loads), _floats(args.delays), **size)
     else:

@@ -175,3 +175,12 @@ def test_validate_rows_carry_the_online_prediction(capsys):
     assert rows["load_aware"]["online_predicted"] == expected
     assert rows["load_aware"]["online"] is not None and rows["load_aware"]["online_se"] is not None
     assert rows["nearest"]["online_predicted"] is None
+
+
+def test_local_accounting_is_predicted_to_undo_most_of_the_herding(calibrated):
+    inst = calibrated.with_network(request_intensity=3.0)
+    plain = predict_online(inst, None, Telemetry(delay=4.0))
+    counted = predict_online(inst, None, Telemetry(delay=4.0), fresh=plain.fresh_node, local_accounting=True)
+    assert plain.coverage < counted.coverage <= plain.meanfield_coverage + 1e-9
+    with pytest.raises(ValueError, match="margin"):
+        predict_online(inst, None, Telemetry(delay=4.0), margin=-1.0)
