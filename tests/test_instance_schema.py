@@ -135,6 +135,7 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
     extended["serving"] = {"mode": "disaggregated", "decode_slots": 8.0, "handoff_bandwidth": 100.0, "handoff_latency": 0.001,
                            "queue": "mgc", "chunk_size": 512.0, "chunk_overhead": 0.005, "decode_scv": 0.5}
     extended["catalogue"] = {"bits": 64, "hashes": 2, "refresh": 5.0, "churn": 0.01}
+    extended["telemetry"] = {"delay": 1.0, "refresh": 2.0}
     instance_from_mapping(extended)
     return [("", base), ("table: ", variant), ("serving: ", extended)]
 
@@ -166,7 +167,7 @@ def _mutations(base: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             container[key] = True
             yield f"boolean {field.path}", data
     for where in ("", "network", "gpu", "prefill", "placement", "prefixes[]", "requests[]", "profiles[]",
-                  "gpu.tiers[]", "remote", "compression", "serving", "catalogue"):
+                  "gpu.tiers[]", "remote", "compression", "serving", "catalogue", "telemetry"):
         data = copy.deepcopy(base)
         node: Any = data
         for step in _split(where) if where else []:
@@ -192,7 +193,8 @@ def test_the_mutations_cover_every_field_of_the_example():
             "serving: unknown field in gpu.tiers[]", "serving: retype remote.per_node"} <= names
     assert {"serving: retype serving.queue", "serving: boolean serving.chunk_size", "serving: retype serving.decode_scv",
             "serving: drop catalogue.bits", "serving: drop catalogue.hashes", "serving: boolean catalogue.refresh",
-            "serving: unknown field in catalogue"} <= names
+            "serving: unknown field in catalogue", "serving: retype telemetry.delay",
+            "serving: unknown field in telemetry"} <= names
 
 
 @pytest.mark.parametrize("name,data", MUTATIONS, ids=[name for name, _ in MUTATIONS])

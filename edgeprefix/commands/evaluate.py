@@ -21,6 +21,8 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
+from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.model.cell import accuracy_region
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
@@ -47,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
     add_router_argument(parser)
     add_queue_model_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--gradient", action="store_true",
                         help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -57,8 +60,11 @@ def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
     mix = mix_from_args(args)
+    telemetry = run_telemetry(args, instance)
     ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model)
     fp = ev.fixed_point
+    online = None if fp is not None and not fp.converged else online_prediction(
+        instance, mix, telemetry, target=args.target, evaluation=ev)
     gradient = None
     if args.gradient and (fp is None or fp.converged):
         gradient = sensitivity(ev).by_profile("coverage")
@@ -75,9 +81,13 @@ def run(args: argparse.Namespace) -> int:
             payload["other_router"] = other
         if args.gradient:
             payload["gradient"] = gradient
+        payload["telemetry"] = {"delay": telemetry.delay, "refresh": telemetry.refresh}
+        payload["online_predicted"] = online
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
+        if online is not None and not telemetry.fresh:
+            print(online_line(online))
         if accuracy is not None:
             print(f"note: {accuracy}")
     print_router_note(other)

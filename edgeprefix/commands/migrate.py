@@ -33,7 +33,9 @@ from edgeprefix.commands._common import (
     router_line,
     router_note,
 )
+from edgeprefix.commands._online import online_prediction, run_telemetry
 from edgeprefix.commands._overload import node_overload, overload_line
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.migration import load_migration
 from edgeprefix.formulations.objective import POLICIES
@@ -55,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(method=None)  # grid, or spsa with --joint
     add_router_argument(parser)
     add_queue_model_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--joint", action="store_true", help="search all epochs' mixes at once instead of epoch by epoch")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -72,9 +75,10 @@ def run(args: argparse.Namespace) -> int:
     )
     other = _other_router(problem, solution, router)
     nodes = [node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model) for e, d in enumerate(solution.epochs)]
+    extra = _online_by_epoch(args, problem, solution)
     if args.json:
         payload = {**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
-                   **({"other_router": other} if other is not None else {})}
+                   **({"other_router": other} if other is not None else {}), **extra}
         payload["epochs"] = [{**row, **extra} for row, extra in zip(payload["epochs"], nodes)]
         print_json(payload)
     else:
@@ -82,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
         for d, extra in zip(solution.epochs, nodes):
             print(f"epoch {d.name}: {overload_line(extra, queue_model)}")
         print(router_line(queue_model))
+        tel = extra["telemetry"]
+        if tel["delay"] or tel["refresh"]:
+            print(f"online router at telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s, coverage per epoch: "
+                  + " ".join(f"{c:.4f}" for c in extra["online_predicted"]) + " (docs/model.md §11)")
     print_router_note(other)
     return 0
 
@@ -108,6 +116,16 @@ def _other_router(problem: Any, solution: MigrationSolution, router: str) -> dic
     name = solution.epochs[e].name
     entry = router_note(router, float(solution.epochs[e].coverage), value, what=f"coverage of epoch {name}")
     return None if entry is None else {"epoch": name, **entry}
+
+
+def _online_by_epoch(args: argparse.Namespace, problem, solution) -> dict:
+    """``telemetry`` and the online router's predicted coverage of each epoch's chosen mix (docs/model.md §11)."""
+    telemetry = run_telemetry(args, problem.instance)
+    if telemetry.fresh:
+        return {"telemetry": {"delay": 0.0, "refresh": 0.0}, "online_predicted": None}
+    covs = [online_prediction(problem.epoch_instance(e), decision["mix"], telemetry)["coverage"]
+            for e, decision in enumerate(solution.to_dict()["epochs"])]
+    return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": covs}
 
 
 def render(name: str, budget: float | None, gamma: float, solution: MigrationSolution) -> str:

@@ -21,7 +21,9 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
+from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.density import density_problem
 from edgeprefix.formulations.objective import POLICIES
@@ -44,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_router_argument(parser)
     add_queue_model_argument(parser)
     add_overload_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -63,14 +66,22 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
     other = _other_router(instance, plan, args.policy, problem.objective.target, router)
     nodes = node_overload(problem.at_density(plan.edge_density), plan.mix, args.policy, problem.objective.target, queue_model)
+    telemetry = run_telemetry(args, instance)
+    planned = plan.to_dict()
+    online = None if planned.get("mix") is None or planned.get("edge_density") is None else online_prediction(
+        instance.with_network(edge_density=float(planned["edge_density"])), planned["mix"], telemetry,
+        target=problem.objective.target)
+    extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
     if args.json:
-        print_json({**plan.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **nodes,
-                    "max_overload": args.max_overload, **({"other_router": other} if other is not None else {})})
+        print_json({**planned, "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **nodes,
+                    "max_overload": args.max_overload, **({"other_router": other} if other is not None else {}), **extra})
     else:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args,
                      prediction=f"router {router} (queue model {queue_model})"))
         print(overload_line(nodes, queue_model))
         print(router_line(queue_model))
+        if online is not None and not telemetry.fresh:
+            print(online_line(online))
     print_router_note(other)
     return 0
 

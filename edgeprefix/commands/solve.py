@@ -45,7 +45,9 @@ from edgeprefix.commands._common import (
     target_text,
     wrote,
 )
+from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import check_output_folder, write_output_set
@@ -78,6 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_router_argument(parser)
     add_queue_model_argument(parser)
     add_overload_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
                         "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
@@ -290,11 +293,14 @@ def run(args: argparse.Namespace) -> int:
                "max_overload": args.max_overload, **_nodes(problem, result, args.policy, queue_model)}
     if simulation is None and result.success:
         payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
+    payload.update(_online_at_best(args, instance, payload, problem.target))
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
     if args.json:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
+        if payload["online_predicted"] is not None and any(payload["telemetry"].values()):
+            print(online_line(payload["online_predicted"]))
     print_router_note(payload.get("other_router"))
     if args.json and result.certified is False:
         print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)
@@ -409,6 +415,14 @@ def _nodes(problem: Any, result: Result, policy: str, queue_model: str) -> dict[
     if not result.mix or not math.isfinite(result.coverage):
         return {"stable": None, "overloaded_node_share": None, "overloaded_request_share": None}
     return node_overload(problem.instance, dict(result.mix), policy, problem.target, queue_model)
+
+
+def _online_at_best(args: argparse.Namespace, instance, payload: dict, target: float) -> dict:
+    """``telemetry`` and ``online_predicted`` (the online router at the run's telemetry, docs/model.md §11) at the best mix."""
+    telemetry = run_telemetry(args, instance)
+    mix = payload.get("mix")
+    online = None if not mix or not payload.get("feasible", True) else online_prediction(instance, mix, telemetry, target=target)
+    return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
 
 
 def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:

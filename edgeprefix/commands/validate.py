@@ -40,6 +40,8 @@ from edgeprefix.commands._common import (
     router_note,
     wrote,
 )
+from edgeprefix.commands._online import online_prediction, run_telemetry
+from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.replay import PRODUCTION_ROUTERS
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.memory import check_memory
@@ -63,7 +65,7 @@ from edgeprefix.placement.simulation.layout import (
 from edgeprefix.placement.simulation.mmc import simulate_mmc
 
 # the telemetry periods of ``--baselines`` (staleness_sweep's default), run one at a time
-COVERAGE_TABLE_KEYS = ("intensity", "policy", "simulated", "simulated_se", "meanfield", "cell")
+COVERAGE_TABLE_KEYS = ("intensity", "policy", "simulated", "simulated_se", "meanfield", "cell", "online", "online_se")
 STALENESS_PERIODS = tuple(inspect.signature(staleness_sweep).parameters["periods"].default)
 ROUTERS = (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)  # --router: a prediction's router, or a production one (engine nodes)
 DEFAULT_INTENSITY_SHARES = (1 / 3, 2 / 3, 1.0)  # default --intensities: these multiples of the instance's Λ
@@ -100,9 +102,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--replications", type=int, default=2, help="independent networks per table cell (default 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--no-online", action="store_true",
-                        help="skip the online router (fresh per-node telemetry) on the load-aware rows of the coverage table")
+                        help="skip the online router (per-node telemetry at the run's age) on the load-aware rows of the coverage table")
     add_router_argument(parser, choices=ROUTERS)
     add_queue_model_argument(parser)
+    add_telemetry_options(parser)
     parser.add_argument("--baselines", action="store_true", help="also run the online router and production baselines (slower)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--out", default=None, metavar="DIR", help="write PNG comparison plots to DIR")
@@ -112,7 +115,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     """The engine room's options (docs/model.md §17.9): the model workload on engine nodes."""
-    from edgeprefix.commands._telemetry import add_telemetry_options
     from edgeprefix.commands.replay import CACHES, ENGINES
 
     group = parser.add_argument_group("engine nodes (docs/model.md §17.9): the model workload replayed on engine nodes")
@@ -120,7 +122,6 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
                        help="also replay the model workload on slots or on the instance's [engine] (batching)")
     group.add_argument("--cache", choices=CACHES, default="planned", help="node cache of that replay (default: planned)")
     group.add_argument("--engine-requests", type=int, default=3000, metavar="N", help="requests per replay (default 3000)")
-    add_telemetry_options(parser)
 
 
 def _engine_report(args: argparse.Namespace, instance, mix, intensities, tau: float, router: str) -> list[dict] | None:
@@ -174,13 +175,16 @@ def run(args: argparse.Namespace) -> int:
     predicted = argparse.Namespace(**{**vars(args), "router": None}) if args.router in PRODUCTION_ROUTERS else args
     router, queue_model = prediction_from_args(predicted, instance)
     tau = float(instance.placement.target if args.target is None else args.target)
+    telemetry = run_telemetry(args, instance)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
-                   layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"))
+                   layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"),
+                   telemetry_delay=telemetry.delay, refresh_period=telemetry.refresh)  # read by the online router only
     small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
     cells = [(lam, policy) for lam in intensities for policy in ANALYTICAL_POLICIES]
     steps = len(ANALYTICAL_POLICIES) + 2 + len(cells) + (len(intensities) + len(STALENESS_PERIODS) if args.baselines else 0)
     report: dict = {"instance": instance.name, "target": tau, "queue_model": queue_model, "router": router,
-                    "intensities": list(intensities), "mix": dict(zip(instance.profile_ids, instance.mix_vector(mix).tolist()))}
+                    "intensities": list(intensities), "mix": dict(zip(instance.profile_ids, instance.mix_vector(mix).tolist())),
+                    "telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}}
     with progress_bar(total=steps, desc="validate", unit="step") as bar:
         def step(label: str) -> None:
             bar.set_postfix_str(label, refresh=False)
@@ -197,8 +201,11 @@ def run(args: argparse.Namespace) -> int:
         for lam, policy in cells:
             rows = compare_coverage(instance, mix, intensities=(lam,), policies=(policy,), spec=spec,
                                     replications=args.replications, tau=tau, seed=args.seed, online=not args.no_online)
-            report["coverage"] += [row.to_dict() for row in rows]
-            report["coverage_table"] += [{key: row.to_dict()[key] for key in COVERAGE_TABLE_KEYS} for row in rows]
+            predicted = None if policy != "load_aware" or args.no_online else online_prediction(
+                instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau)["coverage"]
+            report["coverage"] += [{**row.to_dict(), "online_predicted": predicted} for row in rows]
+            report["coverage_table"] += [{**{key: row.to_dict()[key] for key in COVERAGE_TABLE_KEYS},
+                                          "online_predicted": predicted} for row in rows]
             step(f"coverage Λ = {lam:g} {policy}")
         if args.baselines:
             report["policies"] = []
@@ -327,15 +334,16 @@ def render(report: dict, instance, network: str = "") -> str:
                                for sid, d in report["edge_effect"].items())]
     lines += ["", "TTFT coverage: network simulation (Theorem 1's tier rule) vs the mean-field model (eq. (39)), the cell model "
               "(§14), the sampled Gamma-law and node-level Erlang-C corrections; 'online': the online router with fresh "
-              "per-node telemetry on the same networks",
+              "per-node telemetry on the same networks (at the run's telemetry age), 'predicted' its model (docs/model.md §11)",
               f"{'Λ':>4} {'policy':<11}{'simulated':>10}{'± SE':>8}{'meanfield':>10}{'error':>8}{'cell':>8}{'error':>8}"
-              f"{'Gamma':>8}{'error':>8}{'node':>8}{'error':>8}{'online':>8}{'± SE':>7}  closest"]
+              f"{'Gamma':>8}{'error':>8}{'node':>8}{'error':>8}{'online':>8}{'± SE':>7}{'predicted':>10}  closest"]
     for d in report["coverage"]:
         online = f"{d['online']:>8.4f}{d['online_se']:>7.4f}" if d.get("online") is not None and np.isfinite(d["online"]) else f"{'—':>8}{'':>7}"
         lines.append(f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>10.4f}{d['simulated_se']:>8.4f}"
                      f"{d['analytical']:>10.4f}{d['error_analytical']:>+8.4f}{d['cell']:>8.4f}{d['error_cell']:>+8.4f}"
                      f"{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
-                     f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}{online}  {d['closest']}")
+                     f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}{online}{fmt(d.get('online_predicted')):>10}"
+                     f"  {d['closest']}")
     if "policies" in report:
         ids = instance.profile_ids
         lines += ["", "policies (simulated): coverage, TTFT quantiles [s], per-profile utilisation",

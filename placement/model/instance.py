@@ -58,6 +58,7 @@ from edgeprefix.placement.model.serving import (
     validate_pool,
     validate_tiers,
 )
+from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.model.workload import (
     Prefix,
     PrefixForest,
@@ -172,6 +173,7 @@ class Instance:
     serving: Serving | None = None
     catalogue: Catalogue | None = None  # docs/model.md §19.7: read by the simulator and the catalogue correction
     engine: EngineSection | None = None  # docs/model.md §17: a continuous-batching engine per node (replay only)
+    telemetry: Telemetry | None = None  # docs/model.md §11: the deployment's telemetry age (online router's prediction)
 
     hit_depth: FloatArray = field(init=False, repr=False, compare=False)
     memory: FloatArray = field(init=False, repr=False, compare=False)
@@ -547,6 +549,15 @@ def _catalogue_from(data: Any) -> Catalogue:
                      churn=values.get("churn", 0.0))
 
 
+def _telemetry_from(data: Any) -> Telemetry:
+    _check_keys("telemetry", data, set(), {"delay", "refresh"})
+    values = {k: _number(f"telemetry.{k}", v) for k, v in data.items()}
+    for key, value in values.items():
+        if value < 0:
+            raise InstanceError(f"telemetry.{key}", f"must be >= 0 seconds, got {plain(data[key])}")
+    return Telemetry(delay=values.get("delay", 0.0), refresh=values.get("refresh", 0.0))
+
+
 def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
     if not isinstance(data, list) or not data:
         raise InstanceError(key, "must be a non-empty list of tables")
@@ -559,7 +570,7 @@ def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
     _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"},
-                {"name", "prefixes", "metadata", "engine", *_EXTENSIONS})
+                {"name", "prefixes", "metadata", "engine", "telemetry", *_EXTENSIONS})
     for section in ("network", "gpu", "placement"):
         required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
             _SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
@@ -618,6 +629,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         serving=_serving_from(data["serving"]) if "serving" in data else None,
         catalogue=_catalogue_from(data["catalogue"]) if "catalogue" in data else None,
         engine=engine_from_mapping(data["engine"]) if "engine" in data else None,
+        telemetry=_telemetry_from(data["telemetry"]) if "telemetry" in data else None,
     )
 
 
@@ -684,6 +696,8 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         out["catalogue"] = {"bits": int(cat.bits), "hashes": int(cat.hashes), "refresh": cat.refresh, "churn": cat.churn}
     if instance.engine is not None:
         out["engine"] = engine_to_mapping(instance.engine)
+    if instance.telemetry is not None:
+        out["telemetry"] = {"delay": instance.telemetry.delay, "refresh": instance.telemetry.refresh}
     if instance.serving is not None:
         defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
         out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items()

@@ -43,6 +43,8 @@ class SimulationSpec:
     horizon : measured seconds (after the warm-up).
     warmup : seconds discarded at the start (queues start empty).
     refresh_period : telemetry period ``Δt`` (0: every read is fresh).
+    telemetry_delay : continuous telemetry delay ``D`` [s]: every read (or board refresh at ``t``) shows
+        each node's ``n_x`` as it was at ``t − D`` (docs/model.md §11); 0: current.
     staleness_weight : seconds of delay spread added per second of telemetry age in
         ``σ̂_x`` (choice: ``σ̂_x = sqrt(k) m̄_s / c_x + staleness_weight · age``, with
         ``k = max(0, n_x − c_x + 1)`` customers ahead).
@@ -60,6 +62,7 @@ class SimulationSpec:
     horizon: float = 200.0
     warmup: float = 50.0
     refresh_period: float = 0.0
+    telemetry_delay: float = 0.0
     staleness_weight: float = 1.0
     service: str = "exponential"
     local_accounting: bool = False
@@ -72,6 +75,8 @@ class SimulationSpec:
             raise ValueError(f"warmup: must be >= 0 seconds, got {plain(self.warmup)}")
         if not self.refresh_period >= 0:
             raise ValueError(f"refresh_period: Δt must be >= 0, got {plain(self.refresh_period)}")
+        if not (self.telemetry_delay >= 0 and np.isfinite(self.telemetry_delay)):
+            raise ValueError(f"telemetry_delay: D must be a finite number of seconds >= 0, got {plain(self.telemetry_delay)}")
         if self.service not in SERVICE_LAWS:
             raise ValueError(f"service: unknown {self.service!r} (valid: {list(SERVICE_LAWS)})")
 
@@ -484,16 +489,23 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
     extras = np.broadcast_to(np.asarray(req.extra_service, dtype=float), req.time.shape).tolist()
     lengths_list = lengths.tolist()
     staleness = spec.staleness_weight
-    accounting = spec.local_accounting and period > 0.0
+    lag = spec.telemetry_delay
+    accounting = spec.local_accounting and (period > 0.0 or lag > 0.0)
+    lagged = None if lag == 0.0 else _LaggedQueues(n_nodes)
     m_run, memory_total = gpu.runtime_per_sequence, gpu.memory
 
     def refresh(nodes, now):
-        for x in nodes:
-            dep = departures[x]
-            while dep and dep[0] <= now:
-                heappop(dep)
-            n_snap[x] = len(dep)
-            snap_time[x] = now
+        if lagged is not None:  # the board shows n_x(now − D), plus the router's own sends since then
+            for x in nodes:
+                n_snap[x] = lagged.read(x, now - lag, accounting)
+                snap_time[x] = now - lag
+        else:
+            for x in nodes:
+                dep = departures[x]
+                while dep and dep[0] <= now:
+                    heappop(dep)
+                n_snap[x] = len(dep)
+                snap_time[x] = now
         if hysteresis:
             for x in nodes:
                 load = n_snap[x] / servers[x]
@@ -537,7 +549,10 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
         f = heap[0]
         start = f if f > t else t
         replace(heap, start + svc)
-        heappush(departures[x], start + svc)
+        if lagged is None:
+            heappush(departures[x], start + svc)
+        else:
+            lagged.add(x, t, start + svc)
         if accounting:
             n_snap[x] += 1.0
         chosen[i] = x
@@ -549,6 +564,35 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
     if state is not None:
         return (chosen, waits, services, hits, *state.finish(n_req))
     return chosen, waits, services, hits
+
+
+class _LaggedQueues:
+    """Each node's ``n_x`` as it was ``D`` seconds ago: its arrival and departure epochs, read at ``t − D``.
+
+    Reads come in non-decreasing time, so each node keeps a pointer into its arrivals (in arrival order)
+    and a heap of the departures of the arrivals counted so far: ``n_x(u) = A_x(u) − Dep_x(u)``.
+    """
+
+    def __init__(self, nodes: int) -> None:
+        self.arrival: list[list[float]] = [[] for _ in range(nodes)]
+        self.departure: list[list[float]] = [[] for _ in range(nodes)]
+        self.counted = [0] * nodes
+        self.busy: list[list[float]] = [[] for _ in range(nodes)]
+
+    def add(self, x: int, arrival: float, departure: float) -> None:
+        self.arrival[x].append(arrival)
+        self.departure[x].append(departure)
+
+    def read(self, x: int, at: float, own: bool = False) -> float:
+        """``n_x(at)``; ``own`` adds the arrivals after ``at`` (the router's sends it has not seen reported)."""
+        arr, dep, busy, i = self.arrival[x], self.departure[x], self.busy[x], self.counted[x]
+        while i < len(arr) and arr[i] <= at:
+            heapq.heappush(busy, dep[i])
+            i += 1
+        self.counted[x] = i
+        while busy and busy[0] <= at:
+            heapq.heappop(busy)
+        return float(len(busy) + (len(arr) - i if own else 0))
 
 
 class _ChurnState:

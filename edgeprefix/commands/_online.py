@@ -1,0 +1,36 @@
+"""The online router's prediction at the run's telemetry age, for every command that reports it (docs/model.md §11)."""
+
+from __future__ import annotations
+
+import argparse
+
+from edgeprefix.commands._telemetry import telemetry_from_args
+from edgeprefix.placement.model.telemetry import Telemetry
+
+
+def run_telemetry(args: argparse.Namespace, instance) -> Telemetry:
+    """``--telemetry-delay`` / ``--telemetry-refresh``, else the instance's ``[telemetry]``, else fresh."""
+    return telemetry_from_args(args, getattr(instance, "telemetry", None))
+
+
+def online_prediction(instance, mix, telemetry: Telemetry, *, target: float | None = None, evaluation=None) -> dict:
+    """JSON block: the online router's coverage, mean TTFT and tier loads at ``telemetry`` (docs/model.md §11).
+
+    ``evaluation``: a load-aware mean-field evaluation to reuse (any other is ignored).
+    """
+    from edgeprefix.placement.model.stale_router import predict_online
+
+    reuse = evaluation if (evaluation is not None and getattr(evaluation, "policy", "") == "load_aware"
+                           and getattr(evaluation, "queue_model", "meanfield") == "meanfield") else None
+    if reuse is not None and target is not None and float(reuse.target) != float(target):
+        reuse = None
+    return predict_online(instance, mix, telemetry, target=target, evaluation=reuse).to_dict()
+
+
+def online_line(block: dict) -> str:
+    """One line of text for :func:`online_prediction`'s block."""
+    tel = block["telemetry"]
+    if tel["delay"] == 0 and tel["refresh"] == 0:
+        return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (the mean-field model, docs/model.md §11)"
+    return (f"online router, telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s: coverage "
+            f"{block['coverage']:.4f} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11)")

@@ -1,0 +1,377 @@
+"""The online router under old telemetry: a mean field of the bulletin-board model (docs/model.md §11).
+
+The online router of docs/model.md §11 sends a type-``q`` request to the node of least
+``ξ r^α + g_{s,q} + Ŵ_x``, with ``Ŵ_x = max(0, n_x − c_s + 1) m̄_s / c_s`` read from telemetry.  When the
+reads are old every router sends its requests to the nodes that *looked* idle (herding).  This module
+predicts that cost from three pieces (derivation in docs/model.md §11, eqs. (11.10)–(11.14)):
+
+1. **Catchment of a node that shows ``n``** (marked PPP, Slivnyak): the other nodes of tier ``t`` form a
+   PPP of intensity ``λ_t`` with i.i.d. shown states of law ``β_t``; a request at distance ``r`` from a
+   tier-``s`` node showing ``Ŵ`` goes to it with probability
+   ``P_{s,q}(r, Ŵ) = exp(−π Σ_t λ_t E_{n'~β_t} max(0, r^α + (g_{s,q} + Ŵ − g_{t,q} − Ŵ_t(n'))/ξ)^{2/α})``,
+   so the node's type-``q`` arrival rate is ``λ_{s,q}(n) = Λ p_q ∫ 2π r P_{s,q}(r, Ŵ(n)) dr`` (the best
+   node over all candidates: ``k`` per profile is taken as unlimited).
+2. **One node's queue under a board of period ``h``** (Mitzenmacher's bulletin board): during a phase
+   the node shows the state ``j`` it had at the phase start and receives Poisson arrivals of rate
+   ``λ_s(j)``; it serves ``min(n, c_s)`` at rate ``μ_s``.  The board states form a Markov chain
+   ``T_{jk} = P(n(h) = k | n(0) = j)`` (uniformisation of the birth–death generator), its stationary law
+   is ``β_s``, and an arrival in a phase that started at ``j`` meets the phase-average law ``p̄_j``.
+   ``h = 0`` (fresh telemetry) is the birth–death chain with rate ``λ_s(n)`` in state ``n``.
+3. **The telemetry's flood length**: a node that empties at ``t_0`` is shown idle from ``t_0 + D``; the
+   arrivals it then attracts are reported from ``t_0 + 2D`` on, so it is flooded for ``D`` seconds — as
+   under a board of period ``D``.  A board of period ``Δt`` whose reads are ``D`` old floods for
+   ``h = Δt · max(1, ⌈D/Δt⌉)``; continuous delay alone: ``h = D``.
+
+The fixed point ``β_t → λ_{s,q}(·) → β_s`` is iterated (damped).  The prediction is eq. (39)'s coverage
+plus the node model's change from fresh telemetry, ``P_cov(h) = P^{(39)} + (P^{node}(h) − P^{node}(0))``,
+so ``D = Δt = 0`` returns eq. (39)'s number itself, and at light load (no queue) nothing changes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import gammaincc, roots_legendre
+from scipy.stats import poisson
+
+from edgeprefix.placement.model.telemetry import Telemetry
+
+FloatArray = npt.NDArray[np.float64]
+RADIAL_NODES = 96  # Gauss–Legendre nodes in sqrt of the area variable x = π λ_b r^{2} on [0, X_MAX]
+X_MAX = 40.0
+ITERATIONS = 200
+DAMPING = 0.8  # weight of the new iterate
+TOLERANCE = 1e-6
+EXTRA_STATES = 40  # states kept above c_s, plus what a flood of length h can add (grown until the tail is < 1e-9)
+MAX_STATES = 1200
+MARK_FLOOR = 1e-9  # shown states of less mass are left out of the competitors' marks
+MARK_ATOMS = 16  # atoms of a competitor tier's shown-wait law
+OWN_DENSE = 12  # own shown states computed one by one (then OWN_TAIL geometric ones, interpolated)
+OWN_TAIL = 12
+CANDIDATES = (1, 2)  # k nearest per profile with a closed form (the online router of docs/model.md §11 uses 2)
+
+
+def flood_length(telemetry: Telemetry) -> float:
+    """``h``: how long a node that looks idle keeps attracting requests (module docstring, item 3)."""
+    delay, period = float(telemetry.delay), float(telemetry.refresh)
+    if period > 0:
+        return period * max(1.0, math.ceil(delay / period - 1e-12))
+    return delay
+
+
+@dataclass(frozen=True)
+class NodeModel:
+    """The node-level mean field at one flood length (``h = 0``: fresh telemetry)."""
+
+    flood: float
+    coverage: float
+    mean_ttft: float
+    utilization: FloatArray  # time-average busy servers / c_s per tier
+    shown: tuple[FloatArray, ...] = field(repr=False)  # β_s over n = 0..N_s
+    arrival_rate: FloatArray = field(repr=False)  # mean λ_s per node (arrivals / s)
+    iterations: int = 0
+    truncation: float = 0.0  # largest probability mass at the top state N_s
+    residual: float = 0.0
+
+
+@dataclass(frozen=True)
+class StaleRouterPrediction:
+    """The online router's prediction at a telemetry age (docs/model.md §11).
+
+    ``coverage``, ``mean_ttft``, ``utilization``: eq. (39)'s figures plus the node model's change from
+    fresh telemetry; ``node``/``fresh_node``: the node model at the flood length and at ``h = 0``.
+    """
+
+    telemetry: Telemetry
+    target: float
+    coverage: float
+    mean_ttft: float
+    utilization: FloatArray
+    meanfield_coverage: float
+    node: NodeModel | None = field(default=None, repr=False)
+    fresh_node: NodeModel | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "telemetry": {"delay": float(self.telemetry.delay), "refresh": float(self.telemetry.refresh)},
+            "flood_length": flood_length(self.telemetry),
+            "coverage": float(self.coverage),
+            "mean_ttft": float(self.mean_ttft),
+            "utilization": [float(v) for v in self.utilization],
+            "meanfield_coverage": float(self.meanfield_coverage),
+            "node_coverage": None if self.node is None else float(self.node.coverage),
+            "fresh_node_coverage": None if self.fresh_node is None else float(self.fresh_node.coverage),
+        }
+
+
+def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, target: float | None = None,
+                   evaluation=None, fresh: NodeModel | None = None, margin: float = 0.0,
+                   local_accounting: bool = False) -> StaleRouterPrediction:
+    """Coverage at ``target``, mean TTFT and tier loads of the online router at ``telemetry``.
+
+    Mitigations (docs/model.md (11.15)): ``margin`` ``z_δ`` adds ``z_δ sqrt(k_x) m̄_s / c_s`` to the shown
+    delay (the age term of ``σ̂`` is the same for every candidate, so it does not change the choice);
+    ``local_accounting``: the router counts its own sends since the read, so a node is shown with its
+    current queue plus the departures it has not reported, ``n + min(n, c_s) μ_s ω`` with ``ω = D + Δt/2``
+    (the mean report age), and the queue is fed back at once (``h = 0``).
+
+    ``evaluation``: the load-aware mean-field evaluation of ``instance`` (computed when None); ``fresh``:
+    the node model at ``h = 0`` of the same instance, mix and target (a previous prediction's
+    ``fresh_node``; computed when None).  Fresh telemetry returns eq. (39)'s coverage, mean TTFT and
+    loads unchanged.
+    """
+    from edgeprefix.placement.model.evaluation import evaluate
+
+    telemetry = Telemetry() if telemetry is None else telemetry
+    tau = float(instance.placement.target if target is None else target)
+    ev = evaluate(instance, mix, "load_aware", target=tau) if evaluation is None else evaluation
+    base_cov = float(ev.coverage(tau))
+    base_ttft = float(ev.mean_ttft)
+    base_util = np.asarray(ev.utilization, dtype=float)
+    if margin < 0 or not math.isfinite(margin):
+        raise ValueError(f"margin: z_δ must be a finite number >= 0, got {margin}")
+    h = flood_length(telemetry)
+    window = float(telemetry.delay) + 0.5 * float(telemetry.refresh)
+    if h == 0.0 and margin == 0.0:
+        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov)
+    fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
+    if local_accounting:
+        stale = node_model(instance, ev, 0.0, tau, start=fresh.shown, margin=margin, overcount=window)
+    else:
+        stale = node_model(instance, ev, h, tau, start=fresh.shown, margin=margin)
+    return StaleRouterPrediction(
+        telemetry=telemetry, target=tau,
+        coverage=float(min(max(base_cov + stale.coverage - fresh.coverage, 0.0), 1.0)),
+        mean_ttft=base_ttft + stale.mean_ttft - fresh.mean_ttft,
+        utilization=base_util + np.where(np.isfinite(base_util), stale.utilization - fresh.utilization, 0.0),
+        meanfield_coverage=base_cov, node=stale, fresh_node=fresh,
+    )
+
+
+def _radial(edge_density: float) -> tuple[FloatArray, FloatArray]:
+    """Area nodes ``v = r²`` and weights of ``∫ π (·) dv`` on ``x = π λ_b v ∈ [0, X_MAX]`` (``x = y²``)."""
+    y, w = roots_legendre(RADIAL_NODES)
+    y = 0.5 * (y + 1.0) * math.sqrt(X_MAX)
+    w = 0.5 * w * math.sqrt(X_MAX)
+    x = y**2
+    return x / (math.pi * edge_density), w * 2.0 * y / edge_density  # dv π = dx / λ_b; dx = 2 y dy
+
+
+def _states(c: int, cmu: float, peak: float, h: float) -> int:
+    return int(min(MAX_STATES, c + EXTRA_STATES + math.ceil(2.0 * max(peak - cmu, 0.0) * h)))
+
+
+def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[FloatArray, ...] | None = None,
+               margin: float = 0.0, overcount: float = 0.0) -> NodeModel:
+    """The fixed point of the node-level bulletin-board mean field at flood length ``h`` (module docstring).
+
+    ``margin``: ``z_δ`` of the robust margin on the shown delay; ``overcount``: seconds of unreported
+    departures in the shown count (local accounting, :func:`predict_online`).
+    """
+    if k not in CANDIDATES:
+        raise ValueError(f"candidates_per_profile: the stale-telemetry model has k in {list(CANDIDATES)}, got {k}")
+    act = np.flatnonzero(np.asarray(ev.active, dtype=bool))
+    lam_s = np.asarray(ev.densities, dtype=float)[act]
+    c = np.asarray(instance.concurrency, dtype=np.int64)[act]
+    p = np.asarray(instance.probabilities, dtype=float)
+    g = np.asarray(instance.first_token_time, dtype=float)[act]  # (S, Q)
+    shown_unit = (np.asarray(instance.service_time, dtype=float) @ p)[act] / c  # m̄_s / c_s
+    mu = 1.0 / np.asarray(ev.mean_service, dtype=float)[act]
+    net = instance.network
+    xi, alpha, big_lambda = net.radio_scale, net.radio_exponent, net.request_intensity
+    v, wv = _radial(float(lam_s.sum()))
+    radio = xi * v ** (alpha / 2.0)  # ξ r^α at each area node
+    s_count = act.size
+    # per-node rate bound for the truncation: every request of the disc around the node
+    peak = big_lambda / lam_s
+    sizes = [_states(int(c[s]), float(c[s] * mu[s]), float(peak[s]), h) for s in range(s_count)]
+    shown_wait = []
+    for s, n in enumerate(sizes):
+        state = np.arange(n + 1)
+        ahead = np.maximum(state + overcount * mu[s] * np.minimum(state, c[s]) - c[s] + 1, 0.0)
+        shown_wait.append((ahead + margin * np.sqrt(ahead)) * shown_unit[s])
+    if start is not None and all(b.size == n + 1 for b, n in zip(start, sizes)):
+        beta = [np.array(b) for b in start]
+    else:
+        beta = [np.r_[1.0, np.zeros(n)] for n in sizes]
+    lam_q = None
+    residual, it = np.inf, 0
+    for it in range(1, ITERATIONS + 1):
+        lam_q, win = _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, big_lambda * p, k)
+        new = [_board(lam_q[s].sum(axis=0), int(c[s]), float(mu[s]), h)[0] for s in range(s_count)]
+        residual = max(float(np.abs(b - n).max()) for b, n in zip(beta, new))
+        beta = [DAMPING * n + (1.0 - DAMPING) * b for b, n in zip(beta, new)]
+        if residual < TOLERANCE:
+            break
+    lam_q, win = _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, big_lambda * p, k)
+    coverage = ttft = 0.0
+    util = np.full(np.asarray(ev.active).size, np.nan)
+    rates = np.full(util.size, np.nan)
+    truncation = 0.0
+    for s in range(s_count):
+        rate = lam_q[s].sum(axis=0)  # (J,)
+        b, avg = _board(rate, int(c[s]), float(mu[s]), h)
+        b = beta[s]  # the converged law (the damped iterate)
+        n = np.arange(sizes[s] + 1)
+        occupancy = b @ avg  # time-average law
+        util[act[s]] = float(occupancy @ np.minimum(n, c[s])) / c[s]
+        rates[act[s]] = float(b @ rate)
+        truncation = max(truncation, float(occupancy[-1]))
+        ahead = np.maximum(n - c[s] + 1, 0)  # Erlang stages of a FCFS arrival meeting n
+        for q in range(p.size):
+            slack = tau - radio - g[s, q]  # (R,)
+            within = _erlang_cdf(ahead[:, None], c[s] * mu[s], slack[None, :])  # (N, R)
+            # requests per unit area of type q served by tier s from phase state j at area node v
+            density = lam_s[s] * b[:, None] * big_lambda * p[q] * win[s][q]  # (J, R) per dv·π
+            served = avg @ within  # (J, R)
+            coverage += float(np.sum(density * served * wv))
+            mean_wait = avg @ (ahead / (c[s] * mu[s]))  # (J,)
+            ttft += float(np.sum(density * (radio[None, :] + g[s, q] + mean_wait[:, None]) * wv))
+    total = big_lambda
+    return NodeModel(flood=h, coverage=coverage / total, mean_ttft=ttft / total, utilization=util,
+                     shown=tuple(beta), arrival_rate=rates, iterations=it, truncation=truncation, residual=residual)
+
+
+def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k):
+    """``λ_{s,q}(n)`` per tier ``(Q, J_s)`` and the win probabilities ``P_{s,q}(r, Ŵ(n))`` ``(Q, J_s, R)``.
+
+    Among the ``k`` nearest nodes of each profile (eq. (11.11)): with the other tier-``t`` nodes at area
+    coordinates ``a`` (a unit-rate Poisson process in ``a = π λ_t ρ²``) carrying i.i.d. shown states, a
+    tier-``t`` node at ``a`` beats the request's node when ``a < c_t(n')``, ``c_t(n') = π λ_t ρ_t²``.
+    With ``Φ(a) = Σ_{n'} β_t(n') (a − c_t(n'))_+``: ``k = 1`` gives ``Σ β e^{−c}``, ``k = 2`` gives
+    ``½ Σ_{n', n''} β β e^{−max(c', c'')} (2 + |c' − c''|)``; the node's own tier (it must be one of the
+    ``k`` nearest): ``e^{−a_r}`` (``k = 1``) or ``Σ β e^{−m} (m − c + 1)``, ``m = max(a_r, c)`` (``k = 2``).
+    """
+    s_count, q_count = g.shape
+    exponent = 2.0 / alpha
+    ru = radio / xi  # r^α
+    rates, wins = [], []
+    marks = [_atoms(shown_wait[t] / xi, beta[t]) for t in range(s_count)]
+    for s in range(s_count):
+        full = shown_wait[s]
+        grid = _own_grid(full)
+        w = full[grid]
+        log_win = np.zeros((q_count, w.size, ru.size))
+        a_r = math.pi * lam_s[s] * ru ** exponent  # own-tier area coordinate of the node itself
+        for t in range(s_count):
+            offs, weights = marks[t]
+            u = ru[None, None, :] + ((g[s][:, None] - g[t][:, None])[:, :, None] + w[None, :, None]) / xi  # (Q, J, R)
+            c_t = math.pi * lam_s[t] * np.maximum(u[..., None] - offs, 0.0) ** exponent  # (Q, J, R, J')
+            if t == s:
+                if k == 1:
+                    part = np.broadcast_to(np.exp(-a_r), u.shape)
+                else:
+                    m = np.maximum(a_r[None, None, :, None], c_t)
+                    part = np.exp(-m) * (m - c_t + 1.0) @ weights
+            elif k == 1:
+                part = np.exp(-c_t) @ weights
+            else:
+                part = _pair_sum(c_t, weights)
+            log_win += np.log(np.maximum(part, 1e-300))
+        # back to every state: log P is interpolated linearly in the state between the grid states
+        states = np.arange(full.size)
+        log_full = np.stack([np.stack([np.interp(states, grid, log_win[q, :, i]) for i in range(ru.size)], axis=1)
+                             for q in range(q_count)])
+        win = np.exp(log_full)
+        wins.append(win)
+        rates.append(type_rate[:, None] * (win * wv).sum(axis=2))  # (Q, J)
+    return rates, wins
+
+
+def _pair_sum(c: FloatArray, weights: FloatArray) -> FloatArray:
+    """``½ Σ_{i,j} β_i β_j e^{−max(c_i, c_j)} (2 + |c_i − c_j|)`` over the last axis, ``c`` non-increasing in it.
+
+    For ``i < j`` (``c_i ≥ c_j``) the term is ``e^{−c_i} (2 + c_i − c_j)``: with the tail sums
+    ``B_i = Σ_{j>i} β_j`` and ``C_i = Σ_{j>i} β_j c_j`` the double sum is linear in the atoms.
+    """
+    e = np.exp(-c) * weights
+    tail_b = np.cumsum(weights[::-1])[::-1] - weights
+    tail_c = np.cumsum((c * weights)[..., ::-1], axis=-1)[..., ::-1] - c * weights
+    return np.sum(e * ((2.0 + c) * tail_b - tail_c), axis=-1) + np.sum(e * weights, axis=-1)
+
+
+def _atoms(offsets: FloatArray, weights: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The competitors' shown-wait law as at most ``MARK_ATOMS`` atoms (equal offsets merged, then
+    equal-mass bins of the rest, each at its mean offset)."""
+    keep = weights > MARK_FLOOR
+    off, wt = offsets[keep], weights[keep] / weights[keep].sum()
+    uniq, inverse = np.unique(off, return_inverse=True)
+    mass = np.bincount(inverse, weights=wt)
+    if uniq.size <= MARK_ATOMS:
+        return uniq, mass
+    edges = np.searchsorted(np.cumsum(mass), np.linspace(0.0, 1.0, MARK_ATOMS + 1)[1:-1])
+    label = np.searchsorted(edges, np.arange(uniq.size), side="right")
+    total = np.bincount(label, weights=mass)
+    mean = np.bincount(label, weights=mass * uniq) / np.where(total > 0, total, 1.0)
+    return mean[total > 0], total[total > 0]
+
+
+def _own_grid(shown: FloatArray) -> npt.NDArray[np.int64]:
+    """States at which the catchment is computed: the first state of each shown wait up to ``OWN_DENSE``
+    distinct waits (both ends of each run), then geometrically spaced ones, always the last."""
+    first = np.flatnonzero(np.r_[True, np.diff(shown) != 0])
+    last = np.r_[first[1:] - 1, shown.size - 1]  # both ends of each run of equal waits (the run is flat)
+    if first.size <= OWN_DENSE:
+        return np.unique(np.r_[first, last])
+    tail = np.geomspace(first[OWN_DENSE], shown.size - 1, OWN_TAIL).round().astype(np.int64)
+    return np.unique(np.r_[first[:OWN_DENSE], last[:OWN_DENSE], tail, shown.size - 1])
+
+
+def _board(rate: FloatArray, c: int, mu: float, h: float) -> tuple[FloatArray, FloatArray]:
+    """Stationary board law ``β`` and per-start phase-average laws ``p̄_j`` ``(J, J)`` of one node.
+
+    Birth rate ``rate[j]`` fixed by the shown state ``j`` (the phase start), death ``min(n, c) μ``; the
+    top state ``N`` refuses arrivals.  ``h = 0``: the birth–death chain with rate ``rate[n]`` in state ``n``.
+    """
+    size = rate.size
+    n = np.arange(size)
+    death = np.minimum(n, c) * mu
+    if h == 0.0:
+        ratio = np.where(n[1:] > 0, rate[:-1] / death[1:], 0.0)
+        log_pi = np.r_[0.0, np.cumsum(np.log(np.maximum(ratio, 1e-300)))]
+        pi = np.exp(log_pi - log_pi.max())
+        pi /= pi.sum()
+        return pi, np.eye(size)
+    births = np.where(n < size - 1, rate, 0.0)  # per start j (constant during the phase)
+    gamma = float(births.max() + death.max()) or 1.0
+    m = gamma * h
+    k_max = int(poisson.ppf(1.0 - 1e-13, m)) + 1
+    weights_end = poisson.pmf(np.arange(k_max + 1), m)
+    weights_avg = gammaincc(np.arange(k_max + 1) + 1.0, m) / m  # P(Poisson(m) > k) / (Γh): ∫ over the phase / h
+    vec = np.eye(size)  # row j: state law of a phase that started at j
+    up = births[:, None] / gamma  # the birth rate of row j in every state (top state refuses)
+    up_state = np.broadcast_to(up, (size, size)).copy()
+    up_state[:, -1] = 0.0
+    down = death[None, :] / gamma
+    stay = 1.0 - up_state - down
+    end = weights_end[0] * vec
+    avg = weights_avg[0] * vec
+    for k in range(1, k_max + 1):
+        nxt = vec * stay
+        nxt[:, 1:] += vec[:, :-1] * up_state[:, :-1]
+        nxt[:, :-1] += vec[:, 1:] * down[:, 1:]
+        vec = nxt
+        end += weights_end[k] * vec
+        avg += weights_avg[k] * vec
+    end /= end.sum(axis=1, keepdims=True)
+    avg /= avg.sum(axis=1, keepdims=True)
+    # stationary law of the board chain: β T = β
+    a = end.T - np.eye(size)
+    a[-1, :] = 1.0
+    rhs = np.zeros(size)
+    rhs[-1] = 1.0
+    beta = np.linalg.solve(a, rhs)
+    beta = np.maximum(beta, 0.0)
+    return beta / beta.sum(), avg
+
+
+def _erlang_cdf(stages: npt.ArrayLike, rate: float, x: FloatArray) -> FloatArray:
+    """``P(W ≤ x)`` for ``W`` the sum of ``stages`` Exp(``rate``) (``stages = 0``: ``W = 0``); 0 for ``x < 0``."""
+    stages = np.asarray(stages)
+    xs = np.maximum(x, 0.0) * rate
+    with np.errstate(invalid="ignore"):
+        cdf = np.where(stages > 0, 1.0 - gammaincc(np.maximum(stages, 1), xs), 1.0)
+    return np.where(x >= 0, cdf, 0.0)
