@@ -663,6 +663,8 @@ def warm_part(workload: TraceWorkload, how: str, warm: TraceWorkload | None, rng
     """The requests that fill the queues before ``workload`` is measured (docs/model.md §17.7):
     ``"train"`` — ``warm`` (the training part); ``"resample"`` — ``n`` requests drawn with replacement from
     ``workload``, with gaps drawn with replacement from its gaps."""
+    if np.any(np.diff(workload.time) < 0):  # the same refusal as an unwarmed replay's (rescale_times)
+        raise ValueError("trace timestamps must be nondecreasing (the trace must be in time order)")
     if how == "train":
         if warm is None or warm.requests < 2:
             raise ValueError("--warm-start train replays the training part first: give --split F > 0 (or use --warm-start resample)")
