@@ -75,21 +75,21 @@ def run(args: argparse.Namespace) -> int:
     )
     other = _other_router(problem, solution, router)
     nodes = [node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model) for e, d in enumerate(solution.epochs)]
-    extra = _online_by_epoch(args, problem, solution)
+    online = _online_by_epoch(args, problem, solution)
     if args.json:
         payload = {**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
-                   **({"other_router": other} if other is not None else {}), **extra}
-        payload["epochs"] = [{**row, **extra} for row, extra in zip(payload["epochs"], nodes)]
+                   **({"other_router": other} if other is not None else {}), **online}
+        payload["epochs"] = [{**row, **shares} for row, shares in zip(payload["epochs"], nodes)]
         print_json(payload)
     else:
         print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
-        for d, extra in zip(solution.epochs, nodes):
-            print(f"epoch {d.name}: {overload_line(extra, queue_model)}")
+        for d, shares in zip(solution.epochs, nodes):
+            print(f"epoch {d.name}: {overload_line(shares, queue_model)}")
         print(router_line(queue_model))
-        tel = extra["telemetry"]
+        tel = online["telemetry"]
         if tel["delay"] or tel["refresh"]:
             print(f"online router at telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s, coverage per epoch: "
-                  + " ".join(f"{c:.4f}" for c in extra["online_predicted"]) + " (docs/model.md §11)")
+                  + " ".join(f"{c:.4f}" for c in online["online_predicted"]) + " (docs/model.md §11)")
     print_router_note(other)
     return 0
 
