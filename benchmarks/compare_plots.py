@@ -15,6 +15,24 @@ from edgeprefix.benchmarks.compare_metrics import RELATIVE_TARGETS, Reference, S
 from edgeprefix.benchmarks.compare_runs import RunRecord, anytime_runs
 from edgeprefix.placement.atomic import atomic_savefig
 
+STYLES = ("-", "--", "-.", ":")  # one per method, so curves that coincide stay told apart
+MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def style(i: int) -> dict:
+    """Line style and marker of the ``i``-th method (markers every few points, not on every one)."""
+    return {"ls": STYLES[i % len(STYLES)], "marker": MARKERS[i % len(MARKERS)], "markevery": 0.12, "ms": 4}
+
+
+def log_evaluations_axis(ax) -> None:
+    """A log x-axis of evaluation counts labelled once: plain numbers at the decades, no minor labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
 
 def save_atomic(fig: plt.Figure, path: Path) -> None:
     """Save ``fig`` as PNG through a temporary file in the same folder, then rename."""
@@ -27,7 +45,7 @@ def save_atomic(fig: plt.Figure, path: Path) -> None:
 def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[Summary], ref: Reference, methods: Sequence[str]) -> plt.Figure:
     """Median best-so-far feasible ``P_cov(τ_0)`` vs evaluations, IQR shaded; grid as markers."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for method in methods:
+    for i, method in enumerate(methods):
         if method == "grid":
             pts = sorted((s.budget, s.median) for s in summaries if s.instance == instance and s.method == "grid")
             if pts:
@@ -42,13 +60,13 @@ def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[
         with np.errstate(all="ignore"):
             q25, med, q75 = np.nanpercentile(stack, [25, 50, 75], axis=0)
         per_budget = method in ("spsa",)
-        (line,) = ax.plot(x, med, label=f"{method} (run at b = {length})" if per_budget else method)
+        (line,) = ax.plot(x, med, label=f"{method} (run at b = {length})" if per_budget else method, **style(i))
         ax.fill_between(x, q25, q75, color=line.get_color(), alpha=0.2)
         if per_budget:
             pts = sorted((s.budget, s.median) for s in summaries if s.instance == instance and s.method == method)
             ax.plot(*zip(*pts), "o", color=line.get_color(), label=f"{method}, own run per budget")
     ax.axhline(ref.coverage, color="grey", lw=0.8, ls=":", label=f"best known optimum {ref.coverage:.4f} ({ref.source})")
-    ax.set_xscale("log")
+    log_evaluations_axis(ax)
     ax.set_xlabel("objective evaluations")
     ax.set_ylabel("best-so-far feasible TTFT coverage")
     # the y-range follows the data (matplotlib's autoscale), so early, low values stay visible
@@ -65,7 +83,7 @@ def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: 
     longest = max(r.nfev for r in runs)
     n = np.unique(np.geomspace(1, longest, 200).astype(int))
     for ax, (title, subset) in zip(axes[0], panels):
-        for method in methods:
+        for i, method in enumerate(methods):
             if method == "grid":
                 pts = []
                 for budget in sorted({s.budget for s in summaries if s.method == "grid"}):
@@ -77,14 +95,15 @@ def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: 
                 continue
             curves = [r for r in anytime_runs(runs, method) if r.instance in subset]
             if curves:
-                ax.step(n, ecdf(curves, subset, method, n), where="post", label=method)
-        ax.set_xscale("log")
+                ax.step(n, ecdf(curves, subset, method, n), where="post", label=method, **style(i))
+        log_evaluations_axis(ax)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("objective evaluations")
         ax.set_ylabel("share of (run, target) pairs reached")
         ax.set_title(title, fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="outside right upper")
+    fig.suptitle("Targets P* − Δ reached against evaluations (P*: the best known coverage of each instance)", fontsize=10)
     return fig
 
 
@@ -100,11 +119,11 @@ def target_ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], me
     longest = max(r.nfev for r in chosen)
     n = np.unique(np.geomspace(1, longest, 200).astype(int))
     for ax, (title, subset) in zip(axes.flat, panels):
-        for method in methods:
+        for i, method in enumerate(methods):
             curves = [r for r in anytime_runs(chosen, method) if r.instance in subset]
             if curves:
-                ax.step(n, ecdf(curves, subset, method, n, precisions, relative=True), where="post", label=method)
-        ax.set_xscale("log")
+                ax.step(n, ecdf(curves, subset, method, n, precisions, relative=True), where="post", label=method, **style(i))
+        log_evaluations_axis(ax)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("objective evaluations")
         ax.set_ylabel("share of (run, target) pairs")

@@ -20,6 +20,7 @@ import numpy as np
 from edgeprefix.formulations.migration import MigrationProblem
 from edgeprefix.formulations.static_mix import static_mix_problem
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.replay import MixSchedule, ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import ReplayReport, replay_replicated
 from edgeprefix.solvers.api import solve
@@ -101,18 +102,29 @@ def epoch_replay(problem: MigrationProblem, workload: TraceWorkload, spec: Repla
     ``method``/``budget``/``options`` go to both searches (per epoch for the plan); the
     replays share ``seed`` (common random numbers).
     """
-    solution = solve_migration(problem, method=method, budget=budget, seed=seed, **options)
-    result = solve(static_mix_problem(problem), method, budget=budget, seed=seed, **options)
-    static = np.asarray(result.x, dtype=float)
-    migrated = epoch_schedule(problem, [problem.instance.mix_vector(dict(d.mix)) for d in solution.epochs])
-    fixed = epoch_schedule(problem, [static] * len(problem.epochs))
-    base = problem.instance
-    kwargs = {"replications": replications, "seed": seed}
+    with progress_bar(total=4, desc="replay --epochs", unit="step") as bar:
+        bar.set_postfix_str("epoch plan", refresh=False)
+        solution = solve_migration(problem, method=method, budget=budget, seed=seed, **options)
+        bar.update(1)
+        bar.set_postfix_str("best static mix", refresh=False)
+        result = solve(static_mix_problem(problem), method, budget=budget, seed=seed, **options)
+        bar.update(1)
+        static = np.asarray(result.x, dtype=float)
+        migrated = epoch_schedule(problem, [problem.instance.mix_vector(dict(d.mix)) for d in solution.epochs])
+        fixed = epoch_schedule(problem, [static] * len(problem.epochs))
+        base = problem.instance
+        kwargs = {"replications": replications, "seed": seed}
+        bar.set_postfix_str("replay under the plan", refresh=False)
+        migrated_report = replay_replicated(base, workload, None, spec, schedule=migrated, **kwargs)
+        bar.update(1)
+        bar.set_postfix_str("replay under the static mix", refresh=False)
+        static_report = replay_replicated(base, workload, None, spec, schedule=fixed, **kwargs)
+        bar.update(1)
     return EpochReplay(
         problem=problem,
         solution=solution,
         static_mix=dict(zip(base.profile_ids, static.tolist())),
         static_coverage_predicted=float(result.coverage),
-        migrated_report=replay_replicated(base, workload, None, spec, schedule=migrated, **kwargs),
-        static_report=replay_replicated(base, workload, None, spec, schedule=fixed, **kwargs),
+        migrated_report=migrated_report,
+        static_report=static_report,
     )

@@ -4,12 +4,10 @@ Wall time of whole ``edgeprefix`` commands (fresh processes, start-up included),
 interleaved so that a change of machine load hits every variant alike:
 
 * persistence: ``solve --method tpe`` with nothing written, with ``--out DIR`` (batched journal
-  study + output set, the PNG drawn by a helper process that imported matplotlib during the
-  search), the same with the PNG drawn in the solving process (the helper switched off: what
-  ``--out`` did before), and with ``--storage FILE.db`` (Optuna's SQLite storage written trial
-  by trial, what a plain Optuna user would pick); ratios to the run that writes nothing, of
-  the medians and of the fastest runs, and the CPU seconds of each command (its helper
-  included): on a machine whose cores are all busy, wall time follows CPU time;
+  study + output set, the PNG drawn in the solving process), and with ``--storage FILE.db``
+  (Optuna's SQLite storage written trial by trial, what a plain Optuna user would pick); ratios
+  to the run that writes nothing, of the medians and of the fastest runs, and the CPU seconds of
+  each command: on a machine whose cores are all busy, wall time follows CPU time;
 * parallel modes: ``solve --method grid --workers 2`` and a default ``sweep`` (both now pick the
   serial path on two cores or for short work) against ``--serial``/no workers, and the forced
   cluster (``--dask`` a LocalCluster started beforehand is not included: cluster start-up is
@@ -33,12 +31,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from edgeprefix.placement.atomic import atomic_write_text
-
-# ``solve`` with the plot helper switched off: the PNG is drawn in the solving process.
-IN_PROCESS_PLOT = (
-    "import sys; import edgeprefix.commands.solve as s; s.start_plot_helper = lambda: None; "
-    "from edgeprefix.cli import main; sys.exit(main(sys.argv[1:]))"
-)
 
 
 def _run(argv: Sequence[str], cwd: str) -> tuple[float, float]:
@@ -99,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cpu: dict[str, list[float]] = {}
     persistence = {} if "persistence" not in tables else measure({
         "nothing written (reference)": tpe,
-        "--out DIR (batched journal + output set, PNG by the helper)": [*tpe, "--out", "run"],
-        "--out DIR, PNG drawn in the solving process": ["-c", IN_PROCESS_PLOT, *tpe, "--out", "run"],
+        "--out DIR (batched journal + output set)": [*tpe, "--out", "run"],
         "--storage study.db (SQLite, trial by trial)": [*tpe, "--storage", "study.db"],
     }, args.repeats, cpu)
     grid = ["solve", "--method", "grid", "--json"]

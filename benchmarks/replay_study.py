@@ -42,6 +42,7 @@ from edgeprefix.placement.jsonable import json_ready
 from edgeprefix.placement.model.cell import QUEUE_MODELS
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Gpu, Instance
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS
 from edgeprefix.placement.pipeline.calibration import DEFAULT_DECODE_PER_TOKEN, DEFAULT_PREFILL, LLAMA2_70B, Deployment
 from edgeprefix.placement.pipeline.epochs import cut_epochs
 from edgeprefix.placement.pipeline.forest import build_forest
@@ -137,7 +138,7 @@ def part_loads(mooncake, args) -> list[dict[str, Any]]:
     for lam in (0.5 * lam0, lam0):
         inst = instance.with_network(request_intensity=lam)
         mix = best_mix(inst, args.resolution)
-        for router in ("tier", "online"):
+        for router in PREDICTION_ROUTERS:
             spec = ReplaySpec(decode_per_token=decode, router=router, nodes=args.nodes)
             s = replay_replicated(inst, test, mix, spec, replications=args.replications, seed=args.seed).summary()
             both = {f"coverage_{m}": evaluate(inst, mix, spec.policy, queue_model=m).coverage() for m in QUEUE_MODELS}
@@ -222,7 +223,7 @@ def perf_child(n: int, nodes: float) -> dict[str, Any]:
     read = time.perf_counter()
     out: dict[str, Any] = {"requests": n, "instance_seconds": built - start, "workload_seconds": read - built}
     decode = decode_per_token(instance, float(workload.output.mean()))
-    for router in ("tier", "online"):
+    for router in PREDICTION_ROUTERS:
         t0 = time.perf_counter()
         r = replay_replicated(instance, workload, None, ReplaySpec(decode_per_token=decode, router=router, nodes=nodes)).results[0]
         out[f"{router}_seconds"] = time.perf_counter() - t0

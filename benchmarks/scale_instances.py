@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from edgeprefix.benchmarks.synthetic import synthetic_instance
-from edgeprefix.placement.model.instance import Instance, PlacementSpec
+from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.profiles import Profile
 
 

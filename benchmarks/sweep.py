@@ -147,8 +147,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=list(SOLVERS), default="grid", help="search method per cell (default: grid)")
     parser.add_argument("--budget", type=int, default=None, metavar="N", help="evaluations per cell (grid: every point)")
     parser.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (only with --method grid)")
-    parser.add_argument("--policy", choices=POLICIES, default="load_aware")
-    parser.add_argument("--queue-model", default="meanfield", metavar="MODEL",
+    parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy of every cell (default: load_aware)")
+    parser.add_argument("--queue-model", default="meanfield", metavar="{" + ",".join(QUEUE_MODELS) + "}",
                         help="queue model of the coverage: meanfield (eq. (39)) or cell (docs/model.md §14); default: meanfield")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")

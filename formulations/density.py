@@ -92,6 +92,7 @@ class DensityPlanningProblem:
         return placement_problem(
             self.at_density(density), target=self.objective.target, policy=self.objective.policy, evaluator=self.objective.evaluator,
             queue_model=self.objective.queue_model, differentiator=self.objective.differentiator,
+            max_overloaded_share=self.objective.max_overloaded_share,
         )
 
     def meets(self, score: Score) -> bool:
@@ -108,8 +109,10 @@ def density_problem(
     policy: str = "load_aware",
     evaluator: Evaluator | None = None,
     queue_model: str = "meanfield",
+    max_overloaded_share: float | None = None,
 ) -> DensityPlanningProblem:
-    """Build the density-planning problem (``mix=None``: joint with the mix).
+    """Build the density-planning problem (``mix=None``: joint with the mix); ``max_overloaded_share`` caps
+    the share of overloaded nodes under the cell law (docs/model.md §14.9).
 
     Raises
     ------
@@ -121,9 +124,10 @@ def density_problem(
         raise ValueError(f"reliability ζ must lie in (0, 1), got {plain(reliability)}")
     pi = None if mix is None else instance.mix_vector(mix)  # type: ignore[arg-type]
     objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator,
-                                  queue_model)
+                                  queue_model, max_overloaded_share=max_overloaded_share)
     if pi is None:
-        placement_problem(instance, target=objective.target, policy=policy, evaluator=evaluator, queue_model=queue_model)  # checks the polytope
+        placement_problem(instance, target=objective.target, policy=policy, evaluator=evaluator, queue_model=queue_model,
+                          max_overloaded_share=max_overloaded_share)  # checks the polytope
     else:
         pi.setflags(write=False)
     model = build_density_model(instance, zeta, pi, objective)

@@ -55,7 +55,8 @@ class Score:
     value : the objective to maximise (``P_cov(τ_0)`` when feasible, a negative penalty otherwise).
     coverage : ``P_cov(τ_0; π)`` with unstable tiers contributing nothing.
     feasible : every active tier has ``ρ_s < 1`` and the fixed point converged.
-    overload : ``max(0, max_s ρ_s − 1)`` over active tiers.
+    overload : ``max(0, max_s ρ_s − 1)`` over active tiers, or (stable tiers above a node cap) the overloaded
+        node share's excess over ``max_overloaded_share``.
     mix : the evaluated mix ``π`` (cleaned: exact zeros, sums to 1).
     evaluation : the model's ``Evaluation`` of the point.
     gradient : ``∂value/∂π_s`` (other shares held fixed, one-sided at ``π_s = 0``) when asked
@@ -116,6 +117,9 @@ class CoverageObjective:
     evaluator : ``evaluate`` of the model layer (injectable for tests).
     queue_model : ``meanfield`` (eq. (39)) or ``cell`` (per-node load law, docs/model.md §14).
     differentiator : ``sensitivity`` of the model layer (injectable for tests, with the evaluator).
+    max_overloaded_share : cap on the share of nodes whose own load reaches their slots under the cell
+        law (docs/model.md §14.9); a point above it is infeasible and penalised by the excess.  ``None``:
+        no cap (the cell model's points are then still reported unstable above 1 %, not rejected).
     """
 
     instance: Instance
@@ -124,6 +128,7 @@ class CoverageObjective:
     evaluator: Evaluator | None = None
     queue_model: str = "meanfield"
     differentiator: Differentiator | None = None
+    max_overloaded_share: float | None = None
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.target) and self.target > 0):
@@ -132,6 +137,9 @@ class CoverageObjective:
             raise ValueError(f"policy must be one of {list(POLICIES)}, got {self.policy!r}")
         if self.queue_model not in QUEUE_MODELS:
             raise ValueError(f"queue_model: unknown {self.queue_model!r} (valid: {list(QUEUE_MODELS)})")
+        cap = self.max_overloaded_share
+        if cap is not None and not (np.isfinite(cap) and 0.0 <= cap <= 1.0):
+            raise ValueError(f"--max-overload must be a share of nodes in [0, 1], got {plain(cap)}")
 
     def score(self, mix: FloatArray, warm_start: FloatArray | None = None, *, gradient: bool = False) -> Score:
         """Evaluate a clean mix (see :func:`clean_mix`) and score it; ``gradient=True`` adds ``∂value/∂π``."""
@@ -169,6 +177,10 @@ class CoverageObjective:
         overload = float(max(0.0, finite.max() - 1.0)) if finite.size else 0.0
         converged = ev.fixed_point is None or bool(ev.fixed_point.converged)  # None: no fixed point needed
         feasible = bool(ev.stable) and converged
+        if feasible and self.max_overloaded_share is not None:  # the node-level cap (docs/model.md §14.9)
+            excess = float(ev.overloaded_shares[0]) - self.max_overloaded_share
+            if excess > 0:
+                feasible, overload = False, excess
         value = coverage if feasible else INFEASIBLE_BASE + 0.5 * coverage - overload
         return Score(value=value, coverage=coverage, feasible=feasible, overload=overload, mix=mix, evaluation=ev)
 
@@ -180,6 +192,9 @@ class CoverageObjective:
         if ev.fixed_point is not None and not ev.fixed_point.converged:
             return None
         differentiate = self.differentiator or default_differentiator()
+        if not score.feasible and bool(getattr(ev, "stable", False)):  # above the node cap only: the share's own
+            # derivative is not computed, the penalty's coverage part is (a search leaves through the penalty's value)
+            return 0.5 * np.asarray(differentiate(ev, self.target, ("coverage",)).gradients["coverage"], dtype=float)
         names = ("coverage",) if score.feasible or score.overload <= 0 else ("coverage", "max_utilization")
         sens = differentiate(ev, self.target, names)
         coverage = np.asarray(sens.gradients["coverage"], dtype=float)

@@ -91,6 +91,13 @@ class PlacementProblem:
     model: pyo.ConcreteModel = field(repr=False, compare=False)
     constraints: LinearConstraints = field(repr=False)
 
+    def __repr__(self) -> str:
+        """One line: the instance by name and size, the objective's settings (not the whole instance)."""
+        obj = self.objective
+        return (f"PlacementProblem(instance {self.instance.name!r}: {len(self.instance.profiles)} profiles, "
+                f"{len(self.instance.requests)} request types; target {obj.target:g} s, policy {obj.policy}, "
+                f"queue model {obj.queue_model})")
+
     @property
     def variable_names(self) -> tuple[str, ...]:
         """Profile ids, the order of ``π``."""
@@ -197,10 +204,12 @@ def placement_problem(
     queue_model: str = "meanfield",
     simulation: SimulationSettings | None = None,
     differentiator: Differentiator | None = None,
+    max_overloaded_share: float | None = None,
 ) -> PlacementProblem:
     """Build the placement problem of ``instance`` (τ_0 defaults to ``placement.target``).
 
     ``queue_model`` (``meanfield`` or ``cell``, docs/model.md §14) sets the coverage model;
+    ``max_overloaded_share`` caps the share of overloaded nodes under the cell law (docs/model.md §14.9);
     ``simulation`` replaces the model by the network simulator on a fixed seed set
     (:class:`~edgeprefix.formulations.simulated.SimulationSettings`; slow: small instances only).
 
@@ -214,7 +223,8 @@ def placement_problem(
     if simulation is not None:  # simulation in the loop (a reference for small instances)
         objective = SimulationObjective(instance, tau, policy, simulation, evaluator)
     else:
-        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator)
+        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator,
+                                      max_overloaded_share=max_overloaded_share)
     model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
     constraints = read_linear_constraints(model, model.pi)
     diagnose_infeasibility(instance)

@@ -22,7 +22,7 @@ def solve(
     method: str = "spsa",
     *,
     budget: int | None = DEFAULT_BUDGET,
-    seed: int | np.random.Generator | None = None,
+    seed: int | np.random.Generator | None = 0,
     callback: Callback | None = None,
     projection: Projection | None = None,
     certificate: bool = True,
@@ -36,7 +36,8 @@ def solve(
     problem : a formulation (e.g. :class:`edgeprefix.formulations.placement.PlacementProblem`); never mutated.
     method : a registered name (``gradient``, ``spsa``, ``tpe``, ``cmaes``, ``qmc``, ``grid``, ``random``).
     budget : black-box evaluations allowed (``None``: only for methods that end on their own).
-    seed : seed or generator; the only source of randomness.
+    seed : seed or generator; the only source of randomness.  Default 0, as ``edgeprefix solve
+        --seed``: the same call returns the same mix; ``None`` draws fresh entropy each call.
     callback : called with a :class:`edgeprefix.solvers.result.Progress` after every evaluation;
         returning ``True`` stops the search.
     projection : a projector to reuse (built from ``problem.constraints`` when omitted).
@@ -61,7 +62,7 @@ def run_solver(
     solver: Solver,
     *,
     budget: int | None = DEFAULT_BUDGET,
-    seed: int | np.random.Generator | None = None,
+    seed: int | np.random.Generator | None = 0,
     callback: Callback | None = None,
     projection: Projection | None = None,
     certificate: bool = True,

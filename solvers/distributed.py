@@ -69,22 +69,76 @@ def local_cluster_pays(workers: int | None, tasks: int, seconds_per_task: float)
     return None
 
 
+WORKER_START_SECONDS = 1.0  # forking the Optuna workers and opening their storage connections (benchmarks/README.md)
+SHARED_TRIAL_SECONDS = 0.05  # extra storage work per trial when processes share a study (locks, heartbeats; lower end measured)
+PROBE_POINTS = 16  # warm points the cost probe times
+
+
+def probe_seconds_per_point(problem: Problem, points: FloatArray, sample: int = PROBE_POINTS) -> float:
+    """Seconds per point of a grid task, timed on up to ``sample`` points scored as one chunk after
+    a first point that warms the caches (the first point alone costs several times a warm one)."""
+    if len(points) < 2:
+        start = time.perf_counter()
+        score_chunk(problem, points[:1])
+        return time.perf_counter() - start
+    score_chunk(problem, points[:1])  # warm-up: imports, kernels, caches
+    timed = points[1 : 1 + sample]
+    start = time.perf_counter()
+    score_chunk(problem, timed)
+    return (time.perf_counter() - start) / len(timed)
+
+
+def probe_seconds_per_evaluation(problem: Problem, points: FloatArray, sample: int = 3) -> float:
+    """Seconds of one black-box evaluation (one trial's objective), the mean over ``sample`` points
+    after a first one that warms the caches."""
+    problem.score(points[0])
+    timed = points[1 : 1 + sample] if len(points) > 1 else points[:1]
+    start = time.perf_counter()
+    for x in timed:
+        problem.score(x)
+    return (time.perf_counter() - start) / len(timed)
+
+
+def local_workers_pay(workers: int, budget: int, seconds_per_evaluation: float) -> str | None:
+    """``None`` when ``workers`` processes sharing one study should beat one process running the
+    ``budget`` trials of ``seconds_per_evaluation`` each; else the reason to run serially.
+
+    The processes cost :data:`WORKER_START_SECONDS` to start and :data:`SHARED_TRIAL_SECONDS` of
+    extra storage work per trial; the evaluations spread over ``min(workers, cores, budget)``.
+    """
+    cores = usable_cores()
+    n = min(workers, cores, budget)
+    serial = budget * seconds_per_evaluation
+    parallel = WORKER_START_SECONDS + budget * (seconds_per_evaluation / max(n, 1) + SHARED_TRIAL_SECONDS)
+    if n < 2 or parallel >= serial:
+        return (f"{budget} trials × {seconds_per_evaluation:.3g} s ≈ {serial:.2g} s here; {n} worker process(es) on {cores} "
+                f"cores would need ≈{parallel:.2g} s (start-up ≈{WORKER_START_SECONDS:g} s, shared storage "
+                f"≈{SHARED_TRIAL_SECONDS:g} s per trial)")
+    return None
+
+
 @contextlib.contextmanager
 def dask_client(address: str | None = None, workers: int | None = None) -> Iterator[Any]:
     """A ``distributed.Client``: to the scheduler at ``address``, else to a new ``LocalCluster``.
 
     The local cluster has ``workers`` single-threaded worker processes (default: one per CPU).
     """
+    from edgeprefix.solvers.extras import require
+    from edgeprefix.solvers.optuna_common import redact, scrub
+
+    require("distributed", "--dask" if address is not None else "a local Dask cluster (--workers, sweep)")
     from distributed import Client, LocalCluster
 
     if address is not None:
+        shown = redact(address)  # tcp://user:secret@host: never echo the secret
         if workers is not None:
-            raise ValueError(f"workers applies to the local cluster only, got workers={workers} with scheduler {address!r}")
+            raise ValueError(f"workers applies to the local cluster only, got workers={workers} with scheduler {shown!r}")
         try:
             client = Client(address, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ValueError(f"--dask {address!r}: cannot reach the Dask scheduler within {CONNECT_TIMEOUT} ({reason[:160]})") from None
+            text = scrub(str(exc), address).strip()
+            reason = text.splitlines()[0] if text else type(exc).__name__
+            raise ValueError(f"--dask {shown!r}: cannot reach the Dask scheduler within {CONNECT_TIMEOUT} ({reason[:160]})") from None
         with client:
             yield client
         return

@@ -11,7 +11,9 @@ coverage now for budget later.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from edgeprefix.formulations.migration import MigrationPlan, MigrationProblem
 from edgeprefix.formulations.migration_joint import joint_migration_problem
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers.api import DEFAULT_BUDGET, solve
 from edgeprefix.solvers.result import Result
 
@@ -90,14 +93,18 @@ def solve_migration(
     evaluations = 0
     total = 0.0
     rng = np.random.default_rng(seed)
+    bar = progress_bar(total=len(problem.epochs), desc="migrate", unit="epoch")
     for e, epoch in enumerate(problem.epochs):
         sub = problem.epoch_problem(e, previous)
-        result = solve(sub, method, budget=budget, seed=rng, **options)
+        with _epoch_progress(bar, f"epoch {epoch.name}", options) as watched:
+            result = solve(sub, method, budget=budget, seed=rng, **watched)
         plan = sub.plan(result.x)
         evaluations += result.nfev
         total += epoch.weight * result.coverage - problem.byte_weight * plan.moved_bytes
         decisions.append(EpochDecision(epoch.name, dict(result.mix), result.coverage, result.fun, result.success, plan, result))
         previous = result.x
+        bar.update(1)
+    bar.close()
     ids = problem.instance.profile_ids
     return MigrationSolution(
         epochs=tuple(decisions),
@@ -108,12 +115,33 @@ def solve_migration(
     )
 
 
+@contextlib.contextmanager
+def _epoch_progress(bar: Any, label: str, options: dict[str, Any], count: bool = False) -> Iterator[dict[str, Any]]:
+    """``options`` with a callback that shows ``label`` and the evaluations so far on ``bar``
+    (advancing it by evaluations when ``count``); a caller's own callback is kept and still asked."""
+    inner = options.get("callback")
+    seen = [0]
+
+    def callback(progress: Any) -> Any:
+        if count:
+            bar.update(progress.nfev - seen[0])
+            seen[0] = progress.nfev
+        bar.set_postfix_str(f"{label}: {progress.nfev} evaluations", refresh=False)
+        return inner(progress) if inner is not None else False
+
+    yield {**options, "callback": callback}
+
+
 def _solve_joint(problem: MigrationProblem, *, method: str, budget: int | None, seed: int | None, **options: Any) -> MigrationSolution:
     if method == "grid":
         raise ValueError("the joint migration search needs a sampling method (spsa, tpe, cmaes, qmc, random), got 'grid'")
     start = time.perf_counter()
     joint = joint_migration_problem(problem)
-    result = solve(joint, method, budget=DEFAULT_BUDGET if budget is None else budget, seed=seed, **options)
+    total = DEFAULT_BUDGET if budget is None else budget
+    bar = progress_bar(total=total, desc="migrate (joint)", unit="eval")
+    with _epoch_progress(bar, "all epochs", options, count=True) as watched:
+        result = solve(joint, method, budget=total, seed=seed, **watched)
+    bar.close()
     mixes, plans = joint.split(result.x), joint.plans(result.x)
     ids = problem.instance.profile_ids
     decisions = []

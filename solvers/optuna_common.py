@@ -5,12 +5,13 @@ quiet Optuna context."""
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -46,12 +47,18 @@ URL_SCHEMES = ("sqlite", "postgresql", "postgres", "postgresql+psycopg2")
 def storage_url(path: str | Path) -> str:
     """SQLAlchemy URL of a study storage: a SQLite file path (``*.db``, ``*.sqlite``, its folder is
     created) or a ``sqlite:///`` / ``postgresql://`` URL; a bare ``postgresql://`` gets the
-    ``psycopg2`` driver this package depends on.  Anything else raises (never a silent new file)."""
+    ``psycopg2`` driver (the ``distributed`` extra).  Anything else raises one line, before any
+    work, with the password hidden (never a silent new file)."""
     text = str(path)
     if "://" in text:
         scheme = text.split("://", 1)[0].lower()
         if scheme not in URL_SCHEMES:
             raise ValueError(f"storage {redact(text)!r}: unknown scheme {scheme!r} (use sqlite:///FILE or postgresql://USER@HOST/DB)")
+        if scheme.startswith("postgres"):
+            _check_server_url(text)
+            from edgeprefix.solvers.extras import require
+
+            require("psycopg2", f"storage {redact(text)!r}")
         if scheme in ("postgresql", "postgres"):
             return "postgresql+psycopg2://" + text.split("://", 1)[1]
         return text
@@ -65,17 +72,51 @@ def storage_url(path: str | Path) -> str:
     return f"sqlite:///{target}"
 
 
+def _check_server_url(text: str) -> None:
+    """A PostgreSQL URL's port, if it names one, is a number (libpq defaults the rest)."""
+    host = text.split("://", 1)[1].partition("/")[0].rpartition("@")[2]
+    if host.startswith("["):  # [IPv6]:port
+        host = host.partition("]")[2]
+    _, colon, port = host.rpartition(":")
+    if colon and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"storage {redact(text)!r}: port {port!r} is not a number from 1 to 65535")
+
+
+SECRET_KEYS = ("password", "passwd", "pwd", "sslpassword", "secret", "token")
+_QUERY_SECRET = re.compile(r"(?i)([?&;](?:" + "|".join(SECRET_KEYS) + r")=)([^&#;]*)")
+
+
+def secrets_of(url: str) -> list[str]:
+    """The secret parts of ``url``: the password of ``user:password@`` and query values such as ``password=``."""
+    text = str(url)
+    found = [m.group(2) for m in _QUERY_SECRET.finditer(text) if m.group(2)]
+    if "://" in text:
+        userinfo, at, _ = text.split("://", 1)[1].partition("/")[0].rpartition("@")
+        if at and ":" in userinfo and userinfo.split(":", 1)[1]:
+            found.append(userinfo.split(":", 1)[1])
+    decoded = [unquote(s) for s in found]
+    return sorted({s for s in found + decoded if s}, key=len, reverse=True)
+
+
 def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    try:
-        password = parts.password
-    except ValueError:
-        return url
-    if password is None:
-        return url
-    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """``url`` (a storage URL or a Dask address) with its secrets replaced by ``***`` (for messages and logs)."""
+    text = str(url)
+    text = _QUERY_SECRET.sub(lambda m: m.group(1) + ("***" if m.group(2) else ""), text)
+    if "://" in text:
+        scheme, rest = text.split("://", 1)
+        netloc, slash, tail = rest.partition("/")
+        userinfo, at, host = netloc.rpartition("@")
+        if at and ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}"
+        text = f"{scheme}://{netloc}{slash}{tail}"
+    return text
+
+
+def scrub(message: str, url: str) -> str:
+    """``message`` with every secret of ``url`` replaced by ``***`` (a driver's error may echo them)."""
+    for secret in secrets_of(url):
+        message = message.replace(secret, "***")
+    return message
 
 
 def open_rdb(url: str, cls: Any = None, **kwargs: Any) -> optuna.storages.RDBStorage:
@@ -87,7 +128,7 @@ def open_rdb(url: str, cls: Any = None, **kwargs: Any) -> optuna.storages.RDBSto
     try:
         return (cls or optuna.storages.RDBStorage)(url, **kwargs)
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, OSError) as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        reason = scrub(str(getattr(exc, "orig", None) or exc), url).strip().splitlines()
         raise ValueError(f"storage {redact(url)!r}: cannot open the study database ({reason[0] if reason else type(exc).__name__})") from None
 
 

@@ -3,10 +3,12 @@
 A sampler proposes a point of its search space (:class:`~edgeprefix.solvers.optuna_common.SearchSpace`:
 box, simplex or softmax coordinates of the shares); the evaluated point is its projection
 ``Proj(w)`` onto the linear constraints (the samplers ignore constraints).  With ``storage`` (a SQLite file path or a
-database URL) the study persists after every trial, so a killed run resumes with every
-completed evaluation kept (replayed into the history, not re-scored) and any trial left
-running re-proposed.  With ``workers >= 1`` the study is shared by that many processes (and
-by any other machine that joins it), see :mod:`edgeprefix.solvers.workers`.
+database URL) the study persists after every trial and is shared by every process that runs on
+it, with an exact budget (:func:`edgeprefix.solvers.workers.run_here`): a killed run resumes
+with every completed evaluation kept (replayed into the history, not re-scored) and a trial it
+left running retried once its heartbeat has expired.  A ``*.journal`` storage is written in
+batches by one process at a time.  With ``workers >= 1`` the study is shared by that many
+processes here (and by any other machine that joins it), see :mod:`edgeprefix.solvers.workers`.
 """
 
 from __future__ import annotations
@@ -27,22 +29,21 @@ from edgeprefix.solvers.optuna_common import (
     SPACES,
     SearchSpace,
     check_study_name,
-    open_rdb,
     quiet_optuna,
-    redact,
     storage_url,
 )
 from edgeprefix.solvers.persistence import (
     JOURNAL_SUFFIX,
     BatchedStudy,
+    JournalStudy,
     check_fingerprint,
-    journal_storage,
     problem_fingerprint,
+    state_budget,
 )
 from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.result import Status
 from edgeprefix.solvers.tracking import Problem, StopSearch, Tracker
-from edgeprefix.solvers.workers import run_shared
+from edgeprefix.solvers.workers import load_or_create, run_here, run_shared
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,10 @@ class OptunaSolver(Solver):
 
     Parameters
     ----------
-    storage : SQLite file path or database URL holding the study, written trial by trial; or a
-        ``*.journal`` file, written in batches (:class:`edgeprefix.solvers.persistence.BatchedStudy`);
-        ``None``: in memory, nothing resumes.  A stored study is resumed only by a run of the same
+    storage : SQLite file path or database URL holding the study, written trial by trial and shared
+        by any number of processes (:func:`edgeprefix.solvers.workers.run_here`); or a ``*.journal``
+        file, written in batches by one process at a time (:class:`edgeprefix.solvers.persistence.BatchedStudy`,
+        :class:`~edgeprefix.solvers.persistence.JournalStudy`); ``None``: in memory, nothing resumes.  A stored study is resumed only by a run of the same
         problem (:func:`edgeprefix.solvers.persistence.problem_fingerprint`).
     study_name : name of the study inside the storage.
     workers : ``0`` runs the ask/tell loop in this process; ``N >= 1`` starts ``N`` worker
@@ -91,6 +93,11 @@ class OptunaSolver(Solver):
         if self.workers and self.storage is None:
             raise ValueError(f"workers={self.workers} needs a storage the processes share (a SQLite path or a database URL), got None")
         check_study_name(self.study_name)
+        if self.workers and str(self.storage).endswith(JOURNAL_SUFFIX):
+            raise ValueError(
+                f"workers={self.workers} needs a SQLite or PostgreSQL storage, got the journal {self.storage!r} (Optuna's journal "
+                "storage keeps no heartbeats, so a dead worker cannot be told from a slow one; one process at a time uses a journal)"
+            )
         if self.storage is not None and not str(self.storage).endswith(JOURNAL_SUFFIX):
             storage_url(self.storage)  # a bad scheme or a bare word fails here, before any work
 
@@ -110,23 +117,20 @@ class OptunaSolver(Solver):
             if self.storage is None:
                 study = optuna.create_study(direction="maximize", sampler=self.sampler(seed, problem, projection))
                 return self._loop(study, problem, projection, tracker)
-            batched = str(self.storage).endswith(JOURNAL_SUFFIX)
-            storage = journal_storage(self.storage) if batched else open_rdb(storage_url(self.storage))
-            where = str(self.storage) if batched else redact(storage_url(self.storage))
-            stored = optuna.create_study(direction="maximize", storage=storage, study_name=self.study_name, load_if_exists=True)
-            check_fingerprint(stored, problem_fingerprint(problem, self.name), where)
-            earlier = len(stored.get_trials(deepcopy=False))
-            sampler = self.sampler((seed + earlier) % (2**31 - 1), problem, projection)  # a resumed run draws anew
-            if not batched:
-                study = optuna.load_study(study_name=self.study_name, storage=storage, sampler=sampler)
-                self._resume(study, tracker)
-                return self._loop(study, problem, projection, tracker)
-            mirror = BatchedStudy.open(stored, sampler, str(self.storage))
-            self._resume(mirror.working, tracker)
-            try:
-                return self._loop(mirror.working, problem, projection, tracker, after_trial=mirror.maybe_flush)
-            finally:
-                mirror.flush()  # also on a stop, an error or Ctrl-C: every finished trial is kept
+            if not str(self.storage).endswith(JOURNAL_SUFFIX):
+                return run_here(self, problem, projection, tracker, seed)  # SQLite / PostgreSQL: a shared study
+            with JournalStudy(self.storage) as storage:
+                stored = load_or_create(self.study_name, storage)
+                check_fingerprint(stored, problem_fingerprint(problem, self.name), str(self.storage))
+                earlier = len(stored.get_trials(deepcopy=False))
+                sampler = self.sampler((seed + earlier) % (2**31 - 1), problem, projection)  # a resumed run draws anew
+                mirror = BatchedStudy.open(stored, sampler)
+                self._resume(mirror.working, tracker)
+                state_budget(stored, tracker.budget, tracker.replayed, f"the study in {self.storage}")
+                try:
+                    return self._loop(mirror.working, problem, projection, tracker, after_trial=mirror.maybe_flush)
+                finally:
+                    mirror.flush()  # also on a stop, an error or Ctrl-C: every finished trial is kept
 
     @staticmethod
     def _resume(study: optuna.Study, tracker: Tracker) -> None:

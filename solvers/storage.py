@@ -1,35 +1,42 @@
-"""Optuna storages that many processes share: heartbeats and retried dead trials (docs/model.md §10.3).
+"""Optuna storages that many processes share: heartbeats, retried dead trials, one claim lock (docs/model.md §10.3).
 
-A running trial writes a heartbeat every ``heartbeat_interval`` seconds.  A trial whose
-heartbeat is older than ``grace_period`` belongs to a dead worker: the next worker that starts
-a trial marks it ``FAIL`` and Optuna's retry callback enqueues a copy with the same
-parameters, so the point is evaluated once more and no proposal is lost.  Works for SQLite
-files (one machine) and PostgreSQL URLs (many machines).
+A running trial writes a heartbeat every ``heartbeat_interval`` seconds (Optuna's public
+``record_heartbeat``).  A trial whose heartbeat is older than ``grace_period`` belongs to a dead
+process: Optuna's :func:`optuna.storages.fail_stale_trials` marks it ``FAIL`` and the retry
+callback enqueues a copy with the same parameters, so the point is evaluated once more and no
+proposal is lost.  Works for SQLite files (one machine) and PostgreSQL URLs (many machines).
+
+:meth:`SharedStorage.lock` is the study's claim lock (an ``flock`` beside a SQLite file, a
+PostgreSQL advisory lock seen by every host): :mod:`edgeprefix.solvers.workers` fails stale
+trials, counts the budget, creates or claims a trial and tells a finished one only while holding
+it, so no two processes claim one trial, fail one stale trial twice or take the last slot of
+the budget together.  Everything goes through Optuna's public storage API.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from edgeprefix.solvers.optuna_common import open_rdb, redact, storage_url  # noqa: F401  (redact is re-exported)
 
-WORKER_ATTR = "worker"  # user attribute: host:pid of the process evaluating the trial (not copied to retries)
+WORKER_ATTR = "worker"  # user attribute: host:pid of the process that claimed the trial (not copied to retries)
 
 
 def retry_callback(max_retry: int) -> Callable[[optuna.Study, FrozenTrial], None]:
     """Optuna's retry callback (``RetryHeartbeatStaleTrialCallback``, formerly ``RetryFailedTrialCallback``).
 
     The copy it enqueues keeps the dead trial's parameters and user attributes except
-    :data:`WORKER_ATTR`, which the next evaluating process sets anew.
+    :data:`WORKER_ATTR`, which the next claiming process sets anew.
     """
     cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
     with warnings.catch_warnings():
@@ -39,20 +46,13 @@ def retry_callback(max_retry: int) -> Callable[[optuna.Study, FrozenTrial], None
     def callback(study: optuna.Study, trial: FrozenTrial) -> None:
         trial = copy.deepcopy(trial)
         trial.user_attrs = {k: v for k, v in trial.user_attrs.items() if k != WORKER_ATTR}
-        try:
-            retry(study, trial)
-        except BudgetReached:
-            pass  # a new trial took the failed one's place: the budget stays exact
+        retry(study, trial)
 
     return callback
 
 
-class BudgetReached(optuna.exceptions.OptunaError):
-    """Creating one more trial would exceed the study's budget of COMPLETE + RUNNING + WAITING trials."""
-
-
-class _FileLock:
-    """An exclusive ``flock`` on a file beside the SQLite database (SQLite studies live on one host)."""
+class FileLock:
+    """An exclusive ``flock`` on a file (released by the kernel when its holder dies)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -70,8 +70,9 @@ class _FileLock:
         os.close(self._fd)
 
 
-class _AdvisoryLock:
-    """A PostgreSQL session advisory lock, held on a connection of its own (all hosts see it)."""
+class AdvisoryLock:
+    """A PostgreSQL session advisory lock, held on a connection of its own (all hosts see it; the
+    server releases it when the holder's connection drops)."""
 
     KEY = 0x6564_6765  # "edge"
 
@@ -93,41 +94,6 @@ class _AdvisoryLock:
             self._conn.close()
 
 
-class SerialRDBStorage(optuna.storages.RDBStorage):
-    """RDB storage whose trial creation and state changes are serialised across processes and hosts.
-
-    SQLite ignores ``SELECT … FOR UPDATE``, so two processes could both claim one enqueued trial,
-    both fail one stale trial (and enqueue two retries) or both ask for the last slot of the budget.
-    Here every creation and state change runs under one lock (``flock`` beside a SQLite file, a
-    PostgreSQL advisory lock), and a trial that would be RUNNING or WAITING is created only while
-    fewer than ``budget`` trials are COMPLETE, RUNNING or WAITING (:class:`BudgetReached` otherwise),
-    so a study ends with exactly ``budget`` COMPLETE trials.
-    """
-
-    def __init__(self, url: str, *, budget: int | None = None, **kwargs: Any) -> None:
-        super().__init__(url, **kwargs)
-        self.budget = budget
-        self._lock_factory = (lambda: _FileLock(url.split(":///", 1)[1] + ".lock")) if url.startswith("sqlite") else (
-            lambda: _AdvisoryLock(self.engine))
-
-    def _create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> FrozenTrial:
-        # Optuna's cache layer calls this (not create_new_trial), so the check lives here.
-        with self._lock_factory():
-            live = template_trial is None or template_trial.state in (TrialState.RUNNING, TrialState.WAITING)
-            if live and self.budget is not None:
-                count = len(self.get_all_trials(study_id, deepcopy=False, states=LIVE_STATES))
-                if count >= self.budget:
-                    raise BudgetReached(f"the study already holds {count} of {self.budget} complete, running or waiting trials")
-            return super()._create_new_trial(study_id, template_trial)
-
-    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Any = None) -> bool:
-        with self._lock_factory():
-            return super().set_trial_state_values(trial_id, state, values)
-
-
-LIVE_STATES = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
-
-
 @dataclass(frozen=True)
 class SharedStorage:
     """Where a shared study lives and how its running trials are watched.
@@ -138,7 +104,8 @@ class SharedStorage:
     heartbeat_interval : seconds between heartbeats of a running trial.
     grace_period : seconds without a heartbeat after which a running trial is dead.
     max_retry : times a dead trial is enqueued again (once by default: one retry per failure, never two).
-    budget : COMPLETE + RUNNING + WAITING trials the study may hold (``None``: no cap).
+    budget : COMPLETE trials the processes work to (``None``: no cap); the claim loop of
+        :mod:`edgeprefix.solvers.workers` enforces it under :meth:`lock`.
     """
 
     location: str
@@ -164,17 +131,45 @@ class SharedStorage:
         engine: dict[str, Any] = {"pool_pre_ping": True} if self.url.startswith("postgresql") else {}
         names = inspect.signature(optuna.storages.RDBStorage).parameters
         key = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in names else "failed_trial_callback"
-        with warnings.catch_warnings():
+        with self._creation_lock(), warnings.catch_warnings():
+            # processes opening a new database at once would race to create Optuna's tables
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats are "experimental" since 2.9
             return open_rdb(
                 self.url,
-                cls=SerialRDBStorage,
-                budget=self.budget,
                 engine_kwargs=engine,
                 heartbeat_interval=self.heartbeat_interval,
                 grace_period=self.grace_period,
                 **{key: retry_callback(self.max_retry)},
             )
+
+    @contextlib.contextmanager
+    def _creation_lock(self) -> Iterator[None]:
+        url = self.url
+        if url.startswith("sqlite"):
+            with FileLock(url.split(":///", 1)[1] + ".lock"):
+                yield
+            return
+        import sqlalchemy
+
+        try:
+            engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+        except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError):  # open_rdb says why in one line
+            yield
+            return
+        try:
+            with contextlib.ExitStack() as stack:
+                with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError):  # unreachable: open_rdb says so in one line
+                    stack.enter_context(AdvisoryLock(engine))
+                yield
+        finally:
+            engine.dispose()
+
+    def lock(self, storage: optuna.storages.RDBStorage) -> Any:
+        """The claim lock of the study's database (a context manager; see the module notes)."""
+        url = self.url
+        if url.startswith("sqlite"):
+            return FileLock(url.split(":///", 1)[1] + ".lock")
+        return AdvisoryLock(storage.engine)
 
 
 def close(storage: optuna.storages.RDBStorage) -> None:

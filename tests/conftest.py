@@ -26,6 +26,17 @@ from edgeprefix.placement.model.instance import (  # noqa: E402
 
 
 @pytest.fixture(scope="session")
+def postgres_url():
+    """A reachable PostgreSQL URL, alive until the session ends (``tests/pg.py``: the
+    ``EDGEPREFIX_TEST_POSTGRES`` URL, else a private throw-away cluster; skip, or fail under CI,
+    when neither works).  A fixture, so the private cluster is stopped only after the last test
+    that uses it -- not when a dropped generator is collected."""
+    import pg
+
+    yield from pg.postgres_url()
+
+
+@pytest.fixture(scope="session")
 def baseline():
     return default_instance()
 

@@ -41,10 +41,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def server_binaries() -> str | None:
+    """The ``initdb`` of the newest installed PostgreSQL server, or ``None``."""
+    binaries = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return binaries[-1] if binaries else shutil.which("initdb")
+
+
 def _private_cluster(folder: Path) -> tuple[str | None, str, list[str]]:
     """Start a trust-auth cluster in ``folder`` (readable by the server's account); (URL or None, reason, stop command)."""
-    binaries = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    initdb = binaries[-1] if binaries else shutil.which("initdb")
+    initdb = server_binaries()
     if initdb is None:
         return None, "PostgreSQL server binaries (initdb) are not installed", []
     pg_ctl = str(Path(initdb).with_name("pg_ctl"))
@@ -64,7 +69,11 @@ def _private_cluster(folder: Path) -> tuple[str | None, str, list[str]]:
 
 
 def postgres_url() -> Iterator[str]:
-    """Yield a reachable PostgreSQL URL (skip, or fail under CI, when there is none)."""
+    """Yield a reachable PostgreSQL URL (skip, or fail under CI, when there is none).
+
+    Use it through the ``postgres_url`` fixture of ``tests/conftest.py``: the private cluster is
+    stopped when this generator closes, so ``next(postgres_url())`` hands out a URL whose server
+    is stopping."""
     url = os.environ.get(ENV)
     stop: list[str] = []
     folder = Path(tempfile.mkdtemp(prefix="edgeprefix-pg-"))

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import optuna
-import pg
 import pytest
 from optuna.trial import TrialState
 from solver_stubs import StubModel, baseline
@@ -29,7 +28,7 @@ from edgeprefix.solvers import solve
 from edgeprefix.solvers.optuna_common import quiet_optuna
 from edgeprefix.solvers.optuna_search import QmcSolver
 from edgeprefix.solvers.projection import Projection
-from edgeprefix.solvers.storage import BudgetReached, SharedStorage, close, redact, retry_callback
+from edgeprefix.solvers.storage import SharedStorage, close, redact, retry_callback
 from edgeprefix.solvers.workers import (
     WORKER_ATTR,
     Job,
@@ -55,10 +54,9 @@ class SlowStub(StubModel):
 
 
 @pytest.fixture(scope="module")
-def postgres():
-    for url in pg.postgres_url():
-        close(SharedStorage(url).open())  # create Optuna's tables once, before processes race to
-        yield url
+def postgres(postgres_url):
+    close(SharedStorage(postgres_url).open())  # create Optuna's tables once, before processes race to
+    return postgres_url
 
 
 @pytest.fixture()
@@ -218,24 +216,6 @@ def test_a_failed_trial_is_retried_once_even_when_two_processes_see_it(sqlite_di
         close(second)
 
 
-@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
-def test_the_storage_refuses_trials_past_the_budget(sqlite_dir):
-    rdb = SharedStorage(str(sqlite_dir / "cap.db"), budget=2).open()
-    try:
-        with quiet_optuna():
-            study = optuna.create_study(study_name="cap", storage=rdb)
-            study.ask()
-            study.enqueue_trial({"x": 1.0})  # RUNNING + WAITING = 2 = budget
-            with pytest.raises(BudgetReached, match="2 of 2"):
-                study.enqueue_trial({"x": 0.5})
-            study.tell(0, 1.0)
-            assert study.ask({"x": optuna.distributions.FloatDistribution(0, 2)}).params == {"x": 1.0}  # the WAITING one is claimed
-            with pytest.raises(BudgetReached):
-                study.ask()  # COMPLETE + RUNNING = 2: nothing new may be created
-    finally:
-        close(rdb)
-
-
 @pytest.mark.parametrize(
     "options, message",
     [
@@ -281,3 +261,45 @@ def test_storage_urls_get_the_psycopg2_driver_and_hide_passwords(tmp_path):
     assert redact("postgresql://u:secret@db:5432/s") == "postgresql://u:***@db:5432/s"
     with pytest.raises(ValueError, match="grace_period > heartbeat_interval must hold, but got grace_period=3"):
         SharedStorage("x.db", heartbeat_interval=3, grace_period=3)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_the_claim_step_keeps_the_budget_and_fails_only_expired_heartbeats(sqlite_dir):
+    """``claim`` under the lock: no trial past the budget of COMPLETE + RUNNING, and of three running
+    trials only the two whose heartbeat expired are failed and retried; the live one keeps running."""
+    from edgeprefix.solvers.optuna_search import TpeSolver
+    from edgeprefix.solvers.workers import DONE, WAIT, claim, load_or_create
+
+    problem = placement_problem(baseline(), evaluator=StubModel(optimum=OPTIMUM))
+    solver = TpeSolver(storage=str(sqlite_dir / "claim.db"), study_name="c", **GUARD)
+    job = Job(solver, shared_storage(solver, 3), problem, Projection(problem.constraints), SEED, 3)
+    rdb = job.storage.open()
+    try:
+        with quiet_optuna():
+            study = load_or_create("c", rdb)
+            study_id = rdb.get_study_id_from_name("c")
+            space = solver.search_space(problem, job.projection)
+            claimed = []
+            for _ in range(3):
+                trial, trial_id, _ = claim(study, job, rdb, study_id, "here:1")
+                space.suggest(trial)
+                claimed.append((trial, trial_id))
+            assert claim(study, job, rdb, study_id, "here:1") == WAIT  # 0 COMPLETE + 3 RUNNING = budget
+            live, live_id = claimed[0]
+            for _ in range(int(GUARD["grace_period"] / 0.5) + 2):  # only the first trial keeps beating
+                rdb.record_heartbeat(live_id)
+                time.sleep(0.5)
+            retry, _, _ = claim(study, job, rdb, study_id, "here:2")
+            by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+            assert by_number[live.number].state == TrialState.RUNNING  # a live trial is never taken for dead
+            assert {by_number[t.number].state for t, _ in claimed[1:]} == {TrialState.FAIL}
+            assert by_number[retry.number].system_attrs["failed_trial"] in {t.number for t, _ in claimed[1:]}
+            assert by_number[retry.number].params == by_number[by_number[retry.number].system_attrs["failed_trial"]].params
+            for trial, _ in [(live, live_id), (retry, None)]:
+                study.tell(trial, 0.5)
+            other, _, _ = claim(study, job, rdb, study_id, "here:2")  # the second retry, still WAITING
+            study.tell(other, 0.5)
+            assert claim(study, job, rdb, study_id, "here:2") == DONE
+    finally:
+        close(rdb)

@@ -154,10 +154,8 @@ def test_bad_storage_is_one_line_and_creates_nothing(tmp_path, capsys, monkeypat
     assert list(tmp_path.iterdir()) == []  # no SQLite file appeared
 
 
-def test_unauthorised_database_is_one_line(capsys):
-    import pg
-
-    url = next(pg.postgres_url())
+def test_unauthorised_database_is_one_line(capsys, postgres_url):
+    url = postgres_url
     bad = url.replace("://postgres:", "://postgres:wrong-", 1) if "://postgres:" in url else url.replace("://", "://nobody:x@", 1)
     err = fails(capsys, ["solve", "--method", "tpe", "--budget", "2", "--storage", bad], "cannot open the study database")
     assert "wrong-" not in err

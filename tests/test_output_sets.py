@@ -112,10 +112,8 @@ def test_storage_from_the_environment(tmp_path, capsys, monkeypatch):
     assert len(optuna.load_study(study_name="from-env", storage=f"sqlite:///{db}").trials) == 3
 
 
-def test_single_process_postgresql_storage(capsys):
-    import pg
-
-    url = next(pg.postgres_url())
+def test_single_process_postgresql_storage(capsys, postgres_url):
+    url = postgres_url
     study = f"single-{uuid.uuid4().hex[:8]}"
     assert main(["solve", "--method", "tpe", "--budget", "4", "--storage", url, "--study", study, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["evaluations"] == 4

@@ -36,9 +36,11 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | st
 
 @pytest.mark.parametrize("router", ["tier", "online"])
 def test_json_contract_and_the_prediction_of_the_same_mix(sample_instance: Path, capsys, router: str) -> None:
-    code, report, _ = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--router", router, "--nodes", "10", "--json")
+    code, report, _ = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--router", router, "--nodes", "10",
+                           "--warm-start", "none", "--json")
     assert code == 0 and CONTRACT <= set(report)
     assert report["router"] == router and report["split"] == 0.0 and report["requests"] == 180  # 200 minus 10 % warm-up
+    assert report["warm_start"].startswith("none") and "no finite-horizon prediction" in report["warm_start"]
     from edgeprefix.placement.model.evaluation import evaluate
 
     # the prediction is the router's own model: the cell model for the tier rule, eq. (39) for the online router
@@ -56,7 +58,9 @@ def test_split_reports_the_generalisation_gap_and_writes_files(sample_instance: 
     code, report, err = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--split", "0.5", "--nodes", "8",
                              "--ablation", "--out", str(out), "--json")
     assert f"wrote {out / 'replay.json'}" in err and f"wrote {out / 'requests.csv'}" in err
-    assert code == 0 and report["split"] == 0.5 and report["requests_train"] == 100 and report["requests"] == 90
+    # warm start (default with --split): the training part fills the queues, all 100 replayed requests are measured
+    assert code == 0 and report["split"] == 0.5 and report["requests_train"] == 100 and report["requests"] == 100
+    assert report["warm_start"] == "train" and report["warm_requests"] == 100
     gen = report["generalisation"]
     assert gen["requests_train"] == 100 and gen["requests_test"] == 100
     assert gen["gap_coverage"] == pytest.approx(gen["coverage_test"] - gen["coverage_train"])
@@ -65,7 +69,7 @@ def test_split_reports_the_generalisation_gap_and_writes_files(sample_instance: 
     assert saved["coverage_replayed"] == pytest.approx(report["coverage_replayed"])
     with (out / "requests.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == 90 and set(rows[0]) >= {"time", "node", "hit", "ttft"}
+    assert len(rows) == 100 and set(rows[0]) >= {"time", "node", "hit", "ttft"}
     ttft = np.array([float(r["ttft"]) for r in rows])
     assert np.mean(ttft <= report["target"]) == pytest.approx(report["coverage_replayed"], rel=1e-12)
 

@@ -41,7 +41,8 @@ def test_killed_run_loses_no_completed_evaluation(tmp_path, stub):
     orphan = study.ask()
     for name in ("v_none", "v_shallow", "v_deep"):  # TPE proposes in softmax coordinates
         orphan.suggest_float(name, -SOFTMAX_RANGE, SOFTMAX_RANGE)
-    resumed = solve(problem, "tpe", budget=10, seed=5, storage=storage)
+    # a trial nobody claimed counts as dead once its grace period has passed
+    resumed = solve(problem, "tpe", budget=10, seed=5, storage=storage, heartbeat_interval=1, grace_period=2)
     assert resumed.extras["resumed_trials"] == 7 and resumed.nfev == 10
     np.testing.assert_allclose(resumed.points[:7], stopped.points)
     states = [t.state for t in optuna.load_study(study_name="edgeprefix", storage=f"sqlite:///{storage}").trials]

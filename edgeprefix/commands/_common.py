@@ -10,12 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 from edgeprefix.placement.errors import InstanceError
 from edgeprefix.placement.jsonable import json_ready
+from edgeprefix.placement.model.router import (
+    DISAGREEMENT,
+    PREDICTION_ROUTERS,
+    QUEUE_MODEL_OF_ROUTER,
+    ROUTER_OF_QUEUE_MODEL,
+    other_router,
+)
 
 if TYPE_CHECKING:
     from edgeprefix.placement.model.instance import Instance
 
 
-def add_instance_argument(parser: argparse.ArgumentParser) -> None:
+def add_instance_argument(parser: argparse.ArgumentParser, density_help: str = "override network.edge_density") -> None:
     """``[INSTANCE]`` (file or embedded name) plus ``--intensity``/``--density`` overrides."""
     parser.add_argument(
         "instance",
@@ -25,7 +32,7 @@ def add_instance_argument(parser: argparse.ArgumentParser) -> None:
         help="instance file (.toml or .json) or embedded name; default: paper_baseline",
     )
     parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="override network.request_intensity")
-    parser.add_argument("--density", type=float, default=None, metavar="λ_b", help="override network.edge_density")
+    parser.add_argument("--density", type=float, default=None, metavar="λ_b", help=density_help)
 
 
 def instance_from_args(args: argparse.Namespace) -> Instance:
@@ -47,6 +54,14 @@ def instance_from_args(args: argparse.Namespace) -> Instance:
         if flag is None:
             raise
         raise InstanceError(f"{flag} (overrides {exc.field})", exc.reason) from None
+
+
+def plain_text(text: str) -> str:
+    """A docstring line as ``--help`` shows it: reST roles and literals (``x``, :func:`x`) as plain words."""
+    import re
+
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
 
 
 def at_least(args: argparse.Namespace, least: int, *flags: str) -> None:
@@ -77,15 +92,22 @@ def wrote(path: object) -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
+MIX_LABELS = ("best", "mix")  # words before the pairs in the lines solve/evaluate print ("best mix  none=0.1000 …")
+
+
 def parse_mix(text: str | None, option: str = "--mix") -> dict[str, float] | None:
-    """``"none=0.3,shallow=0.5"`` → ``{"none": 0.3, "shallow": 0.5}``; ``None`` passes through."""
+    """``"none=0.3,shallow=0.5"`` or ``"none=0.3000  shallow=0.5000"`` (what ``solve`` prints, a
+    leading ``best mix`` allowed) → ``{"none": 0.3, "shallow": 0.5}``; ``None`` passes through."""
     if text is None:
         return None
     mix: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    items = [part for part in text.replace(",", " ").split() if part]
+    while items and items[0].lower() in MIX_LABELS and not mix:
+        items.pop(0)
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"{option}: expected PROFILE=SHARE pairs separated by commas, got {item!r}")
+            raise ValueError(f"{option}: expected PROFILE=SHARE pairs separated by commas or spaces, got {item!r}")
         try:
             share = float(value)
         except ValueError:
@@ -98,6 +120,51 @@ def parse_mix(text: str | None, option: str = "--mix") -> dict[str, float] | Non
     return mix
 
 
+def add_mix_arguments(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--mix PAIRS`` and ``--mix-from FILE`` (one of the two; read by :func:`mix_from_args`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--mix", default=None, help=help + "; the line solve prints (none=0.1000  deep=0.9000, quoted) works too")
+    group.add_argument("--mix-from", default=None, metavar="FILE",
+                       help="take the mix from FILE: a solve result.json, the JSON of solve/evaluate/replay/validate --json, "
+                       "or an instance file (its placement.mix)")
+
+
+def mix_from_args(args: argparse.Namespace) -> dict[str, float] | None:
+    """The mix of ``--mix`` or ``--mix-from`` (``None``: the instance's default mix)."""
+    source = getattr(args, "mix_from", None)
+    if source is None:
+        return parse_mix(getattr(args, "mix", None))
+    return mix_from_file(source)
+
+
+def mix_from_file(path: str, option: str = "--mix-from") -> dict[str, float]:
+    """The ``mix`` of a JSON result (``solve --out``'s result.json, any ``--json`` output) or the
+    ``placement.mix`` of an instance file (TOML or JSON)."""
+    from pathlib import Path
+
+    from edgeprefix.placement.files import parse_document, read_text
+
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"{option}: no such file {path!r}")
+    kind = "toml" if file.suffix.lower() == ".toml" else "json"
+    data = parse_document(read_text(file, f"{option} file"), kind, f"{option} file {path!r}")
+    mix = data.get("mix") if isinstance(data, dict) else None
+    if mix is None and isinstance(data, dict) and isinstance(data.get("placement"), dict):
+        mix = data["placement"].get("mix")
+    if not isinstance(mix, dict) or not mix:
+        raise ValueError(f"{option}: {path!r} has no mix (expected a 'mix' table, or an instance with placement.mix)")
+    out: dict[str, float] = {}
+    for key, value in mix.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{option}: share of {key!r} in {path!r} must be a number, got {value!r}")
+        out[str(key)] = float(value)
+    return out
+
+
+def mix_text(mix: dict[str, float]) -> str:
+    """``none=0.1000  deep=0.9000``: the mix as every command prints it (``--mix`` reads it back)."""
+    return "  ".join(f"{k}={v:.4f}" for k, v in mix.items())
 
 
 def print_json(payload: dict[str, Any]) -> None:
@@ -119,29 +186,88 @@ def add_queue_model_argument(parser: argparse.ArgumentParser) -> None:
     """``--queue-model meanfield|cell`` (docs/model.md §14); checked by :func:`queue_model_from_args`."""
     parser.add_argument(
         "--queue-model",
-        default="meanfield",
-        metavar="MODEL",
+        default=None,
+        metavar="{" + ",".join(QUEUE_MODELS) + "}",
         help="queue model of the coverage: meanfield (eq. (39), every node at its tier's load) or cell "
-        "(per-node load law, docs/model.md §14); default: meanfield",
+        "(per-node load law, docs/model.md §14); default: the one of --router (meanfield for online, cell for tier)",
     )
 
 
-# mirrors edgeprefix.placement.model.cell.ROUTER_OF_QUEUE_MODEL / ROUTER_DESCRIPTION (fast start)
-ROUTER_OF_QUEUE_MODEL = {"meanfield": "online", "cell": "tier"}
+def add_router_argument(parser: argparse.ArgumentParser, default: str = "online",
+                        choices: tuple[str, ...] = PREDICTION_ROUTERS) -> None:
+    """``--router tier|online``: the router the prediction is for (docs/model.md §14)."""
+    parser.add_argument(
+        "--router",
+        choices=choices,
+        default=None,
+        help="the router the prediction is for: tier (Theorem 1's tier-level rule, predicted by the cell model) or "
+        "online (a router that sees each node's queue, predicted by eq. (39)); docs/model.md §14. Default: the "
+        f"instance's network.router, else {default}. With --queue-model as well, the two must agree",
+    )
+
+
 PREDICTED_FOR = {
-    "meanfield": "a router that sees each node's own queue (fresh telemetry); for the tier-level rule use --queue-model cell",
-    "cell": "the tier-level rule (each tier's mean delay); for a router that sees each node's queue use --queue-model meanfield",
+    "online": "router online: a router that sees each node's own queue (fresh telemetry); for the tier-level rule use --router tier",
+    "tier": "router tier: the tier-level rule (each tier's mean delay); for a router that sees each node's queue use --router online",
 }
 
 
 def router_line(queue_model: str) -> str:
     """The text line that names the router a prediction is for."""
-    return f"predicted for {PREDICTED_FOR[queue_model]}"
+    return f"predicted for {PREDICTED_FOR[ROUTER_OF_QUEUE_MODEL[queue_model]]}"
 
 
 def queue_model_from_args(args: argparse.Namespace) -> str:
-    """The ``--queue-model`` value, or a one-line ``ValueError`` naming the option."""
-    value = getattr(args, "queue_model", "meanfield")
+    """The ``--queue-model`` value (default meanfield), or a one-line ``ValueError`` naming the option."""
+    value = getattr(args, "queue_model", None) or "meanfield"
     if value not in QUEUE_MODELS:
         raise ValueError(f"--queue-model: unknown {value!r} (valid: {', '.join(QUEUE_MODELS)})")
     return value
+
+
+def prediction_from_args(args: argparse.Namespace, instance: Instance | None, default: str = "online") -> tuple[str, str]:
+    """``(router, queue_model)`` of a command's prediction (docs/model.md §14).
+
+    ``--router`` wins, then ``--queue-model`` (the router it predicts for), then the instance's
+    ``network.router``, then ``default`` (the command's behaviour before the field existed).
+    Both options given and naming different routers is a one-line ``ValueError``.
+    """
+    router = getattr(args, "router", None)
+    if router is not None and router not in QUEUE_MODEL_OF_ROUTER:
+        raise ValueError(f"--router {router} has no analytical prediction (predictions exist for {', '.join(PREDICTION_ROUTERS)})")
+    model = getattr(args, "queue_model", None)
+    if model is not None:
+        model = queue_model_from_args(args)
+    if router is not None and model is not None and QUEUE_MODEL_OF_ROUTER[router] != model:
+        raise ValueError(f"--router {router} is predicted by --queue-model {QUEUE_MODEL_OF_ROUTER[router]}, not {model}: "
+                         "give one of the two options (or make them agree)")
+    if router is None:
+        if model is not None:
+            router = ROUTER_OF_QUEUE_MODEL[model]
+        else:
+            stated = instance.network.router if instance is not None else None
+            router = stated or default
+    return router, QUEUE_MODEL_OF_ROUTER[router]
+
+
+def router_note(router: str, value: float | None, other_value: float | None, what: str = "coverage") -> dict[str, Any] | None:
+    """The other router's prediction of ``value`` (the dict goes in the JSON as ``other_router``), with a
+    one-line ``note`` when the two differ by more than :data:`~edgeprefix.placement.model.router.DISAGREEMENT`
+    (``None`` otherwise; :func:`print_router_note` prints it)."""
+    other = other_router(router)
+    if value is None or other_value is None or not (math.isfinite(value) and math.isfinite(other_value)):
+        return None
+    note = None
+    if abs(other_value - value) > DISAGREEMENT:
+        note = (f"note: the {other} router's prediction of the {what} is {other_value:.4f}, not {value:.4f} "
+                f"(differs by {abs(other_value - value):.3f} > {DISAGREEMENT:g}); state --router {other} (or network.router) "
+                "if that is the router you run")
+    return {"router": other, "queue_model": QUEUE_MODEL_OF_ROUTER[other], "coverage": other_value,
+            "difference": other_value - value, "note": note}
+
+
+def print_router_note(entry: dict[str, Any] | None) -> None:
+    """The one-line note of :func:`router_note` on stderr, after the command's output (when there is one)."""
+    if entry is not None and entry.get("note"):
+        sys.stdout.flush()
+        print(entry["note"], file=sys.stderr)

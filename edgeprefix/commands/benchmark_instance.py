@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from edgeprefix.commands._common import plain_text
+
 
 def _sizes(text: str) -> tuple[float, ...]:
     try:
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "benchmark-instance",
         help="write a benchmark instance with a known optimum",
-        description=__doc__.splitlines()[0],
+        description=plain_text(__doc__.splitlines()[0]),
     )
     families = parser.add_subparsers(dest="family", required=True, metavar="FAMILY")
     classical = families.add_parser(

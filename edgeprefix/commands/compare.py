@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgeprefix.commands._common import add_queue_model_argument, at_least, print_json, queue_model_from_args
+from edgeprefix.commands._common import add_queue_model_argument, at_least, plain_text, print_json, queue_model_from_args
 
 if TYPE_CHECKING:
     from edgeprefix.benchmarks.compare import CompareConfig
@@ -173,6 +173,6 @@ def _seed_text(seeds: tuple[int, ...]) -> str:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("compare", help="compare the optimisers on the benchmark instances",
-                                   description=__doc__.splitlines()[0])
+                                   description=plain_text(__doc__.splitlines()[0]))
     add_arguments(parser)
     parser.set_defaults(handler=handle)

@@ -80,10 +80,18 @@ def render(r: dict[str, Any], intensity_given: bool = False) -> str:
     lam = f"Λ = {r['reference_intensity']:.4g}" + (" (--intensity)" if intensity_given else "")
     lines = [f"{len(r['epochs'])} epochs of {r['window']:g} s over {r['requests']} requests (mean rate {r['mean_rate']:.4g}/s ↔ "
              f"{lam}); {r['dropped_empty']} empty windows dropped", "",
-             f"{'epoch':<16}{'start':>9}{'end':>9}{'requests':>9}{'intensity':>10}   most likely request types"]
+             f"{'epoch':<16}{'start':>9}{'end':>9}{'requests':>9}{'intensity':>10}{'mean L':>8}{'p90 L':>8}"
+             "   most likely request types"]
     for e in r["epochs"]:
-        top = sorted(e["mix_of_types"].items(), key=lambda kv: -kv[1])[:3]
-        lines.append(f"{e['name']:<16}{e['start']:>9.0f}{e['end']:>9.0f}{e['requests']:>9d}{e['intensity']:>10.4f}   "
+        declared: dict[str, float] = {}  # length sub-types q~k summed into their type q (docs/model.md §2.3)
+        for q, p in e["mix_of_types"].items():
+            head, _, tail = q.rpartition("~")
+            key = head if head and tail.isdigit() else q
+            declared[key] = declared.get(key, 0.0) + p
+        top = sorted(declared.items(), key=lambda kv: -kv[1])[:3]
+        size = e.get("lengths", {})
+        lines.append(f"{e['name']:<16}{e['start']:>9.0f}{e['end']:>9.0f}{e['requests']:>9d}{e['intensity']:>10.4f}"
+                     f"{size.get('mean_input', float('nan')):>8.0f}{size.get('p90_input', float('nan')):>8.0f}   "
                      + "  ".join(f"{q}={p:.3f}" for q, p in top))
     if not r["out"]:
         lines.append("epochs file not written (use --out FILE)")

@@ -7,22 +7,28 @@ import sys
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_mix_arguments,
     add_queue_model_argument,
+    add_router_argument,
     fmt,
     instance_from_args,
+    mix_from_args,
     network_text,
-    parse_mix,
+    prediction_from_args,
     print_json,
-    queue_model_from_args,
+    print_router_note,
     router_line,
+    router_note,
     target_text,
 )
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.policies import POLICIES
+from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
 from edgeprefix.placement.model.sensitivity import sensitivity
 
 EXIT_NOT_CONVERGED = 3
+EXIT_OVERLOADED = 1  # as solve's "no evaluated mix was stable"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,13 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "evaluate",
         help="evaluate a profile mix: association, queues, TTFT coverage",
         description="Evaluate a profile mix at its load–association fixed point (docs/model.md §5–8). "
-        "Exit code 2 on bad input, 3 when the fixed point does not converge.",
+        "Exit code 2 on bad input, 3 when the fixed point does not converge, 1 when the network is overloaded "
+        "(some active profile's load ρ_s >= 1: no steady state, the tables are printed all the same).",
     )
     add_instance_argument(parser)
-    parser.add_argument("--mix", default=None, help="profile shares, e.g. none=0.3,shallow=0.5,deep=0.2 (default: the instance's mix)")
+    add_mix_arguments(parser, "profile shares, e.g. none=0.3,shallow=0.5,deep=0.2 (default: the instance's mix)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--method", choices=METHODS, default="robust", help="fixed-point method (default: robust)")
+    add_router_argument(parser)
     add_queue_model_argument(parser)
     parser.add_argument("--gradient", action="store_true",
                         help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)")
@@ -46,19 +54,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
-    ev = evaluate(instance, parse_mix(args.mix), args.policy, target=args.target, method=args.method,
-                  queue_model=queue_model_from_args(args))
+    router, queue_model = prediction_from_args(args, instance)
+    mix = mix_from_args(args)
+    ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model)
     fp = ev.fixed_point
     gradient = None
     if args.gradient and (fp is None or fp.converged):
         gradient = sensitivity(ev).by_profile("coverage")
+    other = None
+    if fp is None or fp.converged:
+        other_model = QUEUE_MODEL_OF_ROUTER[other_router(router)]
+        other_ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=other_model)
+        other = router_note(router, float(ev.coverage()), float(other_ev.coverage()))
     if args.json:
         payload = ev.to_dict()
+        if other is not None:
+            payload["other_router"] = other
         if args.gradient:
             payload["gradient"] = gradient
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
+    print_router_note(other)
     if fp is not None and not fp.converged:
         print(
             f"edgeprefix evaluate: warning: the fixed point did not converge ({fp.method}, {fp.iterations} iterations, "
@@ -66,7 +83,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NOT_CONVERGED
+    if not ev.stable:
+        print(f"edgeprefix evaluate: error: {overload_text(ev)}", file=sys.stderr)
+        return EXIT_OVERLOADED
     return 0
+
+
+def overload_text(ev: Evaluation) -> str:
+    """One line: which profile is overloaded, by how much, and what to change."""
+    import numpy as np
+
+    load = np.where(ev.active, np.nan_to_num(ev.utilization, nan=0.0, posinf=np.inf), 0.0)
+    s = int(np.argmax(load))
+    net = ev.instance.network
+    return (f"the network is overloaded: profile {ev.instance.profile_ids[s]!r} has load ρ = {load[s]:.3g} >= 1 "
+            f"(Λ = {net.request_intensity:g}, λ_b = {net.edge_density:g}), so no coverage holds in steady state; "
+            "lower --intensity, raise --density or give a mix with more nodes on the loaded profiles")
 
 
 def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = None, gradient: dict[str, float] | None = None) -> str:
@@ -86,7 +118,13 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
         f"offloading ratio            {fmt(d['offload_ratio'])}",
         f"mean reused prefix [tokens] {fmt(d['mean_prefix_depth'], 1)}",
         f"mean serving distance       {fmt(d['mean_distance'])}",
-        f"stable (every load < 1)     {d['stable']}",
+        (f"stable (every load < 1)     {d['stable']}" if d["queue_model"] != "cell" else
+         f"stable (tiers and nodes)    {d['stable']}"),
+        "  overloaded nodes (load >= 1 under the cell law): "
+        + ("not computed (no converged fixed point)" if d["overloaded_node_share"] is None else
+           f"{100 * d['overloaded_node_share']:.1f} % of nodes, {100 * d['overloaded_request_share']:.1f} % of requests"
+           + ("; counted in stable (at most 1 % allowed)" if d["queue_model"] == "cell" else
+              "; the online router balances them (docs/model.md §14.9)")),
         f"fixed point                 {fp['method']}: converged={fp['converged']} iterations={fp['iterations']} "
         f"residual={fp['residual']:.2e}",
         "",

@@ -19,15 +19,21 @@ The epochs file (TOML, or JSON by suffix)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Any
 
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_queue_model_argument,
+    add_router_argument,
     fmt,
+    prediction_from_args,
     print_json,
-    queue_model_from_args,
+    print_router_note,
     router_line,
+    router_note,
 )
+from edgeprefix.commands._overload import node_overload, overload_line
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.migration import load_migration
 from edgeprefix.formulations.objective import POLICIES
@@ -47,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         parser, default_method="grid", budget_help="evaluations per epoch (grid: every point; with --joint: in total, default 300)"
     )
     parser.set_defaults(method=None)  # grid, or spsa with --joint
+    add_router_argument(parser)
     add_queue_model_argument(parser)
     parser.add_argument("--joint", action="store_true", help="search all epochs' mixes at once instead of epoch by epoch")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -54,20 +61,53 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    queue_model = queue_model_from_args(args)
-    problem = load_migration(args.epochs_file, policy=args.policy, queue_model=queue_model)
+    problem = load_migration(args.epochs_file, policy=args.policy)
+    router, queue_model = prediction_from_args(args, problem.instance)
+    problem = dataclasses.replace(problem, queue_model=queue_model)
     args.method = args.method or ("spsa" if args.joint else "grid")
     if args.method != "grid" and args.budget is None and not args.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per epoch)")
     solution = solve_migration(
         problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
     )
+    other = _other_router(problem, solution, router)
+    nodes = [node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model) for e, d in enumerate(solution.epochs)]
     if args.json:
-        print_json({**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model]})
+        payload = {**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
+                   **({"other_router": other} if other is not None else {})}
+        payload["epochs"] = [{**row, **extra} for row, extra in zip(payload["epochs"], nodes)]
+        print_json(payload)
     else:
         print(render(problem.instance.name, problem.change_budget, problem.byte_weight, solution))
+        for d, extra in zip(solution.epochs, nodes):
+            print(f"epoch {d.name}: {overload_line(extra, queue_model)}")
         print(router_line(queue_model))
+    print_router_note(other)
     return 0
+
+
+def _other_router(problem: Any, solution: MigrationSolution, router: str) -> dict[str, Any] | None:
+    """The other router's coverage of the epoch where its prediction differs most (a note when by more than 0.05)."""
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
+
+    model = QUEUE_MODEL_OF_ROUTER[other_router(router)]
+    worst: tuple[float, int, float] | None = None
+    for e, decision in enumerate(solution.epochs):
+        if not decision.feasible:
+            continue
+        instance = problem.epoch_instance(e)
+        target = instance.placement.target if problem.target is None else float(problem.target)
+        value = float(evaluate(instance, decision.mix, problem.policy, target=target, queue_model=model).coverage())
+        gap = abs(value - decision.coverage)
+        if worst is None or gap > worst[0]:
+            worst = (gap, e, value)
+    if worst is None:
+        return None
+    _, e, value = worst
+    name = solution.epochs[e].name
+    entry = router_note(router, float(solution.epochs[e].coverage), value, what=f"coverage of epoch {name}")
+    return None if entry is None else {"epoch": name, **entry}
 
 
 def render(name: str, budget: float | None, gamma: float, solution: MigrationSolution) -> str:

@@ -7,16 +7,21 @@ import argparse
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
+    add_mix_arguments,
     add_queue_model_argument,
+    add_router_argument,
     fmt,
     instance_from_args,
+    mix_from_args,
     network_text,
-    parse_mix,
+    prediction_from_args,
     print_json,
-    queue_model_from_args,
+    print_router_note,
     router_line,
+    router_note,
     target_text,
 )
+from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands.solve import add_search_arguments, search_options
 from edgeprefix.formulations.density import density_problem
 from edgeprefix.formulations.objective import POLICIES
@@ -31,12 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "With --mix the mix is fixed; without it the best mix is searched at every density "
         "(default: the 1/10 grid).",
     )
-    add_instance_argument(parser)
+    add_instance_argument(parser, density_help="refused: λ_b is what plan-density plans")
     parser.add_argument("--reliability", type=float, required=True, metavar="ζ", help="coverage to reach, in (0, 1)")
-    parser.add_argument("--mix", default=None, help="fixed profile shares, e.g. none=0.2,shallow=0.5,deep=0.3")
+    add_mix_arguments(parser, "fixed profile shares, e.g. none=0.2,shallow=0.5,deep=0.3 (default: searched at every density)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    add_router_argument(parser)
     add_queue_model_argument(parser)
+    add_overload_argument(parser)
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -44,26 +51,49 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.density is not None:
+        raise ValueError("--density does not apply to plan-density: the edge density λ_b is what it plans "
+                         "(drop --density)")
     instance = instance_from_args(args)
-    queue_model = queue_model_from_args(args)
-    problem = density_problem(instance, args.reliability, mix=parse_mix(args.mix), target=args.target, policy=args.policy,
-                              queue_model=queue_model)
+    router, queue_model = prediction_from_args(args, instance)
+    problem = density_problem(instance, args.reliability, mix=mix_from_args(args), target=args.target, policy=args.policy,
+                              queue_model=queue_model, max_overloaded_share=args.max_overload)
     if args.method != "grid" and args.budget is None and problem.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
+    other = _other_router(instance, plan, args.policy, problem.objective.target, router)
+    nodes = node_overload(problem.at_density(plan.edge_density), plan.mix, args.policy, problem.objective.target, queue_model)
     if args.json:
-        print_json({**plan.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model]})
+        print_json({**plan.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **nodes,
+                    "max_overload": args.max_overload, **({"other_router": other} if other is not None else {})})
     else:
-        print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args))
+        print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args,
+                     prediction=f"router {router} (queue model {queue_model})"))
+        print(overload_line(nodes, queue_model))
         print(router_line(queue_model))
+    print_router_note(other)
     return 0
 
 
-def render(name: str, target: float, plan: DensityPlan, network: str = "", args: argparse.Namespace | None = None) -> str:
-    """The text output; the header names the run's settings and the options that overrode the instance."""
+def _other_router(instance, plan: DensityPlan, policy: str, target: float, router: str):
+    """The other router's predicted coverage at the planned density and mix (a note when it differs by more than 0.05)."""
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
+
+    if plan.coverage is None or not plan.mix:
+        return None
+    other = evaluate(instance.with_network(edge_density=plan.edge_density), plan.mix, policy, target=target,
+                     queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    return router_note(router, float(plan.coverage), float(other.coverage()))
+
+
+def render(name: str, target: float, plan: DensityPlan, network: str = "", args: argparse.Namespace | None = None,
+           prediction: str = "") -> str:
+    """The text output; the header names the run's settings (``prediction``: the router and queue model)
+    and the options that overrode the instance."""
     how = f"joint with the mix ({plan.method})" if plan.joint else "for the given mix"
     head = [f"instance {name}", network, f"reliability ζ = {plan.reliability:g}",
-            target_text("τ_0", target, args or argparse.Namespace()), how]
+            target_text("τ_0", target, args or argparse.Namespace()), prediction, how]
     return "\n".join([
         "  ".join(filter(None, head)),
         f"edge density λ_b   {plan.edge_density:.4f}   (misses ζ at {plan.lower:.4f})",

@@ -24,6 +24,7 @@ import argparse
 import itertools
 import math
 import time
+from array import array
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ import numpy as np
 from edgeprefix.commands._common import at_least, print_json, wrote
 from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
+from edgeprefix.placement.model.lengths import requests_entries, type_groups
 from edgeprefix.placement.pipeline.calibration import (
     DEFAULT_CALIBRATION,
     DEFAULT_DECODE_PER_TOKEN,
@@ -48,6 +50,7 @@ from edgeprefix.placement.pipeline.calibration import (
 )
 from edgeprefix.placement.pipeline.forest import build_forest
 from edgeprefix.placement.pipeline.profile_generation import generate_profiles
+from edgeprefix.placement.pipeline.trace_clock import TraceClock
 from edgeprefix.placement.pipeline.trace_instance import (
     DEFAULT_UTILISATION,
     instance_from_profiles,
@@ -61,6 +64,14 @@ from edgeprefix.placement.pipeline.traces import (
 )
 
 SAMPLE = "sample_trace.jsonl"
+TRACE_FIELDS = (
+    "Trace fields (one JSON object per line, in time order; docs/model.md §9.1): --format mooncake: timestamp "
+    "(milliseconds >= 0, default 0), input_length (tokens >= 1), output_length (tokens >= 0), hash_ids "
+    "(one integer block id per --block-size tokens of the input: ceil(input_length / block_size) of them; equal ids "
+    "mean equal prefixes). --format tokens: tokens (the input's token ids), output_length (default 0), timestamp "
+    "(seconds >= 0, default 0). The output prints the span read and the unit the format assumes."
+)
+DEFAULT_LENGTH_BINS = 8  # benchmarks/length_bins.py: E g(L) within 1.1 % of the trace at ≤ 2× the evaluation time
 DEFAULT_CAP = "25%"
 
 
@@ -70,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="build cache profiles and an instance from a request trace",
         description="Trace → prefix forest → cache profiles → calibrated instance (docs/model.md §9). "
         "Exit code 2 on bad input (a malformed line names its number).",
+        epilog=TRACE_FIELDS,
     )
     parser.add_argument("trace", nargs="?", default=None, metavar="TRACE",
                         help="JSONL trace (.gz allowed); default: the embedded 200-request sample")
@@ -82,6 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--min-support", type=int, default=2, metavar="k", help="k_min: fewest requests per placed prefix (default: 2)")
     parser.add_argument("--families", type=int, default=2, help="profiles for the most requested families (default: 2)")
     parser.add_argument("--length-quantile", type=float, default=None, metavar="Q", help="L_q as this quantile instead of the mean")
+    parser.add_argument("--length-bins", type=int, default=DEFAULT_LENGTH_BINS, metavar="K",
+                        help="length sub-types per request type: K quantile bins of its input lengths, each at its "
+                        f"conditional mean (docs/model.md §2.3); 1 = one mean length per type (default: {DEFAULT_LENGTH_BINS})")
     cal = parser.add_argument_group("calibration")
     cal.add_argument("--calibration", default=None, metavar="FILE", help="CSV of prefill timings (tokens,seconds or a Splitwise profile)")
     cal.add_argument("--model", default=DEFAULT_CALIBRATION[0], help="Splitwise model filter (default: llama2-70b)")
@@ -95,7 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cal.add_argument("--gpu-memory-gb", type=float, default=None, help="GPU memory per replica in GB (default: 80 × TP)")
     cal.add_argument("--sequence-tokens", type=float, default=16384.0, help="per-sequence KV budget m_run in tokens (default: 16384)")
     net = parser.add_argument_group("network")
-    net.add_argument("--target", type=float, default=None, metavar="SECONDS", help="τ_0 (default: g of the mean input length)")
+    net.add_argument("--target", default=None, metavar="SECONDS|pNN",
+                     help="τ_0 in seconds, or pNN: the NN-th percentile of the training requests' no-cache prefill g(L_i) "
+                     "(e.g. p50); default: g of the mean input length")
     net.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, help="load of an all-fallback network (default: 0.6)")
     net.add_argument("--edge-density", type=float, default=1.0, help="λ_b (default: 1)")
     parser.add_argument("--split", type=float, default=1.0, metavar="F",
@@ -170,18 +187,23 @@ def _deployment(args: argparse.Namespace) -> Deployment:
 
 def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--families")
+    at_least(args, 1, "--length-bins")
+    if args.length_quantile is not None and args.length_bins not in (1, DEFAULT_LENGTH_BINS):
+        raise ValueError("--length-quantile gives one length per type: drop --length-bins (or give --length-bins 1)")
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out!r} is a folder; name the instance file to write (e.g. {Path(args.out) / 'instance.toml'})")
     start = time.perf_counter()
     log = SkipLog()
     path = _trace_path(args.trace)
-    records = read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    clock = TraceClock(args.format)
+    records = clock.watch(read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log))
     if not 0.0 < args.split <= 1.0:
         raise ValueError(f"--split must lie in (0, 1], got {args.split!r}")
     if args.split < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
         total = sum(1 for _ in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid))
         records = itertools.islice(records, _training_count(total, args.split))
-    forest = build_forest(records, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    seen = _Seen()
+    forest = build_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     ingest = time.perf_counter() - start
     g, decode, cal_info = _calibration(args)
     deployment = _deployment(args)
@@ -192,14 +214,21 @@ def run(args: argparse.Namespace) -> int:
         forest, g, kappa=gpu.kv_per_token, gpu_memory=gpu.memory, cap=cap, decode_per_token=decode,
         max_profiles=args.max_profiles, k_min=args.min_support, n_families=args.families,
         length_quantile=args.length_quantile, knapsack=solve_knapsack,
+        length_bins=None if args.length_quantile is not None or args.length_bins == 1 else args.length_bins,
     )
     name = args.name or Path(str(path)).name.split(".")[0]
-    instance = instance_from_profiles(profile_set, g, gpu, name=name, target=args.target,
+    target, target_info = _target(args.target, g, seen)
+    instance = instance_from_profiles(profile_set, g, gpu, name=name, target=target,
                                       utilisation=args.utilisation, edge_density=args.edge_density)
+    target_info |= _target_placement(instance.placement.target, g, seen)
+    intensity_info = _intensity(instance, profile_set, args, seen)
+    instance = instance.replace(metadata={**instance.metadata, "target": target_info, "intensity": intensity_info})
     if args.out is not None:
         write_instance(instance, args.out)
         load_instance(args.out)  # the written file must load back
     report = _report(forest, log, profile_set, instance, cap, cal_info, deployment, ingest, time.perf_counter() - start, args)
+    report["time"] = clock.summary()
+    report |= {"target": target_info, "intensity": intensity_info}
     if args.json:
         print_json(report)
     else:
@@ -209,8 +238,108 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+NAMES = ("q_h<b> is the request type whose prefix path ends at the forest vertex whose last trace block id is <b>, "
+         "family_h<b> the profile of the family below that vertex; a type's blocks are its trace block ids from the root "
+         "(JSON: first_blocks, last_block); the same trace gives the same ids")
+FIRST_BLOCKS = 4
+
+
+def _path_blocks(instance, path) -> list[int]:  # type: ignore[no-untyped-def]
+    """The trace block ids of a prefix path (the blocks of its prefixes, root first)."""
+    blocks = {p.id: p.blocks for p in instance.prefixes}
+    return [b for pid in path for b in blocks.get(pid, ())]
+
+
+def _blocks_entry(seq: list[int]) -> dict[str, Any]:
+    return {"first_blocks": seq[:FIRST_BLOCKS], "last_block": seq[-1] if seq else None, "blocks": len(seq)}
+
+
+def _blocks_text(first: list[int], last: int | None, count: int) -> str:
+    if last is None:
+        return "(none)"
+    if count <= FIRST_BLOCKS:
+        return ",".join(str(b) for b in first)
+    return ",".join(str(b) for b in first[:3]) + f",…,{last} ({count} blocks)"
+
+
+class _Seen:
+    """Arrival times and input lengths of the requests the forest is built from (read as they stream by)."""
+
+    def __init__(self) -> None:
+        self.times, self.lengths = array("d"), array("d")
+
+    def watch(self, records: Any) -> Any:
+        for record in records:
+            self.times.append(record.timestamp)
+            self.lengths.append(record.input_length)
+            yield record
+
+    def prefill(self, g: Any) -> np.ndarray:
+        """``g(L_i)`` of every request: its time to first token with no cache, no queue and no radio."""
+        return np.asarray(g(np.frombuffer(self.lengths, dtype=float)), dtype=float)
+
+
+PERCENTILES = (10, 25, 50, 75, 90, 99)
+
+
+def _target(text: str | None, g: Any, seen: _Seen) -> tuple[float | None, dict[str, Any]]:
+    """``τ_0`` from ``--target`` (seconds or ``pNN``) and how it was chosen."""
+    if text is None:
+        return None, {"rule": "g(mean input length) (default; docs/model.md §9.7)"}
+    raw = text.strip()
+    if raw.lower().startswith("p"):
+        try:
+            pct = float(raw[1:])
+        except ValueError:
+            pct = float("nan")
+        if not 0 < pct < 100:
+            raise ValueError(f"--target {text!r}: a percentile is pNN with 0 < NN < 100, e.g. p50")
+        if not len(seen.lengths):
+            raise ValueError("--target pNN needs the trace's requests; the trace is empty")
+        value = float(np.percentile(seen.prefill(g), pct))
+        return value, {"rule": f"p{pct:g} of the training requests' no-cache prefill g(L_i)", "percentile": pct}
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"--target must be seconds (e.g. 5) or a percentile pNN (e.g. p50), got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"--target must be > 0 seconds, got {text!r}")
+    return value, {"rule": "given in seconds (--target)"}
+
+
+def _target_placement(tau: float, g: Any, seen: _Seen) -> dict[str, Any]:
+    """Where the workload's no-cache prefill times sit against ``τ_0``."""
+    prefill = seen.prefill(g)
+    out: dict[str, Any] = {"seconds": tau}
+    if prefill.size:
+        out["prefill_quantiles"] = {f"p{p}": float(np.percentile(prefill, p)) for p in PERCENTILES}
+        out["share_prefill_within_target"] = float(np.mean(prefill <= tau))
+    return out
+
+
+def _intensity(instance: Any, ps: Any, args: argparse.Namespace, seen: _Seen) -> dict[str, Any]:
+    """The arrival intensity's derivation (docs/model.md §9.7) and the trace's own rate."""
+    ids = [s.id for s in ps.profiles]
+    c0 = int(ps.concurrency[ids.index("none")]) if "none" in ids else int(ps.concurrency.max())
+    occupancy = float(instance.probabilities @ (instance.full_prefill + instance.decodes))
+    out: dict[str, Any] = {
+        "rule": "Λ = u λ_b c_0 / Σ_q p_q (g(L_q) + D_q): an all-fallback network at utilisation u",
+        "utilisation": float(args.utilisation), "edge_density": float(args.edge_density), "fallback_concurrency": c0,
+        "mean_occupancy_s": occupancy, "request_intensity": float(instance.network.request_intensity),
+    }
+    times = np.frombuffer(seen.times, dtype=float)
+    out["trace_requests"] = int(times.size)
+    if times.size >= 2 and times[-1] > times[0]:
+        span = float(times[-1] - times[0])
+        out |= {"trace_span_s": span, "trace_rate_per_s": (times.size - 1) / span,
+                "trace_utilisation_per_node": (times.size - 1) / span * occupancy / c0}
+    return out
+
+
 def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total, args) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    request_ids = [q.id for q in ps.requests]
+    groups = type_groups(ps.requests)
+    request_ids = list(groups.ids)
+    hits = groups.aggregate(ps.hits)  # sub-types share their type's path: the same h_{s,q}
     profiles = [
         {
             "id": s.id,
@@ -218,7 +347,7 @@ def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total,
             "cached_tokens": float(ps.memory[i] / instance.gpu.kv_per_token),
             "memory": float(ps.memory[i]),
             "concurrency": int(ps.concurrency[i]),
-            "hit_depth": dict(zip(request_ids, ps.hits[i].tolist())),
+            "hit_depth": dict(zip(request_ids, hits[i].tolist())),
         }
         for i, s in enumerate(ps.profiles)
     ]
@@ -236,14 +365,24 @@ def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total,
         "pruned": list(ps.pruned),
         "infeasible": list(ps.dropped),
         "requests": [
-            {"id": q.id, "probability": q.probability, "length": q.length, "decode": q.decode, "path_length": len(q.path)}
-            for q in ps.requests
+            {"id": q["id"], "probability": q["probability"], "length": q["length"], "decode": q["decode"],
+             "path_length": len(q["path"]), **_blocks_entry(_path_blocks(instance, q["path"]))}
+            | ({"lengths": q["lengths"]} if "lengths" in q else {})
+            for q in requests_entries(ps.requests)
         ],
+        "names": NAMES,
         "network": {"edge_density": instance.network.edge_density, "request_intensity": instance.network.request_intensity,
                     "radio_scale": instance.network.radio_scale, "target": instance.placement.target},
         "instance": args.out,
         "seconds": {"ingest": ingest, "total": total},
     }
+
+
+def _time_line(t: dict[str, Any]) -> str:
+    if t["first"] is None:
+        return "time: no timestamps read"
+    return (f"time: span {t['span']:.6g} s, timestamps {t['first']:.6g} … {t['last']:.6g} s "
+            f"(the file's timestamps read as {t['unit']})")
 
 
 def _render(r: dict[str, Any]) -> str:
@@ -254,6 +393,8 @@ def _render(r: dict[str, Any]) -> str:
         f"reuse: {100 * f['shared_block_fraction']:.1f} % of unique blocks and {100 * f['shared_occurrence_fraction']:.1f} % "
         f"of block occurrences are shared by >= 2 requests; {f['shared_vertices']} vertices seen twice or more "
         f"(median lifetime {f['median_shared_lifetime_s']:.0f} s)",
+        _time_line(r["time"]),
+        *([f"note: {r['time']['hint']}"] if r["time"].get("hint") else []),
         f"ingest {r['seconds']['ingest']:.2f} s, total {r['seconds']['total']:.2f} s"
         + (f"; skipped {r['skipped']['lines']} invalid lines" if r["skipped"]["lines"] else ""),
         "",
@@ -282,12 +423,28 @@ def _render(r: dict[str, Any]) -> str:
     if r["pruned"] or r["infeasible"]:
         lines.append(f"pruned as dominated: {r['pruned'] or '-'}; infeasible (no room for one request): {r['infeasible'] or '-'}")
     wq = max(len(q["id"]) for q in r["requests"]) + 2
-    lines += ["", f"{len(r['requests'])} request types (the 5 most likely):", f"{'type':<{wq}}{'share':>9}{'tokens':>10}{'decode [s]':>11}"]
+    lines += ["", f"{len(r['requests'])} request types (the 5 most likely):",
+              f"{'type':<{wq}}{'share':>9}{'tokens':>10}{'decode [s]':>11}   first trace blocks"]
     for q in top + sorted(r["requests"], key=lambda q: -q["probability"])[3:5]:
-        lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>11.2f}")
+        head = _blocks_text(q["first_blocks"], q["last_block"], q["blocks"])
+        lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>11.2f}   {head}")
+    lines.append("names: " + r["names"])
     n = r["network"]
     lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
                   f"τ_0 = {n['target']:.3f} s"]
+    t, lam = r["target"], r["intensity"]
+    lines.append(f"target τ_0 = {t['seconds']:.3f} s: {t['rule']}")
+    if "prefill_quantiles" in t:
+        qs = "  ".join(f"{k} {v:.2f}" for k, v in t["prefill_quantiles"].items())
+        lines.append(f"  no-cache prefill g(L_i) of the requests [s]: {qs}; "
+                     f"{100 * t['share_prefill_within_target']:.1f} % within τ_0 before radio and queueing")
+    lines.append(f"intensity Λ = {lam['request_intensity']:.4g} per unit area per s: {lam['rule']} "
+                 f"(u = {lam['utilisation']:g}, λ_b = {lam['edge_density']:g}, c_0 = {lam['fallback_concurrency']}, "
+                 f"Σ p (g + D) = {lam['mean_occupancy_s']:.3f} s)")
+    if "trace_rate_per_s" in lam:
+        lines.append(f"  the trace: {lam['trace_requests']} requests over {lam['trace_span_s']:.0f} s = "
+                     f"{lam['trace_rate_per_s']:.3g} per s; one fallback node would run at {lam['trace_utilisation_per_node']:.2f} "
+                     "of its c_0 slots at that rate")
     if not r["instance"]:
         lines.append("instance not written (use --out FILE)")
     return "\n".join(lines)

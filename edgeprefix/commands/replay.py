@@ -12,9 +12,19 @@ printed beside the instance's prediction for the same mix (docs/model.md §17).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-ROUTERS = ("tier", "online")  # edgeprefix.placement.simulation.replay.ROUTERS (kept light: no numpy at start-up)
+from edgeprefix.commands._common import add_mix_arguments
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS
+
+# edgeprefix.placement.simulation.engine.names (kept light: no numpy at start-up; tests/test_engine_cli.py compares)
+PRODUCTION_ROUTERS = ("sglang", "dynamo", "llm-d", "vllm-prefix", "vllm-kv")
+ENGINES = ("slots", "batching")
+CACHES = ("planned", "lru", "planned+lru")
+ROUTERS = (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)  # edgeprefix.placement.simulation.replay.ROUTERS
+POLICIES = ("load_aware", "prefix", "nearest")  # edgeprefix.placement.model.policies.POLICIES (light copy; a test compares)
+WARM_STARTS = ("auto", "train", "resample", "none")  # replay.WARM_STARTS and auto
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,17 +39,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("trace", metavar="TRACE", help="JSONL trace (.gz allowed), in time order")
     parser.add_argument("--instance", required=True, metavar="INST", help="instance built from the trace (edgeprefix profiles)")
-    parser.add_argument("--mix", default=None, help="profile mix π as id=share,... (default: the instance's mix)")
-    parser.add_argument("--policy", default="load_aware", help="routing policy: load_aware (default), prefix or nearest")
-    parser.add_argument("--router", choices=ROUTERS, default="tier",
-                        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry (default: tier)")
+    add_mix_arguments(parser, "profile mix π as id=share,... (default: the instance's mix)")
+    parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
+    parser.add_argument("--router", choices=ROUTERS, default=None,
+                        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry; sglang, dynamo, "
+                        "llm-d, vllm-prefix, vllm-kv: production routers on the nodes' live caches, radio ignored "
+                        "(docs/model.md §17) (default: the instance's network.router, else tier); the prediction is the "
+                        "router's own (docs/model.md §14)")
+    parser.add_argument("--engine", choices=ENGINES, default="slots",
+                        help="slots: c_s FCFS slots per node; batching: the instance's [engine], a continuous-batching engine "
+                        "(docs/model.md §17) (default: slots)")
+    parser.add_argument("--cache", choices=CACHES, default="planned",
+                        help="planned: the profile pinned; lru: a dynamic LRU prefix cache in the same memory; planned+lru: "
+                        "the profile pinned and an LRU over the free KV blocks (default: planned)")
     parser.add_argument("--split", type=float, default=0.0, metavar="F",
                         help="the first F of the requests trained the instance: replay the rest (default: 0, replay all)")
     parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="requests per unit area per second (default: the instance's)")
     parser.add_argument("--nodes", type=float, default=50.0, metavar="N", help="nodes of the sampled torus (default: 50)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
     parser.add_argument("--replications", type=int, default=1, metavar="R", help="independent network draws, averaged (default: 1)")
-    parser.add_argument("--warmup", type=float, default=0.1, metavar="F", help="share of the replayed requests that only fill the queues (default: 0.1)")
+    parser.add_argument("--warmup", type=float, default=0.1, metavar="F",
+                        help="with --warm-start none: share of the replayed requests that only fill the queues (default: 0.1)")
+    parser.add_argument("--warm-start", choices=WARM_STARTS, default="auto",
+                        help="fill the queues before measuring: train (replay the training part first), resample (a "
+                        "bootstrap of the replayed part first), none (start empty, discard --warmup); auto: train with "
+                        "--split, else resample (docs/model.md §17.7)")
     parser.add_argument("--candidates", type=int, default=2, metavar="K", help="nearest nodes per profile the online router compares (default: 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--decode-per-token", type=float, default=None, metavar="SECONDS",
@@ -56,16 +80,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     study.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (with --method grid)")
     parser.add_argument("--queue-model", default=None, metavar="MODEL",
                         help="queue model of the prediction: meanfield or cell (default: the router's own — cell for "
-                        "the tier rule, meanfield for the online router; docs/model.md §14)")
+                        "the tier rule, meanfield for the online router; docs/model.md §14). Unlike the planning "
+                        "commands, replay allows a queue model that is not the router's: the replayed router is "
+                        "compared with the other router's prediction")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", default=None, metavar="DIR", help="write replay.json and requests.csv (first replication)")
+    from edgeprefix.commands._telemetry import add_telemetry_options
+
+    add_telemetry_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from edgeprefix.commands._common import parse_mix, print_json
+    from edgeprefix.commands._common import mix_from_args, print_json
     from edgeprefix.placement.model.instance import load_instance
     from edgeprefix.placement.model.policies import check_policy
     from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload, split_index
@@ -82,19 +111,36 @@ def run(args: argparse.Namespace) -> int:
     decode = args.decode_per_token
     if decode is None:
         decode = decode_per_token(instance, float((train if cut else workload).output.mean()))
-    spec = ReplaySpec(decode_per_token=decode, router=args.router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
-                      candidates=args.candidates, target=args.target, queue_model=args.queue_model)
-    mix = parse_mix(args.mix)
-    common = {"replications": args.replications, "seed": args.seed}
+    from edgeprefix.commands._telemetry import telemetry_from_args
+
+    router = args.router or instance.network.router or "tier"
+    warm_start = args.warm_start if args.warm_start != "auto" else ("train" if cut >= 2 else "resample")
+    engine_room = args.engine != "slots" or args.cache != "planned" or router in PRODUCTION_ROUTERS
+    if args.warm_start == "auto" and (args.epochs is not None or engine_room):
+        warm_start = "none"  # the epochs' windows start the replay; the engine room replays from empty nodes
+    spec = ReplaySpec(decode_per_token=decode, router=router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
+                      candidates=args.candidates, target=args.target, queue_model=args.queue_model, engine=args.engine,
+                      cache=args.cache, telemetry=telemetry_from_args(args), warm_start=warm_start)
+    mix = mix_from_args(args)
+    common: dict[str, Any] = {"replications": args.replications, "seed": args.seed}
+    warm = {"warm": train} if cut else {}
+    engine = _engine_inputs(args, instance, spec, cut)
+    if engine is not None:
+        common["engine"] = engine
     if args.epochs is not None:
         report, first = _epochs(args, instance, test, spec, common)
     else:
-        replayed = replay_replicated(instance, test, mix, spec, intensity=args.intensity, **common)
+        replayed = replay_replicated(instance, test, mix, spec, intensity=args.intensity, **common, **warm)
         report, first = replayed.summary(), replayed.results[0]
         if cut:
             report["generalisation"] = generalisation(instance, train, test, mix, spec, intensity=args.intensity, **common)
         if args.ablation:
-            report["ablation"] = ablation(instance, test, mix, spec, intensity=args.intensity, **common)
+            report["ablation"] = ablation(instance, test, mix, spec, intensity=args.intensity, **common, **warm)
+    if args.epochs is None:
+        report["mix"] = dict(zip(first.prediction.instance.profile_ids, first.prediction.mix.tolist()))
+        other = _other_router(first.prediction, report, args.queue_model)
+        if other is not None:
+            report["other_router"] = other
     report.update({
         "split": args.split, "trace": args.trace, "instance": args.instance, "requests_trace": workload.requests,
         "requests_train": train.requests, "unmatched": float((~test.matched).mean()) if test.requests else 0.0,
@@ -106,7 +152,54 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render(report, overridden={flag for flag in ("intensity", "target") if getattr(args, flag) is not None}))
+    for warning in report.get("warnings", []):
+        print(f"edgeprefix replay: warning: {warning}", file=sys.stderr)
+    from edgeprefix.commands._common import print_router_note
+
+    print_router_note(report.get("other_router"))
     return 0
+
+
+def _other_router(prediction: Any, report: dict[str, Any], queue_model: str | None) -> dict[str, Any] | None:
+    """The other router's prediction of the replayed mix (a note when it differs by more than 0.05)."""
+    from edgeprefix.commands._common import router_note
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, ROUTER_OF_QUEUE_MODEL, other_router
+
+    if queue_model is not None:  # an explicit prediction model: compare with the other model's router
+        router = ROUTER_OF_QUEUE_MODEL[report["queue_model"]]
+    else:
+        router = report["router"]
+    if router not in QUEUE_MODEL_OF_ROUTER:  # a production router: no prediction of its own to compare
+        return None
+    other = evaluate(prediction.instance, prediction.mix, prediction.policy, target=prediction.target,
+                     queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    return router_note(router, float(report["coverage_predicted"]), float(other.coverage()))
+
+
+def _engine_inputs(args: argparse.Namespace, instance: Any, spec: Any, cut: int) -> dict[str, Any] | None:
+    """Block ids and the fitted step time when the replay runs in the engine room (docs/model.md §17)."""
+    from edgeprefix.placement.simulation.engine.blocks import read_block_trace
+    from edgeprefix.placement.simulation.engine.cluster import needs_engine
+    from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
+
+    if not needs_engine(spec):
+        return None
+    for flag, used in (("--epochs", args.epochs is not None), ("--ablation", args.ablation), ("--split", cut > 0)):
+        if used:
+            raise ValueError(f"{flag}: not available with --engine {spec.engine} --cache {spec.cache} --router {spec.router} "
+                             "(the engine room replays one part of one trace)")
+    out: dict[str, Any] = {"blocks": read_block_trace(args.trace, instance, fmt=args.format, block_size=args.block_size,
+                                                      skip_invalid=args.skip_invalid)}
+    if spec.engine == "batching":
+        if instance.engine is None:
+            raise ValueError("--engine batching: the instance has no [engine] section with timings "
+                             "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+        from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
+
+        out["step"] = step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
+        out["blocks"].check_engine_block(instance.engine.block_size)
+    return out
 
 
 def _epochs(args: argparse.Namespace, instance: Any, test: Any, spec: Any, common: dict[str, Any]) -> tuple[dict[str, Any], Any]:
@@ -115,8 +208,8 @@ def _epochs(args: argparse.Namespace, instance: Any, test: Any, spec: Any, commo
 
     if args.intensity is not None:
         raise ValueError("--intensity does not apply with --epochs: the epochs file sets each epoch's Λ^e")
-    if args.mix is not None:
-        raise ValueError("--mix does not apply with --epochs: the plan sets the mixes (current_mix in the epochs file)")
+    if args.mix is not None or args.mix_from is not None:
+        raise ValueError("--mix/--mix-from do not apply with --epochs: the plan sets the mixes (current_mix in the epochs file)")
     problem = load_migration(args.epochs, policy=args.policy)
     if problem.instance.request_ids != instance.request_ids or problem.instance.profile_ids != instance.profile_ids:
         raise ValueError(f"--epochs: the epochs file's instance does not have the request types and profiles of --instance {args.instance}")
@@ -171,13 +264,30 @@ def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
         f"replayed {r['requests']} after warm-up on {r['nodes']} nodes, {r['replications']} replication(s)",
         f"router {r['router']} ({r['policy']}), predicted with queue model {r.get('queue_model', 'meanfield')}, {lam}, {tau}, decode "
         f"{1e3 * r['decode_per_token']:.1f} ms/token, time scale {r['time_scale']:.4g} replay s per trace s",
+        *(["mix      " + "  ".join(f"{k}={v:.4f}" for k, v in r["mix"].items())] if r.get("mix") else []),
         "",
         f"{'metric':<18}{'replayed':>11}{'predicted':>11}",
-        f"{'coverage':<18}{_f(r['coverage_replayed']):>11}{_f(r['coverage_predicted']):>11}   (± {_f(r['coverage_se'])})",
+        f"{'coverage':<18}{_f(r['coverage_replayed']):>11}{_f(r['coverage_predicted']):>11}   "
+        f"(replayed ± {_f(r['coverage_se'])} SE)",
         f"{'mean TTFT [s]':<18}{_f(r['mean_ttft_replayed'], 3):>11}{_f(r['mean_ttft_predicted'], 3):>11}",
         f"{'hit depth [tok]':<18}{_f(r['hit_depth_replayed'], 1):>11}{_f(r['hit_depth_predicted'], 1):>11}",
         f"{'offload ratio':<18}{_f(r['offload_ratio_replayed']):>11}{_f(r['offload_ratio_predicted']):>11}",
     ]
+    if r.get("engine", "slots") != "slots" or r.get("cache", "planned") != "planned" or r["router"] in PRODUCTION_ROUTERS:
+        lines += ["", f"engine {r['engine']}, cache {r['cache']} (docs/model.md §17.9): block hit rate {_f(r['hit_rate_blocks'])}, "
+                  f"TTFT p50/p90/p99 {_f(r['ttft_p50'], 2)} / {_f(r['ttft_p90'], 2)} / {_f(r['ttft_p99'], 2)} s, "
+                  f"preemptions {r['preemptions']:.0f}, node load CV {_f(r['node_load_cv'], 3)}"]
+    if "stationary" in r and r.get("prediction_replayed_stats") is not None:
+        stats = r["prediction_replayed_stats"]
+        lines += [
+            f"{'overloaded nodes':<18}{_f(r['overloaded_node_share_replayed'], 3):>11}{_f(r['overloaded_node_share_predicted'], 3):>11}"
+            "   (share of nodes with load >= 1)",
+            f"prediction with the replayed part's type mix and lengths: coverage {_f(r['coverage_predicted_replayed_stats'])}, "
+            f"mean TTFT {_f(stats.get('mean_ttft'), 3)} s, hit depth {_f(stats.get('hit_depth'), 1)}",
+            f"warm start {r['warm_start']}; measured span {_f(r['measured_service_times'], 1)} mean service times; "
+            f"stationary {r['stationary']} (Kendall trend test of the waits over {r['stationarity']['windows']} windows"
+            + (f", p = {r['stationarity']['p_value']:.3f})" if r["stationarity"]["p_value"] is not None else ")"),
+        ]
     if r["burstiness"]:
         lines.append("")
         lines.append("arrival burstiness (index of dispersion; Poisson: 1 ± sd): " + ", ".join(

@@ -14,7 +14,7 @@ import argparse
 import contextlib
 import io
 
-from edgeprefix.commands._common import print_json
+from edgeprefix.commands._common import print_json, wrote
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,11 +61,22 @@ def run(args: argparse.Namespace) -> int:
                 print(figure_table(payload))
                 print()
             print(table)
+        for payload in report["figures"]:
+            _announce(payload)
+        if args.readme is not None:
+            wrote(args.readme)
         return 0
     if args.json:
         with contextlib.redirect_stdout(io.StringIO()):  # keep stdout to the one JSON object
             payload = run_figure(args.figure, args.quick, args.out, args.instance, echo=False)
         print_json(payload)
     else:
-        run_figure(args.figure, args.quick, args.out, args.instance, echo=True)
+        payload = run_figure(args.figure, args.quick, args.out, args.instance, echo=True)
+    _announce(payload)
     return 0
+
+
+def _announce(payload: dict) -> None:
+    """The ``wrote PATH`` line of each file a figure wrote."""
+    for path in payload.get("files", ()):
+        wrote(path)

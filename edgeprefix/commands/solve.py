@@ -32,16 +32,20 @@ from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
     add_queue_model_argument,
+    add_router_argument,
     at_least,
     fmt,
     instance_from_args,
     network_text,
+    prediction_from_args,
     print_json,
-    queue_model_from_args,
+    print_router_note,
     router_line,
+    router_note,
     target_text,
     wrote,
 )
+from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.formulations.objective import POLICIES
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.atomic import check_output_folder, write_output_set
@@ -49,12 +53,12 @@ from edgeprefix.placement.jsonable import json_ready
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers import DEFAULT_BUDGET, SOLVERS, Progress, Result, solve
 from edgeprefix.solvers.distributed import dask_client, grid_search
+from edgeprefix.solvers.failures import WorkersFailed
 from edgeprefix.solvers.optuna_common import STORAGE_ENV, check_study_name
-from edgeprefix.solvers.persistence import problem_fingerprint
+from edgeprefix.solvers.persistence import check_folder_method, problem_fingerprint
 from edgeprefix.solvers.polish import DEFAULT_BUDGET as POLISH_BUDGET
 from edgeprefix.solvers.polish import DEFAULT_TOLERANCE, certify
 from edgeprefix.solvers.result import history_csv
-from edgeprefix.solvers.failures import WorkersFailed
 
 EXIT_NO_FEASIBLE = 1
 EXIT_WORKERS_FAILED = 3
@@ -71,7 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_search_arguments(parser, default_method="spsa", budget_help=f"black-box evaluations (default: {DEFAULT_BUDGET}; grid: every point)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
+    add_router_argument(parser)
     add_queue_model_argument(parser)
+    add_overload_argument(parser)
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
                         "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
@@ -79,6 +85,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--sim-nodes", type=float, default=300.0, metavar="N", help="nodes of --objective simulation (default 300)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
+    parser.add_argument("--instance-out", default=None, metavar="FILE",
+                        help="also write the instance (with --intensity/--density applied) to FILE (.toml or .json) with "
+                        "the best mix as its placement.mix, and --router as its network.router when given, so that "
+                        "evaluate/validate/replay FILE use that mix by default")
     parser.add_argument("--certify", action="store_true",
                         help="polish the returned mix with the gradient method until its KKT residual is at most "
                         "--certify-tol (docs/model.md §18.6); says so when it cannot")
@@ -160,6 +170,7 @@ def progress_callback(budget: int | None, method: str) -> tuple[Callable[[Progre
 
 OUTPUT_FILES = ("result.json", "history.csv", "best_so_far.png")
 STUDY_FILES = ("study.journal", "study.db")  # the resumable study kept across output sets (study.db: older versions)
+STALE_FILES = ("study.journal.lock",)  # left by a killed append: the study clears it (solvers/persistence.py)
 EXIT_INTERRUPTED = 130
 
 
@@ -225,17 +236,20 @@ def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--seed")
     at_least(args, 1, "--budget", "--workers", "--resolution")
     instance = instance_from_args(args)
-    queue_model = queue_model_from_args(args)
+    router, queue_model = prediction_from_args(args, instance)
     simulation = simulation_from_args(args)
     certify_tol = certify_tolerance(args)
-    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation)
+    if args.max_overload is not None and simulation is not None:
+        raise ValueError("--max-overload caps the model's overloaded nodes: drop it with --objective simulation")
+    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation,
+                                max_overloaded_share=args.max_overload)
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
         budget = DEFAULT_BUDGET
     if args.out is not None:
-        check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES)
-    plots = start_plot_helper() if args.out is not None else None
+        check_output_folder(args.out, "--out", OUTPUT_FILES + STUDY_FILES + STALE_FILES)
+        check_folder_method(args.out, args.method, SOLVERS[args.method].RESUMABLE)
     storage = _storage_for(args)
     if args.study is not None:
         check_study_name(args.study)
@@ -244,6 +258,8 @@ def run(args: argparse.Namespace) -> int:
         on_dask = _grid_cluster_pays(problem, args.workers, options.get("resolution", 20))
     if storage is not None and SOLVERS[args.method].RESUMABLE:
         options["storage"] = storage
+        if options.get("workers") and budget is not None and not _study_workers_pay(problem, options["workers"], budget):
+            del options["workers"]
     callback, bar = progress_callback(budget, args.method)
     stop = Interrupt(callback)
     try:
@@ -270,22 +286,29 @@ def run(args: argparse.Namespace) -> int:
                "router": ROUTER_OF_QUEUE_MODEL[queue_model],
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
-               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit}
+               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit,
+               "max_overload": args.max_overload, **_nodes(problem, result, args.policy, queue_model)}
+    if simulation is None and result.success:
+        payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
     if args.json:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
+    print_router_note(payload.get("other_router"))
     if args.json and result.certified is False:
         print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)
     sys.stdout.flush()
     if args.out is not None:
         try:
-            written = write_outputs(Path(args.out), payload, result, problem.variable_names, plots)
+            written = write_outputs(Path(args.out), payload, result, problem.variable_names)
         except OSError as exc:
             raise ValueError(f"--out {args.out!r}: the result above was not saved ({exc.strerror or exc})") from None
         for path in written:
             wrote(path)
+    if args.instance_out is not None and result.success:
+        _write_instance_back(instance, result.mix, router if _router_stated(args, instance) else None, args.instance_out)
+        wrote(args.instance_out)
     if stop.hit:
         print("edgeprefix solve: interrupted: the result above is the best of the evaluations done so far", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -293,6 +316,35 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
+
+
+def _router_stated(args: argparse.Namespace, instance: Any) -> bool:
+    return args.router is not None or args.queue_model is not None or instance.network.router is not None
+
+
+def _write_instance_back(instance: Any, mix: dict[str, float], router: str | None, path: str) -> None:
+    """``instance`` with ``mix`` as its default mix (and ``router`` as its network.router), written atomically."""
+    import dataclasses
+
+    from edgeprefix.placement.model.instance import write_instance
+
+    placement = dataclasses.replace(instance.placement, mix=tuple((k, float(v)) for k, v in mix.items()))
+    changed = instance.replace(placement=placement)
+    if router is not None:
+        changed = changed.with_network(router=router)
+    try:
+        write_instance(changed, path)
+    except OSError as exc:
+        raise ValueError(f"--instance-out {path!r}: the result above was not saved ({exc.strerror or exc})") from None
+
+
+def _other_router(instance: Any, mix: dict[str, float], policy: str, target: float, router: str, coverage: float) -> Any:
+    """The other router's predicted coverage of the returned mix (a note when it differs by more than 0.05)."""
+    from edgeprefix.placement.model.evaluation import evaluate
+    from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
+
+    other = evaluate(instance, mix, policy, target=target, queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    return router_note(router, float(coverage), float(other.coverage()))
 
 
 def certify_tolerance(args: argparse.Namespace) -> float | None:
@@ -329,18 +381,34 @@ def certify_line(result: Result) -> str:
 
 def _grid_cluster_pays(problem: Any, workers: int | None, resolution: int) -> bool:
     """Whether the grid should run on a LocalCluster; says why not on stderr."""
-    import time as clock
-
-    from edgeprefix.solvers.distributed import local_cluster_pays
+    from edgeprefix.solvers.distributed import local_cluster_pays, probe_seconds_per_point
     from edgeprefix.solvers.grid import feasible_lattice
 
     points = feasible_lattice(problem.constraints, resolution)
-    start = clock.perf_counter()
-    problem.score(points[0])
-    reason = local_cluster_pays(workers, len(points), clock.perf_counter() - start)
+    reason = local_cluster_pays(workers, len(points), probe_seconds_per_point(problem, points))
     if reason is not None:
         print(f"edgeprefix solve: running the grid serially: {reason}", file=sys.stderr)
     return reason is None
+
+
+def _study_workers_pay(problem: Any, workers: int, budget: int) -> bool:
+    """Whether ``--workers`` processes on the shared study should beat this process alone; says why
+    not on stderr (the study still goes to --storage, trial by trial, from this one process)."""
+    from edgeprefix.solvers.distributed import local_workers_pay, probe_seconds_per_evaluation
+    from edgeprefix.solvers.grid import feasible_lattice
+
+    points = feasible_lattice(problem.constraints, 4)
+    reason = local_workers_pay(workers, budget, probe_seconds_per_evaluation(problem, points))
+    if reason is not None:
+        print(f"edgeprefix solve: running the study in this process: {reason}", file=sys.stderr)
+    return reason is None
+
+
+def _nodes(problem: Any, result: Result, policy: str, queue_model: str) -> dict[str, Any]:
+    """``stable`` and the overloaded shares of the best mix (docs/model.md §14.9); ``None`` without one."""
+    if not result.mix or not math.isfinite(result.coverage):
+        return {"stable": None, "overloaded_node_share": None, "overloaded_request_share": None}
+    return node_overload(problem.instance, dict(result.mix), policy, problem.target, queue_model)
 
 
 def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:
@@ -354,6 +422,8 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
         f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
         router_line(payload["queue_model"]) if payload.get("scored_by") != "simulation" else "scored by the network simulator",
     ]
+    if payload.get("stable") is not None:
+        lines.append(overload_line(payload, payload["queue_model"]))
     if result.njev:
         lines.append(f"gradient solves {result.njev} (one adjoint solve each, at evaluated points)")
     lines.append(kkt_line(result))
@@ -366,15 +436,9 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
     return "\n".join(lines)
 
 
-PLOT_MODULES = ("matplotlib.backends.backend_agg", "matplotlib.figure")
-
-
 def best_so_far_figure(result: Result, target: float | None = None) -> Any:
     """Figure of the best-so-far feasible TTFT coverage against evaluations (evaluations before
     the first feasible mix are left blank)."""
-    from edgeprefix.commands._prerender import import_unhooked
-
-    import_unhooked(PLOT_MODULES)  # no pyplot (nor Pyomo's hook that would import it)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -402,23 +466,14 @@ def render_plot(result: Result, target: float | None = None) -> bytes:
     return buffer.getvalue()
 
 
-def start_plot_helper() -> Any:
-    """A :class:`~edgeprefix.commands._prerender.Prerenderer` importing matplotlib while the search runs."""
-    from edgeprefix.commands._prerender import Prerenderer
-
-    return Prerenderer(PLOT_MODULES)
-
-
-def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...], plots: Any = None) -> list[Path]:
+def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: tuple[str, ...]) -> list[Path]:
     """Replace the output set in ``folder`` as a whole (:func:`edgeprefix.placement.atomic.write_output_set`);
     returns the paths written.
 
     ``result.json`` lists the SHA-256 of the other files under ``"files"``, so a reader can check
-    that the set is the one the result describes; the study file is carried over.  ``plots``
-    (:func:`start_plot_helper`) draws the PNG in a process that imported matplotlib meanwhile.
+    that the set is the one the result describes; the study file is carried over.
     """
-    target = payload.get("target")
-    plot = plots(render_plot, result, target) if plots is not None else render_plot(result, target)
+    plot = render_plot(result, payload.get("target"))
     history = history_csv(result, names).encode("utf-8")
     files = {"history.csv": history, "best_so_far.png": plot}
     digest = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}

@@ -26,19 +26,25 @@ import numpy as np
 
 from edgeprefix.commands._common import (
     add_instance_argument,
+    add_mix_arguments,
     add_queue_model_argument,
+    add_router_argument,
     at_least,
     fmt,
     instance_from_args,
+    mix_from_args,
     network_text,
-    parse_mix,
+    prediction_from_args,
     print_json,
-    queue_model_from_args,
+    print_router_note,
+    router_note,
     wrote,
 )
+from edgeprefix.commands.replay import PRODUCTION_ROUTERS
 from edgeprefix.placement.atomic import atomic_savefig
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS, QUEUE_MODEL_OF_ROUTER, other_router
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.association_mc import simulate_instance_association
 from edgeprefix.placement.simulation.compare import (
@@ -58,6 +64,8 @@ from edgeprefix.placement.simulation.mmc import simulate_mmc
 # the telemetry periods of ``--baselines`` (staleness_sweep's default), run one at a time
 COVERAGE_TABLE_KEYS = ("intensity", "policy", "simulated", "simulated_se", "meanfield", "cell")
 STALENESS_PERIODS = tuple(inspect.signature(staleness_sweep).parameters["periods"].default)
+ROUTERS = (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)  # --router: a prediction's router, or a production one (engine nodes)
+DEFAULT_INTENSITY_SHARES = (1 / 3, 2 / 3, 1.0)  # default --intensities: these multiples of the instance's Λ
 
 
 def _floats(text: str, option: str) -> tuple[float, ...]:
@@ -77,28 +85,74 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Analytical vs simulated association, queue tail and TTFT coverage (docs/model.md §13).",
     )
     add_instance_argument(parser)
-    parser.add_argument("--mix", default=None, help="profile shares, e.g. none=0.18,shallow=0.54,deep=0.28 (default: the instance's)")
+    add_mix_arguments(parser, "profile shares, e.g. none=0.18,shallow=0.54,deep=0.28 (default: the instance's)")
     parser.add_argument("--samples", type=int, default=200_000, metavar="N", help="Monte Carlo association samples (default 200000)")
     parser.add_argument("--customers", type=int, default=200_000, metavar="N", help="customers per M/M/c run (default 200000)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
-    parser.add_argument("--intensities", default="1,2,3", metavar="Λ,...", help="request intensities of the coverage table (default 1,2,3)")
-    parser.add_argument("--nodes", type=float, default=VALIDATION_SPEC.layout.mean_nodes, help="nodes on the simulated torus (default 1000)")
+    parser.add_argument("--intensities", default=None, metavar="Λ,...",
+                        help="request intensities of the coverage table (default: 1/3, 2/3 and 1 times the instance's "
+                        "network.request_intensity, e.g. 1,2,3 for paper_baseline)")
+    parser.add_argument("--nodes", type=float, default=VALIDATION_SPEC.layout.mean_nodes, metavar="N",
+                        help=f"nodes on the simulated torus (default {VALIDATION_SPEC.layout.mean_nodes:g})")
     parser.add_argument("--horizon", type=float, default=VALIDATION_SPEC.horizon, metavar="SECONDS", help="measured seconds (default 80)")
     parser.add_argument("--warmup", type=float, default=VALIDATION_SPEC.warmup, metavar="SECONDS", help="discarded seconds (default 60)")
     parser.add_argument("--replications", type=int, default=2, help="independent networks per table cell (default 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
     parser.add_argument("--no-online", action="store_true",
                         help="skip the online router (fresh per-node telemetry) on the load-aware rows of the coverage table")
+    add_router_argument(parser, choices=ROUTERS)
     add_queue_model_argument(parser)
     parser.add_argument("--baselines", action="store_true", help="also run the online router and production baselines (slower)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--out", default=None, metavar="DIR", help="write PNG comparison plots to DIR")
+    _add_engine_options(parser)
     parser.set_defaults(handler=run)
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """The engine room's options (docs/model.md §17.9): the model workload on engine nodes."""
+    from edgeprefix.commands._telemetry import add_telemetry_options
+    from edgeprefix.commands.replay import CACHES, ENGINES
+
+    group = parser.add_argument_group("engine nodes (docs/model.md §17.9): the model workload replayed on engine nodes")
+    group.add_argument("--engine", choices=ENGINES, default=None,
+                       help="also replay the model workload on slots or on the instance's [engine] (batching)")
+    group.add_argument("--cache", choices=CACHES, default="planned", help="node cache of that replay (default: planned)")
+    group.add_argument("--engine-requests", type=int, default=3000, metavar="N", help="requests per replay (default 3000)")
+    add_telemetry_options(parser)
+
+
+def _engine_report(args: argparse.Namespace, instance, mix, intensities, tau: float, router: str) -> list[dict] | None:
+    """Rows of the engine replay (``--engine``) with ``router``, or None when not asked."""
+    if args.engine is None:
+        if args.cache != "planned":
+            raise ValueError("--cache: it sets the engine replay; add --engine slots|batching")
+        if router in PRODUCTION_ROUTERS:
+            raise ValueError(f"--router {router}: a production router runs only on engine nodes; add --engine slots|batching")
+        return None
+    from edgeprefix.commands._telemetry import telemetry_from_args
+    from edgeprefix.placement.simulation.engine.model_workload import engine_rows
+
+    step = None
+    if args.engine == "batching":
+        if instance.engine is None:
+            raise ValueError("--engine batching: the instance has no [engine] section with timings "
+                             "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+        from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
+        from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
+
+        step = step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
+        if 16 % instance.engine.block_size:
+            raise ValueError(f"engine.block_size: {instance.engine.block_size} tokens does not divide the model "
+                             "workload's block size 16: pick 1, 2, 4, 8 or 16")
+    return engine_rows(instance, mix, intensities, step=step, engine=args.engine, cache=args.cache, router=router,
+                       telemetry=telemetry_from_args(args), requests=args.engine_requests, replications=args.replications,
+                       nodes=min(args.nodes, 100.0), seed=args.seed, tau=tau)
 
 
 def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
-    mix = parse_mix(args.mix)
+    mix = mix_from_args(args)
     instance.mix_vector(mix)  # validate early
     if args.samples < 1 or args.customers < 100 or args.replications < 1:
         raise ValueError(
@@ -108,15 +162,23 @@ def run(args: argparse.Namespace) -> int:
     at_least(args, 0, "--seed")
     check_memory(8.0 * args.samples * (3 * len(instance.profiles) + 3 * len(instance.requests)), "--samples",
                  f"a Monte Carlo association of {args.samples} samples", "lower --samples")
-    intensities = _floats(args.intensities, "--intensities")
-    queue_model = queue_model_from_args(args)
+    if args.intensities is None:
+        intensities = tuple(round(share * instance.network.request_intensity, 6) for share in DEFAULT_INTENSITY_SHARES)
+    else:
+        intensities = _floats(args.intensities, "--intensities")
+    if not (np.isfinite(args.nodes) and args.nodes >= 1):
+        raise ValueError(f"--nodes must be a number >= 1 (nodes on the simulated torus), got {args.nodes:g}")
+    # a production router (engine nodes only) has no prediction: the prediction is then the instance's router's
+    predicted = argparse.Namespace(**{**vars(args), "router": None}) if args.router in PRODUCTION_ROUTERS else args
+    router, queue_model = prediction_from_args(predicted, instance)
     tau = float(instance.placement.target if args.target is None else args.target)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
                    layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"))
     small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
     cells = [(lam, policy) for lam in intensities for policy in ANALYTICAL_POLICIES]
     steps = len(ANALYTICAL_POLICIES) + 2 + len(cells) + (len(intensities) + len(STALENESS_PERIODS) if args.baselines else 0)
-    report: dict = {"instance": instance.name, "target": tau, "queue_model": queue_model}
+    report: dict = {"instance": instance.name, "target": tau, "queue_model": queue_model, "router": router,
+                    "intensities": list(intensities), "mix": dict(zip(instance.profile_ids, instance.mix_vector(mix).tolist()))}
     with progress_bar(total=steps, desc="validate", unit="step") as bar:
         def step(label: str) -> None:
             bar.set_postfix_str(label, refresh=False)
@@ -147,15 +209,34 @@ def run(args: argparse.Namespace) -> int:
             for period in STALENESS_PERIODS:
                 report["staleness"] += staleness_sweep(heavy, mix, periods=(period,), spec=small, tau=tau, seed=args.seed)
                 step(f"telemetry period {period:g} s")
+    other = _other_router(report, router)
+    if other is not None:
+        report["other_router"] = other
+    engine_router = args.router or router
+    engine_rows = _engine_report(args, instance, mix, intensities, tau, engine_router)
+    if engine_rows is not None:
+        report["engine"] = {"engine": args.engine, "cache": args.cache, "router": engine_router, "rows": engine_rows}
     if args.out is not None:
         report["plots"] = write_plots(report, instance, Path(args.out))
     if args.json:
         print_json(report)
     else:
         print(render(report, instance, network_text(instance, args)))
+    print_router_note(report.get("other_router"))
     for path in report.get("plots", []):
         wrote(path)
     return 0
+
+
+def _other_router(report: dict, router: str) -> dict | None:
+    """The load-aware row where the two routers' predictions differ most (a note when by more than 0.05)."""
+    rows = [row for row in report["coverage_table"] if row["policy"] == "load_aware"]
+    if not rows:
+        return None
+    mine, theirs = QUEUE_MODEL_OF_ROUTER[router], QUEUE_MODEL_OF_ROUTER[other_router(router)]  # coverage_table columns
+    row = max(rows, key=lambda r: abs(r[theirs] - r[mine]))
+    entry = router_note(router, float(row[mine]), float(row[theirs]), what=f"coverage at Λ = {row['intensity']:g}")
+    return None if entry is None else {"intensity": row["intensity"], **entry}
 
 
 def _association(instance, mix, samples: int, seed: int, tau: float, step=lambda label: None) -> dict:
@@ -223,8 +304,10 @@ def _queues(instance, mix, customers: int, seed: int, tau: float) -> list[dict]:
 
 def render(report: dict, instance, network: str = "") -> str:
     """The text report: one table per check, in plain words."""
-    head = "  ".join(filter(None, [f"instance {report['instance']}", network, f"target τ = {report['target']:g} s"]))
-    lines = [head, "", "association (share of each request type served by each profile): Monte Carlo vs analysis",
+    head = "  ".join(filter(None, [f"instance {report['instance']}", network, f"target τ = {report['target']:g} s",
+                                   f"router {report['router']} (queue model {report['queue_model']})"]))
+    mix = "mix      " + "  ".join(f"{k}={v:.4f}" for k, v in report["mix"].items())
+    lines = [head, mix, "", "association (share of each request type served by each profile): Monte Carlo vs analysis",
              f"{'policy':<12}{'max error':>11}{'binom. SE':>11}{'mean distance':>15}{'simulated':>11}{'seconds':>9}"]
     for policy, d in report["association"].items():
         lines.append(f"{policy:<12}{d['max_abs_error']:>11.2e}{d['binomial_se']:>11.2e}"
@@ -270,6 +353,15 @@ def render(report: dict, instance, network: str = "") -> str:
             plain, acct = pair.get(False), pair.get(True)
             lines.append(f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"
                          f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}")
+    eng = report.get("engine")
+    if eng:
+        lines += ["", f"model workload on engine nodes ({eng['engine']}, cache {eng['cache']}, router {eng['router']}): "
+                  "coverage vs analysis",
+                  f"{'Λ':>6}{'engine':>9}{'± SE':>8}{'analysis':>10}{'TTFT p50':>10}{'p99':>8}{'hit blocks':>11}{'preempt':>9}"]
+        for d in eng["rows"]:
+            lines.append(f"{d['intensity']:>6g}{fmt(d['coverage_engine']):>9}{fmt(d['coverage_engine_se']):>8}"
+                         f"{fmt(d['coverage_analytical']):>10}{fmt(d['ttft_p50'], 2):>10}{fmt(d['ttft_p99'], 2):>8}"
+                         f"{fmt(d['hit_rate_blocks']):>11}{d['preemptions']:>9.0f}")
     return "\n".join(lines)
 
 
@@ -293,24 +385,26 @@ def _pyplot():
 
 
 def association_figure(report: dict, instance):
-    """Bars of the association shares, analysis beside Monte Carlo, one panel per policy."""
+    """Monte Carlo against analysis, one point per (profile, request type) pair of a profile with
+    share > 0, one panel per policy (readable for any number of pairs; share-0 profiles serve nothing)."""
     plt = _pyplot()
-    sids, qids = instance.profile_ids, instance.request_ids
+    shares = np.asarray(list(report["mix"].values()), dtype=float) if "mix" in report else np.ones(len(instance.profile_ids))
     n = len(report["association"])
-    fig, axes = plt.subplots(1, n, figsize=(4 * n, 3.8), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.6), squeeze=False, layout="constrained")
     for ax, (policy, d) in zip(axes[0], report["association"].items()):
-        ana, sim = np.asarray(d["analytical"]), np.asarray(d["simulated"])
-        labels = [f"{s} | {q}" for s in sids for q in qids]
-        x = np.arange(len(labels))
-        ax.bar(x - 0.2, ana.ravel(), 0.4, label="analysis")
-        ax.bar(x + 0.2, sim.ravel(), 0.4, label="Monte Carlo")
-        ax.set_xticks(x, labels, rotation=60, fontsize=7)
-        ax.set_xlabel("profile | request type", fontsize=8)
-        ax.set_ylabel("share of the type served by the profile", fontsize=8)
+        ana, sim = np.asarray(d["analytical"], dtype=float), np.asarray(d["simulated"], dtype=float)
+        used = shares > 0
+        ana, sim = ana[used].ravel(), np.nan_to_num(sim[used].ravel())
+        ax.plot([0.0, 1.0], [0.0, 1.0], "-", color="0.7", lw=1, label="equal")
+        ax.plot(ana, sim, "o", ms=4, label="(profile, request type)")
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("share served, analysis", fontsize=8)
+        ax.set_ylabel("share served, Monte Carlo", fontsize=8)
         ax.set_title(f"{policy}: largest error {d['max_abs_error']:.1e}", fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="outside upper right")
-    fig.suptitle("association: analysis vs Monte Carlo", fontsize=10)
+    fig.legend(handles, labels, fontsize=7, loc="outside lower center", ncols=2)
+    fig.suptitle("association: analysis vs Monte Carlo (profiles with share > 0)", fontsize=10)
     return fig
 
 
@@ -346,6 +440,11 @@ def coverage_figure(report: dict):
         ax.plot(lam, [d["node_erlang"] for d in rows], "--", color=color, label=f"{policy}: node-level Erlang C")
         ax.errorbar(lam, [d["simulated"] for d in rows], yerr=[2 * d["simulated_se"] for d in rows], fmt="o",
                     color=color, label=f"{policy}: simulation ± 2 SE")
+        online = [d for d in rows if d.get("online") is not None and np.isfinite(d["online"])]
+        if online:
+            ax.errorbar([d["intensity"] for d in online], [d["online"] for d in online],
+                        yerr=[2 * d["online_se"] for d in online], fmt="s", mfc="none", color=color,
+                        label=f"{policy}: online router, simulation ± 2 SE")
     ax.set_xlabel("request intensity Λ [requests per unit area per second]")
     ax.set_ylabel(f"share of requests with TTFT ≤ {report['target']:g} s")
     ax.set_title("TTFT coverage: network simulation vs analysis", fontsize=10)

@@ -69,6 +69,13 @@ class BatchEvaluation:
     def __len__(self) -> int:
         return len(self.evaluations)
 
+    def __repr__(self) -> str:
+        """One line (the instances inside the evaluations would print several KB each)."""
+        cov = np.asarray(self.coverage, dtype=float)
+        name = self.evaluations[0].instance.name if self.evaluations else "—"
+        span = f"coverage {np.nanmin(cov):.4g}…{np.nanmax(cov):.4g}" if cov.size and np.isfinite(cov).any() else "no coverage"
+        return f"BatchEvaluation({len(self)} mixes of {name!r}, {span}, {int(np.count_nonzero(self.fallback))} fallback)"
+
 
 @dataclass(frozen=True)
 class _Batch:

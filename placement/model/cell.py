@@ -49,6 +49,7 @@ from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
+from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
 
 FloatArray = npt.NDArray[np.float64]
 QUEUE_MODELS = ("meanfield", "cell")
@@ -86,11 +87,7 @@ VORONOI_BAND = 0.35  # δ_0 of the Voronoi weight exp(−δ_{s,q}/δ_0) (fitted,
 # The router whose delivered coverage each queue model predicts (docs/model.md §14): the mean-field
 # coverage is what a router that sees every node's own queue delivers (per-node balancing evens the
 # loads), the cell model what Theorem 1's tier-level rule delivers.
-ROUTER_OF_QUEUE_MODEL = {"meanfield": "online", "cell": "tier"}
-ROUTER_DESCRIPTION = {
-    "online": "a router that sees each node's own queue (fresh per-node telemetry, docs/model.md §11)",
-    "tier": "the tier-level rule of Theorem 1 (each tier's mean delay, docs/model.md §6)",
-}
+# (named once in edgeprefix.placement.model.router)
 
 
 def check_queue_model(queue_model: str) -> str:
@@ -635,3 +632,37 @@ def cell_coverage_pairs(
         ratio = np.where(mass > 0, (density * h_mean).sum(axis=1) / np.where(mass > 0, mass, 1.0), 0.0)
         out[tier, kind] = queue_free * ratio
     return out
+
+
+def overload_shares(law: CellLoad, utilization: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Per active tier, under the node-level load law of eq. (14.3) (``X`` of mean 1, variance ``v_s``,
+    skewness ``γ_s``, a Pearson III law): the share of its nodes whose offered load reaches their slots,
+    ``P(ρ_s X ≥ 1)``, and the share of its requests that land on such nodes, ``E[X; ρ_s X ≥ 1]`` (a node
+    receives requests in proportion to its work, ``E X = 1``).  ``ρ_s ≥ 1`` gives the whole tier's
+    mass above its mean.  Arrays ``(S,)`` of the active tiers (docs/model.md §14.9).
+    """
+    from scipy.special import gammaincc, ndtr
+
+    rho = np.asarray(utilization, dtype=float)
+    with np.errstate(divide="ignore"):
+        x0 = np.where(rho > 0, 1.0 / np.where(rho > 0, rho, 1.0), np.inf)
+    sd = np.sqrt(np.maximum(law.variance, 0.0))
+    gam = np.clip(law.skewness, 0.0, SKEW_MAX)
+    skewed = gam > 1e-6
+    safe_gam = np.where(skewed, gam, 1.0)
+    safe_sd = np.where(sd > 0, sd, 1.0)
+    # normal law at γ = 0
+    z = np.where(sd > 0, (x0 - 1.0) / safe_sd, np.where(x0 <= 1.0, -np.inf, np.inf))
+    p_normal = ndtr(-z)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e_normal = p_normal + sd * np.where(np.isfinite(z), np.exp(-0.5 * np.where(np.isfinite(z), z, 0.0) ** 2), 0.0) / np.sqrt(2 * np.pi)
+    # Pearson III: X = loc + θ G, G ~ Gamma(k), k = 4/γ², θ = sd γ/2, loc = 1 − 2 sd/γ
+    k = 4.0 / safe_gam**2
+    theta = np.where(sd > 0, sd * safe_gam / 2.0, 1.0)
+    loc = 1.0 - k * theta
+    g0 = np.maximum(np.where(np.isfinite(x0), (np.where(np.isfinite(x0), x0, 0.0) - loc) / theta, np.inf), 0.0)
+    p_gamma = np.where(np.isfinite(g0), gammaincc(k, np.where(np.isfinite(g0), g0, 0.0)), 0.0)
+    e_gamma = np.where(np.isfinite(g0), loc * p_gamma + theta * k * gammaincc(k + 1.0, np.where(np.isfinite(g0), g0, 0.0)), 0.0)
+    nodes = np.where(skewed & (sd > 0), p_gamma, p_normal)
+    requests = np.where(skewed & (sd > 0), e_gamma, e_normal)
+    return np.clip(nodes, 0.0, 1.0), np.clip(requests, 0.0, 1.0)

@@ -25,6 +25,7 @@ from edgeprefix.placement.model.cell import (
     cell_coverage_pairs,
     cell_load,
     check_queue_model,
+    overload_shares,
 )
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
 from edgeprefix.placement.model.fixed_point import (
@@ -35,6 +36,7 @@ from edgeprefix.placement.model.fixed_point import (
     solve_fixed_point,
 )
 from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.lengths import DeclaredTypes, type_groups
 from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, variability_factor
 from edgeprefix.placement.model.policies import (
     check_policy,
@@ -53,6 +55,7 @@ from edgeprefix.placement.model.tier_loads import lift, unlift
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+OVERLOAD_TOLERANCE = 0.01  # share of nodes allowed to overload before the cell model's plan is reported unstable
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,74 @@ class Evaluation:
         joint = np.where(served, self.association * np.where(served, self.mean_distance_by_pair, 0.0), 0.0)
         return checked_finite(float((self.instance.probabilities * joint.sum(axis=0)).sum()), "mean serving distance")
 
+    # -- nodes whose own load reaches their slots (docs/model.md §14.9) ------------------------
+    @cached_property
+    def overloaded_shares(self) -> tuple[float, float]:
+        """``(share of nodes, share of requests)`` at nodes whose offered load ``a_s X`` reaches ``c_s``
+        under the cell model's node-level load law (eq. (14.3)), whatever the queue model: the mean field's
+        every node carries its tier's load only when a router balances the nodes (docs/model.md §14.9)."""
+        act = self.active
+        rho = self.utilization[act]
+        busy = rho > 0  # a tier that receives no work has no load law and overloads no node
+        with np.errstate(divide="ignore", invalid="ignore"):
+            law = self.cell_load if busy.all() else cell_load(self.densities[act][busy], self.bias[act][busy] / self.instance.network.radio_scale,
+                            self.instance.network.radio_exponent,
+                            self.instance.network.request_intensity * self.instance.probabilities[None, :] * self.instance.service_time[act][busy])
+        nodes, requests = np.zeros(rho.size), np.zeros(rho.size)
+        nodes[busy], requests[busy] = overload_shares(law, rho[busy])
+        lam = self.densities[act]
+        served = self.instance.probabilities @ self.association[act].T  # Σ_q p_q A_{s,q}
+        out = float(lam @ nodes / lam.sum()), float(served @ requests)
+        if not all(np.isfinite(out)):
+            raise NumericalError(f"overloaded shares: computed {out!r} (docs/model.md §20)")
+        return out
+
+    @property
+    def stable_on_nodes(self) -> bool:
+        """What ``stable`` reports: every tier has ``ρ_s < 1`` and, under the cell model (the tier rule, whose
+        node loads the law describes), at most :data:`OVERLOAD_TOLERANCE` of the nodes overload."""
+        if not self.stable:
+            return False
+        return self.queue_model != "cell" or self.overloaded_shares[0] <= OVERLOAD_TOLERANCE
+
+    # -- per declared request type (length sub-types aggregated, docs/model.md §2.3) ------------
+    @cached_property
+    def type_groups(self) -> DeclaredTypes:
+        """The declared request types and the sub-type columns of each."""
+        return type_groups(self.instance.requests)
+
+    def by_type(self, tau: float | None = None) -> dict[str, dict[str, float | None]]:
+        """Per declared type ``Q``: its probability, coverage ``P(T ≤ τ | Q)``, mean TTFT, hit depth and
+        offload ratio, each the sub-types' values weighted by their shares ``w_k`` (docs/model.md §2.3)."""
+        inst, grp, act = self.instance, self.type_groups, self.active
+        t = self.target if tau is None else float(tau)
+        covered = grp.aggregate(self.coverage_by_pair(t).sum(axis=0))
+        a = self.association[act]
+        per_pair = np.where(a > 0, self.mean_radio[act] + a * (inst.first_token_time[act] + self.mean_wait[act][:, None]), 0.0)
+        ttft = grp.aggregate(per_pair.sum(axis=0))
+        depth = grp.aggregate((self.association * inst.reused_depth).sum(axis=0))
+        saved = grp.aggregate((self.association * inst.saving).sum(axis=0))
+        full = grp.aggregate(inst.full_prefill)
+        prob = np.bincount(grp.index, weights=inst.probabilities, minlength=len(grp.ids))
+        mean_length = grp.aggregate(inst.lengths)
+        return {
+            q: {"probability": float(prob[j]), "mean_length": float(mean_length[j]), "coverage": float(covered[j]),
+                "mean_ttft": float(ttft[j]) if np.isfinite(ttft[j]) else None, "mean_prefix_depth": float(depth[j]),
+                "offload_ratio": float(saved[j] / full[j]) if full[j] > 0 else 0.0}
+            for j, q in enumerate(grp.ids)
+        }
+
+    def _declared_pairs(self) -> tuple[tuple[str, ...], FloatArray, FloatArray]:
+        """Declared type ids, ``A_{s,Q} = Σ_k w_k A_{s,k}`` and ``R̄_{s,Q}`` (the sub-types' distances
+        weighted by ``w_k A_{s,k}``); the per-type arrays themselves without length sub-types."""
+        grp = self.type_groups
+        if not grp.resolved:
+            return self.instance.request_ids, self.association, self.mean_distance_by_pair
+        a = grp.aggregate(self.association)
+        served = self.association > 0
+        joint = grp.aggregate(np.where(served, self.association * np.where(served, self.mean_distance_by_pair, 0.0), 0.0))
+        return grp.ids, a, np.where(a > 0, joint / np.where(a > 0, a, 1.0), np.nan)
+
     # -- export -----------------------------------------------------------------------------
     def to_dict(self, target: float | None = None) -> dict[str, Any]:
         """A JSON-ready dict (the ``edgeprefix evaluate --json`` contract)."""
@@ -303,6 +374,8 @@ class Evaluation:
                 }
             )
         fp = self.fixed_point
+        converged = fp is None or fp.converged
+        declared, association, distance = self._declared_pairs()
         return {
             "instance": inst.name,
             "policy": self.policy,
@@ -316,7 +389,9 @@ class Evaluation:
             "offload_ratio": self.offload_ratio,
             "mean_prefix_depth": self.mean_prefix_depth,
             "mean_distance": self.mean_distance,
-            "stable": self.stable,
+            "stable": self.stable_on_nodes if converged else self.stable,
+            "overloaded_node_share": self.overloaded_shares[0] if converged else None,  # no operating point
+            "overloaded_request_share": self.overloaded_shares[1] if converged else None,
             "capacity_condition": self.capacity_condition,
             "fixed_point": {
                 "converged": True if fp is None else fp.converged,
@@ -328,14 +403,15 @@ class Evaluation:
             "quadrature_error": self.quadrature_error,
             "tiers": tiers,
             "association": {
-                q: {s: float(self.association[i, j]) for i, s in enumerate(inst.profile_ids)}
-                for j, q in enumerate(inst.request_ids)
+                q: {s: float(association[i, j]) for i, s in enumerate(inst.profile_ids)}
+                for j, q in enumerate(declared)
             },
             "mean_distance_by_pair": {
-                q: {s: num(self.mean_distance_by_pair[i, j]) for i, s in enumerate(inst.profile_ids)}
-                for j, q in enumerate(inst.request_ids)
+                q: {s: num(distance[i, j]) for i, s in enumerate(inst.profile_ids)}
+                for j, q in enumerate(declared)
             },
-        } | ({"serving": serving_report(self)} if inst.extended else {}) | (
+        } | ({"types": self.by_type(tau)} if self.type_groups.resolved else {}) | (
+            {"serving": serving_report(self)} if inst.extended else {}) | (
             {"catalogue": catalogue_evaluation(inst, self.mix, self.policy, target=tau).report()}
             if inst.catalogue is not None else {})
 

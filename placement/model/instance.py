@@ -30,6 +30,8 @@ from edgeprefix.placement.model.costs import (
     QuadraticPrefill,
     RadioCost,
 )
+from edgeprefix.placement.model.engine_section import EngineSection, engine_from_mapping, engine_to_mapping
+from edgeprefix.placement.model.lengths import expand_type, requests_entries
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,
@@ -43,6 +45,7 @@ from edgeprefix.placement.model.ranges import (
     check_radio_exponent,
     check_scale,
 )
+from edgeprefix.placement.model.router import check_router
 from edgeprefix.placement.model.serving import (
     DEFAULT_INTERFERENCE,
     Compression,
@@ -73,11 +76,14 @@ class Network:
     request_intensity: float  # Λ
     radio_scale: float  # ξ
     radio_exponent: float = 2.0  # α
+    router: str | None = None  # the router the predictions are for (docs/model.md §14); None: each command's default
 
     def __post_init__(self) -> None:
         for name in ("edge_density", "request_intensity", "radio_scale"):
             check_scale(f"network.{name}", getattr(self, name))
         check_radio_exponent("network.radio_exponent", self.radio_exponent)
+        if self.router is not None:
+            check_router(self.router)
 
     @property
     def radio(self) -> RadioCost:
@@ -163,6 +169,7 @@ class Instance:
     compression: Compression | None = None
     serving: Serving | None = None
     catalogue: Catalogue | None = None  # docs/model.md §19.7: read by the simulator and the catalogue correction
+    engine: EngineSection | None = None  # docs/model.md §17: a continuous-batching engine per node (replay only)
 
     hit_depth: FloatArray = field(init=False, repr=False, compare=False)
     memory: FloatArray = field(init=False, repr=False, compare=False)
@@ -336,13 +343,22 @@ class Instance:
         return self.replace(network=dataclasses.replace(self.network, **changes))
 
     def with_probabilities(self, probabilities: Mapping[str, float]) -> Instance:
-        """A new instance with request probabilities replaced (unnamed types keep theirs)."""
-        unknown = [k for k in probabilities if k not in self.request_ids]
+        """A new instance with request probabilities replaced (unnamed types keep theirs).  A type with
+        length sub-types (docs/model.md §2.3) may be named by its declared id: its probability is then
+        spread over its sub-types by their shares ``w_k``."""
+        groups = {q.group for q in self.requests if q.group is not None} - set(self.request_ids)
+        unknown = [k for k in probabilities if k not in self.request_ids and k not in groups]
         if unknown:
             raise InstanceError("requests", f"unknown request type {unknown[0]!r} (known: {few(self.request_ids)})")
-        requests = tuple(
-            dataclasses.replace(q, probability=float(probabilities.get(q.id, q.probability))) for q in self.requests
-        )
+
+        def new(q: RequestType) -> float:
+            if q.id in probabilities:
+                return float(probabilities[q.id])
+            if q.group is not None and q.group in probabilities:
+                return float(probabilities[q.group]) * q.share
+            return q.probability
+
+        requests = tuple(dataclasses.replace(q, probability=new(q)) for q in self.requests)
         return self.replace(requests=requests)
 
 
@@ -352,14 +368,14 @@ class Instance:
 _TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement", "metadata"}
 _EXTENSIONS = ("remote", "compression", "serving", "catalogue")  # optional sections of docs/model.md §19
 _SECTION_KEYS = {
-    "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent"},
+    "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent", "router"},
     "gpu": {"memory", "runtime_per_sequence", "kv_per_token", "tiers"},
     "prefill": {"linear", "quadratic", "intercept", "table"},
     "placement": {"target", "memory_budget", "fallback", "fallback_min", "max_share", "mix"},
 }
 _ITEM_KEYS = {
     "prefixes": ({"id", "depth"}, {"parent", "kv_per_token", "blocks"}),
-    "requests": ({"id", "probability", "length", "decode"}, {"path"}),
+    "requests": ({"id", "probability", "length", "decode"}, {"path", "lengths"}),
     "profiles": ({"id"}, {"prefixes"}),
 }
 
@@ -514,13 +530,15 @@ def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
 
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
-    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"}, {"name", "prefixes", "metadata", *_EXTENSIONS})
+    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"},
+                {"name", "prefixes", "metadata", "engine", *_EXTENSIONS})
     for section in ("network", "gpu", "placement"):
         required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
             _SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
         _check_keys(section, data[section], required, _SECTION_KEYS[section])
     net, gpu, plc = data["network"], data["gpu"], data["placement"]
-    network = Network(**{k: _number(f"network.{k}", v) for k, v in net.items()})
+    network = Network(**{k: _number(f"network.{k}", v) for k, v in net.items() if k != "router"},
+                      router=check_router(net["router"]) if "router" in net else None)
     gpu_spec = Gpu(
         **{k: _number(f"gpu.{k}", v) for k, v in gpu.items() if k != "tiers"},
         tiers=_tiers_from(gpu["tiers"]) if "tiers" in gpu else (),
@@ -545,6 +563,9 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         )
         for i, q in enumerate(_items("requests", data["requests"]))
     )
+    if any("lengths" in q for q in data["requests"]):  # length-resolved types expand into sub-types (docs/model.md §2.3)
+        requests = tuple(sub for i, (q, entry) in enumerate(zip(requests, data["requests"]))
+                         for sub in (expand_type(f"requests[{i}]", q, entry["lengths"]) if "lengths" in entry else (q,)))
     profiles = tuple(
         Profile(id=_string(f"profiles[{i}].id", s["id"]), prefixes=_string_list(f"profiles[{i}].prefixes", s.get("prefixes", [])))
         for i, s in enumerate(_items("profiles", data["profiles"]))
@@ -568,6 +589,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         compression=_compression_from(data["compression"]) if "compression" in data else None,
         serving=_serving_from(data["serving"]) if "serving" in data else None,
         catalogue=_catalogue_from(data["catalogue"]) if "catalogue" in data else None,
+        engine=engine_from_mapping(data["engine"]) if "engine" in data else None,
     )
 
 
@@ -608,16 +630,13 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         del gpu["tiers"]
     out: dict[str, Any] = {
         "name": instance.name,
-        "network": dataclasses.asdict(instance.network),
+        "network": {k: v for k, v in dataclasses.asdict(instance.network).items() if k != "router" or v is not None},
         "gpu": gpu,
         "prefill": prefill,
     }
     if instance.prefixes:
         out["prefixes"] = [prefix_entry(p) for p in instance.prefixes]
-    out["requests"] = [
-        {"id": q.id, "probability": q.probability, "length": q.length, "decode": q.decode, "path": list(q.path)}
-        for q in instance.requests
-    ]
+    out["requests"] = requests_entries(instance.requests)  # sub-types collapse into lengths tables (docs/model.md §2.3)
     out["profiles"] = [{"id": s.id, "prefixes": list(s.prefixes)} for s in instance.profiles]
     out["placement"] = placement
     if instance.metadata:
@@ -635,6 +654,8 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         if np.isinf(cat.bits):
             raise InstanceError("catalogue.bits", "an exact catalogue (bits = inf) has no file form; drop [catalogue]")
         out["catalogue"] = {"bits": int(cat.bits), "hashes": int(cat.hashes), "refresh": cat.refresh, "churn": cat.churn}
+    if instance.engine is not None:
+        out["engine"] = engine_to_mapping(instance.engine)
     if instance.serving is not None:
         defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
         out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items()

@@ -57,13 +57,23 @@ class Prefix:
 
 @dataclass(frozen=True)
 class RequestType:
-    """Request type ``q``: ``p_q``, ``L_q``, ``D_q`` and its path ``P_q`` (root first)."""
+    """Request type ``q``: ``p_q``, ``L_q``, ``D_q`` and its path ``P_q`` (root first).
+
+    group : id of the declared type a length sub-type stands for (docs/model.md §2.3), ``None``
+        for a type declared with one length (the paper's model).
+    share : ``w_k``, the sub-type's share of its declared type's requests (1 without ``group``).
+    group_probability : ``p_q`` of the declared type (``None`` without ``group``), so that a file
+        round-trips exactly.
+    """
 
     id: str
     probability: float  # p_q
     length: float  # L_q, input tokens
     decode: float  # D_q, seconds of occupancy beyond prefill
     path: tuple[str, ...] = ()
+    group: str | None = None
+    share: float = 1.0
+    group_probability: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,10 +127,11 @@ def validate_requests(requests: tuple[RequestType, ...], forest: PrefixForest) -
         raise InstanceError("requests", "at least one request type is needed")
     check_unique_ids("requests", (q.id for q in requests))
     by_id = forest.by_id
+    names = declared_fields(requests)
     for i, q in enumerate(requests):
         _check_positive(f"requests[{i}].probability", q.probability, allow_zero=True)
-        check_scale(f"requests[{i}].length", q.length)
-        check_scale(f"requests[{i}].decode", q.decode, allow_zero=True)
+        check_scale(names[i][0], q.length)
+        check_scale(names[i][1], q.decode, allow_zero=True)
         for j, vid in enumerate(q.path):
             where = f"requests[{i}].path[{j}]"
             if vid not in by_id:
@@ -134,8 +145,26 @@ def validate_requests(requests: tuple[RequestType, ...], forest: PrefixForest) -
                 )
             if by_id[vid].depth > q.length:
                 raise InstanceError(
-                    where, f"prefix {vid!r} depth {by_id[vid].depth} exceeds the request length {q.length} of {q.id!r}"
+                    where if q.group is None else names[i][0],
+                    f"prefix {vid!r} depth {by_id[vid].depth} exceeds the request length {q.length} of {q.id!r}",
                 )
     total = float(sum(q.probability for q in requests))
     if abs(total - 1.0) > PROBABILITY_TOLERANCE:
         raise InstanceError("requests.probability", f"probabilities must sum to 1 (±1e-9), got {plain(total)}")
+
+
+def declared_fields(requests: tuple[RequestType, ...]) -> list[tuple[str, str]]:
+    """The file's field paths of each type's ``L`` and ``D``: ``requests[i].length``/``.decode`` for a
+    declared type, ``requests[i].lengths.input[k]``/``.decode[k]`` for the ``k``-th length sub-type of
+    the ``i``-th declared type (docs/model.md §2.3)."""
+    out: list[tuple[str, str]] = []
+    declared, k, last = -1, 0, object()
+    for q in requests:
+        if q.group is None or q.group != last:
+            declared, k = declared + 1, 0
+        else:
+            k += 1
+        last = q.group
+        out.append((f"requests[{declared}].length", f"requests[{declared}].decode") if q.group is None else
+                   (f"requests[{declared}].lengths.input[{k}]", f"requests[{declared}].lengths.decode[{k}]"))
+    return out

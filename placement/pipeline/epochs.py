@@ -10,7 +10,10 @@ into consecutive windows of ``window`` seconds (the trace's clock) and gives eac
 - its request-type distribution ``p^e_q`` over the instance's types (every type listed, zeros
   included, so the epoch overrides the whole of ``p``);
 - a weight ``w_e = n_e / n̄`` (its requests over the mean per epoch), so ``Σ_e w_e P^e_cov`` is
-  proportional to the coverage over the trace's requests.
+  proportional to the coverage over the trace's requests;
+- its length distribution: with length sub-types (docs/model.md §2.3) ``p^e_q`` is over the sub-types,
+  each request counted in the sub-type of nearest length, so the epoch's mix carries its lengths to
+  the planner; ``lengths`` summarises them (mean and quantiles of the input tokens).
 
 Windows start at the first request; the last one keeps the remainder if it spans at least
 half a window and is merged into the previous one otherwise; empty windows are dropped
@@ -49,11 +52,15 @@ class TraceEpoch:
     intensity: float  # Λ^e per unit area per second
     weight: float  # w_e
     mix_of_types: dict[str, float] = field(repr=False)
+    # the window's input lengths (mean, quantiles; tokens): with length sub-types (docs/model.md §2.3)
+    # mix_of_types carries their distribution to the planner, this summarises it
+    lengths: dict[str, float] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``edgeprefix epochs --json`` entry (contract: ``start``, ``end``, ``intensity``, ``mix_of_types``)."""
         return {"name": self.name, "start": self.start, "end": self.end, "intensity": self.intensity,
-                "mix_of_types": dict(self.mix_of_types), "requests": self.requests, "rate": self.rate, "weight": self.weight}
+                "mix_of_types": dict(self.mix_of_types), "requests": self.requests, "rate": self.rate, "weight": self.weight,
+                "lengths": dict(self.lengths)}
 
 
 @dataclass(frozen=True)
@@ -120,8 +127,16 @@ def cut_epochs(workload: TraceWorkload, instance: Instance, window: float, *, in
             name=f"t{start:.0f}-{end:.0f}s", start=start, end=end, requests=n_e, rate=rate,
             intensity=lam * rate / mean_rate, weight=n_e / per_epoch,
             mix_of_types={q: float(c / n_e) for q, c in zip(ids, counts)},
+            lengths=window_lengths(workload.length[mask]),
         ))
     return EpochCut(tuple(epochs), float(window), lam, mean_rate, dropped)
+
+
+def window_lengths(lengths: npt.ArrayLike) -> dict[str, float]:
+    """Mean, median, 90th and 99th percentile of a window's input lengths (tokens)."""
+    x = np.asarray(lengths, dtype=float)
+    p50, p90, p99 = np.percentile(x, [50, 90, 99])
+    return {"mean_input": float(x.mean()), "p50_input": float(p50), "p90_input": float(p90), "p99_input": float(p99)}
 
 
 def epochs_mapping(cut: EpochCut, instance_ref: str | None, *, current_mix: dict[str, float] | None = None,

@@ -27,6 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.model.lengths import length_bins as bin_lengths
+from edgeprefix.placement.model.lengths import replace_lengths
 from edgeprefix.placement.model.profiles import (
     Profile,
     concurrency,
@@ -205,6 +207,8 @@ class TypeGroups:
     length: FloatArray
     output: FloatArray
     decode: FloatArray
+    # per type, its length sub-types (input means, decode means, weights) when binned (docs/model.md §2.3)
+    bins: tuple[tuple[FloatArray, FloatArray, FloatArray], ...] | None = None
 
 
 def _weighted_quantile(values: FloatArray, weights: FloatArray, q: float) -> float:
@@ -228,12 +232,16 @@ def _deepest_marked(parent: np.ndarray, marked: npt.NDArray[np.bool_]) -> np.nda
 
 
 def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token: float,
-                  *, length_quantile: float | None = None) -> TypeGroups:
+                  *, length_quantile: float | None = None, length_bins: int | None = None) -> TypeGroups:
     """Group requests by the deepest retained vertex on their path (§9.4).
 
     ``L_q`` is the mean input length of the group, or the ``length_quantile`` of it computed
-    from the per-leaf mean lengths (exact to within one block).
+    from the per-leaf mean lengths (exact to within one block).  ``length_bins = K`` also gives
+    each type's length distribution as ``K`` bins of its per-leaf lengths of least within-bin
+    variance, each at its conditional mean input and decode (docs/model.md §2.3; ``L_q`` stays the mean).
     """
+    if length_bins is not None and (length_bins < 1 or length_quantile is not None):
+        raise ValueError(f"length_bins must be >= 1 and excludes length_quantile, got {length_bins!r}")
     if decode_per_token < 0:
         raise ValueError(f"decode_per_token must be >= 0, got {plain(decode_per_token)}")
     if length_quantile is not None and not 0 <= length_quantile <= 1:
@@ -253,8 +261,17 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
         lengths = np.array([_weighted_quantile(length[inverse == k], weight[inverse == k], length_quantile)
                             for k in range(vertices.size)])
     outputs = np.bincount(inverse, weights=forest.end_output_sum[leaves]) / n
+    bins = None
+    if length_bins is not None and length_bins > 1:
+        leaf_output = forest.end_output_sum[leaves] / forest.ends[leaves]
+        bins = []
+        for k in range(vertices.size):
+            mine = inverse == k
+            inp, out, w = bin_lengths(length[mine], weight[mine], length_bins, leaf_output[mine])
+            bins.append((inp, out * decode_per_token, w))
+        bins = tuple(bins)
     vertices = tuple(int(u) if u < forest.n_vertices else -1 for u in vertices)  # "no retained vertex" last
-    return TypeGroups(vertices, probability, lengths, outputs, outputs * decode_per_token)
+    return TypeGroups(vertices, probability, lengths, outputs, outputs * decode_per_token, bins)
 
 
 # ------------------------------------------------------------------------------------------
@@ -282,7 +299,8 @@ class ProfileSet:
 
 
 def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], *, decode_per_token: float,
-             length_quantile: float | None = None) -> tuple[tuple[Prefix, ...], tuple[RequestType, ...], tuple[Profile, ...], TypeGroups]:
+             length_quantile: float | None = None,
+             length_bins: int | None = None) -> tuple[tuple[Prefix, ...], tuple[RequestType, ...], tuple[Profile, ...], TypeGroups]:
     """Instance objects for profiles ``named`` (id, vertex set): prefixes = union of the sets."""
     retained = sorted(set().union(*[set(s) for _, s in named])) if named else []
     ids = forest.ids
@@ -291,8 +309,8 @@ def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], 
                blocks=forest.chain(v))
         for v in retained
     )
-    types = request_types(forest, retained, decode_per_token, length_quantile=length_quantile)
-    requests = tuple(
+    types = request_types(forest, retained, decode_per_token, length_quantile=length_quantile, length_bins=length_bins)
+    declared = tuple(
         RequestType(
             id=f"q_{ids[u]}" if u >= 0 else "q_uncached",
             probability=float(p),
@@ -302,6 +320,8 @@ def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], 
         )
         for u, p, lq, d in zip(types.vertex, types.probability, types.length, types.decode)
     )
+    requests = declared if types.bins is None else tuple(
+        sub for q, (inp, dec, w) in zip(declared, types.bins) for sub in replace_lengths(q, inp, dec, w))
     profiles = tuple(Profile(name, tuple(ids[v] for v in sorted(s))) for name, s in named)
     return prefixes, requests, profiles, types
 
@@ -353,6 +373,7 @@ def generate_profiles(
     n_families: int = 2,
     length_quantile: float | None = None,
     knapsack: KnapsackSolver = knapsack_dp,
+    length_bins: int | None = None,
 ) -> ProfileSet:
     """Candidate profiles → dedupe → drop infeasible (``c_s < 1``) → prune dominated → keep
     at most ``max_profiles`` (the empty fallback ``"none"`` always first).
@@ -388,7 +409,7 @@ def generate_profiles(
                                    runtime_per_sequence=runtime_per_sequence)
     kept = kept[:max_profiles]
     prefixes, requests, profiles, types = assemble(forest, kept, decode_per_token=decode_per_token,
-                                                   length_quantile=length_quantile)
+                                                   length_quantile=length_quantile, length_bins=length_bins)
     memory, hits, slots = profile_metrics(prefixes, requests, profiles, kappa, gpu_memory, runtime_per_sequence)
     return ProfileSet(prefixes, requests, profiles, tuple(s for _, s in kept), types, memory, hits, slots,
                       tuple(pruned), tuple(dropped))

@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from edgeprefix.placement.errors import InstanceError
 from edgeprefix.placement.model.instance import Instance
+from edgeprefix.placement.model.lengths import type_groups
 from edgeprefix.placement.model.workload import PrefixForest
 from edgeprefix.placement.pipeline.traces import DEFAULT_BLOCK_SIZE, SkipLog, TraceRecord, read_trace
 from edgeprefix.placement.progress import progress_bar
@@ -75,6 +76,10 @@ class BlockCatalogue:
     type_of_vertex: IntArray = field(repr=False)
     default_type: int
     has_uncached_type: bool
+    # length sub-types (docs/model.md §2.3): per declared type with several, its sub-type columns by
+    # increasing L and the midpoints between their lengths; a request takes the nearest sub-type
+    length_split: tuple[tuple[IntArray, FloatArray], ...] = field(default=(), repr=False)
+    group_of: IntArray | None = field(default=None, repr=False)
 
     @property
     def blocks(self) -> int:
@@ -196,8 +201,37 @@ def block_catalogue(instance: Instance, block_size: int = DEFAULT_BLOCK_SIZE) ->
         members[[index_of[v] for v in profile.prefixes]] = True
         held[s] = members[owner_arr]
     type_of_vertex, default, uncached = _vertex_types(instance, forest)
+    split, group_of = length_split(instance)
     return BlockCatalogue(block_size, index, np.asarray(position, dtype=np.int64), np.asarray(end, dtype=float), held,
-                          np.asarray(closes, dtype=np.int64), type_of_vertex, default, uncached)
+                          np.asarray(closes, dtype=np.int64), type_of_vertex, default, uncached, split, group_of)
+
+
+def length_split(instance: Instance) -> tuple[tuple[tuple[IntArray, FloatArray], ...], IntArray | None]:
+    """Per declared type with length sub-types: its columns by increasing ``L`` and the midpoints
+    between consecutive lengths, and the group of every column (``None`` without sub-types)."""
+    groups = type_groups(instance.requests)
+    if not groups.resolved:
+        return (), None
+    lengths = np.asarray(instance.lengths, dtype=float)
+    out = []
+    for j in range(len(groups.ids)):
+        cols = np.flatnonzero(groups.index == j)
+        cols = cols[np.argsort(lengths[cols], kind="stable")]
+        out.append((cols.astype(np.int64), 0.5 * (lengths[cols][1:] + lengths[cols][:-1])))
+    return tuple(out), groups.index.astype(np.int64)
+
+
+def assign_subtypes(kind: IntArray, length: FloatArray, catalogue: BlockCatalogue) -> IntArray:
+    """Each request's sub-type within its declared type: the one of nearest input length."""
+    if catalogue.group_of is None:
+        return kind
+    out = kind.copy()
+    group = catalogue.group_of[kind]
+    for j, (cols, edges) in enumerate(catalogue.length_split):
+        mine = group == j
+        if cols.size > 1 and mine.any():
+            out[mine] = cols[np.searchsorted(edges, length[mine], side="right")]
+    return out
 
 
 @dataclass(frozen=True)
@@ -278,8 +312,9 @@ def trace_workload(records: Iterable[TraceRecord], catalogue: BlockCatalogue, *,
         mine = catalogue.held[s, row]
         np.maximum.at(hit[s], req[mine], ends[mine])
     np.minimum(hit, lengths[None, :], out=hit)
+    kinds = assign_subtypes(np.asarray(kind, dtype=np.int64), lengths, catalogue)
     return TraceWorkload(np.frombuffer(time, dtype=float).copy(), lengths, np.asarray(output, dtype=float), hit,
-                         np.asarray(kind, dtype=np.int64), np.asarray(matched, dtype=bool))
+                         kinds, np.asarray(matched, dtype=bool))
 
 
 def decode_per_token(instance: Instance, mean_output: float) -> float:

@@ -148,12 +148,22 @@ def compare_coverage(
                 simulated_se=se,
                 requests=int(sum(r.requests for r in runs)),
                 utilization_analytical=np.nan_to_num(np.asarray(ev.utilization, dtype=float)),
-                utilization_simulated=np.nanmean([r.tier_utilization() for r in runs], axis=0),
+                utilization_simulated=mean_over_runs([r.tier_utilization() for r in runs]),
                 cell=float(evaluate(inst, mix, policy, target=tau, queue_model="cell").coverage(tau)),
                 online=online_cov,
                 online_se=online_se,
             ))
     return rows
+
+
+def mean_over_runs(rows) -> FloatArray:
+    """Per-column mean over runs, ignoring NaN (a profile without nodes in a run); NaN where no run
+    has a value -- what ``numpy.nanmean`` gives, without its "Mean of empty slice" warning."""
+    values = np.asarray(rows, dtype=float)
+    seen = ~np.isnan(values)
+    counts = seen.sum(axis=0)
+    sums = np.where(seen, values, 0.0).sum(axis=0)
+    return np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
 
 
 def _standard_error(covs: FloatArray, runs, tau: float) -> float:

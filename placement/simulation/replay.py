@@ -34,8 +34,11 @@ from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import check_policy
 from edgeprefix.placement.model.ranges import check_simulated_slots
+from edgeprefix.placement.model.router import PREDICTION_ROUTERS
+from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
 from edgeprefix.placement.progress import progress_bar
+from edgeprefix.placement.simulation.engine.names import CACHES, ENGINES, PRODUCTION_ROUTERS, in_engine_room
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, exact_counts, sample_layout
 from edgeprefix.placement.simulation.mmc import fcfs_waits
 from edgeprefix.placement.simulation.network import _candidates, _route_static
@@ -43,12 +46,18 @@ from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Onlin
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-ROUTERS = ("tier", "online")
+# the routers a replay simulates: the two with a prediction (edgeprefix.placement.model.router) and the
+# production routers, which run in the engine room (docs/model.md §17)
+ROUTERS = (*PREDICTION_ROUTERS, *PRODUCTION_ROUTERS)
 ARRIVALS = ("trace", "poisson")
 SOURCES = ("request", "type")
 SERVICE_LAWS = ("deterministic", "exponential")
 DEFAULT_NODES = 50.0
 DEFAULT_WARMUP = 0.1
+WARM_STARTS = ("none", "train", "resample")
+STATIONARITY_WINDOWS = 10  # windows of the measured requests for the trend test on waits
+STATIONARITY_LEVEL = 0.05  # two-sided level of the Kendall trend test
+SHORT_SPAN = 10.0  # mean service times a measured span should cover
 _CHUNK = 8192  # requests whose candidate tables are built at once (online router)
 
 
@@ -76,6 +85,10 @@ class ReplaySpec:
     service : ``"deterministic"`` occupancy or ``"exponential"`` with the same mean.
     queue_model : queue model of the analytical prediction; ``None`` takes the router's own —
         ``cell`` for the tier rule, ``meanfield`` for the online router (docs/model.md §14).
+    warm_start : ``"none"`` (queues start empty; the first ``warmup`` share is not measured),
+        ``"train"`` (the training part is replayed first, at the same rate, and every replayed
+        request is measured) or ``"resample"`` (a bootstrap of the replayed part is replayed first);
+        docs/model.md §17.7.
     """
 
     decode_per_token: float
@@ -90,13 +103,17 @@ class ReplaySpec:
     lengths: str = "request"
     service: str = "deterministic"
     queue_model: str | None = None
+    engine: str = "slots"
+    cache: str = "planned"
+    telemetry: Telemetry = Telemetry()
+    warm_start: str = "none"
 
     @property
     def prediction_model(self) -> str:
         """The queue model of the prediction (the router's own unless given)."""
         if self.queue_model is not None:
             return self.queue_model
-        return "cell" if self.router == "tier" else "meanfield"
+        return "cell" if self.router in ("tier", *PRODUCTION_ROUTERS) else "meanfield"
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.decode_per_token) and self.decode_per_token >= 0):
@@ -117,6 +134,11 @@ class ReplaySpec:
         _choice("service", self.service, SERVICE_LAWS)
         if self.queue_model is not None:
             _choice("--queue-model", self.queue_model, QUEUE_MODELS)
+        _choice("--engine", self.engine, ENGINES)
+        _choice("--cache", self.cache, CACHES)
+        if not isinstance(self.telemetry, Telemetry):
+            raise ValueError(f"telemetry: must be a Telemetry, got {type(self.telemetry).__name__}")
+        _choice("--warm-start", self.warm_start, WARM_STARTS)
 
 
 def rescale_times(times: npt.ArrayLike, rate: float) -> tuple[FloatArray, float]:
@@ -230,6 +252,9 @@ class ReplayResult:
     wait: FloatArray = field(repr=False)
     service: FloatArray = field(repr=False)
     ttft: FloatArray = field(repr=False)
+    extras: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)  # engine room counters
+    warm_requests: int = 0  # requests replayed before the measured part (warm start)
+    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def requests(self) -> int:
@@ -316,6 +341,28 @@ class ReplayResult:
             })
         return rows
 
+    def engine_summary(self) -> dict[str, Any]:
+        """The engine room's keys (docs/model.md §17): ``engine``, ``cache``, ``hit_rate_blocks`` (share of
+        the served requests' prompt blocks found cached; prompt tokens in hit blocks over prompt tokens
+        when block ids are not tracked), ``ttft_p50/p90/p99`` (rejected requests count as infinite),
+        ``preemptions``, ``node_load_cv`` (coefficient of variation of the requests served per node) and
+        ``radio_mean`` (mean ``ξ r^α`` of the served requests, seconds)."""
+        served = self.node >= 0
+        if "blocks_total" in self.extras and self.extras["blocks_total"][served].sum() > 0:
+            hit_rate = float(self.extras["blocks_hit"][served].sum() / self.extras["blocks_total"][served].sum())
+        else:
+            total = float(self.length[served].sum())
+            hit_rate = float(self.hit[served].sum() / total) if total > 0 else 0.0
+        counts = np.bincount(self.node[served], minlength=self.layout.nodes).astype(float)
+        cv = float(counts.std() / counts.mean()) if counts.mean() > 0 else float("nan")
+        q = np.percentile(self.ttft, [50, 90, 99]) if self.requests else np.full(3, np.nan)
+        net = self.prediction.instance.network
+        radio = float(np.mean(net.radio_scale * self.distance[served] ** net.radio_exponent)) if served.any() else float("nan")
+        return {"engine": self.spec.engine, "cache": self.spec.cache, "hit_rate_blocks": hit_rate,
+                "ttft_p50": float(q[0]), "ttft_p90": float(q[1]), "ttft_p99": float(q[2]),
+                "preemptions": int(self.extras.get("preemptions", 0)), "node_load_cv": cv, "radio_mean": radio,
+                "telemetry_delay": self.spec.telemetry.delay}
+
     def summary(self) -> dict[str, Any]:
         """The replay's JSON (the ``edgeprefix replay --json`` contract keys and the details)."""
         out: dict[str, Any] = {
@@ -341,8 +388,10 @@ class ReplayResult:
             "decode_per_token": self.spec.decode_per_token,
             "assumptions": {"arrivals": self.spec.arrivals, "hits": self.spec.hits, "lengths": self.spec.lengths,
                             "service": self.spec.service},
-            "stable_predicted": all(bool(ev.stable) for ev in self.predictions),
+            "stable_predicted": all(bool(ev.stable_on_nodes) for ev in self.predictions),  # tiers and, under the cell model, nodes
         }
+        out.update(self.engine_summary())
+        out |= self.steady_state()
         if self.scheduled:
             out["epochs"] = self.epoch_rows()
         if len(self.predictions) > 1:
@@ -361,6 +410,110 @@ class ReplayResult:
             for s, sid in enumerate(inst.profile_ids)
         }
         return out
+
+
+    # -- what a steady-state prediction can be compared with (docs/model.md §17.7) ------------
+    def measured_span(self) -> float:
+        return float(self.time[-1] - self.time[0]) if self.time.size > 1 else 0.0
+
+    def measured_service_times(self) -> float:
+        """The measured span in mean service times of the served requests (``nan`` without any)."""
+        served = self.node >= 0
+        mean = float(self.service[served].mean()) if served.any() else float("nan")
+        return self.measured_span() / mean if mean > 0 else float("nan")
+
+    def node_loads(self) -> FloatArray:
+        """Replayed offered load of every node of the first epoch's network: its measured busy
+        slot-seconds over the measured span, per slot."""
+        served = self.node >= 0
+        layout = self.layout
+        busy = np.bincount(self.node[served], weights=self.service[served], minlength=layout.nodes)
+        span = self.measured_span()
+        return busy / (span * layout.servers) if span > 0 else np.full(layout.nodes, np.nan)
+
+    def window_waits(self, windows: int = STATIONARITY_WINDOWS) -> tuple[FloatArray, FloatArray]:
+        """Mean wait of the served requests and coverage in ``windows`` equal runs of measured requests."""
+        served = self.node >= 0
+        parts = np.array_split(np.arange(self.requests), windows)
+        waits = np.array([float(self.wait[idx][served[idx]].mean()) if served[idx].any() else np.nan for idx in parts])
+        cover = np.array([float(np.mean(self.ttft[idx] <= self.target)) if idx.size else np.nan for idx in parts])
+        return waits, cover
+
+    def stationarity(self, windows: int = STATIONARITY_WINDOWS) -> dict[str, Any]:
+        """Kendall's trend test of the per-window mean waits against time (two-sided, level
+        :data:`STATIONARITY_LEVEL`): ``stationary`` unless the waits trend; a replay with fewer than
+        ``2 windows`` requests is not judged (``stationary`` false)."""
+        from scipy.stats import kendalltau
+
+        if self.requests < 2 * windows:
+            return {"stationary": False, "windows": windows, "kendall_tau": None, "p_value": None,
+                    "window_mean_wait": [], "window_coverage": []}
+        waits, cover = self.window_waits(windows)
+        finite = np.isfinite(waits)
+        if finite.sum() < 3 or np.ptp(waits[finite]) == 0:
+            tau, p = 0.0, 1.0  # constant waits (an empty network): no trend
+        else:
+            res = kendalltau(np.flatnonzero(finite), waits[finite])
+            tau, p = float(res.statistic), float(res.pvalue)
+        return {"stationary": bool(p >= STATIONARITY_LEVEL), "windows": windows, "kendall_tau": tau, "p_value": p,
+                "window_mean_wait": waits.tolist(), "window_coverage": cover.tolist()}
+
+    def steady_state(self) -> dict[str, Any]:
+        """The keys that say whether the replay measured a steady state the prediction describes:
+        ``warm_start``, ``stationary`` (and the trend test), ``measured_service_times``, the overloaded node
+        shares replayed and predicted, the prediction with the replayed part's type mix (its lengths, via the
+        length sub-types) and the warnings (docs/model.md §17.7)."""
+        trend = self.stationarity()
+        loads = self.node_loads()
+        ev = self.prediction
+        span_services = self.measured_service_times()
+        warnings = []
+        if not np.isfinite(span_services) or span_services < SHORT_SPAN:
+            warnings.append(f"the measured span is {span_services:.1f} mean service times (< {SHORT_SPAN:g}): the replay is "
+                            "mostly transient, not the steady state the prediction describes; replay a longer part"
+                            + (" or warm-start it (--warm-start)" if self.spec.warm_start == "none" else ""))
+        served = self.node >= 0
+        waited = float(np.mean(self.wait[served] > 0)) if served.any() else 0.0
+        act = ev.active
+        predicted_wait = float(np.nansum((ev.instance.probabilities @ ev.association[act].T) * ev.wait_probability[act]))
+        if predicted_wait > 0.01 and waited < 0.1 * predicted_wait:
+            warnings.append(f"queues never filled: {100 * waited:.1f} % of the replayed requests waited against "
+                            f"{100 * predicted_wait:.1f} % predicted; replay more requests"
+                            + (" or warm-start it (--warm-start)" if self.spec.warm_start == "none" else ""))
+        if not trend["stationary"] and trend["kendall_tau"] is not None:
+            warnings.append(f"waits trend over the replay ({'growing' if trend['kendall_tau'] > 0 else 'falling'}, Kendall test): "
+                            "not a steady state")
+        from_empty = self.spec.warm_start == "none"
+        return {
+            "warm_start": ("none: queues start empty and the first share is discarded; the prediction is the steady state, "
+                           "no finite-horizon prediction is given" if from_empty else self.spec.warm_start),
+            "warm_requests": self.warm_requests,
+            "stationary": trend["stationary"],
+            "stationarity": trend,
+            "measured_service_times": span_services if np.isfinite(span_services) else None,
+            "overloaded_node_share_replayed": float(np.mean(loads >= 1.0)) if np.all(np.isfinite(loads)) else None,
+            "overloaded_node_share_predicted": ev.overloaded_shares[0],
+            # with epochs every window has its own prediction (epoch rows): no single replayed-statistics one
+            "coverage_predicted_replayed_stats": None if self.scheduled else self.replayed_stats_prediction()["coverage"],
+            "prediction_replayed_stats": None if self.scheduled else self.replayed_stats_prediction(),
+            "warnings": warnings,
+        }
+
+    def replayed_stats_prediction(self) -> dict[str, float | None]:
+        """The first epoch's prediction re-evaluated with the measured requests' own type mix (with length
+        sub-types, their length distribution too) at the replay's ``Λ``: what the model says of the replayed
+        part, so that the rest of the gap is the model's, not drift's."""
+        if "replayed_stats" not in self._cache:
+            ev = self.prediction
+            inst = ev.instance
+            mix_of_types = np.bincount(self.kind, minlength=len(inst.requests)) / max(self.requests, 1)
+            drifted = evaluate(inst.with_probabilities(dict(zip(inst.request_ids, mix_of_types.tolist()))), ev.mix, ev.policy,
+                               target=self.target, queue_model=ev.queue_model)
+            self._cache["replayed_stats"] = {
+                "coverage": float(drifted.coverage(self.target)), "mean_ttft": float(drifted.mean_ttft) if np.isfinite(drifted.mean_ttft) else None,
+                "hit_depth": float(drifted.mean_prefix_depth), "offload_ratio": float(drifted.offload_ratio),
+                "stable": bool(drifted.stable_on_nodes), "overloaded_node_share": drifted.overloaded_shares[0]}
+        return self._cache["replayed_stats"]
 
 
 def _arrivals(workload: TraceWorkload, spec: ReplaySpec, rate: float, rng: np.random.Generator) -> tuple[FloatArray, float]:
@@ -421,6 +574,7 @@ def replay(
     intensity: float | None = None,
     schedule: MixSchedule | None = None,
     seed: int | np.random.Generator | None = None,
+    warm: TraceWorkload | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` on a sampled network of ``instance`` with mix ``π`` (docs/model.md §17).
 
@@ -436,13 +590,25 @@ def replay(
     seed : seed or generator; the network, the locations, Poisson arrivals, exponential occupancy and
         the router draw from separate child streams, so two replays with one seed that differ
         in an ablation switch or a mix share everything else (common random numbers).
+    warm : the requests replayed before ``workload`` with ``spec.warm_start = "train"`` (the training
+        part); their gaps are scaled to ``workload``'s mean gap, so both arrive at ``Λ``.
     """
     if spec is None:
         raise ValueError("spec: a ReplaySpec with the decode rate is required")
+    if in_engine_room(spec.engine, spec.cache, spec.router, spec.telemetry.fresh):
+        raise ValueError(f"--engine {spec.engine} --cache {spec.cache} --router {spec.router}: replayed in the engine room "
+                         "(edgeprefix.placement.simulation.engine.cluster.engine_replay, or replay_replicated)")
     if getattr(instance, "extended", False):
         raise ValueError(f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
                          "disaggregation), which trace replay does not model: replay an instance without them")
-    layout_rng, place_rng, arrival_rng, service_rng, router_rng = np.random.default_rng(seed).spawn(5)
+    layout_rng, place_rng, arrival_rng, service_rng, router_rng, warm_rng = np.random.default_rng(seed).spawn(6)
+    n_warm = 0
+    if spec.warm_start != "none":
+        if schedule is not None:
+            raise ValueError("--warm-start applies to a replay without epochs (the epochs' windows start the replay)")
+        prefix = warm_part(workload, spec.warm_start, warm, warm_rng)
+        n_warm = prefix.requests
+        workload = prepend(prefix, workload)
     n = workload.requests
     scheduled = schedule is not None
     if schedule is None:
@@ -483,13 +649,47 @@ def replay(
     prefill = np.asarray(g(length - hit), dtype=float)
     radio = net.radio_scale * np.where(served, distance, 0.0) ** net.radio_exponent
     ttft = np.where(served, radio + prefill + wait, np.inf)
-    keep = np.arange(n) >= int(np.ceil(spec.warmup * n))
+    keep = np.arange(n) >= (n_warm if n_warm else int(np.ceil(spec.warmup * n)))
     return ReplayResult(
         spec=spec, intensity=lam, target=tau, time_scale=scale, names=schedule.names, layouts=layouts, predictions=evs,
         changed=changed, scheduled=scheduled, time=times[keep], epoch=epoch[keep], kind=workload.kind[keep], node=chosen[keep],
         profile=profile[keep], distance=distance[keep], hit=hit[keep], length=length[keep], prefill=prefill[keep],
         full_prefill=np.asarray(g(length[keep]), dtype=float), wait=wait[keep], service=service[keep], ttft=ttft[keep],
+        warm_requests=n_warm,
     )
+
+
+def warm_part(workload: TraceWorkload, how: str, warm: TraceWorkload | None, rng: np.random.Generator) -> TraceWorkload:
+    """The requests that fill the queues before ``workload`` is measured (docs/model.md §17.7):
+    ``"train"`` — ``warm`` (the training part); ``"resample"`` — ``n`` requests drawn with replacement from
+    ``workload``, with gaps drawn with replacement from its gaps."""
+    if how == "train":
+        if warm is None or warm.requests < 2:
+            raise ValueError("--warm-start train replays the training part first: give --split F > 0 (or use --warm-start resample)")
+        return warm
+    n = workload.requests
+    if n < 2:
+        raise ValueError(f"the replayed part of the trace needs at least 2 requests, got {n}")
+    pick = rng.integers(0, n, size=n)
+    gaps = rng.choice(np.diff(workload.time), size=n - 1)
+    times = workload.time[0] + np.concatenate(([0.0], np.cumsum(gaps)))
+    return TraceWorkload(times, workload.length[pick], workload.output[pick], workload.hit[:, pick], workload.kind[pick],
+                         workload.matched[pick])
+
+
+def prepend(prefix: TraceWorkload, workload: TraceWorkload) -> TraceWorkload:
+    """``prefix`` then ``workload`` on one clock: ``prefix``'s gaps scaled to ``workload``'s mean gap, ending one
+    mean gap before ``workload`` starts (so a rescaling to ``Λ`` gives both parts the rate ``Λ``)."""
+    t, tp = workload.time, prefix.time
+    if t.size < 2 or not t[-1] > t[0]:
+        raise ValueError("the replayed requests all share one timestamp: cannot warm-start them")
+    gap = (t[-1] - t[0]) / (t.size - 1)
+    span = tp[-1] - tp[0]
+    scaled = (tp - tp[0]) * (gap * (tp.size - 1) / span if span > 0 else 0.0)
+    times = t[0] - gap - (scaled[-1] - scaled)
+    return TraceWorkload(np.concatenate((times, t)), np.concatenate((prefix.length, workload.length)),
+                         np.concatenate((prefix.output, workload.output)), np.concatenate((prefix.hit, workload.hit), axis=1),
+                         np.concatenate((prefix.kind, workload.kind)), np.concatenate((prefix.matched, workload.matched)))
 
 
 def _profiles(layouts: tuple[Layout, ...], chosen: IntArray, epoch: IntArray) -> IntArray:

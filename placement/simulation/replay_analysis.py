@@ -22,6 +22,7 @@ import numpy.typing as npt
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
+from edgeprefix.placement.simulation.engine.cluster import engine_replay, needs_engine
 from edgeprefix.placement.simulation.replay import (
     MixSchedule,
     ReplayResult,
@@ -40,7 +41,8 @@ ABLATIONS: tuple[tuple[str, dict[str, str]], ...] = (
     ("model workload", {"arrivals": "poisson", "hits": "type", "lengths": "type"}),
     ("model workload, exponential", {"arrivals": "poisson", "hits": "type", "lengths": "type", "service": "exponential"}),
 )
-_METRICS = ("coverage_replayed", "mean_ttft_replayed", "hit_depth_replayed", "offload_ratio_replayed", "mean_wait_replayed")
+_METRICS = ("coverage_replayed", "mean_ttft_replayed", "hit_depth_replayed", "offload_ratio_replayed", "mean_wait_replayed",
+            "hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv", "radio_mean")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,16 @@ class ReplayReport:
             out["tiers"] = {sid: {**tier, **{key: _mean([row["tiers"][sid][key] for row in rows])
                                              for key in ("share_replayed", "utilization_replayed")}}
                             for sid, tier in out["tiers"].items()}
+        replayed = [row["overloaded_node_share_replayed"] for row in rows if row.get("overloaded_node_share_replayed") is not None]
+        out["overloaded_node_share_replayed"] = float(np.mean(replayed)) if replayed else None
+        spans = [row["measured_service_times"] for row in rows if row.get("measured_service_times") is not None]
+        out["measured_service_times"] = float(np.mean(spans)) if spans else None
+        out["stationary"] = all(bool(row.get("stationary")) for row in rows)
+        out["stationary_replications"] = sum(bool(row.get("stationary")) for row in rows)
+        kinds: dict[str, str] = {}  # one warning of each kind (the first replication's numbers)
+        for w in (w for row in rows for w in row.get("warnings", [])):
+            kinds.setdefault(w[:24], w)
+        out["warnings"] = list(kinds.values())
         if "epochs" in out:
             out["epochs"] = [{**epoch, **{key: _mean([row["epochs"][e][key] for row in rows])
                                           for key in ("coverage_replayed", "mean_ttft_replayed")}}
@@ -78,13 +90,23 @@ def _mean(values: list[float]) -> float:
 
 def replay_replicated(instance: Instance, workload: TraceWorkload, mix: Any, spec: ReplaySpec, *,
                       intensity: float | None = None, replications: int = 1, seed: int | None = 0,
-                      schedule: MixSchedule | None = None) -> ReplayReport:
-    """``replications`` replays, each with its own network draw (child seeds of ``seed``)."""
+                      schedule: MixSchedule | None = None, engine: dict[str, Any] | None = None,
+                      warm: TraceWorkload | None = None) -> ReplayReport:
+    """``replications`` replays, each with its own network draw (child seeds of ``seed``); ``warm`` is the
+    training part a ``warm_start = "train"`` replay fills the queues with.
+
+    A spec that needs the engine room (docs/model.md §17) replays there; ``engine`` then carries
+    ``blocks`` (the requests' block ids) and ``step`` (the fitted step time)."""
     if isinstance(replications, bool) or not isinstance(replications, int) or replications < 1:
         raise ValueError(f"--replications must be a positive integer, got {replications!r}")
     seeds = np.random.SeedSequence(seed).spawn(replications)
+    if needs_engine(spec):
+        if schedule is not None:
+            raise ValueError("--epochs: epoch schedules replay on FCFS slots with the planned cache only")
+        return ReplayReport(tuple(engine_replay(instance, workload, mix, spec, intensity=intensity, seed=np.random.default_rng(s),
+                                                **(engine or {})) for s in seeds))
     return ReplayReport(tuple(replay(instance, workload, mix, spec, intensity=intensity, schedule=schedule,
-                                     seed=np.random.default_rng(s)) for s in seeds))
+                                     seed=np.random.default_rng(s), warm=warm) for s in seeds))
 
 
 def burstiness(times: npt.ArrayLike, windows: tuple[int, ...] = BURST_WINDOWS) -> list[dict[str, float]]:
@@ -110,13 +132,13 @@ def burstiness(times: npt.ArrayLike, windows: tuple[int, ...] = BURST_WINDOWS) -
 
 
 def ablation(instance: Instance, workload: TraceWorkload, mix: Any, spec: ReplaySpec, *, intensity: float | None = None,
-             replications: int = 1, seed: int | None = 0) -> list[dict[str, Any]]:
+             replications: int = 1, seed: int | None = 0, warm: TraceWorkload | None = None) -> list[dict[str, Any]]:
     """One row per :data:`ABLATIONS` entry: replayed coverage, mean TTFT, wait and hit depth on
     the same network draws; the prediction is the same for every row."""
     rows = []
     for name, switches in ABLATIONS:
         report = replay_replicated(instance, workload, mix, replace(spec, **switches), intensity=intensity,
-                                   replications=replications, seed=seed)
+                                   replications=replications, seed=seed, warm=warm)
         s = report.summary()
         rows.append({"name": name, **s["assumptions"],
                      **{k: s[k] for k in ("coverage_replayed", "coverage_se", "mean_ttft_replayed", "mean_wait_replayed",
@@ -139,8 +161,10 @@ def generalisation(instance: Instance, train: TraceWorkload, test: TraceWorkload
     """
     types = len(instance.requests)
     p_train, p_test = train.type_mix(types), test.type_mix(types)
-    inside = replay_replicated(instance, train, mix, spec, intensity=intensity, replications=replications, seed=seed).summary()
-    outside = replay_replicated(instance, test, mix, spec, intensity=intensity, replications=replications, seed=seed).summary()
+    inside = replay_replicated(instance, train, mix, spec, intensity=intensity, replications=replications, seed=seed,
+                               warm=train).summary()  # a "train" warm start replays the part itself first
+    outside = replay_replicated(instance, test, mix, spec, intensity=intensity, replications=replications, seed=seed,
+                                warm=train).summary()
     lam = float(instance.network.request_intensity if intensity is None else intensity)
     tau = inside["target"]
     drifted = evaluate(instance.with_probabilities(dict(zip(instance.request_ids, p_test.tolist()))).with_network(request_intensity=lam),

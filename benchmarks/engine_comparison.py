@@ -1,0 +1,204 @@
+"""Planned placement vs what operators run: LRU caches with production routers, all on batching engines.
+
+Run: ``python -m edgeprefix.benchmarks.engine_comparison`` (the reduced size of benchmarks/README.md);
+the full size: ``--requests 12031 --model-requests 5000 --replications 5 --nodes 50``.
+
+Two workloads, every row on the batching engine (docs/model.md §17.9) with the same networks,
+locations and arrivals per replication (common random numbers); rows differ only in cache and
+router:
+
+- the shipped Mooncake conversation trace (its first ``--requests``) on
+  ``examples/mooncake_engine.toml`` (Llama-2-70B, A100, TP 4);
+- the model workload (Poisson arrivals of the instance's types, :mod:`~edgeprefix.placement.
+  simulation.engine.model_workload`) of ``paper_baseline`` and ``medium_forest`` with the same
+  engine section.
+
+Rows: the plan (``planned`` cache, the package's online router), the hybrid (``planned+lru``,
+online router), and LRU caches in the same memory with the online router and with each production
+router.  Three loads each (request intensities Λ per unit area, chosen below the engine's
+saturation), ``--replications`` replications; coverage ``P(T ≤ τ)`` mean ± SE and the ratio to
+the plan's in the same run.  Writes ``benchmarks/figures/engine_comparison.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE, SPLITWISE_TIMINGS
+from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.model.telemetry import Telemetry
+from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload
+from edgeprefix.placement.progress import progress_bar
+from edgeprefix.placement.simulation.engine.blocks import read_block_trace
+from edgeprefix.placement.simulation.engine.model_workload import engine_rows
+from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
+from edgeprefix.placement.simulation.replay import ReplaySpec
+from edgeprefix.placement.simulation.replay_analysis import replay_replicated
+from edgeprefix.solvers.api import solve
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE_INSTANCE = ROOT / "examples" / "mooncake_engine.toml"
+MODEL_INSTANCES = (ROOT / "benchmarks" / "instances" / "paper_baseline.toml",
+                   ROOT / "benchmarks" / "instances" / "medium_forest.toml")
+ROWS = (
+    ("plan: planned + online", "planned", "online"),
+    ("hybrid: planned+lru + online", "planned+lru", "online"),
+    ("lru + online", "lru", "online"),
+    ("lru + sglang", "lru", "sglang"),
+    ("lru + dynamo", "lru", "dynamo"),
+    ("lru + llm-d", "lru", "llm-d"),
+    ("lru + vllm-prefix", "lru", "vllm-prefix"),
+    ("lru + vllm-kv", "lru", "vllm-kv"),
+)
+TRACE_LOADS = (0.02, 0.04, 0.08)
+MODEL_LOAD_SHARES = (1 / 12, 1 / 6, 1 / 3)  # of the instance's own Λ (its FCFS-slot operating point)
+KEYS = ("ttft_p50", "ttft_p99", "hit_rate_blocks", "node_load_cv", "preemptions", "radio_mean")
+
+
+def _trace_rows(args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
+    inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance(TRACE_INSTANCE))
+    blocks = read_block_trace(MOONCAKE_TRACE, inst)
+    n = min(args.requests, wl.requests)
+    wl, blocks = wl.part(slice(0, n)), blocks.part(0, n)
+    step = step_time_from_section(inst.engine, SPLITWISE_TIMINGS)
+    d = decode_per_token(inst, float(wl.output.mean()))
+    out = []
+    for lam in TRACE_LOADS:
+        for name, cache, router in ROWS:
+            spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache=cache)
+            rep = replay_replicated(inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed,
+                                    engine={"blocks": blocks, "step": step})
+            rows = [r.summary() for r in rep.results]
+            cov = np.array([r["coverage_replayed"] for r in rows])
+            out.append({"workload": f"Mooncake trace ({n} requests)", "intensity": lam, "row": name,
+                        "coverage": float(cov.mean()), "se": float(cov.std(ddof=1) / np.sqrt(cov.size)),
+                        **{k: float(np.mean([r[k] for r in rows])) for k in KEYS}})
+            bar.update(1)
+    return out
+
+
+DELAYS = (0.0, 1.0, 5.0, 20.0)
+DELAY_ROUTERS = ("online", "dynamo", "llm-d", "vllm-kv")
+
+
+def telemetry_rows(args: argparse.Namespace, lam: float = 0.04) -> str:
+    """Coverage vs telemetry delay on the Mooncake trace, LRU caches: the routers that read the nodes'
+    loads or KV events through telemetry (a markdown table)."""
+    inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance(TRACE_INSTANCE))
+    blocks = read_block_trace(MOONCAKE_TRACE, inst)
+    n = min(args.requests, wl.requests)
+    wl, blocks = wl.part(slice(0, n)), blocks.part(0, n)
+    step = step_time_from_section(inst.engine, SPLITWISE_TIMINGS)
+    d = decode_per_token(inst, float(wl.output.mean()))
+    lines = ["| router | " + " | ".join(f"delay {x:g} s" for x in DELAYS) + " |", "|---|" + "---|" * len(DELAYS)]
+    for router in DELAY_ROUTERS:
+        cells = []
+        for delay in DELAYS:
+            spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache="lru",
+                              telemetry=Telemetry(delay=delay))
+            rep = replay_replicated(inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed,
+                                    engine={"blocks": blocks, "step": step})
+            cov = np.array([r.coverage() for r in rep.results])
+            cells.append(f"{cov.mean():.3f} ± {cov.std(ddof=1) / np.sqrt(cov.size):.3f}")
+        lines.append(f"| lru + {router} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _model_rows(path: Path, args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
+    base = load_instance(path)
+    engine = load_instance(TRACE_INSTANCE).engine
+    inst = base.replace(engine=engine)
+    step = step_time_from_section(engine, SPLITWISE_TIMINGS)
+    loads = tuple(share * inst.network.request_intensity for share in MODEL_LOAD_SHARES)
+    out = []
+    for lam in loads:  # the plan: the package's optimum at this load (gradient search, FCFS-slot model)
+        mix = solve(placement_problem(inst.with_network(request_intensity=lam)), "gradient", budget=80, seed=args.seed).x
+        for name, cache, router in ROWS:
+            (r,) = engine_rows(inst, mix, (lam,), step=step, engine="batching", cache=cache, router=router,
+                               telemetry=Telemetry(), requests=args.model_requests, replications=args.replications,
+                               nodes=args.nodes, seed=args.seed, tau=inst.placement.target)
+            out.append({"workload": f"model workload, {base.name}", "intensity": r["intensity"], "row": name,
+                        "coverage": r["coverage_engine"], "se": r["coverage_engine_se"], **{k: r[k] for k in KEYS}})
+            bar.update(1)
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table, the ratio against the plan's coverage at the same workload and load."""
+    plan = {(r["workload"], r["intensity"]): r["coverage"] for r in rows if r["row"].startswith("plan:")}
+    lines = ["| workload | Λ | row | coverage ± SE | vs plan | TTFT p50 [s] | TTFT p99 [s] | radio [s] | hit blocks | load CV | "
+             "preemptions |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["workload"], r["intensity"])):
+        ref = plan.get((r["workload"], r["intensity"]), float("nan"))
+        ratio = r["coverage"] / ref if ref > 0 else float("nan")
+        lines.append(f"| {r['workload']} | {r['intensity']:.3g} | {r['row']} | {r['coverage']:.3f} ± {r['se']:.3f} | "
+                     f"{ratio:.2f} | {r['ttft_p50']:.2f} | {r['ttft_p99']:.1f} | {r['radio_mean']:.2f} | {r['hit_rate_blocks']:.3f} | "
+                     f"{r['node_load_cv']:.2f} | {r['preemptions']:.0f} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from edgeprefix.placement.atomic import atomic_write_bytes
+
+    workloads = sorted({r["workload"] for r in rows})
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 3.8), squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        for name, _, _ in ROWS:
+            pts = sorted((r["intensity"], r["coverage"], r["se"]) for r in rows if r["workload"] == w and r["row"] == name)
+            if pts:
+                x, y, e = zip(*pts)
+                ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=name, linestyle="-" if "plan" in name else "--")
+        ax.set_title(w, fontsize=9)
+        ax.set_xlabel("request intensity Λ")
+        ax.set_ylabel("TTFT coverage P(T ≤ τ)")
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--requests", type=int, default=2000, help="Mooncake requests replayed (default 2000)")
+    ap.add_argument("--model-requests", type=int, default=800, help="model-workload requests per replay (default 800)")
+    ap.add_argument("--replications", type=int, default=3)
+    ap.add_argument("--nodes", type=float, default=12)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--skip-model", action="store_true", help="the trace only")
+    ap.add_argument("--telemetry", action="store_true", help="only the telemetry-delay table (Mooncake, Λ = 0.04)")
+    args = ap.parse_args(argv)
+    if args.replications < 2:
+        raise SystemExit("--replications: at least 2 for a standard error")
+    if args.telemetry:
+        print(telemetry_rows(args))
+        return
+    t0 = time.perf_counter()
+    total = len(ROWS) * (len(TRACE_LOADS) + (0 if args.skip_model else len(MODEL_INSTANCES) * len(MODEL_LOAD_SHARES)))
+    with progress_bar(total=total, desc="engine comparison", unit="cell") as bar:
+        rows = _trace_rows(args, bar)
+        if not args.skip_model:
+            for path in MODEL_INSTANCES:
+                rows += _model_rows(path, args, bar)
+    print(f"batching engine (Llama-2-70B A100 TP4, step time fitted to the Splitwise timings), {args.nodes:g} nodes, "
+          f"{args.replications} replications, seed {args.seed}")
+    print(table(rows))
+    print(f"wall time {time.perf_counter() - t0:.0f} s")
+    plot(rows, ROOT / "benchmarks" / "figures" / "engine_comparison.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""The time of one engine step as a function of its batch, fitted to measured timings (docs/model.md §17).
+
+One step of a continuous-batching engine runs prefill chunks and one decode token for every
+running request.  Its time is linear in five batch features (a roofline-free operator sum, as
+Vidur's per-operator predictors add up):
+
+``t = base + per_prefill_token · P + per_attention · A + per_sequence · b + per_context_token · K``
+
+- ``P`` prefill tokens of the step, ``A = Σ_i c_i (k_i + c_i)`` the attention work of its
+  chunks (chunk ``c_i`` over the ``k_i`` tokens already in the context), tokens²;
+- ``b`` decoding requests, ``K`` the context tokens they attend to.
+
+:func:`fit_step_time` fits the five non-negative coefficients to a timing table with the columns
+of ``benchmarks/data/splitwise_perf_model.csv`` (per model, hardware and tensor-parallel degree):
+``prompt_time`` of a static batch of ``b`` prompts of ``p`` tokens is one prefill step
+(``P = b p``, ``A = b p²``); ``token_time`` is one decode step of ``b`` requests at a mean
+context ``p + t/2``; ``e2e_time`` is one prefill step and ``t − 1`` decode steps with the context
+growing by one token per step (the sum of their features).  The fit minimises relative squared
+error over the three (non-negative least squares).
+
+:func:`static_batch_e2e` predicts a static batch's end-to-end time: one prefill step and
+``t − 1`` decode steps with the context growing by one token per step.
+:func:`held_out_errors` is the check: every configuration is left out of the fit in turn and
+its measured ``e2e_time`` predicted.  Configurations whose measured ``e2e_time`` disagrees with
+their own ``prompt_time + (t − 1) · token_time`` by more than :data:`CONSISTENCY` (the generation
+stopped early, or a batch that did not fit: in the shipped table every output of 1,024 tokens or
+more, and batch 64 at tensor-parallel degree 2) are reported and left out of fit and check.  A
+left-out configuration at the end of a sweep (the largest batch, prompt or output) is an
+extrapolation and reported apart from the interior ones.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+
+import numpy as np
+import numpy.typing as npt
+from scipy.optimize import nnls
+
+FloatArray = npt.NDArray[np.float64]
+CONSISTENCY = 0.15  # relative gap between e2e_time and prompt_time + (t − 1) token_time that flags a row
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Coefficients of the step-time model (seconds; see the module docstring)."""
+
+    base: float
+    per_prefill_token: float = 0.0
+    per_attention: float = 0.0
+    per_sequence: float = 0.0
+    per_context_token: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+                raise ValueError(f"engine.step_time.{f.name}: must be a finite number of seconds >= 0, got {value!r}")
+        if self.base <= 0:
+            raise ValueError(f"engine.step_time.base: a step takes time, must be > 0 seconds, got {self.base!r}")
+
+    def __call__(self, prefill: float, attention: float, sequences: float, context: float) -> float:
+        """Seconds of one step with ``P``, ``A``, ``b`` and ``K`` (see the module docstring)."""
+        return (self.base + self.per_prefill_token * prefill + self.per_attention * attention
+                + self.per_sequence * sequences + self.per_context_token * context)
+
+    def decode_run(self, steps: int, sequences: int, context: float) -> float:
+        """Seconds of ``steps`` decode-only steps of ``b`` requests starting at context ``K``
+        (``K`` grows by ``b`` per step): ``steps·(base + per_sequence·b + per_context_token·K) +
+        per_context_token·b·steps(steps − 1)/2``."""
+        head = self.base + self.per_sequence * sequences + self.per_context_token * context
+        return steps * head + self.per_context_token * sequences * steps * (steps - 1) / 2.0
+
+    def decode_steps_done(self, elapsed: float, sequences: int, context: float, limit: int) -> int:
+        """The number of whole decode steps (at most ``limit``) finished ``elapsed`` seconds into a run."""
+        head = self.base + self.per_sequence * sequences + self.per_context_token * context
+        c = self.per_context_token * sequences
+        if c > 0:  # c m²/2 + (head − c/2) m − elapsed = 0
+            b = head - c / 2.0
+            m = int((-b + np.sqrt(b * b + 2.0 * c * max(elapsed, 0.0))) / c)
+        else:
+            m = int(max(elapsed, 0.0) / head)
+        m = max(0, min(m, limit))
+        while m > 0 and self.decode_run(m, sequences, context) > elapsed:  # float guard
+            m -= 1
+        while m < limit and self.decode_run(m + 1, sequences, context) <= elapsed:
+            m += 1
+        return m
+
+
+@dataclass(frozen=True)
+class TimingRow:
+    """One measured configuration (mean over its repetitions; times in seconds)."""
+
+    batch: int
+    prompt: int
+    tokens: int
+    prompt_time: float
+    token_time: float
+    e2e_time: float
+
+    @property
+    def consistent(self) -> bool:
+        """Whether ``e2e_time`` agrees with ``prompt_time + (t − 1) token_time`` within :data:`CONSISTENCY`."""
+        own = self.prompt_time + (self.tokens - 1) * self.token_time
+        return abs(self.e2e_time - own) <= CONSISTENCY * self.e2e_time
+
+
+def read_timings(path: str | os.PathLike[str], model: str, hardware: str, tensor_parallel: int) -> tuple[TimingRow, ...]:
+    """The configurations of one model, hardware and tensor-parallel degree, repetitions averaged."""
+    groups: dict[tuple[int, int, int], list[tuple[float, float, float]]] = {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row["model"] != model or row["hardware"] != hardware or int(row["tensor_parallel"]) != tensor_parallel:
+                continue
+            key = (int(row["batch_size"]), int(row["prompt_size"]), int(row["token_size"]))
+            groups.setdefault(key, []).append(
+                (float(row["prompt_time"]) / 1e3, float(row["token_time"]) / 1e3, float(row["e2e_time"]) / 1e3))
+    if not groups:
+        raise ValueError(f"engine.timings: no rows for model {model!r}, hardware {hardware!r}, tensor_parallel "
+                         f"{tensor_parallel} in {os.fspath(path)!r}")
+    out = []
+    for (b, p, t), reps in sorted(groups.items()):
+        mean = np.mean(np.asarray(reps), axis=0)
+        out.append(TimingRow(b, p, t, float(mean[0]), float(mean[1]), float(mean[2])))
+    return tuple(out)
+
+
+def _design(rows: Iterable[TimingRow]) -> tuple[FloatArray, FloatArray]:
+    """Feature rows ``[1, P, A, b, K]`` and targets: a prefill step, a decode step and the whole
+    static batch per configuration."""
+    x, y = [], []
+    for r in rows:
+        prefill = [1.0, r.batch * r.prompt, r.batch * float(r.prompt) ** 2, 0.0, 0.0]
+        n = r.tokens - 1
+        decodes = [n, 0.0, 0.0, r.batch * n, r.batch * (r.prompt * n + n * (n + 1) / 2.0)]
+        x += [prefill, [1.0, 0.0, 0.0, r.batch, r.batch * (r.prompt + r.tokens / 2.0)],
+              [a + b for a, b in zip(prefill, decodes)]]
+        y += [r.prompt_time, r.token_time, r.e2e_time]
+    return np.asarray(x), np.asarray(y)
+
+
+def fit_step_time(rows: Iterable[TimingRow]) -> StepTime:
+    """Non-negative least squares on relative errors (see the module docstring)."""
+    x, y = _design(rows)
+    if y.size < 3 * 3:
+        raise ValueError(f"engine.timings: at least 3 configurations are needed to fit the step time, got {y.size // 3}")
+    coef, _ = nnls(x / y[:, None], np.ones_like(y))
+    coef[0] = max(coef[0], 1e-9)  # a step always takes time
+    return StepTime(*(float(c) for c in coef))
+
+
+def static_batch_e2e(model: StepTime, batch: int, prompt: int, tokens: int) -> float:
+    """End-to-end seconds of a static batch: one prefill step, then ``t − 1`` decode steps."""
+    prefill = model(batch * prompt, batch * float(prompt) ** 2, 0, 0)
+    return prefill + model.decode_run(tokens - 1, batch, batch * (prompt + 1.0))
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Leave-one-configuration-out errors of the e2e prediction."""
+
+    rows: tuple[TimingRow, ...]
+    predicted: FloatArray
+    excluded: tuple[TimingRow, ...]  # inconsistent measurements (generation stopped early)
+
+    @property
+    def errors(self) -> FloatArray:
+        measured = np.array([r.e2e_time for r in self.rows])
+        return np.abs(self.predicted - measured) / measured
+
+    @property
+    def boundary(self) -> npt.NDArray[np.bool_]:
+        """Configurations at the end of a sweep (largest batch, prompt or output): extrapolations."""
+        top = [max(getattr(r, k) for r in self.rows) for k in ("batch", "prompt", "tokens")]
+        return np.array([any(getattr(r, k) == m for k, m in zip(("batch", "prompt", "tokens"), top)) for r in self.rows])
+
+    @property
+    def worst(self) -> float:
+        """Worst relative error over the interior (interpolated) configurations."""
+        return float(self.errors[~self.boundary].max())
+
+    @property
+    def worst_extrapolated(self) -> float:
+        return float(self.errors[self.boundary].max())
+
+    @property
+    def worst_row(self) -> TimingRow:
+        return self.rows[int(np.argmax(np.where(self.boundary, -1.0, self.errors)))]
+
+
+def held_out_errors(rows: tuple[TimingRow, ...], predict: object = None) -> HeldOut:
+    """Fit without each consistent configuration in turn and predict its ``e2e_time``.
+
+    ``predict(model, row) -> seconds`` defaults to :func:`static_batch_e2e`; the engine's own
+    scheduler can be passed instead (``benchmarks/engine_timings.py`` does).
+    """
+    fn = predict if callable(predict) else (lambda m, r: static_batch_e2e(m, r.batch, r.prompt, r.tokens))
+    good = tuple(r for r in rows if r.consistent)
+    bad = tuple(r for r in rows if not r.consistent)
+    predicted = np.array([fn(fit_step_time(good[:i] + good[i + 1:]), r) for i, r in enumerate(good)])
+    return HeldOut(good, predicted, bad)
+
+
+def step_time_from_section(section: object, default_file: str | os.PathLike[str]) -> StepTime:
+    """The step time of an instance's ``[engine]`` (:class:`~edgeprefix.placement.model.engine_section.EngineSection`):
+    its ``step_time`` coefficients, or the fit of its ``timings`` (``default_file`` unless it names one)."""
+    coefficients = getattr(section, "step_time")
+    if coefficients is not None:
+        return StepTime(**dict(coefficients))
+    path = getattr(section, "timings_file") or default_file
+    rows = read_timings(path, getattr(section, "model"), getattr(section, "hardware"), getattr(section, "tensor_parallel"))
+    return fit_step_time([r for r in rows if r.consistent])
