@@ -112,3 +112,18 @@ def test_evaluation_matches_the_reference_path(monkeypatch, case):
     assert abs(fast.coverage() - reference.coverage()) <= 1e-12
     np.testing.assert_allclose(fast.association, reference.association, rtol=0, atol=1e-12)
     np.testing.assert_allclose(fast.advertised_wait, reference.advertised_wait, rtol=1e-12, atol=1e-12)
+
+
+def test_a_gradient_too_large_for_memory_is_refused_before_allocating(monkeypatch):
+    from edgeprefix.placement import memory
+    from edgeprefix.placement.errors import InstanceError
+    from edgeprefix.placement.model.sensitivity import sensitivity
+
+    instance = scale_instance(20, 40, alpha=3.5)
+    ev = evaluate(instance)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 100 * 2**20)  # 100 MiB: the evaluation fits, its atoms do not
+    assert evaluate(instance).coverage() == ev.coverage()
+    with pytest.raises(InstanceError, match=r"the exact gradient of an evaluation with 40 profiles .* needs about 0\.229 GiB"):
+        sensitivity(ev)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 4 * 2**30)
+    assert np.all(np.isfinite(sensitivity(ev).gradients["coverage"]))

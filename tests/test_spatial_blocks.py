@@ -53,6 +53,7 @@ def test_the_report_of_a_large_instance_stays_within_the_block_memory(monkeypatc
     peaks = {}
     for name, block in (("blocked", 1 << 14), ("one block", 1 << 40)):
         monkeypatch.setattr(spatial, "BLOCK_ELEMENTS", block)
+        monkeypatch.setattr(spatial, "CACHE_BLOCK_ELEMENTS", block)  # α ≠ 2 blocks are also capped at the cache size
         fresh = evaluate(inst, warm_start=ev.advertised_wait)
         tracemalloc.start()
         fresh.mean_distance_by_pair  # the (S, Q, nodes) moments of the report

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.association import TierGrid, default_nodes, tier_grid
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
@@ -355,6 +356,23 @@ class _Loads:
         return a_bar, lam_bar / lam
 
 
+GRADIENT_BYTES = 240.0  # bytes per (s, q, node) of the atoms held at once, α ≠ 2 (traced peak 216, mean field, 40 × 20)
+GRADIENT_BYTES_ALPHA2 = 480.0  # bytes per (s, q, segment) at α = 2 (traced peak 421, cell model, 40 × 20)
+
+
+def _check_gradient_size(tiers: int, types: int, alpha: float, nodes: int) -> None:
+    """Refuse, before allocating, a gradient whose atoms cannot fit in memory (docs/model.md (20.5)): they are
+    held for all types at once, ``2|S|`` segments (the coverage cuts) of ``N`` nodes per tier and type."""
+    per_node = GRADIENT_BYTES * nodes if alpha != 2.0 else GRADIENT_BYTES_ALPHA2
+    check_memory(
+        per_node * tiers * tiers * types,
+        "mix",
+        f"the exact gradient of an evaluation with {tiers} profiles (active or entering) and {types} request types",
+        "give fewer profiles a positive share or prune dominated profiles (profiles --max-profiles), or use a "
+        "method without gradients (e.g. --method spsa)",
+    )
+
+
 # -- the linearised model at one point -------------------------------------------------------------
 class _Linearisation:
     """Forward quantities and vector–Jacobian products of one evaluation over the tiers ``idx``."""
@@ -376,6 +394,7 @@ class _Linearisation:
         active = np.asarray(ev.active, dtype=bool)
         entering = ~active & ((conc >= 1) | (not self.fixed_point))  # a c_s = 0 tier advertises +inf: never chosen
         self.idx = np.flatnonzero(active | entering)
+        _check_gradient_size(self.idx.size, len(inst.requests), self.alpha, self.nodes)
         self.active = active[self.idx]
         self.entering = entering[self.idx]
         density = net.edge_density
