@@ -170,6 +170,8 @@ FIELD_RANGES: dict[str, Range] = {
     "catalogue.hashes": Range(1.0, float(MAX_HASHES), whole=True),
     "catalogue.refresh": _SCALE_OR_ZERO,
     "catalogue.churn": _SCALE_OR_ZERO,
+    "telemetry.delay": _SCALE_OR_ZERO,
+    "telemetry.refresh": _SCALE_OR_ZERO,
 }
 
 
@@ -209,7 +211,7 @@ def check_instance_ranges(instance: Any) -> None:
     for i, q in enumerate(instance.requests):
         each("requests[]", q, ("probability", "length", "decode"), f"requests[{i}]")
     each("placement", instance.placement, ("target", "memory_budget", "fallback_min"))
-    for section in ("remote", "compression", "serving", "catalogue"):
+    for section in ("remote", "compression", "serving", "catalogue", "telemetry"):
         obj = getattr(instance, section)
         if obj is not None:
             names = tuple(key.split(".", 1)[1] for key in FIELD_RANGES if key.startswith(section + "."))
