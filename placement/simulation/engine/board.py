@@ -29,7 +29,6 @@ class Board:
         self.events = events
         self.telemetry = telemetry
         self.fresh = telemetry.fresh
-        self.index: list[set[int]] = [set() for _ in nodes]
         self.pinned = [node.cache.pinned for node in nodes]
         self.planned = [bool(node.cache.pinned) or not node.cache.dynamic for node in nodes]
         self.dynamic = [node.cache.dynamic for node in nodes]
@@ -57,22 +56,23 @@ class Board:
     def sync(self, now: float) -> None:
         """Apply the KV events up to the read time."""
         t = self.read_time(now)
-        ev, k, index, where = self.events, self._applied, self.index, self.where
+        ev, k, where = self.events, self._applied, self.where
         end = len(ev)
-        while k < end and ev[k][0] <= t:
-            _, x, b, sign = ev[k]
-            if sign > 0:
-                index[x].add(b)
+        while k < end:
+            e = ev[k]
+            if e[0] > t:
+                break
+            b = e[2]
+            if e[3] > 0:
                 holders = where.get(b)
                 if holders is None:
-                    where[b] = {x}
+                    where[b] = {e[1]}
                 else:
-                    holders.add(x)
+                    holders.add(e[1])
             else:
-                index[x].discard(b)
                 holders = where.get(b)
                 if holders is not None:
-                    holders.discard(x)  # a dynamic block is never one of the node's pinned blocks
+                    holders.discard(e[1])  # an evicted dynamic block is never one of the node's pinned blocks
             k += 1
         self._applied = k
 
@@ -82,13 +82,13 @@ class Board:
 
     def matched_blocks(self, x: int, seq: Sequence[int]) -> int:
         """Leading blocks of ``seq`` node ``x`` holds as seen (call :meth:`sync` first)."""
-        pinned, seen = self.pinned[x], self.index[x]
+        where = self.where
         m = 0
         for b in seq:
-            if b in seen or b in pinned:
-                m += 1
-            else:
+            holders = where.get(b)
+            if holders is None or x not in holders:
                 break
+            m += 1
         return m
 
     def hit_tokens(self, x: int, i: int) -> float:
