@@ -221,8 +221,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.dask is None:
             rows = run_grid(args, cells, on_done=tick)
         else:
-            with dask_client(args.dask) as client:
-                rows = run_grid(args, cells, client, on_done=tick)
+            try:
+                with dask_client(args.dask) as client:
+                    rows = run_grid(args, cells, client, on_done=tick)
+            except ValueError as exc:  # an unreachable or malformed scheduler address: one line
+                raise SystemExit(str(exc)) from None
     print(f"batching engine (Llama-2-70B A100 TP4, step time fitted to the Splitwise timings), {args.nodes:g} nodes, "
           f"{args.replications} replications, seed {args.seed}")
     print(table(rows))
