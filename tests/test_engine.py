@@ -101,9 +101,6 @@ class _Board:
             m += 1
         return m
 
-    def matched_many(self, xs, seq) -> list[int]:
-        return [self.matched_blocks(x, seq) for x in xs]
-
     def hit_tokens(self, x: int, i: int) -> float:
         return float(min(self.matched_blocks(x, [1, 2, 3, 4]) * 512, self.length))
 

@@ -1,10 +1,10 @@
-"""The engine room's speed-ups leave every replay unchanged (docs/model.md §17.9).
+"""Guard for speed work on the engine room: replays stay bit-for-bit what they were (docs/model.md §17.9).
 
-The reference digests below were produced by the code BEFORE the vectorised prefix matching
-(reverse block → nodes index in the board and the SGLang / vLLM-prefix routers; main at
-32f7478), by running exactly this replay with the pre-change code and hashing its per-request
-TTFTs rounded to 1e-9 s.  The optimised code must reproduce them bit for bit (same seed, same
-routing decisions, same step times).
+The reference digests below were produced by the engine-room code as merged on main at 32f7478
+(before any speed work), by running exactly this replay and hashing its per-request TTFTs
+rounded to 1e-9 s.  A speed-up (vectorised prefix matching, other cache bookkeeping) must
+reproduce them: same seed, same routing decisions, same step times.  A change that is meant
+to alter results must say so and regenerate them.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ class Board:
         self.events = events
         self.telemetry = telemetry
         self.fresh = telemetry.fresh
+        self.index: list[set[int]] = [set() for _ in nodes]
         self.pinned = [node.cache.pinned for node in nodes]
         self.planned = [bool(node.cache.pinned) or not node.cache.dynamic for node in nodes]
         self.dynamic = [node.cache.dynamic for node in nodes]
@@ -40,12 +41,6 @@ class Board:
         self.hit_table = np.asarray(pinned_hit, dtype=float)  # (S, n)
         self.profile = np.array([node.profile for node in nodes], dtype=np.int64)
         self.any_dynamic = any(self.dynamic)
-        # block id -> nodes holding it as seen (pinned or by KV events): one lookup per block of a
-        # request answers the longest-prefix match of every candidate at once (:meth:`matched_many`)
-        self.where: dict[int, set[int]] = {}
-        for x, held in enumerate(self.pinned):
-            for b in held:
-                self.where.setdefault(b, set()).add(x)
 
     def read_time(self, now: float) -> float:
         t = now - self.telemetry.delay
@@ -56,39 +51,25 @@ class Board:
     def sync(self, now: float) -> None:
         """Apply the KV events up to the read time."""
         t = self.read_time(now)
-        ev, k, where = self.events, self._applied, self.where
-        end = len(ev)
-        while k < end:
-            e = ev[k]
-            if e[0] > t:
-                break
-            b = e[2]
-            if e[3] > 0:
-                holders = where.get(b)
-                if holders is None:
-                    where[b] = {e[1]}
-                else:
-                    holders.add(e[1])
+        ev, k, index = self.events, self._applied, self.index
+        while k < len(ev) and ev[k][0] <= t:
+            _, x, b, sign = ev[k]
+            if sign > 0:
+                index[x].add(b)
             else:
-                holders = where.get(b)
-                if holders is not None:
-                    holders.discard(e[1])  # an evicted dynamic block is never one of the node's pinned blocks
+                index[x].discard(b)
             k += 1
         self._applied = k
 
-    def matched_many(self, xs: Sequence[int], seq: Sequence[int]) -> list[int]:
-        """:meth:`matched_blocks` of every node of ``xs`` (call :meth:`sync` first)."""
-        return leading_matches(xs, seq, self.where)
-
     def matched_blocks(self, x: int, seq: Sequence[int]) -> int:
         """Leading blocks of ``seq`` node ``x`` holds as seen (call :meth:`sync` first)."""
-        where = self.where
+        pinned, seen = self.pinned[x], self.index[x]
         m = 0
         for b in seq:
-            holders = where.get(b)
-            if holders is None or x not in holders:
+            if b in seen or b in pinned:
+                m += 1
+            else:
                 break
-            m += 1
         return m
 
     def hit_tokens(self, x: int, i: int) -> float:
@@ -103,14 +84,7 @@ class Board:
         """:meth:`hit_tokens` of request ``i`` on every node of ``xs`` (call :meth:`sync` first)."""
         if not self.any_dynamic:
             return self.hit_table[self.profile[xs], i]
-        nodes = xs.tolist()
-        m = self.matched_many(nodes, self.seqs[i])
-        block, length, table = self.trace_block, self.lengths[i], self.pinned_hit
-        out = []
-        for x, k in zip(nodes, m):
-            pinned = float(table[self.nodes[x].profile][i]) if self.planned[x] else 0.0
-            out.append(max(pinned, float(min(k * block, length))) if self.dynamic[x] else pinned)
-        return np.array(out)
+        return np.array([self.hit_tokens(int(x), i) for x in xs.tolist()])
 
     def loads(self, xs: np.ndarray, now: float) -> np.ndarray:
         """:meth:`in_system` of every node of ``xs``."""
@@ -134,28 +108,3 @@ class Board:
     def waiting(self, x: int, now: float) -> int:
         """Requests waiting at node ``x`` as seen."""
         return self._at(x, now, "history_q")
-
-
-def leading_matches(xs: Sequence[int], seq: Sequence[int], where: dict[int, set[int]]) -> list[int]:
-    """Leading blocks of ``seq`` each node of ``xs`` holds, ``where[b]`` being the nodes holding ``b``.
-
-    Walks the request's blocks once, keeping the candidates that hold every block so far (a
-    node drops out at the first block it lacks): the same counts as one prefix walk per node."""
-    alive = set(xs)
-    depth = dict.fromkeys(alive, 0)
-    k = 0
-    for b in seq:
-        holders = where.get(b)
-        if not holders:
-            break
-        keep = alive & holders
-        if len(keep) < len(alive):
-            for x in alive - keep:
-                depth[x] = k
-            alive = keep
-        if not alive:
-            break
-        k += 1
-    for x in alive:
-        depth[x] = k
-    return [depth[x] for x in xs]

@@ -104,15 +104,15 @@ class PrefixCache:
         ``used`` by ``per_block`` per returned block)."""
         if not self.dynamic:
             return []
-        pinned, lru, refs = self.pinned, self.lru, self.refs
-        # already cached (by another request meanwhile): the request keeps its own copy
-        out = list(dict.fromkeys([b for b in blocks if b not in pinned and b not in lru and b not in refs]))
-        if out:
-            refs.update(dict.fromkeys(out, 1))
-            self.count += len(out)
+        out = []
+        for b in blocks:
+            if b in self.pinned or b in self.lru or b in self.refs:
+                continue  # already cached (by another request meanwhile): the request keeps its own copy
+            self.refs[b] = 1
+            self.count += 1
+            out.append(b)
             if self.events is not None:
-                node = self.node
-                self.events.extend([(now, node, b, 1) for b in out])
+                self.events.append((now, self.node, b, 1))
         return out
 
     def release(self, held: Sequence[int], now: float) -> None:

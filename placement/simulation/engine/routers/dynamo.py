@@ -28,8 +28,7 @@ class DynamoRouter(Router):
     def choose(self, request: RouteRequest, candidates: Sequence[int], board: Board, rng: np.random.Generator) -> int:
         board.sync(request.now)
         n = len(request.blocks)
-        w, active = self.weight, self.active
-        costs = [w * (n - m) + active.get(x, 0) for x, m in zip(candidates, board.matched_many(candidates, request.blocks))]
+        costs = [self.weight * (n - board.matched_blocks(x, request.blocks)) + self.active.get(x, 0) for x in candidates]
         return pick_ties(costs, min(costs), candidates, rng)
 
     def routed(self, request: RouteRequest, node: int) -> None:

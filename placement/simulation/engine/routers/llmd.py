@@ -29,8 +29,8 @@ class LlmdRouter(Router):
         board.sync(request.now)
         n = max(len(request.blocks), 1)
         scores = []
-        for x, m in zip(candidates, board.matched_many(candidates, request.blocks)):
+        for x in candidates:
             q = board.waiting(x, request.now)
             load = 0.5 * (1.0 - min(q, self.threshold) / self.threshold)
-            scores.append(self.prefix_weight * m / n + self.load_weight * load)
+            scores.append(self.prefix_weight * board.matched_blocks(x, request.blocks) / n + self.load_weight * load)
         return pick_ties(scores, max(scores), candidates, rng)

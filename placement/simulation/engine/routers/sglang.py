@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from edgeprefix.placement.simulation.engine.board import Board, leading_matches
+from edgeprefix.placement.simulation.engine.board import Board
 from edgeprefix.placement.simulation.engine.routers.base import Router, RouteRequest
 
 
@@ -36,7 +36,6 @@ class SglangRouter(Router):
         self.block_tokens = block_tokens
         self.trees: list[OrderedDict[int, None]] = []  # per node (index), grown on demand
         self.load: list[int] = []
-        self.where: dict[int, set[int]] = {}  # block -> workers whose tree holds it
         self.last_eviction = 0.0
 
     def _grow(self, n: int) -> None:
@@ -51,11 +50,9 @@ class SglangRouter(Router):
     def _evict(self, now: float) -> None:
         while now - self.last_eviction >= self.interval:
             self.last_eviction += self.interval
-            where = self.where
-            for x, tree in enumerate(self.trees):
+            for tree in self.trees:
                 while len(tree) > self.max_blocks:
-                    b, _ = tree.popitem(last=False)
-                    where[b].discard(x)
+                    tree.popitem(last=False)
 
     def choose(self, request: RouteRequest, candidates: Sequence[int], board: Board, rng: np.random.Generator) -> int:
         self._evict(request.now)
@@ -66,10 +63,20 @@ class SglangRouter(Router):
         if hi - lo > self.abs and hi > self.rel * lo:
             return candidates[loads.index(lo)]
         trees = self.trees
-        sizes = [len(trees[x]) for x in candidates]
-        matches = leading_matches(candidates, request.blocks, self.where)
-        best_m = max(matches)
-        best = candidates[matches.index(best_m)]  # the first candidate with the longest match
+        best, best_m = candidates[0], -1
+        sizes = []
+        blocks = request.blocks
+        for x in candidates:
+            tree = trees[x]
+            sizes.append(len(tree))
+            m = 0
+            for b in blocks:
+                if b in tree:
+                    m += 1
+                else:
+                    break
+            if m > best_m:
+                best, best_m = x, m
         rate = min(best_m * self.block_tokens, request.length) / max(request.length, 1)
         if rate > self.cache_threshold:
             return best
@@ -78,17 +85,11 @@ class SglangRouter(Router):
     def routed(self, request: RouteRequest, node: int) -> None:
         tree = self._tree(node)
         self.load[node] += 1
-        where = self.where
         for b in reversed(request.blocks):  # deepest first: a leaf is older than its parent, evicted first
             if b in tree:
                 tree.move_to_end(b)
             else:
                 tree[b] = None
-                holders = where.get(b)
-                if holders is None:
-                    where[b] = {node}
-                else:
-                    holders.add(node)
 
     def finished(self, index: int, node: int, now: float) -> None:
         self._grow(node + 1)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from edgeprefix.placement.simulation.engine.board import Board, leading_matches
+from edgeprefix.placement.simulation.engine.board import Board
 from edgeprefix.placement.simulation.engine.routers.base import Router, RouteRequest, pick_ties
 
 
@@ -25,17 +25,22 @@ class VllmPrefixRouter(Router):
 
     def __init__(self) -> None:
         self.trie: dict[int, set[int]] = {}
-        self.where: dict[int, set[int]] = {}  # block -> endpoints whose trie holds it
 
     def choose(self, request: RouteRequest, candidates: Sequence[int], board: Board, rng: np.random.Generator) -> int:
-        matches = leading_matches(candidates, request.blocks, self.where)
+        matches = []
+        for x in candidates:
+            held = self.trie.get(x, set())
+            m = 0
+            for b in request.blocks:
+                if b in held:
+                    m += 1
+                else:
+                    break
+            matches.append(m)
         return pick_ties(matches, max(matches), candidates, rng)
 
     def routed(self, request: RouteRequest, node: int) -> None:
         self.trie.setdefault(node, set()).update(request.blocks)
-        where = self.where
-        for b in request.blocks:
-            where.setdefault(b, set()).add(node)
 
 
 class VllmKvRouter(Router):
