@@ -1,7 +1,8 @@
 """Planned placement vs what operators run: LRU caches with production routers, all on batching engines.
 
 Run: ``python -m edgeprefix.benchmarks.engine_comparison`` (the reduced size of benchmarks/README.md);
-the full size: ``--requests 12031 --model-requests 5000 --replications 5 --nodes 50``.
+the full size: ``--requests 12031 --model-requests 5000 --replications 5 --nodes 50``; ``--dask ADDRESS``
+runs the grid's cells (one per workload and load) as tasks on that Dask scheduler, with the same rows.
 
 Two workloads, every row on the batching engine (docs/model.md §17.9) with the same networks,
 locations and arrivals per replication (common random numbers); rows differ only in cache and
@@ -25,6 +26,8 @@ from __future__ import annotations
 import argparse
 import io
 import time
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ from edgeprefix.placement.simulation.engine.step_time import step_time_from_sect
 from edgeprefix.placement.simulation.replay import ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import replay_replicated
 from edgeprefix.solvers.api import solve
+from edgeprefix.solvers.distributed import dask_client, map_ordered
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_INSTANCE = ROOT / "examples" / "mooncake_engine.toml"
@@ -62,7 +66,8 @@ MODEL_LOAD_SHARES = (1 / 12, 1 / 6, 1 / 3)  # of the instance's own Λ (its FCFS
 KEYS = ("ttft_p50", "ttft_p99", "hit_rate_blocks", "node_load_cv", "preemptions", "radio_mean")
 
 
-def _trace_rows(args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
+def _trace_rows(args: argparse.Namespace, lam: float) -> list[dict[str, Any]]:
+    """The trace's rows at load ``lam`` (one grid cell)."""
     inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance(TRACE_INSTANCE))
     blocks = read_block_trace(MOONCAKE_TRACE, inst)
     n = min(args.requests, wl.requests)
@@ -70,17 +75,15 @@ def _trace_rows(args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
     step = step_time_from_section(inst.engine, SPLITWISE_TIMINGS)
     d = decode_per_token(inst, float(wl.output.mean()))
     out = []
-    for lam in TRACE_LOADS:
-        for name, cache, router in ROWS:
-            spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache=cache)
-            rep = replay_replicated(inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed,
-                                    engine={"blocks": blocks, "step": step})
-            rows = [r.summary() for r in rep.results]
-            cov = np.array([r["coverage_replayed"] for r in rows])
-            out.append({"workload": f"Mooncake trace ({n} requests)", "intensity": lam, "row": name,
-                        "coverage": float(cov.mean()), "se": float(cov.std(ddof=1) / np.sqrt(cov.size)),
-                        **{k: float(np.mean([r[k] for r in rows])) for k in KEYS}})
-            bar.update(1)
+    for name, cache, router in ROWS:
+        spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache=cache)
+        rep = replay_replicated(inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed,
+                                engine={"blocks": blocks, "step": step})
+        rows = [r.summary() for r in rep.results]
+        cov = np.array([r["coverage_replayed"] for r in rows])
+        out.append({"workload": f"Mooncake trace ({n} requests)", "intensity": lam, "row": name,
+                    "coverage": float(cov.mean()), "se": float(cov.std(ddof=1) / np.sqrt(cov.size)),
+                    **{k: float(np.mean([r[k] for r in rows])) for k in KEYS}})
     return out
 
 
@@ -111,23 +114,44 @@ def telemetry_rows(args: argparse.Namespace, lam: float = 0.04) -> str:
     return "\n".join(lines)
 
 
-def _model_rows(path: Path, args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
+def _model_rows(path: Path, args: argparse.Namespace, share: float) -> list[dict[str, Any]]:
+    """The model workload's rows of instance ``path`` at ``share`` of its own Λ (one grid cell)."""
     base = load_instance(path)
     engine = load_instance(TRACE_INSTANCE).engine
     inst = base.replace(engine=engine)
     step = step_time_from_section(engine, SPLITWISE_TIMINGS)
-    loads = tuple(share * inst.network.request_intensity for share in MODEL_LOAD_SHARES)
+    lam = share * inst.network.request_intensity
+    # the plan: the package's optimum at this load (gradient search, FCFS-slot model)
+    mix = solve(placement_problem(inst.with_network(request_intensity=lam)), "gradient", budget=80, seed=args.seed).x
     out = []
-    for lam in loads:  # the plan: the package's optimum at this load (gradient search, FCFS-slot model)
-        mix = solve(placement_problem(inst.with_network(request_intensity=lam)), "gradient", budget=80, seed=args.seed).x
-        for name, cache, router in ROWS:
-            (r,) = engine_rows(inst, mix, (lam,), step=step, engine="batching", cache=cache, router=router,
-                               telemetry=Telemetry(), requests=args.model_requests, replications=args.replications,
-                               nodes=args.nodes, seed=args.seed, tau=inst.placement.target)
-            out.append({"workload": f"model workload, {base.name}", "intensity": r["intensity"], "row": name,
-                        "coverage": r["coverage_engine"], "se": r["coverage_engine_se"], **{k: r[k] for k in KEYS}})
-            bar.update(1)
+    for name, cache, router in ROWS:
+        (r,) = engine_rows(inst, mix, (lam,), step=step, engine="batching", cache=cache, router=router,
+                           telemetry=Telemetry(), requests=args.model_requests, replications=args.replications,
+                           nodes=args.nodes, seed=args.seed, tau=inst.placement.target)
+        out.append({"workload": f"model workload, {base.name}", "intensity": r["intensity"], "row": name,
+                    "coverage": r["coverage_engine"], "se": r["coverage_engine_se"], **{k: r[k] for k in KEYS}})
     return out
+
+
+def grid_cells(args: argparse.Namespace) -> list[tuple[str, str, float]]:
+    """The grid's cells, one per workload and load: ``("trace", "", Λ)`` and ``("model", instance path, share)``."""
+    cells = [("trace", "", lam) for lam in TRACE_LOADS]
+    if not args.skip_model:
+        cells += [("model", str(path), share) for path in MODEL_INSTANCES for share in MODEL_LOAD_SHARES]
+    return cells
+
+
+def run_cell(args: argparse.Namespace, cell: tuple[str, str, float]) -> list[dict[str, Any]]:
+    """One cell's rows (every cache and router at one workload and load): a Dask task."""
+    kind, path, load = cell
+    return _trace_rows(args, load) if kind == "trace" else _model_rows(Path(path), args, load)
+
+
+def run_grid(args: argparse.Namespace, cells: Sequence[tuple[str, str, float]], client: Any = None,
+             on_done: Any = None) -> list[dict[str, Any]]:
+    """Every cell's rows in cell order: as Dask tasks on ``client`` (the sweep's machinery), else here one by one.
+    Each cell seeds its own replays, so the rows are the same either way."""
+    return [row for rows in map_ordered(partial(run_cell, args), cells, client, on_done) for row in rows]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -180,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip-model", action="store_true", help="the trace only")
     ap.add_argument("--telemetry", action="store_true", help="only the telemetry-delay table (Mooncake, Λ = 0.04)")
+    ap.add_argument("--dask", default=None, metavar="ADDRESS",
+                    help="run the grid's cells as tasks on this Dask scheduler (default: serially here)")
     args = ap.parse_args(argv)
     if args.replications < 2:
         raise SystemExit("--replications: at least 2 for a standard error")
@@ -187,12 +213,19 @@ def main(argv: list[str] | None = None) -> None:
         print(telemetry_rows(args))
         return
     t0 = time.perf_counter()
-    total = len(ROWS) * (len(TRACE_LOADS) + (0 if args.skip_model else len(MODEL_INSTANCES) * len(MODEL_LOAD_SHARES)))
-    with progress_bar(total=total, desc="engine comparison", unit="cell") as bar:
-        rows = _trace_rows(args, bar)
-        if not args.skip_model:
-            for path in MODEL_INSTANCES:
-                rows += _model_rows(path, args, bar)
+    cells = grid_cells(args)
+    with progress_bar(total=len(cells) * len(ROWS), desc="engine comparison", unit="cell") as bar:
+        def tick() -> None:
+            bar.update(len(ROWS))
+
+        if args.dask is None:
+            rows = run_grid(args, cells, on_done=tick)
+        else:
+            try:
+                with dask_client(args.dask) as client:
+                    rows = run_grid(args, cells, client, on_done=tick)
+            except ValueError as exc:  # an unreachable or malformed scheduler address: one line
+                raise SystemExit(str(exc)) from None
     print(f"batching engine (Llama-2-70B A100 TP4, step time fitted to the Splitwise timings), {args.nodes:g} nodes, "
           f"{args.replications} replications, seed {args.seed}")
     print(table(rows))
