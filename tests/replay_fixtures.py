@@ -38,3 +38,32 @@ def hand_mapping() -> dict:
         ],
         "placement": {"target": 1.0, "fallback": "none", "mix": {"none": 0.25, "deep": 0.25, "shallow": 0.25, "full": 0.25}},
     }
+
+
+def epochs_case(tmp_path) -> tuple:
+    """A 300-request trace on :func:`hand_mapping`'s instance whose type mix shifts halfway, cut into
+    100 s epochs: ``(trace path, instance path, epochs path)`` for ``replay --epochs``."""
+    import json
+
+    import numpy as np
+
+    from edgeprefix.placement.model.instance import instance_from_mapping, write_instance
+    from edgeprefix.placement.pipeline.epochs import cut_epochs, epochs_mapping, write_epochs
+    from edgeprefix.placement.pipeline.trace_workload import load_trace_workload
+
+    hand = instance_from_mapping(hand_mapping())
+    inst_path = tmp_path / "hand.toml"
+    write_instance(hand, inst_path)
+    rng = np.random.default_rng(2)
+    shapes = [((1, 2, 3, 4), 16), ((1, 5), 7), ((8,), 3)]
+    lines, t = [], 0.0
+    for i in range(300):
+        t += float(rng.exponential(1.0))
+        blocks, length = shapes[0] if (i < 150 and i % 4) else shapes[1 + i % 2]
+        lines.append(json.dumps({"timestamp": int(1000 * t), "input_length": length, "output_length": 5, "hash_ids": list(blocks)}))
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    _, workload = load_trace_workload(trace, hand, block_size=B)
+    epochs = tmp_path / "epochs.toml"
+    write_epochs(epochs, epochs_mapping(cut_epochs(workload, hand, 100.0), str(inst_path), change_budget=0.5))
+    return trace, inst_path, epochs

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from replay_fixtures import B, hand_mapping
+from replay_fixtures import B, epochs_case, hand_mapping
 
 from edgeprefix.cli import main
 from edgeprefix.placement.model.instance import instance_from_mapping, load_instance, write_instance
-from edgeprefix.placement.pipeline.epochs import cut_epochs, epochs_mapping, write_epochs
 from edgeprefix.placement.pipeline.trace_workload import load_trace_workload
 
 CONTRACT = {"requests", "coverage_replayed", "coverage_predicted", "mean_ttft_replayed", "mean_ttft_predicted",
@@ -83,21 +82,7 @@ def test_text_output_puts_replayed_beside_predicted(sample_instance: Path, capsy
 
 
 def test_epochs_replay_reports_gain_and_bytes(tmp_path: Path, capsys) -> None:
-    hand = instance_from_mapping(hand_mapping())
-    inst_path = tmp_path / "hand.toml"
-    write_instance(hand, inst_path)
-    rng = np.random.default_rng(2)
-    shapes = [((1, 2, 3, 4), 16), ((1, 5), 7), ((8,), 3)]
-    lines, t = [], 0.0
-    for i in range(300):
-        t += float(rng.exponential(1.0))
-        blocks, length = shapes[0] if (i < 150 and i % 4) else shapes[1 + i % 2]
-        lines.append(json.dumps({"timestamp": int(1000 * t), "input_length": length, "output_length": 5, "hash_ids": list(blocks)}))
-    trace = tmp_path / "t.jsonl"
-    trace.write_text("\n".join(lines) + "\n")
-    _, workload = load_trace_workload(trace, hand, block_size=B)
-    epochs = tmp_path / "epochs.toml"
-    write_epochs(epochs, epochs_mapping(cut_epochs(workload, hand, 100.0), str(inst_path), change_budget=0.5))
+    trace, inst_path, epochs = epochs_case(tmp_path)
     code, report, _ = _run(capsys, str(trace), "--instance", str(inst_path), "--block-size", str(B), "--epochs", str(epochs),
                            "--resolution", "4", "--nodes", "8", "--json")
     assert code == 0 and CONTRACT <= set(report)
