@@ -325,7 +325,8 @@ def test_evaluate_gradient_with_the_cell_model_at_alpha_2_5_on_the_command_line(
         reference = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h)
         assert out["gradient"][profile] == pytest.approx(reference, rel=1e-6)
     assert main(["evaluate", str(path), "--queue-model", "cell", "--gradient"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1].split()
+    lines = capsys.readouterr().out.strip().splitlines()
+    last = lines[lines.index(next(line for line in lines if line.startswith("∂P_cov"))) + 2].split()  # header, names, values
     assert [float(x) for x in last] == pytest.approx([out["gradient"][p] for p in inst.profile_ids], abs=1e-5)
 
 

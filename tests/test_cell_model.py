@@ -176,7 +176,10 @@ def test_validate_json_has_the_coverage_table(capsys):
     table = report["coverage_table"]
     assert [row["policy"] for row in table] == ["load_aware", "prefix", "nearest"]
     for row in table:
-        assert set(row) == {"intensity", "policy", "simulated", "simulated_se", "meanfield", "cell"}
+        base = {"intensity", "policy", "simulated", "simulated_se", "meanfield", "cell"}
+        online = {"online", "online_se", "online_predicted"}  # the online router's columns (docs/model.md §11)
+        assert set(row) == base | online
+        assert (row["online"] is not None) == (row["policy"] == "load_aware")  # the online router runs on load-aware rows
         assert row["cell"] < row["meanfield"]
     load_aware = next(r for r in report["coverage"] if r["policy"] == "load_aware")
     assert 0.0 < load_aware["online"] <= 1.0  # the online router ran on the same networks

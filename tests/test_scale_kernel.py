@@ -121,9 +121,10 @@ def test_a_gradient_too_large_for_memory_is_refused_before_allocating(monkeypatc
 
     instance = scale_instance(20, 40, alpha=3.5)
     ev = evaluate(instance)
-    monkeypatch.setattr(memory, "available_bytes", lambda: 100 * 2**20)  # 100 MiB: the evaluation fits, its atoms do not
+    needed = memory.evaluation_bytes(40, 20, 3.5, "load_aware")  # memory for 1.1× the evaluation: it fits, its gradient does not
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1.1 * needed / memory.FRACTION)
     assert evaluate(instance).coverage() == ev.coverage()
-    with pytest.raises(InstanceError, match=r"the exact gradient of an evaluation with 40 profiles .* needs about 0\.229 GiB"):
+    with pytest.raises(InstanceError, match=r"the exact gradient of an evaluation with 40 profiles .* needs about 0\.467 GiB"):
         sensitivity(ev)
     monkeypatch.setattr(memory, "available_bytes", lambda: 4 * 2**30)
     assert np.all(np.isfinite(sensitivity(ev).gradients["coverage"]))

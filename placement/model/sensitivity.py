@@ -363,9 +363,11 @@ GRADIENT_BYTES_ALPHA2 = 480.0  # bytes per (s, q, segment) at α = 2 (traced pea
 def _check_gradient_size(tiers: int, types: int, alpha: float, nodes: int) -> None:
     """Refuse, before allocating, a gradient whose atoms cannot fit in memory (docs/model.md (20.5)): they are
     held for all types at once, ``2|S|`` segments (the coverage cuts) of ``N`` nodes per tier and type."""
+    from edgeprefix.placement.memory import EVALUATION_BASE
+
     per_node = GRADIENT_BYTES * nodes if alpha != 2.0 else GRADIENT_BYTES_ALPHA2
-    check_memory(
-        per_node * tiers * tiers * types,
+    check_memory(  # on top of the floor every evaluation holds (docs/model.md (20.5)), so never below the evaluation's
+        EVALUATION_BASE + per_node * tiers * tiers * types,
         "mix",
         f"the exact gradient of an evaluation with {tiers} profiles (active or entering) and {types} request types",
         "give fewer profiles a positive share or prune dominated profiles (profiles --max-profiles), or use a "

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaincc, roots_legendre
-from scipy.stats import poisson
 
 from edgeprefix.placement.model.telemetry import Telemetry
 
@@ -338,6 +337,8 @@ def _board(rate: FloatArray, c: int, mu: float, h: float) -> tuple[FloatArray, F
     births = np.where(n < size - 1, rate, 0.0)  # per start j (constant during the phase)
     gamma = float(births.max() + death.max()) or 1.0
     m = gamma * h
+    from scipy.stats import poisson  # here, not at import: evaluate --json loads no scipy.stats
+
     k_max = int(poisson.ppf(1.0 - 1e-13, m)) + 1
     weights_end = poisson.pmf(np.arange(k_max + 1), m)
     weights_avg = gammaincc(np.arange(k_max + 1) + 1.0, m) / m  # P(Poisson(m) > k) / (Γh): ∫ over the phase / h
