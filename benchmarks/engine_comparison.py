@@ -9,7 +9,7 @@ locations and arrivals per replication (common random numbers); rows differ only
 router:
 
 - the shipped Mooncake conversation trace (its first ``--requests``) on
-  ``examples/mooncake_engine.toml`` (Llama-2-70B, A100, TP 4);
+  ``benchmarks/instances/mooncake_engine.toml`` (Llama-2-70B, A100, TP 4);
 - the model workload (Poisson arrivals of the instance's types, :mod:`~edgeprefix.placement.
   simulation.engine.model_workload`) of ``paper_baseline`` and ``medium_forest`` with the same
   engine section.
@@ -48,7 +48,7 @@ from edgeprefix.solvers.api import solve
 from edgeprefix.solvers.distributed import dask_client, map_ordered
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE_INSTANCE = ROOT / "examples" / "mooncake_engine.toml"
+TRACE_INSTANCE = ROOT / "benchmarks" / "instances" / "mooncake_engine.toml"
 MODEL_INSTANCES = (ROOT / "benchmarks" / "instances" / "paper_baseline.toml",
                    ROOT / "benchmarks" / "instances" / "medium_forest.toml")
 ROWS = (

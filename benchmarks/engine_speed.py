@@ -4,7 +4,7 @@ Run: ``python -m edgeprefix.benchmarks.engine_speed [--requests 100000] [--nodes
 
 Data: the shipped Mooncake conversation trace tiled to ``--requests`` requests (copy ``c`` is
 shifted by ``c`` trace spans in time and its block ids by ``c · 10⁹``, so copies share no
-prefix: the same traffic, longer), replayed on ``examples/mooncake_engine.toml`` with the
+prefix: the same traffic, longer), replayed on ``benchmarks/instances/mooncake_engine.toml`` with the
 batching engine.  Reports wall-clock seconds per row beside the FCFS-slot replay of the same
 requests measured in the same run (the reference).
 """
@@ -25,7 +25,7 @@ from edgeprefix.placement.simulation.engine.step_time import step_time_from_sect
 from edgeprefix.placement.simulation.replay import ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import replay_replicated
 
-INSTANCE = Path(__file__).resolve().parents[1] / "examples" / "mooncake_engine.toml"
+INSTANCE = Path(__file__).resolve().parent / "instances" / "mooncake_engine.toml"
 OFFSET = 10**9
 
 

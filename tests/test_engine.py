@@ -170,7 +170,7 @@ def test_vllm_kv_threshold() -> None:
 
 
 def test_engine_section_round_trips_and_needs_timings() -> None:
-    inst = load_instance("examples/mooncake_engine.toml")
+    inst = load_instance("benchmarks/instances/mooncake_engine.toml")
     assert inst.engine == EngineSection(model="llama2-70b", hardware="a100-80gb", tensor_parallel=4)
     again = instance_from_mapping(instance_to_mapping(inst))
     assert again.engine == inst.engine
@@ -185,7 +185,7 @@ def small_trace():
     from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload
     from edgeprefix.placement.simulation.engine.blocks import read_block_trace
 
-    inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance("examples/mooncake_engine.toml"))
+    inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance("benchmarks/instances/mooncake_engine.toml"))
     blocks = read_block_trace(MOONCAKE_TRACE, inst)
     n = 1500
     return inst, wl.part(slice(0, n)), blocks.part(0, n), decode_per_token(inst, float(wl.output[:n].mean()))
