@@ -66,14 +66,21 @@ MODEL_LOAD_SHARES = (1 / 12, 1 / 6, 1 / 3)  # of the instance's own Λ (its FCFS
 KEYS = ("ttft_p50", "ttft_p99", "hit_rate_blocks", "node_load_cv", "preemptions", "radio_mean")
 
 
-def _trace_rows(args: argparse.Namespace, lam: float) -> list[dict[str, Any]]:
-    """The trace's rows at load ``lam`` (one grid cell)."""
+def _trace_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, int, Any, float]:
+    """The engine instance, the first ``--requests`` of the Mooncake trace with their block ids, the fitted
+    step time and the decode seconds per token: ``(instance, workload, blocks, n, step, decode)``."""
     inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance(TRACE_INSTANCE))
     blocks = read_block_trace(MOONCAKE_TRACE, inst)
     n = min(args.requests, wl.requests)
     wl, blocks = wl.part(slice(0, n)), blocks.part(0, n)
     step = step_time_from_section(inst.engine, SPLITWISE_TIMINGS)
     d = decode_per_token(inst, float(wl.output.mean()))
+    return inst, wl, blocks, n, step, d
+
+
+def _trace_rows(args: argparse.Namespace, lam: float) -> list[dict[str, Any]]:
+    """The trace's rows at load ``lam`` (one grid cell)."""
+    inst, wl, blocks, n, step, d = _trace_inputs(args)
     out = []
     for name, cache, router in ROWS:
         spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache=cache)
@@ -94,12 +101,7 @@ DELAY_ROUTERS = ("online", "dynamo", "llm-d", "vllm-kv")
 def telemetry_rows(args: argparse.Namespace, lam: float = 0.04) -> str:
     """Coverage vs telemetry delay on the Mooncake trace, LRU caches: the routers that read the nodes'
     loads or KV events through telemetry (a markdown table)."""
-    inst, wl = load_trace_workload(MOONCAKE_TRACE, load_instance(TRACE_INSTANCE))
-    blocks = read_block_trace(MOONCAKE_TRACE, inst)
-    n = min(args.requests, wl.requests)
-    wl, blocks = wl.part(slice(0, n)), blocks.part(0, n)
-    step = step_time_from_section(inst.engine, SPLITWISE_TIMINGS)
-    d = decode_per_token(inst, float(wl.output.mean()))
+    inst, wl, blocks, n, step, d = _trace_inputs(args)
     lines = ["| router | " + " | ".join(f"delay {x:g} s" for x in DELAYS) + " |", "|---|" + "---|" * len(DELAYS)]
     for router in DELAY_ROUTERS:
         cells = []

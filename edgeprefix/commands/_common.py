@@ -225,14 +225,16 @@ def queue_model_from_args(args: argparse.Namespace) -> str:
     return value
 
 
-def prediction_from_args(args: argparse.Namespace, instance: Instance | None, default: str = "online") -> tuple[str, str]:
+def prediction_from_args(args: argparse.Namespace, instance: Instance | None, default: str = "online",
+                         use_router_option: bool = True) -> tuple[str, str]:
     """``(router, queue_model)`` of a command's prediction (docs/model.md §14).
 
     ``--router`` wins, then ``--queue-model`` (the router it predicts for), then the instance's
     ``network.router``, then ``default`` (the command's behaviour before the field existed).
     Both options given and naming different routers is a one-line ``ValueError``.
+    ``use_router_option=False`` skips ``--router`` (it names a simulated router without a prediction).
     """
-    router = getattr(args, "router", None)
+    router = getattr(args, "router", None) if use_router_option else None
     if router is not None and router not in QUEUE_MODEL_OF_ROUTER:
         raise ValueError(f"--router {router} has no analytical prediction (predictions exist for {', '.join(PREDICTION_ROUTERS)})")
     model = getattr(args, "queue_model", None)

@@ -63,16 +63,17 @@ def run(args: argparse.Namespace) -> int:
     telemetry = run_telemetry(args, instance)
     ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model)
     fp = ev.fixed_point
-    online = None if fp is not None and not fp.converged else online_prediction(
-        instance, mix, telemetry, target=args.target, evaluation=ev)
+    converged = fp is None or fp.converged
     gradient = None
-    if args.gradient and (fp is None or fp.converged):
+    if args.gradient and converged:
         gradient = sensitivity(ev).by_profile("coverage")
-    other = None
-    if fp is None or fp.converged:
+    other = other_ev = online = None
+    if converged:
         other_model = QUEUE_MODEL_OF_ROUTER[other_router(router)]
         other_ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=other_model)
         other = router_note(router, float(ev.coverage()), float(other_ev.coverage()))
+        mean_field = ev if ev.queue_model == "meanfield" else other_ev  # the online prediction starts from it, not anew
+        online = online_prediction(instance, mix, telemetry, target=args.target, evaluation=mean_field)
     accuracy = cell_accuracy(ev)
     if args.json:
         payload = ev.to_dict()

@@ -172,8 +172,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--nodes must be a number >= 1 (nodes on the simulated torus), got {args.nodes:g}")
     check_simulated_network(instance, args.nodes, args.warmup, args.horizon, tuple(intensities))
     # a production router (engine nodes only) has no prediction: the prediction is then the instance's router's
-    predicted = argparse.Namespace(**{**vars(args), "router": None}) if args.router in PRODUCTION_ROUTERS else args
-    router, queue_model = prediction_from_args(predicted, instance)
+    router, queue_model = prediction_from_args(args, instance, use_router_option=args.router not in PRODUCTION_ROUTERS)
     tau = float(instance.placement.target if args.target is None else args.target)
     telemetry = run_telemetry(args, instance)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
