@@ -296,6 +296,8 @@ def evaluate_batch(
 ) -> BatchEvaluation:
     """Evaluate ``B`` mixes ``π`` of ``instance`` (docs/model.md §5–8, §16), each as :func:`evaluate` would.
 
+    The parameters not listed here are those of :func:`evaluate`.
+
     Parameters
     ----------
     mixes : ``(B, S)`` shares in profile order (or a sequence of mappings by profile id).
@@ -304,7 +306,6 @@ def evaluate_batch(
     queue_model : ``meanfield`` or ``cell``: the fixed point is the mean field's under both (docs/model.md
         §14), so it is batched under both; the cell model's coverage of the batch is then one call with
         the mixes' tiers side by side (α = 2; mix by mix otherwise).
-    Other parameters as :func:`evaluate`.
     """
     check_policy(policy)
     check_queue_model(queue_model)

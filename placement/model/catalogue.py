@@ -297,7 +297,7 @@ class CatalogueEvaluation:
 
     @property
     def coverage_at_target(self) -> float:
-        return self.coverage(self.target)
+        return float(self.coverage(self.target))
 
     def report(self) -> dict:
         """The ``catalogue`` block of ``Evaluation.to_dict`` (docs/model.md §19.7)."""
