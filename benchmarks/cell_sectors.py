@@ -44,7 +44,7 @@ def cell_coverage(evaluation, variant: str) -> float:
         cell_module.SECTORS, cell_module.VORONOI_BAND = default
 
 
-def sector_rows(name: str, sectors: list[float], *, networks: int, nodes: float, points: int, seed: int = 0,
+def sector_rows(name: str, sectors: list[str], *, networks: int, nodes: float, points: int, seed: int = 0,
                 fractions=LOAD_FRACTIONS, policies=ANALYTICAL_POLICIES) -> list[dict]:
     case = benchmark_case(name)
     inst, mix = case.instance, case.mix

@@ -241,14 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="folder for cell_validation.json and .png")
     args = parser.parse_args(argv)
     if args.reevaluate is not None:
-        rows = reevaluate(json.loads(args.reevaluate.read_text()))
-        for name in dict.fromkeys(r["instance"] for r in rows):
-            print(render([r for r in rows if r["instance"] == name]), flush=True)
+        saved = reevaluate(json.loads(args.reevaluate.read_text()))
+        for name in dict.fromkeys(r["instance"] for r in saved):
+            print(render([r for r in saved if r["instance"] == name]), flush=True)
         if args.out is not None:
-            atomic_write_text(args.out / "cell_validation.json", json.dumps(rows, indent=2) + "\n")
-            plot(rows, args.out / "cell_validation.png")
+            atomic_write_text(args.out / "cell_validation.json", json.dumps(saved, indent=2) + "\n")
+            plot(saved, args.out / "cell_validation.png")
         return 0
-    fractions = (0.35, 0.85) if args.quick else LOAD_FRACTIONS
+    fractions: tuple[float, ...] = (0.35, 0.85) if args.quick else LOAD_FRACTIONS
     if args.fractions is not None:
         fractions = tuple(float(f) for f in args.fractions.split(",") if f.strip())
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())

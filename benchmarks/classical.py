@@ -285,7 +285,10 @@ def optimum(spec: ClassicalSpec) -> WaterFilling:
 
 def _budget(spec: ClassicalSpec) -> float:
     w = _sizes(spec) * FILE_TOKENS * KV_PER_TOKEN
-    return float(spec.memory_budget) * float(np.sort(w)[-spec.cache:].sum())  # type: ignore[operator]
+    budget = spec.memory_budget
+    if budget is None:
+        raise ValueError("memory_budget: the spec has no memory budget")
+    return float(budget) * float(np.sort(w)[-spec.cache:].sum())
 
 
 def classical_instance(spec: ClassicalSpec, *, name: str | None = None) -> Instance:

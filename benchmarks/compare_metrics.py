@@ -85,7 +85,7 @@ def make_reference(instance: str, runs: Sequence[RunRecord], grid: RunRecord | N
     grid_cov = grid.best if grid is not None and np.isfinite(grid.best) else None
     if known is not None:
         coverage, source = float(known[0]), f"known optimum ({known[1]})"
-    elif grid_cov is not None and grid_cov >= found:
+    elif grid is not None and grid_cov is not None and grid_cov >= found:
         coverage, source = grid_cov, f"grid 1/{grid.resolution}"
     else:
         coverage, source = found, "best found"

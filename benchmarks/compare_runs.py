@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -106,7 +107,7 @@ def anytime_runs(runs: Sequence[RunRecord], method: str) -> list[RunRecord]:
     """Runs of ``method`` to draw as anytime curves: for a per-budget method, those at its largest budget."""
     chosen = [r for r in runs if r.method == method]
     if method in PER_BUDGET_METHODS and chosen:
-        top = {}
+        top: dict[Any, Any] = {}
         for r in chosen:
             top[r.instance] = max(top.get(r.instance, 0), r.budget)
         chosen = [r for r in chosen if r.budget == top[r.instance]]
@@ -199,7 +200,7 @@ def run_method(name: str, method: str, seed: int, budget: int, *, resolution: in
     problem = placement_problem(load_benchmark(name, load), queue_model=queue_model)
     base, options = split_method(method)
     if base == "grid":
-        options = {"resolution": resolution}
+        options = {"resolution": resolution}  # type: ignore[dict-item]  # an int option
     result, stamps, cpu = _timed_run(problem, base, budget, None if base == "grid" else seed, **options)
     curve = feasible_best_so_far(result.feasible, result.coverages)
     best = tuple(np.asarray(result.x, dtype=float).tolist()) if result.success else ()

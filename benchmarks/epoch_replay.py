@@ -88,7 +88,7 @@ def epoch_schedule(problem: MigrationProblem, mixes: list[Any]) -> MixSchedule:
     if missing:
         raise ValueError(f"epochs file: epoch {missing[0]!r} has no window (start/end): cut the trace with edgeprefix epochs")
     return MixSchedule(
-        starts=tuple(float(e.start) for e in problem.epochs),  # type: ignore[arg-type]
+        starts=tuple(float(e.start) for e in problem.epochs),
         instances=tuple(problem.epoch_instance(e) for e in range(len(problem.epochs))),
         mixes=tuple(mixes),
         names=tuple(e.name for e in problem.epochs),

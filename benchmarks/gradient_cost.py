@@ -109,12 +109,16 @@ def to_target(name: str, load: float) -> dict[str, tuple[float, float] | None]:
     return out
 
 
+def cell_text(cell: tuple[float, float] | None) -> str:
+    return "never" if cell is None else f"{cell[0]:.0f} / {cell[1]:.0f}"
+
+
 def render_targets(table: dict[str, dict[str, tuple[float, float] | None]]) -> str:
     methods = [m for m, _, _ in TARGET_METHODS]
     head = f"{'instance × load':<24}" + "".join(f"{m + ' evals / CPU ms':>28}" for m in methods)
     lines = [head, "-" * len(head)]
     for label, cells in table.items():
-        text = ["never" if cells[m] is None else f"{cells[m][0]:.0f} / {cells[m][1]:.0f}" for m in methods]
+        text = [cell_text(cells[m]) for m in methods]
         lines.append(f"{label:<24}" + "".join(f"{t:>28}" for t in text))
     return "\n".join(lines)
 

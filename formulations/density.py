@@ -122,7 +122,7 @@ def density_problem(
     zeta = float(reliability)
     if not (0.0 < zeta < 1.0):
         raise ValueError(f"reliability ζ must lie in (0, 1), got {plain(reliability)}")
-    pi = None if mix is None else instance.mix_vector(mix)  # type: ignore[arg-type]
+    pi = None if mix is None else instance.mix_vector(mix)
     objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator,
                                   queue_model, max_overloaded_share=max_overloaded_share)
     if pi is None:

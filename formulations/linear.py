@@ -190,7 +190,7 @@ def read_linear_constraints(model: pyo.ConcreteModel, decision: Sequence[pyo.Var
         const = float(repn.constant)
         lower = None if con.lower is None else float(pyo.value(con.lower)) - const
         upper = None if con.upper is None else float(pyo.value(con.upper)) - const
-        if con.equality:
+        if con.equality and upper is not None:  # an equality has both bounds
             eq_rows.append((coefs, upper, con.name))
             continue
         if upper is not None:
@@ -208,9 +208,9 @@ def read_linear_constraints(model: pyo.ConcreteModel, decision: Sequence[pyo.Var
 
     a_eq, b_eq, eq_names = matrix(eq_rows)
     a_ub, b_ub, ub_names = matrix(ub_rows)
-    lower = [-np.inf if v.lb is None else float(v.lb) for v in order]
-    upper = [np.inf if v.ub is None else float(v.ub) for v in order]
+    lower_bounds = [-np.inf if v.lb is None else float(v.lb) for v in order]
+    upper_bounds = [np.inf if v.ub is None else float(v.ub) for v in order]
     return LinearConstraints(
-        A_eq=a_eq, b_eq=b_eq, A_ub=a_ub, b_ub=b_ub, lower=_frozen(lower), upper=_frozen(upper),
+        A_eq=a_eq, b_eq=b_eq, A_ub=a_ub, b_ub=b_ub, lower=_frozen(lower_bounds), upper=_frozen(upper_bounds),
         names=tuple(v.name for v in order), n_decision=n_decision, eq_names=eq_names, ub_names=ub_names,
     )

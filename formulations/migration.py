@@ -167,7 +167,7 @@ class Epoch:
             raise ValueError(f"epochs.weight: must be > 0, got {plain(self.weight)}")
         if (self.start is None) != (self.end is None):
             raise ValueError(f"epochs[{self.name}]: give both start and end of the window, or neither")
-        if self.start is not None and not (np.isfinite(self.start) and np.isfinite(self.end) and self.start < self.end):
+        if self.start is not None and self.end is not None and not (np.isfinite(self.start) and np.isfinite(self.end) and self.start < self.end):
             raise ValueError(f"epochs[{self.name}]: the window needs start < end (seconds), "
                              f"got start={plain(self.start)}, end={plain(self.end)}")
 

@@ -151,7 +151,7 @@ class PlacementProblem:
         """Exact ``∂value/∂π`` at a point already scored (see :meth:`CoverageObjective.gradient`)."""
         if not self.differentiable:
             raise ValueError(f"gradient: {self.gradient_missing}; use a derivative-free method")
-        return self.objective.gradient(score)  # type: ignore[union-attr]
+        return self.objective.gradient(score)
 
     def score_many(self, points: Sequence[npt.ArrayLike], warm_start: FloatArray | None = None) -> list[Score]:
         """:meth:`score` of many feasible points in one batched evaluation (docs/model.md §16)."""

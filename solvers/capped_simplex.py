@@ -157,8 +157,8 @@ class CappedSimplex:
         """
         z = np.asarray(z, dtype=float)
         x, free = self._simplex(z)
-        a = self.knapsack
-        if a is None or float(a @ x) <= self.budget + ROW_TOLERANCE * max(1.0, abs(self.budget)):  # type: ignore[operator]
+        a, budget = self.knapsack, self.budget
+        if a is None or budget is None or float(a @ x) <= budget + ROW_TOLERANCE * max(1.0, abs(budget)):
             return x, self._nu(z, x, free, 0.0), 0.0
         budget = float(self.budget)  # type: ignore[arg-type]
         scale = ROW_TOLERANCE * max(1.0, abs(budget), float(np.abs(a).max()))

@@ -123,7 +123,8 @@ def repair_journal(path: Path) -> None:
         handle.seek(max(0, size - 1))
         if handle.read(1) == b"\n":
             return
-        data = handle.seek(0) or handle.read()
+        handle.seek(0)
+        data = handle.read()
         handle.truncate(data.rfind(b"\n") + 1)
         handle.flush()
         os.fsync(handle.fileno())

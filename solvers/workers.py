@@ -403,7 +403,7 @@ def _worker_main(job: Job, index: int) -> None:
 def start_workers(job: Job, n: int) -> list[multiprocessing.process.BaseProcess]:
     """Fork ``n`` worker processes (the problem is inherited, not pickled)."""
     context = multiprocessing.get_context("fork")
-    procs = [context.Process(target=_worker_main, args=(job, i), name=f"edgeprefix-worker-{i}", daemon=False) for i in range(n)]
+    procs: list[multiprocessing.process.BaseProcess] = [context.Process(target=_worker_main, args=(job, i), name=f"edgeprefix-worker-{i}", daemon=False) for i in range(n)]
     for proc in procs:
         proc.start()
     return procs
@@ -446,7 +446,7 @@ def run_shared(solver: OptunaSolver, problem: Problem, projection: Projection, t
                 count = collect(optuna.load_study(study_name=solver.study_name, storage=storage), tracker)
         finally:
             close(storage)
-    except (ValueError, *database_errors()) as exc:
+    except (ValueError, *database_errors()) as exc:  # type: ignore[misc]  # a tuple built at run time
         if EXIT_DATABASE not in codes and not isinstance(exc, database_errors()) and "cannot open the study database" not in str(exc):
             raise
         raise database_lost(exc, shared.url, codes) from None
@@ -481,7 +481,8 @@ def run_here(solver: OptunaSolver, problem: Problem, projection: Projection, tra
         study = load_or_create(solver.study_name, storage)
         check_fingerprint(study, problem_fingerprint(problem, solver.name), redact(shared.url))
         earlier = states(study)[TrialState.COMPLETE]
-        stopped, best = [False], [None]
+        stopped: list[bool] = [False]
+        best: list[Any] = [None]  # the best score told so far
 
         def on_told(told: Told) -> bool:
             score = told.score

@@ -222,9 +222,9 @@ class FigureLoads:
     fig11 : the loads of the adaptive-vs-fixed curve; fig12 : the demand of the density sweep.
     """
 
-    fig7: tuple[float, float, float] = tuple(FIG7_LOADS.values())  # type: ignore[assignment]
+    fig7: tuple[float, ...] = tuple(FIG7_LOADS.values())
     fig9: float = FIG10_LOADS["moderate"]
-    fig10: tuple[float, float, float] = tuple(FIG10_LOADS.values())  # type: ignore[assignment]
+    fig10: tuple[float, ...] = tuple(FIG10_LOADS.values())
     fig11: tuple[float, ...] = (1.0, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0)
     fig12: float = FIG12_INTENSITY
 
@@ -255,7 +255,8 @@ class FigureLoads:
         unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ValueError(f"figure loads: unknown key {sorted(unknown)[0]!r}")
-        return cls(**{k: tuple(float(x) for x in v) if isinstance(v, list) else float(v) for k, v in data.items()})
+        fields: dict[str, Any] = {k: tuple(float(x) for x in v) if isinstance(v, list) else float(v) for k, v in data.items()}
+        return cls(**fields)
 
 
 SETTINGS_FILE = "calibrated.json"  # instance name -> {"loads", "parameters", "search"}, next to this module

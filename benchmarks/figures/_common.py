@@ -152,7 +152,7 @@ def save_png(path: Path, draw: Plot, size: tuple[float, float] = (7.0, 4.5)) -> 
     try:
         draw(fig)
         # a figure-level legend sits below the panels: keep a strip free for it
-        fig.tight_layout(rect=(0.0, 0.06, 1.0, 0.92 if fig._suptitle is not None else 1.0) if fig.legends else None)
+        fig.tight_layout(rect=(0.0, 0.06, 1.0, 0.92 if fig.get_suptitle() else 1.0) if fig.legends else None)
         atomic_savefig(fig, path, dpi=120)
     finally:
         plt.close(fig)

@@ -57,7 +57,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     grid = QUICK_GRID if quick else GRID
     chosen = served_map(inst, bias, layout, grid)
     points = []
-    area = {}
+    area: dict[str, dict[str, float]] = {}
     for q, qid in enumerate(inst.request_ids):
         prof = layout.profile[chosen[q]]
         area[qid] = {}

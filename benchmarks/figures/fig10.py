@@ -83,7 +83,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             points.append(check_point(checks.Check(FIGURE, claim, "high vs light", best["high"]["mix"][sid] - best["light"]["mix"][sid],
                                                    0.0, relation)))
     variant = unconstrained(decode_heavy(inst))
-    best_variant = {}
+    best_variant: dict[str, dict[str, Any] | None] = {}
     for label, load in DECODE_HEAVY_LOADS.items():
         try:
             mix, coverage, scored = best_mix(variant, load, k)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +36,9 @@ from edgeprefix.placement.model.policies import check_policy, needs_fixed_point
 from edgeprefix.placement.model.queueing import RHO_CLIP, advertised_wait, erlang_c
 from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
 from edgeprefix.placement.model.tier_loads import lift_exponents, unlift
+
+if TYPE_CHECKING:
+    from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -171,7 +175,7 @@ def sub_tiers(instance, mix: FloatArray, catalogue: Catalogue, *, exact: bool = 
                     share.append(pi[s] * p_true * p)
                     believed.append(s)
                     true.append(t)
-                    adv.append(advertised_first_token(instance, s, q, depth))
+                    adv.append(advertised_first_token(instance, int(s), q, depth))
                     false.append(depth > instance.hit_depth[t, q])
         out.append(SubTiers(np.array(share), np.array(believed, dtype=np.int64), np.array(true, dtype=np.int64),
                             np.array(adv), np.array(false, dtype=bool)))
@@ -182,7 +186,7 @@ def sub_tiers(instance, mix: FloatArray, catalogue: Catalogue, *, exact: bool = 
 class CatalogueEvaluation:
     """Result of :func:`catalogue_evaluation`; per-tier arrays ``(S,)`` by true profile (NaN when inactive)."""
 
-    instance: object
+    instance: Instance
     catalogue: Catalogue
     policy: str
     mix: FloatArray
@@ -386,7 +390,7 @@ def catalogue_evaluation(
         w = np.zeros(pi.size)
         w[idx] = w_active
         _, work, mean, scv = queues(associate(w))
-        if mgc:
+        if scv is not None:  # the M/G/c law (mgc)
             return mgc_advertised_wait_and_slopes(work[idx], c[idx], mean[idx], scv[idx], rho_clip)[0]
         return advertised_wait(work[idx], c[idx], mean[idx], rho_clip)
 

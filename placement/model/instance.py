@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -316,7 +317,7 @@ class Instance:
         ``None`` returns the instance's default ``placement.mix``.
         """
         if mix is None:
-            if self.placement.mix is None:
+            if self.placement.mix is None or self._default_mix is None:
                 raise MixError(f"{field_name}: the instance has no default mix; pass one (e.g. --mix a=0.5,b=0.5)")
             return self._default_mix.copy()  # validated at construction
         ids = self.profile_ids
@@ -344,7 +345,7 @@ class Instance:
         """A new validated instance with top-level fields replaced."""
         return dataclasses.replace(self, **changes)
 
-    def with_network(self, **changes: float) -> Instance:
+    def with_network(self, **changes: Any) -> Instance:
         """A new instance with network fields replaced (e.g. ``request_intensity=4``)."""
         return self.replace(network=dataclasses.replace(self.network, **changes))
 
@@ -410,7 +411,7 @@ _ITEM_KEYS = {
 }
 
 
-def _check_keys(where: str, data: Any, required: set[str], optional: set[str] = frozenset()) -> None:
+def _check_keys(where: str, data: Any, required: AbstractSet[str], optional: AbstractSet[str] = frozenset()) -> None:
     if not isinstance(data, Mapping):
         raise InstanceError(where, f"must be a table/object, got {type(data).__name__}")
     unknown = sorted(set(data) - required - optional)

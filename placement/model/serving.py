@@ -321,7 +321,7 @@ def serving_arrays(
     occupancy = first + decodes[None, :]  # eq. (19.10)
     decode_scv = 0.0 if serving is None else serving.decode_scv
     second = occupancy**2 + decode_scv * decodes[None, :] ** 2  # eq. (19.17)
-    if serving is not None and serving.disaggregated:
+    if serving is not None and serving.disaggregated and serving.handoff_bandwidth is not None:  # validated together
         handoff = serving.handoff_latency + kappa * lengths / serving.handoff_bandwidth  # eq. (19.11)
         first = first + handoff[None, :]
         occupancy = first  # eq. (19.12): decode leaves the node

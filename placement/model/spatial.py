@@ -113,7 +113,7 @@ class AnalyticKernel:
         per_column = s_count**2 if alpha == 2.0 else s_count**2 * self._n(alpha)
         for cols in _blocks(b.shape[1], per_column, alpha):
             if alpha == 2.0:
-                out[:, cols], jac[:, :, cols] = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)  # type: ignore[misc]
+                out[:, cols], jac[:, :, cols] = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)
             else:
                 out[:, cols], jac[:, :, cols] = association_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
         return out, jac
@@ -138,7 +138,7 @@ class AnalyticKernel:
         total, k = np.zeros((n_w, s_count, s_count)), np.zeros(s_count, dtype=np.int64)
         for index, cols in enumerate(_blocks(q_count, per_column, alpha)):
             if alpha == 2.0:
-                a_block, d_a = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)  # type: ignore[misc]
+                a_block, d_a = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)
             else:
                 a_block, d_a = association_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
             out[:, cols] = a_block

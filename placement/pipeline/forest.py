@@ -222,7 +222,7 @@ def _chains(ids: IntArray, parent: IntArray, pos: IntArray, kept: np.ndarray, le
     return start, ids[order]
 
 
-class _Closed(dict):  # type: ignore[type-arg]
+class _Closed(dict):
     """Stands in for the released block index: adding after release is an error."""
 
     def get(self, key: object, default: object = None) -> object:

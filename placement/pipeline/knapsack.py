@@ -75,7 +75,7 @@ def knapsack_dp(parent: npt.ArrayLike, weights: npt.ArrayLike, values: npt.Array
     for i in reversed(range(p.size)):  # children before parents
         if w[i] > limit:
             continue
-        opts = [(float(w[i]), float(v[i]), (i,))]
+        opts: list[tuple[float, float, tuple[int, ...]]] = [(float(w[i]), float(v[i]), (i,))]
         for c in children[i]:
             opts = _pareto(opts + [(a + b, x + y, s + t) for a, x, s in opts for b, y, t in frontier[c] if a + b <= limit])
         frontier[i] = opts

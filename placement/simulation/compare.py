@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -198,7 +199,7 @@ def policy_table(
     rows = []
     for lam in intensities:
         inst = instance.with_network(request_intensity=float(lam))
-        routers = []
+        routers: list[tuple[Any, float | None]] = []
         for policy in ANALYTICAL_POLICIES:
             ev = evaluate(inst, mix, policy, target=tau, queue_model=queue_model)
             routers.append((analytical_router(ev), float(ev.coverage(tau))))

@@ -94,7 +94,7 @@ def association_by_quadrature(
     """``A_{s,q} = ∫ f_{s,q}(r) dr`` by the trapezoid rule on :func:`radial_grid` (check value)."""
     r = radial_grid(densities, points)
     f = joint_density(r, densities, bias, radio_scale, radio_exponent)
-    return np.trapezoid(f, r, axis=-1)
+    return np.asarray(np.trapezoid(f, r, axis=-1))
 
 
 def serving_distance_cdf(
