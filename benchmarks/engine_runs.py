@@ -283,6 +283,13 @@ def solved_mix(instance: Instance, intensity: float, law: str, *, budget: int = 
     return np.asarray(solve(placement_problem(inst, **law_keywords(law)), "gradient", budget=budget, seed=seed).x, dtype=float)
 
 
+def reference_mix(instance: Instance, *, budget: int = 60, seed: int = 0) -> np.ndarray:
+    """The instance's own mix (``placement.mix``), or, when it has none, the slot law's optimum at its own Λ."""
+    if instance.placement.mix is not None:
+        return np.asarray(instance.mix_vector(None), dtype=float)
+    return solved_mix(instance, float(instance.network.request_intensity), "slots", budget=budget, seed=seed)
+
+
 def fmt(x: float, digits: int = 3) -> str:
     """A table cell: ``inf``, ``n/a`` for NaN, else ``digits`` decimals."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
