@@ -1,7 +1,7 @@
 """The model against the batching-engine network: coverage, mean TTFT and p90 up to the engine's edge.
 
-Run: ``python -m edgeprefix.benchmarks.engine_gap`` (default size: 800 model-workload requests per
-replay, 3 replications, 12 nodes; ``--queue-law engine`` predicts with the engine law where the
+Run: ``python -m edgeprefix.benchmarks.engine_gap`` (default size: 2,000 model-workload requests per
+replay, 5 replications, 12 nodes; ``--queue-law engine`` predicts with the engine law where the
 model has it).
 
 Per instance (``paper_baseline`` with the trace-built instance's engine section, and the trace-built
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--instances", default=",".join(INSTANCES), help=f"benchmark instances (default {','.join(INSTANCES)})")
     ap.add_argument("--shares", default=",".join(f"{s:g}" for s in SHARES),
                     help="loads as shares of the online router's engine edge (default 0.1,0.3,0.5,0.7,0.9)")
-    add_size_arguments(ap)
+    add_size_arguments(ap, requests=2000, replications=5)
     add_queue_law_argument(ap)
     args = ap.parse_args(argv)
     checked_law(args.queue_law)
