@@ -4,7 +4,7 @@ Run: ``python -m edgeprefix.benchmarks.engine_depth`` (default: 13 depths, 800 r
 3 replications, 12 nodes; ``--queue-law engine`` predicts with the engine law where the model has it).
 Writes ``benchmarks/figures/engine_depth.png``.
 
-The figure's construction (docs/model.md §13, :func:`~edgeprefix.benchmarks.figures.fig7.uniform_instance`):
+The figure's construction (docs/model.md §13.3, :func:`~edgeprefix.benchmarks.figures.fig7.uniform_instance`):
 every node caches the first ``d`` tokens of the deepest shared path of ``paper_section6`` (one tier, so
 the routers coincide: nearest node), with the trace-built instance's engine (Llama-2-70B, A100, TP 4).
 The model's node has ``c(d) = ⌊(M − κ d)/m_run⌋`` slots; the engine's node has no slots: its KV memory
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         loads = {lab: s * edge.edge for lab, s in zip(SHARES, shares)}
         own = loads_of(calibrated).fig7_labels if name == "calibrated" else DECODE_HEAVY_LOADS
         with progress_bar(total=len(depths) * len(loads), desc=f"engine depth ({name})", unit="point") as bar:
-            rows = depth_rows(inst, depths, loads, size, args.queue_law, bar=bar, edges=True, model_loads=own)
+            rows = depth_rows(inst, depths.tolist(), loads, size, args.queue_law, bar=bar, edges=True, model_loads=own)
         print(f"\n{name}: engine edge at d = 0 (tier router) Λ ∈ ({edge.stable:.4g}, {edge.edge:.4g}]; loads {shares} of it")
         print(table(rows, loads))
         print(answer(rows, loads))
