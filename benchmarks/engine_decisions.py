@@ -124,7 +124,7 @@ def density_rows(instance: Instance, lam: float, size: SimSize, router: str, rel
         if law not in laws():
             out.append({"law": law, "density": None})
             continue
-        plan = plan_density(density_problem(base, reliability, **law_keywords(law)), method="grid")
+        plan = plan_density(density_problem(base, reliability, **law_keywords(law, density_problem)), method="grid")
         at = instance.with_network(edge_density=float(plan.edge_density))
         mix = instance.mix_vector(plan.mix) if isinstance(plan.mix, dict) else plan.mix
         out.append({"law": law, "density": float(plan.edge_density), "predicted": float(plan.coverage), "mix": plan.mix,

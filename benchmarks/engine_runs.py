@@ -51,15 +51,22 @@ def add_queue_law_argument(parser: argparse.ArgumentParser) -> None:
                              "to the batching engine, where the model has it)")
 
 
+def takes_law(entry: Callable[..., Any]) -> bool:
+    """Whether the model's ``entry`` (``evaluate``, ``placement_problem``, ``density_problem``) takes ``queue_law``."""
+    return "queue_law" in inspect.signature(entry).parameters
+
+
 def engine_law_available() -> bool:
-    """Whether this tree's model takes ``queue_law`` (the engine law)."""
-    return "queue_law" in inspect.signature(evaluate).parameters
+    """Whether this tree's model has the engine law: ``evaluate`` takes ``queue_law``."""
+    return takes_law(evaluate)
 
 
-def law_keywords(law: str) -> dict[str, str]:
-    """The keywords that select ``law`` in the model: none for ``slots``; ``queue_law=law`` otherwise.
+def law_keywords(law: str, entry: Callable[..., Any] | None = None) -> dict[str, str]:
+    """The keywords that select ``law`` in the model's ``entry`` (default ``evaluate``): none for ``slots``;
+    ``queue_law=law`` otherwise.
 
-    Raises ValueError (one line) for an unknown law, or for ``engine`` where the model has no such law.
+    Raises ValueError (one line) for an unknown law, for ``engine`` where the model has no such law, or where
+    ``entry`` does not take it.
     """
     if law not in QUEUE_LAWS:
         raise ValueError(f"--queue-law: one of {', '.join(QUEUE_LAWS)}, got {law!r}")
@@ -68,6 +75,8 @@ def law_keywords(law: str) -> dict[str, str]:
     if not engine_law_available():
         raise ValueError("--queue-law engine: this tree's model has no engine queue law yet (evaluate takes no "
                          "queue_law); run with --queue-law slots")
+    if entry is not None and not takes_law(entry):
+        raise ValueError(f"--queue-law engine: {entry.__name__} takes no queue_law in this tree; run with --queue-law slots")
     return {"queue_law": law}
 
 
@@ -280,7 +289,7 @@ def solved_mix(instance: Instance, intensity: float, law: str, *, budget: int = 
     from edgeprefix.solvers.api import solve
 
     inst = instance.with_network(request_intensity=float(intensity))
-    return np.asarray(solve(placement_problem(inst, **law_keywords(law)), "gradient", budget=budget, seed=seed).x, dtype=float)
+    return np.asarray(solve(placement_problem(inst, **law_keywords(law, placement_problem)), "gradient", budget=budget, seed=seed).x, dtype=float)
 
 
 def reference_mix(instance: Instance, *, budget: int = 60, seed: int = 0) -> np.ndarray:

@@ -34,6 +34,12 @@ def test_law_keywords_pass_the_engine_law_only_where_the_model_has_it(monkeypatc
     assert engine_runs.law_keywords("slots") == {}
     monkeypatch.setattr(engine_runs, "engine_law_available", lambda: True)
     assert engine_runs.law_keywords("engine") == {"queue_law": "engine"}
+
+    def solver_entry(instance: object, *, queue_model: str = "meanfield") -> None:  # an entry point without the law
+        return None
+
+    with pytest.raises(ValueError, match="solver_entry takes no queue_law"):
+        engine_runs.law_keywords("engine", solver_entry)
     with pytest.raises(ValueError, match="--queue-law"):
         engine_runs.law_keywords("erlang")
 
