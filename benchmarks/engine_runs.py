@@ -172,11 +172,11 @@ def simulate(instance: Instance, mix: Any, intensity: float, size: SimSize, *, r
 def wait_growth(result: ReplayResult) -> float:
     """Mean wait (arrival to admission) of the last quarter of the measured requests minus that of the
     second quarter, in seconds: near 0 on a stable network, growing with the run on a saturated one.
-    A rejected request counts as an infinite wait (rejections in both quarters: ``inf``, an overloaded network)."""
+    A rejected request counts as an infinite wait: rejections in the last quarter give ``inf`` (an overloaded network)."""
     wait = np.where(result.node >= 0, result.wait, np.inf)
     q = np.array_split(wait, 4)
-    growth = float(np.mean(q[3]) - np.mean(q[1]))
-    return float("inf") if math.isnan(growth) else growth
+    last, second = float(np.mean(q[3])), float(np.mean(q[1]))
+    return float("inf") if math.isinf(last) else last - second
 
 
 def saturated(results: Sequence[ReplayResult], tau: float) -> bool:

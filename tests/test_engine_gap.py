@@ -137,3 +137,17 @@ def test_gain_is_the_paired_difference() -> None:
     mean, se = engine_decisions.gain(row)
     d = np.array([0.05, 0.02, 0.08])
     assert mean == pytest.approx(d.mean()) and se == pytest.approx(d.std(ddof=1) / math.sqrt(3))
+
+
+def test_wait_growth_separates_a_growing_queue_from_a_steady_one() -> None:
+    from types import SimpleNamespace
+
+    n = 400
+    steady = SimpleNamespace(node=np.zeros(n, dtype=np.int64), wait=np.full(n, 0.3))
+    growing = SimpleNamespace(node=np.zeros(n, dtype=np.int64), wait=np.linspace(0.0, 10.0, n))
+    rejecting = SimpleNamespace(node=np.full(n, -1, dtype=np.int64), wait=np.zeros(n))
+    assert engine_runs.wait_growth(steady) == pytest.approx(0.0)
+    assert engine_runs.wait_growth(growing) == pytest.approx(5.0, rel=0.02)
+    assert engine_runs.wait_growth(rejecting) == math.inf
+    assert engine_runs.saturated([growing, growing, steady], tau=1.0)
+    assert not engine_runs.saturated([steady, steady, growing], tau=1.0)
