@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+import edgeprefix.placement.simulation.online_fast as online_fast
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.ranges import check_simulated_events
-from edgeprefix.placement.simulation import online_fast
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, sample_layout
 from edgeprefix.placement.simulation.nearest import nearest_per_profile
 from edgeprefix.placement.simulation.nearest import query as query_nearest
