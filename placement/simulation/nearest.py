@@ -27,6 +27,8 @@ MIN_K = 2  # neighbours per profile asked of every query (a k = 1 route and a k 
 MAX_ENTRIES = 4  # distinct questions remembered (validate: two replications and the node-level points)
 MAX_BYTES = 256 * 2**20  # answers larger than this in total are not kept
 
+REMEMBER = True  # off: every call queries (benchmarks/validate_speed.py measures both)
+
 _memory: OrderedDict[bytes, tuple[int, IntArray, FloatArray]] = OrderedDict()
 
 
@@ -72,6 +74,8 @@ def nearest_per_profile(layout, positions: npt.ArrayLike, k: int, profiles: int,
     profile the catalogue shows for each node (default: the layout's).  The arrays are read-only.
     """
     pos = np.asarray(positions, dtype=float)
+    if not REMEMBER:
+        return query(layout, pos, k, profiles, shown)
     key = _digest(layout, pos, profiles, shown)
     held = _memory.get(key)
     if held is None or held[0] < k:

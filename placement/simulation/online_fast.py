@@ -43,9 +43,12 @@ def _plain_router(router: OnlineRouter) -> OnlineRouter:
                         fallback=router.fallback, fetch=router.fetch, name=router.name)
 
 
+FAST_PATH = True  # off: every request goes through ``router.choose`` (benchmarks/validate_speed.py measures both)
+
+
 def applies(router, spec, shown=None, churn=None) -> bool:
     """Whether :func:`route_fresh` gives the per-request loop's result for this run."""
-    if type(router) is not OnlineRouter or shown is not None or churn is not None:
+    if not FAST_PATH or type(router) is not OnlineRouter or shown is not None or churn is not None:
         return False
     if router != _plain_router(router) or router.admission_control:
         return False
