@@ -126,8 +126,8 @@ def _telemetry_free(instance, layout, kind: IntArray, cand: IntArray, dist: Floa
     masked = np.where(valid, base, np.inf)
     order = np.argsort(masked, axis=1, kind="stable")
     index = np.broadcast_to(np.arange(cand.shape[1], dtype=float), cand.shape)
-    columns = (np.where(valid, cand, -1).astype(float), masked, rp, fetch_all, per, c_all, index, tier)
-    return np.stack([np.take_along_axis(col, order, axis=1) for col in columns], axis=2)
+    packed = np.stack((cand.astype(float), masked, rp, fetch_all, per, c_all, index, tier), axis=2)
+    return np.take_along_axis(packed, order[:, :, None], axis=1)
 
 
 def _book(packed, times, svc_first, units, extras, kinds, occ, router, free, departures) -> tuple[list[int], list[float]]:
