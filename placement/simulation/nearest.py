@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +33,7 @@ REMEMBER = True  # off: every call queries (benchmarks/validate_speed.py measure
 _memory: OrderedDict[bytes, tuple[int, IntArray, FloatArray]] = OrderedDict()
 
 
-def _digest(layout, positions: FloatArray, profiles: int, shown: IntArray | None) -> bytes:
+def _digest(layout: Any, positions: FloatArray, profiles: int, shown: IntArray | None) -> bytes:
     h = hashlib.blake2b(digest_size=20)
     for array in (layout.positions, layout.profile if shown is None else shown, layout.eligible, positions):
         a = np.ascontiguousarray(array)
@@ -42,7 +43,7 @@ def _digest(layout, positions: FloatArray, profiles: int, shown: IntArray | None
     return h.digest()
 
 
-def query(layout, positions: FloatArray, k: int, profiles: int, shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
+def query(layout: Any, positions: FloatArray, k: int, profiles: int, shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
     """The periodic KD-tree query of :func:`nearest_per_profile` with exactly ``k``, not remembered (writable arrays)."""
     from scipy.spatial import cKDTree
 
@@ -66,7 +67,7 @@ def _columns(k_stored: int, k: int, profiles: int) -> IntArray:
     return (np.arange(profiles)[:, None] * k_stored + np.arange(k)[None, :]).ravel()
 
 
-def nearest_per_profile(layout, positions: npt.ArrayLike, k: int, profiles: int,
+def nearest_per_profile(layout: Any, positions: npt.ArrayLike, k: int, profiles: int,
                         shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
     """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad).
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,7 +48,7 @@ def _plain_router(router: OnlineRouter) -> OnlineRouter:
 FAST_PATH = True  # off: every request goes through ``router.choose`` (benchmarks/validate_speed.py measures both)
 
 
-def applies(router, spec, shown=None, churn=None) -> bool:
+def applies(router: Any, spec: Any, shown: Any = None, churn: Any = None) -> bool:
     """Whether :func:`route_fresh` gives the per-request loop's result for this run."""
     if not FAST_PATH or type(router) is not OnlineRouter or shown is not None or churn is not None:
         return False
@@ -62,7 +64,7 @@ def applies(router, spec, shown=None, churn=None) -> bool:
 CHUNK = 1 << 15  # requests whose candidate arrays are built at once (bounds the memory)
 
 
-def route_fresh(instance, layout, req, cand: IntArray, dist: FloatArray, router: OnlineRouter,
+def route_fresh(instance: Any, layout: Any, req: Any, cand: IntArray, dist: FloatArray, router: OnlineRouter,
                 real_service: FloatArray) -> tuple[IntArray, FloatArray, FloatArray, FloatArray] | None:
     """``(chosen, waits, services, hits)`` per request, as the per-request loop gives them (see the module).
 
@@ -99,7 +101,8 @@ def route_fresh(instance, layout, req, cand: IntArray, dist: FloatArray, router:
 _NODE, _BASE, _RP, _FETCH, _PER, _SERVERS, _INDEX, _TIER = range(8)
 
 
-def _telemetry_free(instance, layout, kind: IntArray, cand: IntArray, dist: FloatArray, router: OnlineRouter):
+def _telemetry_free(instance: Any, layout: Any, kind: IntArray, cand: IntArray, dist: FloatArray,
+                    router: OnlineRouter) -> FloatArray | None:
     """Per request, its candidates sorted by the cost at ``n_x < c_x`` (stable: ties keep their order),
     packed ``(n, K, 8)``: node, that cost, ``ξ r^α + g``, ``T_fetch``, ``m̄/c_x``, ``c_x``, original
     index, tier delay.  Padded slots (node −1) sort last with cost inf.  ``None`` if a cost is not finite."""
@@ -130,7 +133,9 @@ def _telemetry_free(instance, layout, kind: IntArray, cand: IntArray, dist: Floa
     return np.take_along_axis(packed, order[:, :, None], axis=1)
 
 
-def _book(packed, times, svc_first, units, extras, kinds, occ, router, free, departures) -> tuple[list[int], list[float]]:
+def _book(packed: FloatArray, times: list[float], svc_first: list[float], units: list[float], extras: list[float],
+          kinds: list[int], occ: list[list[float]], router: OnlineRouter, free: list[list[float]],
+          departures: list[list[float]]) -> tuple[list[int], list[float]]:
     """The per-request pass: take the cheapest telemetry-free candidate when it has a free server,
     else the router's full cost decides (:func:`_full_choice`); book the server (FCFS).
     Returns the chosen node (−1: no candidate) and the wait of each request."""
@@ -161,7 +166,8 @@ def _book(packed, times, svc_first, units, extras, kinds, occ, router, free, dep
     return chosen, waits
 
 
-def _full_choice(row, t, tier, margin, free, departures, pop) -> int:
+def _full_choice(row: list[list[float]], t: float, tier: bool, margin: float, free: list[list[float]],
+                 departures: list[list[float]], pop: Callable[[list[float]], float]) -> int:
     """``argmin`` of the router's cost (``OnlineRouter.cost``, operation for operation) with ``n_x`` read at ``t``.
 
     ``row``: the request's packed candidates in increasing telemetry-free cost, a lower bound of the full
