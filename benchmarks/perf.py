@@ -14,7 +14,9 @@ A second table times the command line's start-up against plain Python imports
 projection onto the placement polytope, exact algorithm against cvxpy/Clarabel on the same points
 (:mod:`edgeprefix.benchmarks.projection_speed`; ``--projection-points 0`` skips it).  The last three give the
 ``|S|`` exponent of an evaluation at α = 3.5, the exact gradient against its evaluation and batching
-against a loop (:mod:`edgeprefix.benchmarks.scale_speed`; ``--scale-profiles none`` skips them).
+against a loop (:mod:`edgeprefix.benchmarks.scale_speed`; ``--scale-profiles none`` skips them).  The
+last line times ``edgeprefix validate`` with the network simulator's fast paths against the per-request
+loop (:mod:`edgeprefix.benchmarks.validate_speed`; ``--validate none`` skips it, ``full`` runs the defaults).
 """
 
 from __future__ import annotations
@@ -192,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="points projected per case in the projection table (default: 2000, --quick: 300; 0 skips it)")
     parser.add_argument("--scale-profiles", default=None, metavar="LIST",
                         help="profile counts of the scaling tables (default 10,20,40,80,160, --quick: 10,20,40; 'none' skips them)")
+    parser.add_argument("--validate", choices=("reduced", "full", "none"), default=None,
+                        help="edgeprefix validate, fast path against the per-request loop (default: reduced; --quick: none)")
     args = parser.parse_args(argv)
     repeats = args.startup_repeats if args.startup_repeats is not None else (5 if args.quick else 15)
     if repeats < 0:
@@ -229,6 +233,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--scale-profiles: every count must be >= 2")
         print()
         print(scale_speed.report(sizes, 10, (20, 10) if args.quick else (40, 20), 10 if args.quick else 40))
+    validate_mode = args.validate or ("none" if args.quick else "reduced")
+    if validate_mode != "none":
+        from edgeprefix.benchmarks import validate_speed
+
+        print()
+        print("network simulator: validate with the online router's fast path and remembered candidates vs the "
+              "per-request loop (CPU seconds, one run)")
+        print(validate_speed.render(validate_speed.measure(full=validate_mode == "full")))
     if args.out is not None:
         payload = {
             "machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows,

@@ -10,9 +10,10 @@ to a reference measured in the same run:
 - ``edgeprefix solve`` (defaults: SPSA, 300 evaluations of ``paper_baseline``) and ``edgeprefix plan-density
   --reliability 0.9`` against ``python -c "import numpy, scipy, pyomo.environ"`` (goal ≤ 1.5×).  Neither
   command imports cvxpy or Optuna (the registry imports a method's module when it is asked for, the
-  projection imports cvxpy only for a polytope the exact algorithm does not cover); both import
-  ``scipy.stats``, as the reference does: Pyomo's deferred import of scipy loads it as soon as
-  Pyomo and scipy are both imported, in either order.
+  projection imports cvxpy only for a polytope the exact algorithm does not cover), nor Pyomo and so
+  not ``scipy.stats`` (Pyomo's deferred import of scipy loads it as soon as Pyomo and scipy are both
+  imported, in either order; the reference pays it): the placement polytope is read without building
+  the Pyomo model, which is built on first access (:mod:`edgeprefix.formulations.placement`).
 
 Run ``python -m edgeprefix.benchmarks.startup [--repeats N]`` (``python -m
 edgeprefix.benchmarks.perf`` prints the same table after its evaluation timings).

@@ -9,11 +9,13 @@ constraints), the objective ``min λ_b`` and the reliability constraint as an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pyomo.environ as pyo
 
 from edgeprefix.formulations.objective import (
     CoverageObjective,
@@ -30,11 +32,16 @@ from edgeprefix.formulations.placement import (
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.instance import Instance
 
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
+
 FloatArray = npt.NDArray[np.float64]
 
 
 def build_density_model(instance: Instance, reliability: float, mix: FloatArray | None, objective: CoverageObjective) -> pyo.ConcreteModel:
     """``min λ_b`` s.t. ``P_cov(τ_0; π, λ_b) ≥ ζ`` with ``π`` fixed (``mix``) or free (``None``)."""
+    import pyomo.environ as pyo
+
     model = pyo.ConcreteModel(name=f"density_planning[{instance.name}]")
     model.edge_density = pyo.Var(bounds=(0.0, None), initialize=instance.network.edge_density, doc="λ_b, nodes per unit area")
     if mix is None:
@@ -67,7 +74,12 @@ class DensityPlanningProblem:
     reliability: float  # ζ
     mix: FloatArray | None
     objective: CoverageObjective
-    model: pyo.ConcreteModel = field(repr=False, compare=False)
+    build_model: Callable[[], Any] = field(repr=False, compare=False)
+
+    @cached_property
+    def model(self) -> pyo.ConcreteModel:
+        """The Pyomo model of :func:`build_density_model` (built once, on first access: Pyomo is imported then)."""
+        return self.build_model()
 
     @property
     def joint(self) -> bool:
@@ -130,5 +142,5 @@ def density_problem(
                           max_overloaded_share=max_overloaded_share)  # checks the polytope
     else:
         pi.setflags(write=False)
-    model = build_density_model(instance, zeta, pi, objective)
-    return DensityPlanningProblem(instance=instance, reliability=zeta, mix=pi, objective=objective, model=model)
+    return DensityPlanningProblem(instance=instance, reliability=zeta, mix=pi, objective=objective,
+                                  build_model=lambda: build_density_model(instance, zeta, pi, objective))

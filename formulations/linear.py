@@ -3,7 +3,10 @@
 Solvers never see a second hand-written copy of the constraints: every formulation declares
 them once in a Pyomo :class:`~pyomo.environ.ConcreteModel`, and :func:`read_linear_constraints`
 walks the active constraints with :func:`pyomo.repn.generate_standard_repn` into the arrays
-of :class:`LinearConstraints`.  The black-box objective is never touched.
+of :class:`LinearConstraints`.  The black-box objective is never touched.  One exception, for start-up:
+the placement polytope (:func:`edgeprefix.formulations.placement.placement_polytope`) is also written
+out as arrays, so that a search which never asks for the model does not import Pyomo; a test checks
+those arrays against this read-back on every shipped instance.
 
 Variables are ordered *decision first*: the first ``n_decision`` columns are the searched
 point (a mix ``π``); further columns are auxiliary (e.g. migration flows ``m_{s→t}``) that a
@@ -14,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pyomo.environ as pyo
-from pyomo.repn import generate_standard_repn
 from scipy.optimize import linprog
 
 from edgeprefix.placement.errors import InfeasibleConstraintsError
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
 
 FloatArray = npt.NDArray[np.float64]
 FEASIBILITY_TOLERANCE = 1e-8
@@ -170,6 +175,9 @@ def read_linear_constraints(model: pyo.ConcreteModel, decision: Sequence[pyo.Var
     ValueError
         When an active constraint is not linear.
     """
+    import pyomo.environ as pyo
+    from pyomo.repn import generate_standard_repn
+
     components = [decision] if isinstance(decision, pyo.Var) or not isinstance(decision, Sequence) else list(decision)
     order: list = [v for comp in components for v in comp.values()]
     n_decision = len(order)

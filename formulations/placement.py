@@ -4,17 +4,25 @@ The Pyomo model declares the decision ``π_s ∈ [0, π_s^max]`` and every linea
 named rule with ``doc=``; the objective is a Pyomo ``ExternalFunction`` wrapping the fixed
 point (a black box no Pyomo solver can optimise).  Solvers read the linear part back with
 :func:`edgeprefix.formulations.linear.read_linear_constraints` and search the black box themselves.
+
+Start-up: Pyomo is imported when the model is built, and :class:`PlacementProblem` builds it on first
+access of ``model``.  The polytope of :func:`declare_mix` is also written out as arrays
+(:func:`placement_polytope`), so a search that never asks for the model never imports Pyomo (whose
+deferred-import hook loads ``scipy.stats`` as soon as Pyomo and scipy are both imported);
+tests/test_startup_imports.py checks those arrays against the Pyomo read-back.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pyomo.environ as pyo
 from scipy.optimize import linprog
 
 from edgeprefix.formulations.linear import LinearConstraints, read_linear_constraints
@@ -29,6 +37,9 @@ from edgeprefix.formulations.objective import (
 from edgeprefix.formulations.simulated import SimulationObjective, SimulationSettings
 from edgeprefix.placement.errors import InfeasibleConstraintsError
 from edgeprefix.placement.model.instance import Instance
+
+if TYPE_CHECKING:
+    import pyomo.environ as pyo
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -46,6 +57,8 @@ def declare_mix(model: pyo.ConcreteModel, instance: Instance) -> None:
     ``memory_budget`` (when ``B̄`` is set), ``fallback`` (when ``π_min > 0``) and
     ``no_capacity`` (``π_s = 0`` where ``c_s < 1``).
     """
+    import pyomo.environ as pyo
+
     ids = instance.profile_ids
     caps = dict(zip(ids, share_caps(instance)))
     memory = dict(zip(ids, instance.memory.tolist()))  # B_s
@@ -70,6 +83,8 @@ def build_placement_model(instance: Instance, objective: Callable[[FloatArray], 
 
     ``objective`` (``π ↦ P_cov``) becomes the maximised ``ExternalFunction`` objective ``coverage``.
     """
+    import pyomo.environ as pyo
+
     model = pyo.ConcreteModel(name=f"placement[{instance.name}]")
     declare_mix(model, instance)
     if objective is not None:
@@ -78,18 +93,82 @@ def build_placement_model(instance: Instance, objective: Callable[[FloatArray], 
     return model
 
 
+_PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def _plain_id(sid: str) -> bool:
+    """Whether Pyomo names the index ``sid`` without quotes (``pi[sid]``)."""
+    if not _PLAIN_ID.fullmatch(sid):
+        return False
+    try:
+        float(sid)  # "inf", "nan", "infinity": Pyomo quotes strings that read as numbers
+    except ValueError:
+        return True
+    return False
+
+
+def placement_polytope(instance: Instance) -> LinearConstraints | None:
+    """The linear part of :func:`declare_mix` as arrays, as :func:`read_linear_constraints` reads it back
+    from :func:`build_placement_model` (same rows, order, names and bounds), without importing Pyomo.
+
+    ``None`` when a profile id is one Pyomo's component names quote (the caller then reads the model).
+    """
+    ids = instance.profile_ids
+    if not all(_plain_id(sid) for sid in ids):
+        return None
+    n = len(ids)
+    caps = share_caps(instance)
+    slots = instance.concurrency.tolist()
+    plc = instance.placement
+    eq_rows: list[tuple[FloatArray, float, str]] = [(np.ones(n), 1.0, "simplex")]
+    ub_rows: list[tuple[FloatArray, float, str]] = []
+    if plc.memory_budget is not None:
+        ub_rows.append((np.array([float(m) for m in instance.memory.tolist()]), float(plc.memory_budget), "memory_budget"))
+    if plc.fallback is not None and plc.fallback_min > 0:
+        row = np.zeros(n)
+        row[ids.index(plc.fallback)] = -1.0  # π_0 ≥ π_min, stored negated
+        ub_rows.append((row, -float(plc.fallback_min), "fallback"))
+    for i, sid in enumerate(ids):
+        if slots[i] < 1:
+            row = np.zeros(n)
+            row[i] = 1.0
+            eq_rows.append((row, 0.0, f"no_capacity[{sid}]"))
+
+    def frozen(rows: list[tuple[FloatArray, float, str]]) -> tuple[FloatArray, FloatArray, tuple[str, ...]]:
+        a = np.array([r[0] for r in rows], dtype=float).reshape(len(rows), n)
+        b = np.array([r[1] for r in rows], dtype=float)
+        a.setflags(write=False)
+        b.setflags(write=False)
+        return a, b, tuple(r[2] for r in rows)
+
+    a_eq, b_eq, eq_names = frozen(eq_rows)
+    a_ub, b_ub, ub_names = frozen(ub_rows)
+    lower = np.zeros(n)
+    upper = np.array([float(c) for c in caps])
+    lower.setflags(write=False)
+    upper.setflags(write=False)
+    return LinearConstraints(A_eq=a_eq, b_eq=b_eq, A_ub=a_ub, b_ub=b_ub, lower=lower, upper=upper,
+                             names=tuple(f"pi[{sid}]" for sid in ids), n_decision=n, eq_names=eq_names, ub_names=ub_names)
+
+
 @dataclass(frozen=True)
 class PlacementProblem:
     """``max_π P_cov(τ_0; π)`` s.t. the linear constraints of §10.1 and ``ρ_s(π) < 1``.
 
-    Build with :func:`placement_problem`.  Solvers use ``constraints`` (read from ``model``),
-    ``score`` (the black box) and ``variable_names``; nothing here is mutated by a solve.
+    Build with :func:`placement_problem`.  Solvers use ``constraints`` (the linear part of ``model``),
+    ``score`` (the black box) and ``variable_names``; nothing here is mutated by a solve.  ``model`` (the
+    Pyomo model of :func:`build_placement_model`) is built by ``build_model`` on first access.
     """
 
     instance: Instance
     objective: CoverageObjective
-    model: pyo.ConcreteModel = field(repr=False, compare=False)
+    build_model: Callable[[], Any] = field(repr=False, compare=False)
     constraints: LinearConstraints = field(repr=False)
+
+    @cached_property
+    def model(self) -> pyo.ConcreteModel:
+        """The Pyomo model (built once, on first access)."""
+        return self.build_model()
 
     def __repr__(self) -> str:
         """One line: the instance by name and size, the objective's settings (not the whole instance)."""
@@ -225,8 +304,17 @@ def placement_problem(
     else:
         objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator,
                                       max_overloaded_share=max_overloaded_share)
-    model = build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
-    constraints = read_linear_constraints(model, model.pi)
+    def build_model() -> pyo.ConcreteModel:
+        return build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
+
+    constraints = placement_polytope(instance)
+    built = None
+    if constraints is None:
+        built = build_model()
+        constraints = read_linear_constraints(built, built.pi)
     diagnose_infeasibility(instance)
     constraints.check_feasible()
-    return PlacementProblem(instance=instance, objective=objective, model=model, constraints=constraints)
+    problem = PlacementProblem(instance=instance, objective=objective, build_model=build_model, constraints=constraints)
+    if built is not None:
+        problem.__dict__["model"] = built  # the model read above (cached_property's slot)
+    return problem

@@ -54,6 +54,7 @@ def _route_sampled_requests(evaluation, mean_nodes: float, points_per_node: int,
         LayoutSpec,
         sample_layout,
     )
+    from edgeprefix.placement.simulation.nearest import nearest_per_profile
 
     inst = evaluation.instance
     layout = sample_layout(inst, evaluation.mix, LayoutSpec(mean_nodes=mean_nodes, counts="exact"), seed=rng)
@@ -62,16 +63,10 @@ def _route_sampled_requests(evaluation, mean_nodes: float, points_per_node: int,
     p = np.asarray(inst.probabilities, dtype=float)
     kind = rng.choice(p.size, size=n, p=p / p.sum())
     s_count = len(inst.profiles)
-    nearest = np.full((n, s_count), -1, dtype=np.int64)
-    dist = np.full((n, s_count), np.inf)
+    # remembered: validate routes the same sampled points at every intensity and policy
+    nearest, dist = nearest_per_profile(layout, points, 1, s_count)
     xi, alpha = inst.network.radio_scale, inst.network.radio_exponent
     bias = np.nan_to_num(np.asarray(evaluation.bias, dtype=float), nan=np.inf)
-    for entry in layout.trees():
-        if entry is None:
-            continue
-        s, tree, idx = entry
-        d, j = tree.query(points, k=1)
-        nearest[:, s], dist[:, s] = idx[j], d
     pick = np.argmin(xi * dist**alpha + bias[:, kind].T, axis=1)
     rows = np.arange(n)
     return layout, kind, pick, nearest[rows, pick], dist[rows, pick]

@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+import edgeprefix.placement.simulation.online_fast as online_fast
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.ranges import check_simulated_events
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, sample_layout
+from edgeprefix.placement.simulation.nearest import nearest_per_profile
+from edgeprefix.placement.simulation.nearest import query as query_nearest
 from edgeprefix.placement.simulation.routers import REJECT, CandidateView, Router
 
 FloatArray = npt.NDArray[np.float64]
@@ -268,30 +271,7 @@ def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int,
 
     ``shown``: the profile the catalogue shows for each node (default: the layout's).
     """
-    n = positions.shape[0]
-    nodes = np.full((n, profiles * k), -1, dtype=np.int64)
-    dist = np.full((n, profiles * k), np.inf)
-    for entry in layout.trees() if shown is None else _trees(layout, shown, profiles):
-        if entry is None:
-            continue
-        s, tree, idx = entry
-        kk = min(k, idx.size)
-        d, j = tree.query(positions, k=kk)
-        d = d.reshape(n, kk)
-        j = j.reshape(n, kk)
-        nodes[:, s * k: s * k + kk] = idx[j]
-        dist[:, s * k: s * k + kk] = d
-    return nodes, dist
-
-
-def _trees(layout: Layout, shown: IntArray, profiles: int):
-    from scipy.spatial import cKDTree
-
-    out = []
-    for s in range(profiles):
-        idx = np.flatnonzero((shown == s) & layout.eligible)
-        out.append(None if idx.size == 0 else (s, cKDTree(np.mod(layout.positions[idx], layout.side), boxsize=layout.side), idx))
-    return out
+    return query_nearest(layout, np.asarray(positions, dtype=float), k, profiles, shown)
 
 
 def simulate_network(
@@ -334,7 +314,7 @@ def simulate_network(
             node=chosen, profile=np.where(served, profile, -1), distance=distance, prefill=prefill, hit=hit, wait=wait,
             service=service, ttft=np.where(served, radio + prefill + wait, np.inf),
         )
-    cand, dist = _candidates(layout, req.position, k, s_count)
+    cand, dist = nearest_per_profile(layout, req.position, k, s_count)  # remembered: reruns on one network reuse it
 
     static = getattr(router, "static_bias", None)
     bias = static(instance.first_token_time) if static is not None else None
@@ -434,7 +414,13 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
     Everything that does not depend on telemetry (radio cost, advertised hits and
     prefill, servers, memory) is gathered for all requests at once; the loop only reads
     the telemetry of the candidates, asks the router and books the chosen server.
+    With fresh telemetry and a plain online router the same choices come from one pass over
+    precomputed arrays (:mod:`edgeprefix.placement.simulation.online_fast`).
     """
+    if online_fast.applies(router, spec, shown, churn):
+        fast = online_fast.route_fresh(instance, layout, req, cand, dist, router, real_service)
+        if fast is not None:
+            return fast
     n_nodes = layout.nodes
     prof = layout.profile
     g_adv = np.asarray(instance.first_token_time, dtype=float)  # g(L_q − h_{s,q}) in the paper's model
