@@ -2,31 +2,35 @@
 
 ``queue_law="slots"`` (the default) keeps the node the model has always had: ``c_s`` FCFS slots,
 Erlang C or the M/G/c law as the instance's ``serving.queue`` says.  ``queue_law="engine"``
-replaces the node by an equivalent ``M/M/c`` of the instance's ``[engine]`` (docs/model.md §17.9),
-written in the engine's own units:
+replaces it by the node of the instance's ``[engine]`` (docs/model.md §17.9), in the engine's units
+(:func:`engine_view`):
 
-- **prefill time** ``u_{s,q}``: the engine's prefill of type ``q`` on profile ``s`` alone on the node
+- **prefill** ``u_{s,q}``: the engine's prefill of type ``q`` on profile ``s`` alone on the node
   (``⌈n/B⌉`` chunks of the token budget ``B``, each a step of the fitted step time, over the
-  ``n = L_q − h_{s,q}`` uncached tokens and their attention to the cached context); it replaces
-  ``g(L_q − h_{s,q})`` as the first-token time;
-- **work** ``w_{s,q} = u_{s,q} + o_q (t_b + t_K (L_q + o_q/2))``: GPU seconds a request costs
-  (its prefill and its ``o_q = round(D_q/d)`` decode tokens' share of their steps); it replaces
-  ``1/μ_{s,q}``, so the offered load ``a_s = λq_s w̄_s`` is the node's GPU utilisation;
-- **servers** ``c_eff,s = max(1, (c_0^{−2} + c_m^{−2})^{−1/2})``, a smooth minimum of the compute's
-  ``c_0`` (fitted) and the memory's ``c_m = c_kv w̄ / R`` — the KV pool ``(M − B_s)/κ`` holds
-  ``c_kv = min(max_running, (1 − watermark)(M − B_s)/(κ E[n + o]))`` requests, each for its
-  residence ``R = E[u + o (t_0 + t_b + t_K (L + o/2))]``, i.e. ``c_m`` servers in units of ``w̄``;
-- **batching**: the service of the equivalent queue is ``m φ(a)`` with ``φ(a) = θ_1 / (1 − θ_2 a)``
-  (the batch a loaded node runs stretches every step), so its offered load is ``a_e = a φ(a)``.
+  ``n = L_q − h_{s,q}`` uncached tokens and their attention to the cached context); it is the
+  first-token time in place of ``g(L_q − h_{s,q})``;
+- **work** ``w_{s,q} = u_{s,q} + o_q δ_q``, ``δ_q = t_b + t_K (L_q + o_q/2)``: GPU seconds of the
+  request (its prefill and its ``o_q = round(D_q/d)`` decode tokens' share of their steps), in place
+  of ``1/μ_{s,q}``, so the offered load ``a_s = λq_s w̄_s`` is the node's GPU utilisation;
+- **servers** ``c_s = c_kv``: the KV places, ``min(max_running, (1 − watermark)(M − B_s)/(κ E[k]))``
+  with ``k = n + o`` the tokens a request holds at its end.
 
-Wait law (eqs. (17.10)–(17.12)): ``P^W = C(a_e, c)`` (Erlang C continued to real ``c`` through the
-incomplete gamma function), ``θ = (c − a_e)/(m φ)``, ``W̄ = P^W/θ = m φ C/(c − a_e)``; stable iff
-``a_e < c``.  ``W̄`` is ``m`` times a function of ``a`` alone, smooth and increasing in ``a``; the
-advertised delay continues it linearly in ``a`` above ``a_e = ρ_clip c`` as (7.1) does.  With
-``φ ≡ 1`` (``θ_1 = 1``, ``θ_2 = 0``: a step time that does not grow with the batch) and
-``c_eff = c_s`` it is Erlang C exactly (the slot limit).  The constants ``c_0, θ_1, θ_2`` are fitted
-to single-node engine runs (``python -m edgeprefix.benchmarks.engine_law_fit``) and shipped in
-``engine_law.json`` beside this module.
+The wait before the first token is two equivalent ``M/M/c`` queues in tandem:
+
+- **compute** (the prefill queue): ``c_0`` servers at ``a_c = π a φ_c(a)``, ``π = ū/w̄``,
+  ``φ_c = θ_1/(1 − θ_2 a)``, its mean wait scaled by ``θ_5`` (the prefill is nearly deterministic);
+- **memory** (admission): ``c_kv`` servers at ``a_m = r a φ_m(a)``, ``r = E[k R]/(E[k] w̄)`` with
+  ``R_{s,q} = u + o (t_0 + c_kv δ̄)`` the residence in a full batch, ``φ_m = θ_4/(1 − θ_3 π a)``
+  (prefill steps stall every decode).
+
+``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = W̄_c + W̄_m`` (``P_·`` Erlang C continued to real ``c``
+through the incomplete gamma function), ``F_W(w) = 1 − P^W e^{−θ w}`` with ``θ = P^W/W̄``; stable
+iff both components are.  ``W̄`` is ``m`` times a function of ``a`` alone, smooth and increasing in
+``a``; the advertised delay continues each component linearly above its ``ρ_clip`` edge, as (7.1).
+Slot limit: with no compute (``π = 0``), ``θ_3 = 0``, ``θ_4 = 1`` and ``r`` the slot's service over
+``m`` the law is Erlang C exactly.  The constants ``c_0, θ_1 … θ_5`` are fitted to single-node
+engine runs (``python -m edgeprefix.benchmarks.engine_law_fit``) and shipped in ``engine_law.json``
+beside this module.
 """
 
 from __future__ import annotations
@@ -67,9 +71,10 @@ class EngineLawConstants:
     theta_2: float = 0.0  # the compute's pole in the GPU's load: φ_c = θ_1 / (1 − θ_2 a)
     theta_3: float = 0.0  # the memory's pole in the prefill's load: φ_m = θ_4 / (1 − θ_3 π a)
     theta_4: float = 1.0  # the memory's residence over R at low load
+    theta_5: float = 1.0  # the compute's mean wait over its M/M/c_0 one (the prefill's service is nearly deterministic)
 
     def __post_init__(self) -> None:
-        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4"):
+        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"engine law: {name} must be a finite number >= 0, got {v!r}")
@@ -150,12 +155,15 @@ def _component(a: FloatArray, c: FloatArray, scale: FloatArray, amp: float | Flo
 
 
 def _edge(c: FloatArray, scale: FloatArray, amp: float | FloatArray, pole: FloatArray, rho: float) -> FloatArray:
-    """``a`` at which ``a_e = ρ c``: ``ρc/(s amp + ρ c p)``."""
-    return rho * c / (scale * amp + rho * c * pole)
+    """``a`` at which ``a_e = ρ c``: ``ρc/(s amp + ρ c p)`` (``inf`` for a component that never loads)."""
+    den = scale * amp + rho * c * pole
+    return np.divide(rho * c, den, out=np.full(np.shape(den), np.inf), where=den > 0)
 
 
-def _parts(c: FloatArray, tiers: EngineTiers, k: EngineLawConstants, like: FloatArray
-           ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+_Part = tuple[FloatArray, FloatArray, Any, FloatArray]  # (c, s, amp, p) of one component
+
+
+def _parts(c: FloatArray, tiers: EngineTiers, k: EngineLawConstants, like: FloatArray) -> tuple[_Part, _Part]:
     """The compute's and the memory's component parameters ``(c, s, amp, p)``."""
     pi, r = tiers.arrays(like)
     compute = (np.full_like(like, k.compute_servers), pi, k.theta_1, np.full_like(like, k.theta_2))
@@ -174,13 +182,14 @@ def _both(a: FloatArray, c: FloatArray, tiers: EngineTiers, k: EngineLawConstant
           ) -> tuple[tuple[FloatArray, ...], tuple[FloatArray, ...]]:
     """``(f, f', P^W, dP^W/da)`` of each component at ``a`` (linear in ``a`` above its ``ρ_clip`` edge if given)."""
     out = []
-    for part in _parts(c, tiers, k, a):
+    for scale, part in zip((k.theta_5, 1.0), _parts(c, tiers, k, a)):
         if rho_clip is None:
-            out.append(_component(a, *part))
+            f, df, pw, dpw = _component(a, *part)
+            out.append((scale * f, scale * df, pw, dpw))
             continue
         abar = np.minimum(a, _edge(*part, rho_clip))
         f, df, pw, dpw = _component(abar, *part)
-        out.append((f + df * (a - abar), df, pw, dpw))
+        out.append((scale * (f + df * (a - abar)), scale * df, pw, dpw))
     return out[0], out[1]
 
 
@@ -207,11 +216,13 @@ def engine_wait_law(load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.Ar
     stable = (c >= 1) & (a < stability_edge(cs, tiers, k))
     a_s = np.where(stable, a, 0.0)
     (fc, dfc, pc, dpc), (fm, dfm, pm, dpm) = _both(a_s, cs, tiers, k, None)
-    pw = 1.0 - (1.0 - pc) * (1.0 - pm)
+    pw = pc + pm - pc * pm  # 1 − (1 − P_c)(1 − P_m), without cancelling a small P_m
     dpw = dpc * (1.0 - pm) + dpm * (1.0 - pc)
     f, df = fc + fm, dfc + dfm
-    pi, _ = tiers.arrays(a_s)
-    idle = k.compute_servers / (pi * k.theta_1)  # θ m at a = 0 (the compute's decay, W̄ = P^W = 0 there)
+    pi, r = tiers.arrays(a_s)
+    # θ m at a = 0, where W̄ = P^W = 0: the faster of the two components' decays
+    idle = np.minimum(np.divide(k.compute_servers, pi * k.theta_1, out=np.full_like(pi, np.inf), where=pi > 0),
+                      np.divide(cs, r * k.theta_4, out=np.full_like(r, np.inf), where=r > 0))
     busy = f > 0
     fs = np.where(busy, f, 1.0)
     decay_m = np.where(busy, pw / fs, idle)  # θ m
