@@ -107,7 +107,7 @@ def cases(seed_instance: Any) -> list[NodeCase]:
     return out
 
 
-def run_node(case: NodeCase, step: Any, rate: float, n: int, seed: np.random.SeedSequence) -> dict[str, FloatArray]:
+def run_node(case: NodeCase, step: Any, rate: float, n: int, seed: np.random.SeedSequence) -> dict[str, npt.NDArray[Any]]:
     """One :class:`BatchingNode` with Poisson arrivals at ``rate``: per request its type, arrival, first token."""
     rng = np.random.default_rng(seed)
     kind = rng.choice(case.probabilities.size, size=n, p=case.probabilities)

@@ -138,7 +138,8 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
     lines = [
         "  ".join(filter(None, [f"instance {d['instance']}", network, f"policy {d['policy']}",
                                 target_text("τ", d["target"], args or argparse.Namespace()),
-                                f"queue model {d['queue_model']}" if d["queue_model"] != "meanfield" else ""])),
+                                f"queue model {d['queue_model']}" if d["queue_model"] != "meanfield" else "",
+                                "queue law engine (docs/model.md §17.10)" if d.get("queue_law") == "engine" else ""])),
         "mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
         "",
         f"TTFT coverage at τ          {fmt(d['coverage'])}",
