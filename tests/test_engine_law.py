@@ -239,3 +239,18 @@ def test_law_against_single_node_engine_runs(mooncake, load):
     ttft = wait + u
     ttft_se = ttft.reshape(20, -1).mean(axis=1).std(ddof=1) / np.sqrt(20)
     assert abs(u_bar + law["mean"][0] - ttft.mean()) <= 3 * ttft_se + 0.10 * ttft.mean()
+
+
+def test_plan_density_with_the_engine_law(capsys):
+    """plan-density echoes the law and plans the density whose engine-law coverage is the reliability."""
+    assert main(["plan-density", str(INSTANCE), "--reliability", "0.8", "--mix", "none=1", "--queue-law", "engine", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queue_law"] == "engine" and out["coverage"] >= 0.8 - 1e-9
+    inst = load_instance(INSTANCE).with_network(edge_density=out["edge_density"])
+    assert float(evaluate(inst, {"none": 1.0}, queue_law="engine").coverage()) == pytest.approx(out["coverage"], abs=1e-9)
+
+
+def test_validate_engine_law_needs_the_batching_engine(capsys):
+    assert main(["validate", str(INSTANCE), "--queue-law", "engine", "--samples", "100", "--customers", "100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--queue-law engine" in err[0] and "--engine batching" in err[0]
