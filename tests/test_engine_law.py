@@ -254,3 +254,32 @@ def test_validate_engine_law_needs_the_batching_engine(capsys):
     assert main(["validate", str(INSTANCE), "--queue-law", "engine", "--samples", "100", "--customers", "100"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--queue-law engine" in err[0] and "--engine batching" in err[0]
+
+
+@pytest.mark.slow
+def test_validate_engine_columns(tmp_path, capsys):
+    """The contract: with --engine batching every coverage_table row carries engine_simulated, engine_simulated_se
+    (the batching-engine network, load-aware rows) and engine_law (the prediction with --queue-law engine)."""
+    from edgeprefix.placement.model.engine_section import EngineSection
+    from edgeprefix.placement.model.instance import write_instance
+
+    steps = (("base", 0.01), ("per_prefill_token", 2e-5), ("per_sequence", 1e-4), ("per_context_token", 1e-7))
+    inst = load_instance("paper_baseline").replace(engine=EngineSection(step_time=steps))
+    path = tmp_path / "engine.toml"
+    write_instance(inst, path)
+    assert main(["validate", str(path), "--engine", "batching", "--queue-law", "engine", "--intensities", "1", "--samples", "500",
+                 "--customers", "500", "--nodes", "20", "--horizon", "10", "--warmup", "5", "--replications", "2",
+                 "--engine-requests", "200", "--no-online", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["queue_law"] == "engine"
+    engine_row = report["engine"]["rows"][0]
+    for row in report["coverage_table"]:
+        assert {"simulated", "simulated_se", "engine_simulated", "engine_simulated_se", "engine_law"} <= set(row)
+        expected = evaluate(inst.with_network(request_intensity=row["intensity"]), None, row["policy"], queue_law="engine")
+        assert row["engine_law"] == pytest.approx(float(expected.coverage()), abs=1e-12)
+        if row["policy"] == "load_aware":
+            assert row["engine_simulated"] == engine_row["coverage_engine"]
+            assert row["engine_simulated_se"] == engine_row["coverage_engine_se"]
+        else:
+            assert row["engine_simulated"] is None
+    assert engine_row["engine_law"] == pytest.approx(report["coverage_table"][0]["engine_law"], abs=1e-12)
