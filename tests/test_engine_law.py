@@ -283,3 +283,12 @@ def test_validate_engine_columns(tmp_path, capsys):
         else:
             assert row["engine_simulated"] is None
     assert engine_row["engine_law"] == pytest.approx(report["coverage_table"][0]["engine_law"], abs=1e-12)
+
+
+def test_queue_law_refused_with_serving_extensions():
+    chunked = load_instance(INSTANCE.parent / "serving_chunked.toml")
+    from edgeprefix.placement.model.engine_section import EngineSection
+
+    inst = chunked.replace(engine=EngineSection(step_time=(("base", 0.01),)))
+    with pytest.raises(ValueError, match="--queue-law engine: .* serving extensions"):
+        evaluate(inst, queue_law="engine")

@@ -60,6 +60,15 @@ def check_queue_law(queue_law: str, instance: Any = None) -> None:
     if queue_law == "engine" and instance is not None and getattr(instance, "engine", None) is None:
         raise ValueError(f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} has no [engine] section; add "
                          "[engine.timings] (model, hardware, tensor_parallel; docs/instances.md) or use --queue-law slots")
+    if queue_law == "engine" and instance is not None:
+        serving = getattr(instance, "serving", None)
+        gpu = getattr(instance, "gpu", None)
+        if (getattr(gpu, "tiers", ()) or getattr(instance, "remote", None) is not None
+                or getattr(instance, "compression", None) is not None
+                or (serving is not None and (serving.mode != "colocated" or serving.chunk_size is not None))):
+            raise ValueError(f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} uses serving extensions (memory "
+                             "tiers, KV pool, compression, disaggregation or chunks of [serving]), which the engine law does "
+                             "not model (its [engine] chunks by token_budget): drop them or use --queue-law slots")
 
 
 @dataclass(frozen=True)
