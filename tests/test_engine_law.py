@@ -292,3 +292,28 @@ def test_queue_law_refused_with_serving_extensions():
     inst = chunked.replace(engine=EngineSection(step_time=(("base", 0.01),)))
     with pytest.raises(ValueError, match="--queue-law engine: .* serving extensions"):
         evaluate(inst, queue_law="engine")
+
+
+@pytest.mark.slow
+def test_replay_echoes_the_engine_law(tmp_path, capsys):
+    """replay --queue-law engine: the JSON echoes the law and carries the engine law's prediction of the replayed mix."""
+    from importlib import resources
+
+    from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, write_instance
+
+    sample = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
+    plain = tmp_path / "sample.toml"
+    assert main(["profiles", str(sample), "--out", str(plain), "--json"]) == 0
+    capsys.readouterr()
+    timings = {"model": "llama2-70b", "hardware": "h100-80gb", "tensor_parallel": 8}
+    path = tmp_path / "engine.toml"
+    write_instance(instance_from_mapping({**instance_to_mapping(load_instance(plain)), "engine": {"timings": timings}}), path)
+    argv = ["replay", str(sample), "--instance", str(path), "--nodes", "6", "--engine", "batching", "--json"]
+    assert main([*argv, "--queue-law", "engine"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["queue_law"] == "engine" and 0.0 <= report["engine_law"]["coverage"] <= 1.0
+    assert main(argv) == 0
+    slots = json.loads(capsys.readouterr().out)
+    assert slots["queue_law"] == "slots" and "engine_law" not in slots
+    assert main(["replay", str(sample), "--instance", str(plain), "--queue-law", "engine"]) == 2
+    assert "--queue-law engine" in capsys.readouterr().err
