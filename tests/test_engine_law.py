@@ -317,3 +317,22 @@ def test_replay_echoes_the_engine_law(tmp_path, capsys):
     assert slots["queue_law"] == "slots" and "engine_law" not in slots
     assert main(["replay", str(sample), "--instance", str(plain), "--queue-law", "engine"]) == 2
     assert "--queue-law engine" in capsys.readouterr().err
+
+
+def test_instance_field_sets_the_default_law(tmp_path, capsys, mooncake):
+    """engine.queue_law = "engine" is the default of --queue-law; --queue-law slots overrides it; a bad value is refused."""
+    import dataclasses
+
+    from edgeprefix.placement.model.instance import write_instance
+
+    path = tmp_path / "law.toml"
+    write_instance(mooncake.replace(engine=dataclasses.replace(mooncake.engine, queue_law="engine")), path)
+    assert load_instance(path).engine.queue_law == "engine"
+    assert main(["evaluate", str(path), "--intensity", "0.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queue_law"] == "engine"
+    assert main(["evaluate", str(path), "--intensity", "0.1", "--queue-law", "slots", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queue_law"] == "slots"
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text(encoding="utf-8").replace('queue_law = "engine"', 'queue_law = "batched"'), encoding="utf-8")
+    assert main(["evaluate", str(bad)]) == 2
+    assert "engine.queue_law" in capsys.readouterr().err

@@ -210,9 +210,11 @@ def add_queue_law_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def queue_law_from_args(args: argparse.Namespace, instance: Any) -> str:
-    """The ``--queue-law`` value (default ``slots``); ``engine`` on an instance without ``[engine]`` is a one-line ``ValueError``."""
-    value = getattr(args, "queue_law", None) or "slots"
-    if value == "engine" and getattr(instance, "engine", None) is None:
+    """The ``--queue-law`` value (default: the instance's ``engine.queue_law``, else ``slots``); ``engine`` on an instance
+    without ``[engine]`` is a one-line ``ValueError``."""
+    engine = getattr(instance, "engine", None)
+    value = getattr(args, "queue_law", None) or getattr(engine, "queue_law", None) or "slots"  # engine.queue_law: the default
+    if value == "engine" and engine is None:
         raise ValueError(f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} has no [engine] section; add "
                          "[engine.timings] (model, hardware, tensor_parallel; docs/instances.md) or use --queue-law slots")
     return value
