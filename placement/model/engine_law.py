@@ -317,7 +317,8 @@ _VIEWS: dict[int, tuple[Any, Any]] = {}
 
 def engine_view(instance: Any, k: EngineLawConstants | None = None, step: Any = None) -> Any:
     """The instance in the engine's units: ``first_token_time = u``, ``service_time = w`` (and ``w²``),
-    ``concurrency = c_eff`` (real).  Everything else (association, coverage) is unchanged."""
+    ``concurrency = c_kv`` (real), with ``engine_units`` and ``engine_tiers`` attached.  Everything else
+    (association, coverage) is unchanged.  Views of the shipped constants are cached per instance."""
     check_queue_law("engine", instance)
     key = id(instance)
     if k is None and step is None and key in _VIEWS and _VIEWS[key][0] is instance:

@@ -665,7 +665,7 @@ def evaluate(
         # Exchangeable tiers (identical profiles, eq. (7.10)) share one unknown W: their breakpoints then
         # coincide exactly at every iterate, where the quadrature is smooth, instead of crossing.
         keys = [g, c[:, None], service] + ([instance.service_second_moment[active]] if mgc else []) + (
-            [np.stack([tiers.prefill_share, tiers.memory_scale], axis=1)] if engine else [])
+            [] if tiers is None else [np.stack([tiers.prefill_share, tiers.memory_scale], axis=1)])
         group, first = exchangeable_tiers(np.hstack(keys))
         members = np.equal.outer(group, np.arange(first.size)).astype(float)  # (S, G) one-hot
 

@@ -187,10 +187,10 @@ class MgcLaw:
 @dataclass(frozen=True)
 class EngineLaw:
     """The engine law of docs/model.md §17.10 on the instance in the engine's units
-    (:func:`~edgeprefix.placement.model.engine_law.engine_view`): ``F_W(w) = 1 − P^W e^{−θ w}`` with
-    ``P^W = C(a_e, c_eff)``, ``θ = (c_eff − a_e)/(m ψ φ(a))``, ``a_e = ψ a φ(a)``; the router is told
-    ``m f(a)`` continued linearly above ``ρ_clip`` (``∂W^adv/∂m = W^adv/m``).  Its per-tier constants
-    (``ψ_s``, ``π_s``, ``σ_s``) are bound to the tiers the arrays hold (:meth:`bind`)."""
+    (:func:`~edgeprefix.placement.model.engine_law.engine_view`): a compute and a memory equivalent M/M/c in
+    tandem, ``F_W(w) = 1 − P^W e^{−θ w}`` with ``P^W = 1 − (1 − P_c)(1 − P_m)`` and ``θ = P^W/W̄``; the router
+    is told ``m F(a)``, each component continued linearly above its ``ρ_clip`` edge (``∂W^adv/∂m = W^adv/m``).
+    Its per-tier constants (``π_s``, ``r_s``) are bound to the tiers the arrays hold (:meth:`bind`)."""
 
     tiers: EngineTiers | None = None
     constants: EngineLawConstants | None = None
