@@ -336,3 +336,18 @@ def test_instance_field_sets_the_default_law(tmp_path, capsys, mooncake):
     bad.write_text(path.read_text(encoding="utf-8").replace('queue_law = "engine"', 'queue_law = "batched"'), encoding="utf-8")
     assert main(["evaluate", str(bad)]) == 2
     assert "engine.queue_law" in capsys.readouterr().err
+
+
+def test_migration_scores_with_the_engine_law(mooncake):
+    """MigrationProblem(queue_law="engine"): each epoch's black box is the engine law's coverage."""
+    from edgeprefix.formulations.migration import Epoch, MigrationProblem
+
+    mix = {"none": 0.5, "knapsack": 0.5}
+    problem = MigrationProblem(instance=mooncake, epochs=(Epoch("a", request_intensity=0.08), Epoch("b", request_intensity=0.12)),
+                               current=mix, queue_law="engine")
+    pi = mooncake.mix_vector(mix)
+    for e in range(2):
+        objective = problem.epoch_problem(e, pi).objective
+        assert objective.queue_law == "engine"
+        expected = evaluate(problem.epoch_instance(e), pi, queue_law="engine").coverage()
+        assert objective.score(pi).coverage == pytest.approx(float(expected), abs=1e-9)
