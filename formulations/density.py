@@ -104,7 +104,7 @@ class DensityPlanningProblem:
         return placement_problem(
             self.at_density(density), target=self.objective.target, policy=self.objective.policy, evaluator=self.objective.evaluator,
             queue_model=self.objective.queue_model, differentiator=self.objective.differentiator,
-            max_overloaded_share=self.objective.max_overloaded_share,
+            max_overloaded_share=self.objective.max_overloaded_share, queue_law=self.objective.queue_law,
         )
 
     def meets(self, score: Score) -> bool:
@@ -122,6 +122,7 @@ def density_problem(
     evaluator: Evaluator | None = None,
     queue_model: str = "meanfield",
     max_overloaded_share: float | None = None,
+    queue_law: str = "slots",
 ) -> DensityPlanningProblem:
     """Build the density-planning problem (``mix=None``: joint with the mix); ``max_overloaded_share`` caps
     the share of overloaded nodes under the cell law (docs/model.md §14.9).
@@ -136,10 +137,10 @@ def density_problem(
         raise ValueError(f"reliability ζ must lie in (0, 1), got {plain(reliability)}")
     pi = None if mix is None else instance.mix_vector(mix)
     objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator,
-                                  queue_model, max_overloaded_share=max_overloaded_share)
+                                  queue_model, max_overloaded_share=max_overloaded_share, queue_law=queue_law)
     if pi is None:
         placement_problem(instance, target=objective.target, policy=policy, evaluator=evaluator, queue_model=queue_model,
-                          max_overloaded_share=max_overloaded_share)  # checks the polytope
+                          max_overloaded_share=max_overloaded_share, queue_law=queue_law)  # checks the polytope
     else:
         pi.setflags(write=False)
     return DensityPlanningProblem(instance=instance, reliability=zeta, mix=pi, objective=objective,

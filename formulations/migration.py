@@ -233,6 +233,7 @@ class MigrationProblem:
     policy: str = "load_aware"
     evaluator: Evaluator | None = field(default=None, compare=False)
     queue_model: str = "meanfield"  # docs/model.md §14
+    queue_law: str = "slots"  # docs/model.md §17.10
 
     def __post_init__(self) -> None:
         if not self.epochs:
@@ -261,7 +262,7 @@ class MigrationProblem:
         previous = np.asarray(previous, dtype=float)
         objective = CoverageObjective(
             instance, instance.placement.target if self.target is None else float(self.target), self.policy, self.evaluator,
-            self.queue_model,
+            self.queue_model, queue_law=self.queue_law,
         )
         model = pyo.ConcreteModel(name=f"migration_epoch[{e}]")
         declare_mix(model, instance)

@@ -117,6 +117,7 @@ class CoverageObjective:
     evaluator : ``evaluate`` of the model layer (injectable for tests).
     queue_model : ``meanfield`` (eq. (39)) or ``cell`` (per-node load law, docs/model.md §14).
     differentiator : ``sensitivity`` of the model layer (injectable for tests, with the evaluator).
+    queue_law : ``slots`` (the model's node) or ``engine`` (the engine law of docs/model.md §17.10).
     max_overloaded_share : cap on the share of nodes whose own load reaches their slots under the cell
         law (docs/model.md §14.9); a point above it is infeasible and penalised by the excess.  ``None``:
         no cap (the cell model's points are then still reported unstable above 1 %, not rejected).
@@ -129,6 +130,7 @@ class CoverageObjective:
     queue_model: str = "meanfield"
     differentiator: Differentiator | None = None
     max_overloaded_share: float | None = None
+    queue_law: str = "slots"
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.target) and self.target > 0):
@@ -144,7 +146,9 @@ class CoverageObjective:
     def score(self, mix: FloatArray, warm_start: FloatArray | None = None, *, gradient: bool = False) -> Score:
         """Evaluate a clean mix (see :func:`clean_mix`) and score it; ``gradient=True`` adds ``∂value/∂π``."""
         evaluate = self.evaluator or default_evaluator()
-        extra = {} if self.queue_model == "meanfield" else {"queue_model": self.queue_model}
+        extra: dict[str, str] = {} if self.queue_model == "meanfield" else {"queue_model": self.queue_model}
+        if self.queue_law != "slots":
+            extra["queue_law"] = self.queue_law
         ev = evaluate(self.instance, mix, self.policy, target=self.target, warm_start=warm_start, **extra)
         score = self._scored(mix, ev, float(ev.coverage(self.target)))
         return dataclasses.replace(score, gradient=self.gradient(score)) if gradient else score
@@ -168,7 +172,7 @@ class CoverageObjective:
         from edgeprefix.placement.model.batch import evaluate_batch
 
         batch = evaluate_batch(self.instance, np.asarray(mixes, dtype=float), self.policy, target=self.target, warm_start=warm_start,
-                               queue_model=self.queue_model)
+                               queue_model=self.queue_model, queue_law=self.queue_law)
         return [self._scored(mix, ev, float(cov)) for mix, ev, cov in zip(mixes, batch.evaluations, batch.coverage)]
 
     def _scored(self, mix: FloatArray, ev: Any, coverage: float) -> Score:

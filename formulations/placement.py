@@ -284,10 +284,12 @@ def placement_problem(
     simulation: SimulationSettings | None = None,
     differentiator: Differentiator | None = None,
     max_overloaded_share: float | None = None,
+    queue_law: str = "slots",
 ) -> PlacementProblem:
     """Build the placement problem of ``instance`` (τ_0 defaults to ``placement.target``).
 
-    ``queue_model`` (``meanfield`` or ``cell``, docs/model.md §14) sets the coverage model;
+    ``queue_model`` (``meanfield`` or ``cell``, docs/model.md §14) sets the coverage model, ``queue_law``
+    (``slots`` or ``engine``, docs/model.md §17.10) the node's law;
     ``max_overloaded_share`` caps the share of overloaded nodes under the cell law (docs/model.md §14.9);
     ``simulation`` replaces the model by the network simulator on a fixed seed set
     (:class:`~edgeprefix.formulations.simulated.SimulationSettings`; slow: small instances only).
@@ -303,7 +305,8 @@ def placement_problem(
         objective = SimulationObjective(instance, tau, policy, simulation, evaluator)
     else:
         objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator,
-                                      max_overloaded_share=max_overloaded_share)
+                                      max_overloaded_share=max_overloaded_share, queue_law=queue_law)
+
     def build_model() -> pyo.ConcreteModel:
         return build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
 

@@ -202,7 +202,7 @@ def test_bad_arguments_name_the_rule(baseline):
         sensitivity(evaluate(baseline, kernel=QuadReferenceKernel()))
     with pytest.raises(ValueError, match="did not converge"):
         sensitivity(evaluate(baseline.with_network(request_intensity=3.5), method="damped", max_iterations=2))
-    with pytest.raises(ValueError, match=r"queue_model: no sensitivities for 'cell' \(valid: \['meanfield', 'mgc'\]\)"):
+    with pytest.raises(ValueError, match=r"queue_model: no sensitivities for 'cell' \(valid: \['meanfield', 'mgc', 'engine'\]\)"):
         wait_law_for("cell")
     with pytest.raises(ValueError, match="was not computed"):
         sensitivity(ev).by_profile("mean_ttft")

@@ -191,6 +191,33 @@ def add_queue_model_argument(parser: argparse.ArgumentParser) -> None:
         help="queue model of the coverage: meanfield (eq. (39), every node at its tier's load) or cell "
         "(per-node load law, docs/model.md §14); default: the one of --router (meanfield for online, cell for tier)",
     )
+    add_queue_law_argument(parser)
+
+
+QUEUE_LAWS = ("slots", "engine")  # mirrors edgeprefix.placement.model.engine_law.QUEUE_LAWS
+
+
+def add_queue_law_argument(parser: argparse.ArgumentParser) -> None:
+    """``--queue-law slots|engine`` (docs/model.md §17.10), orthogonal to ``--queue-model``."""
+    parser.add_argument(
+        "--queue-law",
+        choices=QUEUE_LAWS,
+        default=None,
+        help="the node's queue law: slots (c_s FCFS slots, Erlang C or the M/G/c law of serving.queue; the default) or "
+        "engine (the law fitted to the instance's [engine] continuous-batching node, docs/model.md §17.10); "
+        "orthogonal to --queue-model",
+    )
+
+
+def queue_law_from_args(args: argparse.Namespace, instance: Any) -> str:
+    """The ``--queue-law`` value (default: the instance's ``engine.queue_law``, else ``slots``); ``engine`` on an instance
+    without ``[engine]`` is a one-line ``ValueError``."""
+    engine = getattr(instance, "engine", None)
+    value = getattr(args, "queue_law", None) or getattr(engine, "queue_law", None) or "slots"  # engine.queue_law: the default
+    if value == "engine" and engine is None:
+        raise ValueError(f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} has no [engine] section; add "
+                         "[engine.timings] (model, hardware, tensor_parallel; docs/instances.md) or use --queue-law slots")
+    return value
 
 
 def add_router_argument(parser: argparse.ArgumentParser, default: str = "online",

@@ -20,10 +20,11 @@ def add_overload_argument(parser: argparse.ArgumentParser) -> None:
                         "a constraint of the search (docs/model.md §14.9), e.g. 0.01; default: none")
 
 
-def node_overload(instance: Any, mix: Any, policy: str, target: float | None, queue_model: str) -> dict[str, Any]:
+def node_overload(instance: Any, mix: Any, policy: str, target: float | None, queue_model: str,
+                  queue_law: str = "slots") -> dict[str, Any]:
     """``stable`` (tiers, and under the cell model the nodes), ``overloaded_node_share`` and
     ``overloaded_request_share`` of one mix."""
-    ev = evaluate(instance, mix, policy, target=target, queue_model=queue_model)
+    ev = evaluate(instance, mix, policy, target=target, queue_model=queue_model, queue_law=queue_law)
     nodes, requests = ev.overloaded_shares
     return {"stable": ev.stable_on_nodes, "overloaded_node_share": nodes, "overloaded_request_share": requests}
 

@@ -105,6 +105,9 @@ def config_from_args(args: argparse.Namespace, suite: tuple[str, ...] = ()) -> C
     )
     from edgeprefix.benchmarks.compare_classical import SUITE_BUDGETS, SUITE_METHODS
 
+    if getattr(args, "queue_law", None) == "engine":
+        raise ValueError("--queue-law engine: compare runs its benchmark instances on the slot law; use --queue-law slots "
+                         "(or evaluate/solve an instance with an [engine] section)")
     quick = bool(args.quick)
     if suite:
         instances, methods, budgets = (*suite, *(args.instances or ())), SUITE_METHODS, SUITE_BUDGETS

@@ -17,6 +17,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     print_router_note,
+    queue_law_from_args,
     router_line,
     router_note,
     target_text,
@@ -61,14 +62,16 @@ def run(args: argparse.Namespace) -> int:
     router, queue_model = prediction_from_args(args, instance)
     mix = mix_from_args(args)
     telemetry = run_telemetry(args, instance)
-    ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model)
+    queue_law = queue_law_from_args(args, instance)
+    ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model,
+                  queue_law=queue_law)
     fp = ev.fixed_point
     converged = fp is None or fp.converged
     gradient = None
     if args.gradient and converged:
         gradient = sensitivity(ev).by_profile("coverage")
     other = other_ev = online = None
-    if converged:
+    if converged and queue_law == "slots":  # the engine law has no cell model: no other-router note
         other_model = QUEUE_MODEL_OF_ROUTER[other_router(router)]
         other_ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=other_model)
         other = router_note(router, float(ev.coverage()), float(other_ev.coverage()))
@@ -135,7 +138,8 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
     lines = [
         "  ".join(filter(None, [f"instance {d['instance']}", network, f"policy {d['policy']}",
                                 target_text("τ", d["target"], args or argparse.Namespace()),
-                                f"queue model {d['queue_model']}" if d["queue_model"] != "meanfield" else ""])),
+                                f"queue model {d['queue_model']}" if d["queue_model"] != "meanfield" else "",
+                                "queue law engine (docs/model.md §17.10)" if d.get("queue_law") == "engine" else ""])),
         "mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
         "",
         f"TTFT coverage at τ          {fmt(d['coverage'])}",

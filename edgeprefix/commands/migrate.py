@@ -30,6 +30,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     print_router_note,
+    queue_law_from_args,
     router_line,
     router_note,
 )
@@ -66,18 +67,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     problem = load_migration(args.epochs_file, policy=args.policy)
     router, queue_model = prediction_from_args(args, problem.instance)
-    problem = dataclasses.replace(problem, queue_model=queue_model)
+    queue_law = queue_law_from_args(args, problem.instance)
+    problem = dataclasses.replace(problem, queue_model=queue_model, queue_law=queue_law)
     args.method = args.method or ("spsa" if args.joint else "grid")
     if args.method != "grid" and args.budget is None and not args.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per epoch)")
     solution = solve_migration(
         problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
     )
-    other = _other_router(problem, solution, router)
-    nodes = [node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model) for e, d in enumerate(solution.epochs)]
+    other = _other_router(problem, solution, router) if queue_law == "slots" else None  # the engine law has no cell model
+    nodes = [node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model, queue_law)
+             for e, d in enumerate(solution.epochs)]
     online = _online_by_epoch(args, problem, solution)
     if args.json:
-        payload = {**solution.to_dict(), "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
+        payload = {**solution.to_dict(), "queue_model": queue_model, "queue_law": queue_law, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
                    **({"other_router": other} if other is not None else {}), **online}
         payload["epochs"] = [{**row, **shares} for row, shares in zip(payload["epochs"], nodes)]
         print_json(payload)

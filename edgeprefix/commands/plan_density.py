@@ -17,6 +17,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     print_router_note,
+    queue_law_from_args,
     router_line,
     router_note,
     target_text,
@@ -59,13 +60,15 @@ def run(args: argparse.Namespace) -> int:
                          "(drop --density)")
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
+    queue_law = queue_law_from_args(args, instance)
     problem = density_problem(instance, args.reliability, mix=mix_from_args(args), target=args.target, policy=args.policy,
-                              queue_model=queue_model, max_overloaded_share=args.max_overload)
+                              queue_model=queue_model, max_overloaded_share=args.max_overload, queue_law=queue_law)
     if args.method != "grid" and args.budget is None and problem.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
-    other = _other_router(instance, plan, args.policy, problem.objective.target, router)
-    nodes = node_overload(problem.at_density(plan.edge_density), plan.mix, args.policy, problem.objective.target, queue_model)
+    other = _other_router(instance, plan, args.policy, problem.objective.target, router) if queue_law == "slots" else None
+    nodes = node_overload(problem.at_density(plan.edge_density), plan.mix, args.policy, problem.objective.target, queue_model,
+                          queue_law)
     telemetry = run_telemetry(args, instance)
     planned = plan.to_dict()
     online = None if planned.get("mix") is None or planned.get("edge_density") is None else online_prediction(
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         target=problem.objective.target)
     extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
     if args.json:
-        print_json({**planned, "queue_model": queue_model, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **nodes,
+        print_json({**planned, "queue_model": queue_model, "queue_law": queue_law, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **nodes,
                     "max_overload": args.max_overload, **({"other_router": other} if other is not None else {}), **extra})
     else:
         print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args,

@@ -83,6 +83,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the tier rule, meanfield for the online router; docs/model.md §14). Unlike the planning "
                         "commands, replay allows a queue model that is not the router's: the replayed router is "
                         "compared with the other router's prediction")
+    from edgeprefix.commands._common import add_queue_law_argument
+
+    add_queue_law_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", default=None, metavar="DIR", help="write replay.json and requests.csv (first replication)")
     from edgeprefix.commands._telemetry import add_telemetry_options
@@ -106,6 +109,11 @@ def run(args: argparse.Namespace) -> int:
     log = SkipLog()
     instance, workload = load_trace_workload(args.trace, load_instance(args.instance), fmt=args.format,
                                              block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    from edgeprefix.commands._common import queue_law_from_args
+
+    queue_law = queue_law_from_args(args, instance)
+    if queue_law != "slots" and args.epochs is not None:
+        raise ValueError("--queue-law engine: the epochs' plans are made on the slot law; drop --epochs or --queue-law")
     cut = split_index(workload.requests, args.split)
     train, test = workload.part(slice(0, cut)), workload.part(slice(cut, None))
     decode = args.decode_per_token
@@ -141,6 +149,14 @@ def run(args: argparse.Namespace) -> int:
         other = _other_router(first.prediction, report, args.queue_model)
         if other is not None:
             report["other_router"] = other
+        if queue_law == "engine":  # the engine law's prediction of the replayed mix (docs/model.md §17.10)
+            from edgeprefix.placement.model.evaluation import evaluate
+
+            pred = first.prediction
+            law = evaluate(pred.instance, pred.mix, pred.policy, target=pred.target, queue_law="engine")
+            report["engine_law"] = {"coverage": float(law.coverage()),
+                                    "mean_ttft": float(law.mean_ttft) if float(law.mean_ttft) < float("inf") else None}
+    report["queue_law"] = queue_law
     report.update({
         "split": args.split, "trace": args.trace, "instance": args.instance, "requests_trace": workload.requests,
         "requests_train": train.requests, "unmatched": float((~test.matched).mean()) if test.requests else 0.0,

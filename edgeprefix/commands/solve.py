@@ -40,6 +40,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     print_router_note,
+    queue_law_from_args,
     router_line,
     router_note,
     target_text,
@@ -244,8 +245,11 @@ def run(args: argparse.Namespace) -> int:
     certify_tol = certify_tolerance(args)
     if args.max_overload is not None and simulation is not None:
         raise ValueError("--max-overload caps the model's overloaded nodes: drop it with --objective simulation")
+    queue_law = queue_law_from_args(args, instance)
+    if queue_law != "slots" and simulation is not None:
+        raise ValueError("--queue-law engine sets the model's node law: drop it with --objective simulation")
     problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation,
-                                max_overloaded_share=args.max_overload)
+                                max_overloaded_share=args.max_overload, queue_law=queue_law)
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
@@ -286,12 +290,13 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     overrides = {k: v for k, v in (("request_intensity", args.intensity), ("edge_density", args.density)) if v is not None}
     payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "queue_model": queue_model,
+               "queue_law": queue_law,
                "router": ROUTER_OF_QUEUE_MODEL[queue_model],
                "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
                "overrides": overrides, **result.to_dict(),
                "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit,
-               "max_overload": args.max_overload, **_nodes(problem, result, args.policy, queue_model)}
-    if simulation is None and result.success:
+               "max_overload": args.max_overload, **_nodes(problem, result, args.policy, queue_model, queue_law)}
+    if simulation is None and result.success and queue_law == "slots":  # the engine law has no cell model
         payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
     payload.update(_online_at_best(args, instance, payload, problem.target))
     # The answer reaches stdout before the disk is touched: a failed write never loses it.
@@ -410,11 +415,11 @@ def _study_workers_pay(problem: Any, workers: int, budget: int) -> bool:
     return reason is None
 
 
-def _nodes(problem: Any, result: Result, policy: str, queue_model: str) -> dict[str, Any]:
+def _nodes(problem: Any, result: Result, policy: str, queue_model: str, queue_law: str = "slots") -> dict[str, Any]:
     """``stable`` and the overloaded shares of the best mix (docs/model.md §14.9); ``None`` without one."""
     if not result.mix or not math.isfinite(result.coverage):
         return {"stable": None, "overloaded_node_share": None, "overloaded_request_share": None}
-    return node_overload(problem.instance, dict(result.mix), policy, problem.target, queue_model)
+    return node_overload(problem.instance, dict(result.mix), policy, problem.target, queue_model, queue_law)
 
 
 def _online_at_best(args: argparse.Namespace, instance, payload: dict, target: float) -> dict:

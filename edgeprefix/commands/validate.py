@@ -21,6 +21,7 @@ import inspect
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from edgeprefix.commands._common import (
     prediction_from_args,
     print_json,
     print_router_note,
+    queue_law_from_args,
     router_note,
     wrote,
 )
@@ -181,7 +183,11 @@ def run(args: argparse.Namespace) -> int:
     small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
     cells = [(lam, policy) for lam in intensities for policy in ANALYTICAL_POLICIES]
     steps = len(ANALYTICAL_POLICIES) + 2 + len(cells) + (len(intensities) + len(STALENESS_PERIODS) if args.baselines else 0)
-    report: dict = {"instance": instance.name, "target": tau, "queue_model": queue_model, "router": router,
+    queue_law = queue_law_from_args(args, instance)
+    if queue_law == "engine" and args.engine != "batching":
+        raise ValueError("--queue-law engine: validate compares the engine law with the batching-engine network; "
+                         "add --engine batching")
+    report: dict = {"instance": instance.name, "target": tau, "queue_model": queue_model, "queue_law": queue_law, "router": router,
                     "intensities": list(intensities), "mix": dict(zip(instance.profile_ids, instance.mix_vector(mix).tolist())),
                     "telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}}
     with progress_bar(total=steps, desc="validate", unit="step") as bar:
@@ -224,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
     engine_rows = _engine_report(args, instance, mix, intensities, tau, engine_router)
     if engine_rows is not None:
         report["engine"] = {"engine": args.engine, "cache": args.cache, "router": engine_router, "rows": engine_rows}
+        if args.engine == "batching":
+            _engine_columns(report, instance, mix, tau, engine_rows)
     if args.out is not None:
         report["plots"] = write_plots(report, instance, Path(args.out))
     if args.json:
@@ -234,6 +242,30 @@ def run(args: argparse.Namespace) -> int:
     for path in report.get("plots", []):
         wrote(path)
     return 0
+
+
+def _engine_columns(report: dict, instance, mix, tau: float, engine_rows: list[dict]) -> None:
+    """``--engine batching``: every coverage_table row gains ``engine_simulated`` / ``engine_simulated_se`` (the
+    batching-engine network at its Λ, load-aware rows; ``None`` on the others) and ``engine_law`` (the model with
+    ``--queue-law engine``, docs/model.md §17.10); the engine rows gain ``engine_law`` and ``engine_law_mean_ttft``."""
+    by_intensity = {float(row["intensity"]): row for row in engine_rows}
+    law: dict[tuple[float, str], Any] = {}
+
+    def predicted(lam: float, policy: str) -> Any:
+        if (lam, policy) not in law:
+            law[(lam, policy)] = evaluate(instance.with_network(request_intensity=lam), mix, policy, target=tau, queue_law="engine")
+        return law[(lam, policy)]
+
+    for row in report["coverage_table"]:
+        lam, policy = float(row["intensity"]), str(row["policy"])
+        engine = by_intensity.get(lam) if policy == "load_aware" else None
+        row["engine_simulated"] = None if engine is None else engine["coverage_engine"]
+        row["engine_simulated_se"] = None if engine is None else engine["coverage_engine_se"]
+        row["engine_law"] = float(predicted(lam, policy).coverage())
+    for row in engine_rows:
+        ev = predicted(float(row["intensity"]), "load_aware")
+        row["engine_law"] = float(ev.coverage())
+        row["engine_law_mean_ttft"] = float(ev.mean_ttft) if np.isfinite(ev.mean_ttft) else None
 
 
 def _other_router(report: dict, router: str) -> dict | None:

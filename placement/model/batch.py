@@ -33,6 +33,7 @@ import numpy.typing as npt
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.model.batch_kernel import Alpha2Batch, FoldedBatch
 from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_load, check_queue_model
+from edgeprefix.placement.model.engine_law import check_queue_law
 from edgeprefix.placement.model.evaluation import ASSOCIATION_SLACK, Evaluation, checked_probability, delay_cap, evaluate
 from edgeprefix.placement.model.fixed_point import DEFAULT_TOLERANCE, FixedPointReport
 from edgeprefix.placement.model.instance import MIX_TOLERANCE, Instance
@@ -293,6 +294,7 @@ def evaluate_batch(
     kernel: SpatialKernel | None = None,
     method: str = "robust",
     queue_model: str = "meanfield",
+    queue_law: str = "slots",
 ) -> BatchEvaluation:
     """Evaluate ``B`` mixes ``π`` of ``instance`` (docs/model.md §5–8, §16), each as :func:`evaluate` would.
 
@@ -306,9 +308,12 @@ def evaluate_batch(
     queue_model : ``meanfield`` or ``cell``: the fixed point is the mean field's under both (docs/model.md
         §14), so it is batched under both; the cell model's coverage of the batch is then one call with
         the mixes' tiers side by side (α = 2; mix by mix otherwise).
+    queue_law : ``slots`` or ``engine`` (docs/model.md §17.10; the engine law's mixes go to :func:`evaluate`
+        one at a time).
     """
     check_policy(policy)
     check_queue_model(queue_model)
+    check_queue_law(queue_law, instance)
     pi = _mixes(instance, mixes)
     tau = instance.placement.target if target is None else float(target)
     if not (np.isfinite(tau) and tau > 0):
@@ -320,11 +325,11 @@ def evaluate_batch(
         if ws.shape not in (pi.shape[1:], pi.shape):
             raise ValueError(f"warm_start: expected shape {pi.shape[1:]} or {pi.shape}, got {ws.shape}")
         starts = np.broadcast_to(np.where(np.isfinite(ws), ws, 0.0), pi.shape)
-    route = _loop_reason(instance, kernel, method)
+    route = "loop: the engine law" if queue_law != "slots" else _loop_reason(instance, kernel, method)
     if route is not None:
         singles = [
             evaluate(instance, row, policy, target=tau, method=method, warm_start=start, tol=tol, rho_clip=rho_clip, kernel=kernel,
-                     queue_model=queue_model)
+                     queue_model=queue_model, queue_law=queue_law)
             for row, start in zip(pi, starts)
         ]
         return BatchEvaluation(tuple(singles), np.array([ev.coverage(tau) for ev in singles]), np.ones(len(pi), dtype=bool), route)

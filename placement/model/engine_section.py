@@ -21,7 +21,8 @@ from typing import Any
 from edgeprefix.placement.errors import InstanceError, plain
 
 STEP_TIME_KEYS = ("base", "per_prefill_token", "per_attention", "per_sequence", "per_context_token")
-_KEYS = {"token_budget", "max_running", "block_size", "watermark", "chunked_prefill", "timings", "step_time"}
+_KEYS = {"token_budget", "max_running", "block_size", "watermark", "chunked_prefill", "timings", "step_time", "queue_law"}
+QUEUE_LAWS = ("slots", "engine")  # engine.queue_law: the default of --queue-law (docs/model.md §17.10)
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,11 @@ class EngineSection:
     tensor_parallel: int | None = None
     timings_file: str | None = None
     step_time: tuple[tuple[str, float], ...] | None = None
+    queue_law: str = "slots"  # the node law the planning commands use without --queue-law (docs/model.md §17.10)
 
     def __post_init__(self) -> None:
+        if self.queue_law not in QUEUE_LAWS:
+            raise InstanceError("engine.queue_law", f"must be one of {list(QUEUE_LAWS)}, got {plain(self.queue_law)}")
         for name in ("token_budget", "max_running", "block_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -73,6 +77,8 @@ def engine_from_mapping(data: Any) -> EngineSection:
             values[key] = v
     if "watermark" in data:
         values["watermark"] = data["watermark"]
+    if "queue_law" in data:
+        values["queue_law"] = data["queue_law"]
     if "chunked_prefill" in data:
         if not isinstance(data["chunked_prefill"], bool):
             raise InstanceError("engine.chunked_prefill", f"must be true or false, got {plain(data['chunked_prefill'])}")
@@ -109,4 +115,6 @@ def engine_to_mapping(section: EngineSection) -> dict[str, Any]:
             out["timings"]["file"] = section.timings_file
     if section.step_time is not None:
         out["step_time"] = dict(section.step_time)
+    if section.queue_law != "slots":
+        out["queue_law"] = section.queue_law
     return out

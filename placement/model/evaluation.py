@@ -27,6 +27,14 @@ from edgeprefix.placement.model.cell import (
     overload_shares,
 )
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
+from edgeprefix.placement.model.engine_law import (
+    check_queue_law,
+    engine_advertised,
+    engine_view,
+    engine_wait_law,
+    shipped_constants,
+    stability_edge,
+)
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -84,6 +92,7 @@ class Evaluation:
     service_scv: FloatArray | None = None  # C_S² per tier under the M/G/c law (docs/model.md §19.6), else None
     queue_model: str = "meanfield"  # "cell": coverage averaged over the per-node load (docs/model.md §14)
     rho_clip: float = RHO_CLIP  # ρ_clip of the advertised delay (docs/model.md §7)
+    queue_law: str = "slots"  # "engine": the engine law of docs/model.md §17.10 (instance in the engine's units)
 
     # -- lazily computed spatial moments ----------------------------------------------------
     @cached_property
@@ -379,6 +388,7 @@ class Evaluation:
             "instance": inst.name,
             "policy": self.policy,
             "queue_model": self.queue_model,
+            "queue_law": self.queue_law,
             "router": ROUTER_OF_QUEUE_MODEL[self.queue_model],
             "target": tau,
             "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
@@ -507,6 +517,7 @@ def evaluate(
     kernel: SpatialKernel | None = None,
     record_history: bool = False,
     queue_model: str = "meanfield",
+    queue_law: str = "slots",
 ) -> Evaluation:
     """Evaluate a profile mix ``π`` under a routing policy (docs/model.md §5–8).
 
@@ -523,9 +534,19 @@ def evaluate(
     queue_model : ``meanfield`` (eq. (39): every node carries its tier's load) or ``cell`` (the
         per-node load law of docs/model.md §14 in coverage and quantiles; the routing
         equilibrium, ``W̄`` and ``T̄`` are the mean-field ones).
+    queue_law : ``slots`` (the node is ``c_s`` FCFS slots, the law of ``serving.queue``) or ``engine`` (the
+        engine law of docs/model.md §17.10, fitted to the instance's ``[engine]``; the evaluation's
+        ``instance`` is then the instance in the engine's units, :func:`~edgeprefix.placement.model.engine_law.engine_view`).
     """
     check_policy(policy)
     check_queue_model(queue_model)
+    check_queue_law(queue_law, instance)
+    engine = queue_law == "engine"
+    if engine:
+        if queue_model == "cell":
+            raise ValueError("--queue-law engine: the cell model (--queue-model cell) has no engine law yet; use "
+                             "--queue-model meanfield with --queue-law engine")
+        instance = engine_view(instance)
     pi = instance.mix_vector(mix)
     tau = instance.placement.target if target is None else float(target)
     if not (np.isfinite(tau) and tau > 0):
@@ -539,6 +560,7 @@ def evaluate(
     lam = lam_all[active]
     g = instance.first_token_time[active]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
     c = instance.concurrency[active].astype(float)
+    tiers = instance.engine_tiers.take(active) if engine else None  # type: ignore[attr-defined]
 
     last: dict[str, FloatArray] = {}  # the fixed point's last association, reused at the end
 
@@ -570,7 +592,7 @@ def evaluate(
         k, arrivals, work, mean_service = lifted_loads(a_q)
         return unlift(arrivals, k), unlift(work, k), mean_service
 
-    mgc = instance.queue_law == "mgc"  # M/G/c law of docs/model.md §19.6: the tier's C_S² from the mix
+    mgc = instance.queue_law == "mgc" and not engine  # M/G/c law of docs/model.md §19.6: the tier's C_S² from the mix
     weighted_second = p_q * instance.service_second_moment[active]  # p_q E[S_{s,q}²]
     idle_second = np.take_along_axis(instance.service_second_moment[active], service.argmin(axis=1)[:, None], 1)[:, 0]
 
@@ -589,6 +611,8 @@ def evaluate(
         if mgc:
             scv = service_scv(a_q, mean_service)[0]
             return mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)[0]
+        if engine:
+            return engine_advertised(work, c, mean_service, tiers, rho_clip)[0]
         return advertised_wait(work, c, mean_service, rho_clip)
 
     contracted = hasattr(kernel, "association_contracted")
@@ -607,6 +631,8 @@ def evaluate(
         if mgc:
             scv, moment = service_scv(a_q, mean_service)
             wait, slope, slope_scv = mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)
+        elif engine:  # W = m f(a): ∂W/∂m = W/m as for Erlang C
+            wait, slope = engine_advertised(work, c, mean_service, tiers, rho_clip)
         else:
             wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
         if contracted:  # lifted by lift_exponents(A), the k above
@@ -638,7 +664,8 @@ def evaluate(
         has_jacobian = bool(getattr(kernel, "provides_jacobian", False))
         # Exchangeable tiers (identical profiles, eq. (7.10)) share one unknown W: their breakpoints then
         # coincide exactly at every iterate, where the quadrature is smooth, instead of crossing.
-        keys = [g, c[:, None], service] + ([instance.service_second_moment[active]] if mgc else [])
+        keys = [g, c[:, None], service] + ([instance.service_second_moment[active]] if mgc else []) + (
+            [] if tiers is None else [np.stack([tiers.prefill_share, tiers.memory_scale], axis=1)])
         group, first = exchangeable_tiers(np.hstack(keys))
         members = np.equal.outer(group, np.arange(first.size)).astype(float)  # (S, G) one-hot
 
@@ -675,15 +702,24 @@ def evaluate(
     scv_active = service_scv(a_active, mean_service)[0] if mgc else None
     if not needs_fixed_point(policy):
         w_adv = (mgc_advertised_wait_and_slopes(work, c, mean_service, scv_active, rho_clip)[0] if mgc
+                 else engine_advertised(work, c, mean_service, tiers, rho_clip)[0] if engine
                  else advertised_wait(work, c, mean_service, rho_clip))
-    rho = work / c
-    stable_tier = rho < 1.0
-    pw = erlang_c(work, c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        decay = (c - work) / mean_service  # c μ − λq
-        if mgc:
-            decay = decay / variability_factor(work, c, scv_active)  # θ = P^W / W̄, eq. (19.21)
-        w_bar = np.where(stable_tier, pw / decay, np.inf)
+    if engine:  # ρ_s = a_s / a*_s, the load over the engine law's stability edge (docs/model.md §17.10)
+        law = engine_wait_law(work, c, mean_service, tiers)
+        rho = work / stability_edge(c, tiers, shipped_constants())
+        stable_tier = law["stable"]
+        pw = np.where(stable_tier, law["weight"], 1.0)
+        decay = np.where(stable_tier, law["decay"], 0.0)
+        w_bar = law["mean"]
+    else:
+        rho = work / c
+        stable_tier = rho < 1.0
+        pw = erlang_c(work, c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            decay = (c - work) / mean_service  # c μ − λq
+            if mgc:
+                decay = decay / variability_factor(work, c, scv_active)  # θ = P^W / W̄, eq. (19.21)
+            w_bar = np.where(stable_tier, pw / decay, np.inf)
 
     per_tier = np.full((7, pi.size), np.nan)  # scatter the active tiers' vectors in one step
     per_tier[:, active] = np.vstack([w_adv, arrivals, mean_service, rho, pw, w_bar, decay])
@@ -715,6 +751,7 @@ def evaluate(
         service_scv=_scatter(scv_active, active) if mgc else None,
         queue_model=queue_model,
         rho_clip=rho_clip,
+        queue_law=queue_law,
     )
 
 

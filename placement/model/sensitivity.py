@@ -50,7 +50,7 @@ from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
 from edgeprefix.placement.model.spatial import AnalyticKernel
 from edgeprefix.placement.model.tier_loads import lift, unlift
-from edgeprefix.placement.model.wait_laws import QueueLaw, WaitLaw, wait_law_for
+from edgeprefix.placement.model.wait_laws import EngineLaw, QueueLaw, WaitLaw, wait_law_for
 
 FloatArray = npt.NDArray[np.float64]
 _PSI_COEF = [1.0 / (float(np.prod(np.arange(1, n + 1))) * (n + 2)) for n in range(10)]
@@ -396,6 +396,9 @@ class _Linearisation:
         active = np.asarray(ev.active, dtype=bool)
         entering = ~active & ((conc >= 1) | (not self.fixed_point))  # a c_s = 0 tier advertises +inf: never chosen
         self.idx = np.flatnonzero(active | entering)
+        if isinstance(law, EngineLaw):  # its per-tier constants follow the tiers idx
+            law = law.bind(self.idx)
+            self.law = law
         _check_gradient_size(self.idx.size, len(inst.requests), self.alpha, self.nodes)
         self.active = active[self.idx]
         self.entering = entering[self.idx]
@@ -439,11 +442,12 @@ class _Linearisation:
         e = self.entering
         shift = 0.05 * float(self.service.mean())
         association = self._test_association()
+        law = self.law.bind(np.flatnonzero(e)) if isinstance(self.law, EngineLaw) else self.law
 
         def residual(v: FloatArray) -> tuple[FloatArray, FloatArray]:
             a_q, d_a = association(np.exp(v) - shift)  # A_{e,q} and ∂A_{e,q}/∂W_e
             loads = self.loads(a_q, e)
-            t, da, dm, ds = self.law.advertised(loads.work, self.c[e], loads.mean, self.rho_clip, loads.scv)
+            t, da, dm, ds = law.advertised(loads.work, self.c[e], loads.mean, self.rho_clip, loads.scv)
             d_work, d_mean, d_scv = loads.directional(d_a)
             t_e = np.maximum(t, 0.0) + shift
             return np.log(t_e) - v, (da * d_work + dm * d_mean + ds * d_scv) * np.exp(v) / t_e - 1.0
@@ -639,6 +643,8 @@ def sensitivity(evaluation: Any, target: float | None = None, objectives: Sequen
         wait_law_for(queue_model)  # raises with the valid list
     # the cell model acts after the fixed point: routing, loads and advertised delays are the mean field's
     law = wait_law_for("mgc" if mgc else "meanfield")
+    if getattr(evaluation, "queue_law", "slots") == "engine":  # docs/model.md §17.10: the instance is in the engine's units
+        law = EngineLaw(evaluation.instance.engine_tiers)
     point = _Linearisation(evaluation, tau, law)
     matrix = point.fixed_point_matrix() if point.fixed_point else None
     inst = evaluation.instance

@@ -15,7 +15,8 @@ The association and coverage integrals do not depend on the queue model, so a ne
 instance a cell-load law, a mixture over node loads) only adds a class here and an entry in
 :data:`WAIT_LAWS`.  :class:`ErlangCLaw` is the paper's mean-field ``M/M/c_s`` (one component,
 ``ω = P^W_s``, ``θ = c_s μ_s − λq_s``, eqs. (17)–(20)); :class:`MgcLaw` the M/G/c law of
-docs/model.md §19.6 (``ω = P^W_s``, ``θ = (c − a)/(m K(a, c, C²))``, eq. (19.21)).
+docs/model.md §19.6 (``ω = P^W_s``, ``θ = (c − a)/(m K(a, c, C²))``, eq. (19.21)); :class:`EngineLaw` the
+engine law of docs/model.md §17.10 (an equivalent M/M/c of a batching-engine node).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from edgeprefix.placement.model.engine_law import EngineLawConstants, EngineTiers, engine_advertised, engine_wait_law
 from edgeprefix.placement.model.mgc import _cosmetatos as cosmetatos_ratio
 from edgeprefix.placement.model.mgc import _interpolation as variability_interpolation
 from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes
@@ -182,7 +184,47 @@ class MgcLaw:
         )
 
 
-WAIT_LAWS: dict[str, QueueLaw] = {"meanfield": ErlangCLaw(), "mgc": MgcLaw()}
+@dataclass(frozen=True)
+class EngineLaw:
+    """The engine law of docs/model.md §17.10 on the instance in the engine's units
+    (:func:`~edgeprefix.placement.model.engine_law.engine_view`): a compute and a memory equivalent M/M/c in
+    tandem, ``F_W(w) = 1 − P^W e^{−θ w}`` with ``P^W = 1 − (1 − P_c)(1 − P_m)`` and ``θ = P^W/W̄``; the router
+    is told ``m F(a)``, each component continued linearly above its ``ρ_clip`` edge (``∂W^adv/∂m = W^adv/m``).
+    Its per-tier constants (``π_s``, ``r_s``) are bound to the tiers the arrays hold (:meth:`bind`)."""
+
+    tiers: EngineTiers | None = None
+    constants: EngineLawConstants | None = None
+    name: str = "engine"
+    needs_scv: bool = False
+
+    def bind(self, rows: object) -> EngineLaw:
+        """The law over the tiers ``rows`` of its current tiers."""
+        if self.tiers is None:
+            raise ValueError("engine law: no tiers bound (build it from engine_view(instance).engine_tiers)")
+        return EngineLaw(self.tiers.take(rows), self.constants)
+
+    def _tiers(self) -> EngineTiers:
+        if self.tiers is None:
+            raise ValueError("engine law: no tiers bound (build it from engine_view(instance).engine_tiers)")
+        return self.tiers
+
+    def advertised(self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float,
+                   scv: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        wait, slope = engine_advertised(load, servers, service, self._tiers(), rho_clip, self.constants)
+        m = np.asarray(service, dtype=float)
+        return wait, slope, wait / m, np.zeros_like(wait)
+
+    def wait_law(self, load: FloatArray, servers: FloatArray, service: FloatArray, scv: FloatArray | None = None) -> WaitLaw:
+        law = engine_wait_law(load, servers, service, self._tiers(), self.constants)
+        zero = np.zeros_like(law["weight"])
+        return WaitLaw(
+            weight=law["weight"][None, :], decay=law["decay"][None, :], d_weight_da=law["d_weight_da"][None, :],
+            d_weight_dm=zero[None, :], d_decay_da=law["d_decay_da"][None, :], d_decay_dm=law["d_decay_dm"][None, :],
+            stable=law["stable"],
+        )
+
+
+WAIT_LAWS: dict[str, QueueLaw] = {"meanfield": ErlangCLaw(), "mgc": MgcLaw(), "engine": EngineLaw()}
 
 
 def wait_law_for(queue_model: str) -> QueueLaw:

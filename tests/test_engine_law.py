@@ -1,0 +1,353 @@
+"""The engine law (docs/model.md §17.10): its slot limit, monotonicity, exact slopes and gradient, the
+``--queue-law`` option, and a few points against single-node engine runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgeprefix.benchmarks.engine_law_fit import INSTANCE, NodeCase, _Gpu, run_node
+from edgeprefix.cli import main
+from edgeprefix.placement.model.batch import evaluate_batch
+from edgeprefix.placement.model.engine_law import (
+    EngineLawConstants,
+    EngineTiers,
+    alone_prefill,
+    default_step_time,
+    engine_advertised,
+    engine_units,
+    engine_view,
+    engine_wait_law,
+    erlang_b_real,
+    shipped_constants,
+    stability_edge,
+)
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.model.queueing import RHO_CLIP, erlang_b
+from edgeprefix.placement.model.sensitivity import sensitivity
+from edgeprefix.placement.model.wait_laws import EngineLaw, ErlangCLaw
+
+# φ ≡ 1 (a step time that does not grow with the batch), the memory's residence R itself, no compute (π = 0)
+SLOTS = EngineLawConstants(compute_servers=1.0, theta_1=1.0, theta_2=0.0, theta_3=0.0, theta_4=1.0)
+
+
+@pytest.fixture(scope="module")
+def mooncake():
+    return load_instance(INSTANCE)
+
+
+def test_real_erlang_b_is_the_recursion_at_whole_servers():
+    c = np.array([1, 2, 3, 7, 16, 40, 63, 64, 100], dtype=float)
+    for rho in (0.05, 0.5, 0.9, 0.99, 1.3):
+        e, over = erlang_b_real(rho * c, c)
+        np.testing.assert_allclose(e, erlang_b(rho * c, c.astype(int)), rtol=1e-10)
+        np.testing.assert_allclose(over, e / (rho * c), rtol=1e-10)
+
+
+def test_slot_limit_is_erlang_c():
+    """Without compute (π = 0), φ ≡ 1 and r = 1 the law is the paper's M/M/c bit for bit in value and slopes."""
+    c = np.array([1.0, 2.0, 5.0, 12.0, 40.0])
+    m = np.array([0.7, 2.0, 15.0, 1.0, 3.0])
+    tiers = EngineTiers(np.zeros(5), np.ones(5))
+    law, ref = EngineLaw(tiers, SLOTS), ErlangCLaw()
+    for rho in (0.1, 0.5, 0.9, 0.985, 1.1):
+        a = rho * c
+        for mine, theirs in zip(law.advertised(a, c, m, RHO_CLIP), ref.advertised(a, c, m, RHO_CLIP)):
+            np.testing.assert_allclose(mine, theirs, rtol=1e-9, atol=1e-300)
+        if rho < 1:
+            w, r = law.wait_law(a, c, m), ref.wait_law(a, c, m)
+            for name in ("weight", "decay", "d_weight_da", "d_decay_da", "d_decay_dm"):
+                np.testing.assert_allclose(getattr(w, name), getattr(r, name), rtol=1e-9, err_msg=name)
+            np.testing.assert_allclose(w.mean(), r.mean(), rtol=1e-9)
+    np.testing.assert_allclose(stability_edge(c, tiers, SLOTS), c)
+
+
+def test_degenerate_engine_has_kv_slots(mooncake):
+    """A step time that does not grow with the batch: the work is the prefill steps alone, the residence is
+    ``u + o t_0`` and the servers are the KV places."""
+    from edgeprefix.placement.simulation.engine.step_time import StepTime
+
+    step = StepTime(base=0.05)
+    units = engine_units(mooncake, step, SLOTS)
+    p = mooncake.probabilities
+    out = np.maximum(np.round(mooncake.decodes / 0.05), 1.0)
+    np.testing.assert_allclose(units.work, units.prefill)
+    np.testing.assert_allclose(units.prefill[0], 0.05 * np.ceil(mooncake.lengths / mooncake.engine.token_budget))
+    free = (mooncake.gpu.memory - mooncake.memory) / mooncake.gpu.kv_per_token
+    tokens = (np.maximum(mooncake.lengths - mooncake.hit_depth, 1.0) + out) @ p
+    np.testing.assert_allclose(units.servers, np.minimum(256.0, 0.99 * free / tokens))
+
+
+def test_alone_prefill_matches_the_engine_alone(mooncake):
+    """``u`` is the first-token time of a request that meets an empty node."""
+    step = default_step_time(mooncake)
+    case = NodeCase("one", np.array([1.0]), np.array([20000.0]), np.array([1.0]), np.zeros((1, 1)), np.zeros(1),
+                    _Gpu(10.0, mooncake.gpu.kv_per_token), mooncake.engine)
+    res = run_node(case, step, 1e-4, 3, np.random.SeedSequence(0))
+    expected = alone_prefill(step, np.array([20000.0]), np.array([0.0]), mooncake.engine.token_budget)[0]
+    np.testing.assert_allclose(res["first"] - res["arrival"], expected, rtol=1e-12)
+
+
+tiers_strategy = st.tuples(st.floats(1.0, 60.0), st.floats(0.02, 1.0), st.floats(0.1, 40.0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(tiers_strategy)
+def test_monotone_in_load(params):
+    """Advertised delay, mean wait and P^W increase with the load; the advertised slope is positive."""
+    c, pi, r = params
+    k = shipped_constants()
+    tiers = EngineTiers(np.array([pi]), np.array([r]))
+    edge = float(stability_edge(np.array([c]), tiers, k)[0])
+    a = np.linspace(0.0, 1.5 * edge, 200)
+    ones = np.ones_like(a)
+    wait, slope = engine_advertised(a, c * ones, 2.0 * ones, EngineTiers(pi * ones, r * ones), RHO_CLIP, k)
+    assert np.all(np.diff(wait) > 0) and np.all(slope[1:] > 0)
+    below = a < edge
+    law = engine_wait_law(a[below], c * ones[below], 2.0 * ones[below], EngineTiers(pi * ones[below], r * ones[below]), k)
+    assert np.all(np.diff(law["mean"]) > 0) and np.all(np.diff(law["weight"]) > 0)
+    assert np.all(law["stable"]) and not engine_wait_law(a[~below], c * ones[~below], 2.0 * ones[~below],
+                                                         EngineTiers(pi * ones[~below], r * ones[~below]), k)["stable"].any()
+
+
+def test_slopes_are_the_derivatives():
+    """``∂Ŵ/∂a`` (both sides of the clip), ``∂Ŵ/∂m`` and the wait law's slopes against central differences."""
+    rng = np.random.default_rng(3)
+    n = 40
+    c, m = rng.uniform(1.0, 30.0, n), rng.uniform(0.5, 10.0, n)
+    tiers = EngineTiers(rng.uniform(0.05, 0.9, n), rng.uniform(0.2, 20.0, n))
+    law = EngineLaw(tiers)
+    edge = stability_edge(c, tiers, shipped_constants())
+    for share in (0.3, 0.8, 1.05):
+        a = share * edge
+        h = 1e-6 * edge
+        wait, da, dm, _ = law.advertised(a, c, m, RHO_CLIP)
+        np.testing.assert_allclose(da, (law.advertised(a + h, c, m, RHO_CLIP)[0] - law.advertised(a - h, c, m, RHO_CLIP)[0]) / (2 * h),
+                                   rtol=1e-5)
+        np.testing.assert_allclose(dm, (law.advertised(a, c, m * (1 + 1e-6), RHO_CLIP)[0] - law.advertised(a, c, m * (1 - 1e-6), RHO_CLIP)[0])
+                                   / (2e-6 * m), rtol=1e-5)
+        if share < 1:
+            w, up, down = law.wait_law(a, c, m), law.wait_law(a + h, c, m), law.wait_law(a - h, c, m)
+            np.testing.assert_allclose(w.d_weight_da, (up.weight - down.weight) / (2 * h), rtol=1e-5, atol=1e-12)
+            np.testing.assert_allclose(w.d_decay_da, (up.decay - down.decay) / (2 * h), rtol=1e-5, atol=1e-12)
+
+
+def _value(instance, pi, s, h, objective):
+    mix = pi.copy()
+    mix[s] += h
+    total = mix.sum()
+    scaled = instance.with_network(edge_density=instance.network.edge_density * total)
+    ev = evaluate(scaled, mix / total, tol=1e-11, queue_law="engine")
+    assert ev.fixed_point.converged
+    return ev.coverage() if objective == "coverage" else ev.mean_ttft
+
+
+@pytest.mark.slow
+def test_gradient_through_the_engine_law(mooncake):
+    """The exact gradient (docs/model.md §15) through the engine law against 4-point finite differences."""
+    inst = mooncake.with_network(request_intensity=0.12)
+    pi = np.zeros(len(inst.profiles))
+    pi[[0, 1, 4]] = (0.5, 0.3, 0.2)  # two tiers at share 0 stay out (they would be test tiers)
+    ev = evaluate(inst, pi, tol=1e-11, queue_law="engine")
+    sens = sensitivity(ev, objectives=("coverage", "mean_ttft"))
+    for objective in ("coverage", "mean_ttft"):
+        exact = sens.gradients[objective]
+        for s in (0, 1, 4):
+            h = 1e-4
+            f = [_value(inst, pi, s, k * h, objective) for k in (-2, -1, 1, 2)]
+            fd = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h)
+            assert exact[s] == pytest.approx(fd, rel=1e-5, abs=1e-7), (objective, s)
+
+
+def test_evaluate_and_batch_agree(mooncake):
+    inst = mooncake.with_network(request_intensity=0.1)
+    mixes = np.eye(len(inst.profiles))[[0, 1]] * 0.5 + np.eye(len(inst.profiles))[[4, 9]] * 0.5
+    batch = evaluate_batch(inst, mixes, queue_law="engine")
+    for mix, ev in zip(mixes, batch.evaluations):
+        one = evaluate(inst, mix, queue_law="engine")
+        assert one.queue_law == ev.queue_law == "engine"
+        assert float(one.coverage()) == pytest.approx(float(ev.coverage()), abs=1e-9)
+    slots = evaluate(inst, mixes[0])
+    assert float(slots.coverage()) != pytest.approx(float(batch.coverage[0]), abs=1e-3)
+
+
+def test_view_is_in_the_engine_units(mooncake):
+    view = engine_view(mooncake)
+    units = view.engine_units
+    np.testing.assert_allclose(view.first_token_time, units.prefill)
+    np.testing.assert_allclose(view.service_time, units.work)
+    np.testing.assert_allclose(view.concurrency, units.servers)
+    assert engine_view(mooncake) is view  # cached
+
+
+def test_queue_law_refused_without_engine_section():
+    base = load_instance("paper_baseline")
+    with pytest.raises(ValueError, match="--queue-law engine: .* no \\[engine\\] section"):
+        evaluate(base, queue_law="engine")
+    with pytest.raises(ValueError, match="--queue-law: must be one of"):
+        evaluate(base, queue_law="batching")
+
+
+def test_cli_queue_law(capsys, mooncake):
+    code = main(["evaluate", str(INSTANCE), "--intensity", "0.1", "--queue-law", "engine", "--json"])
+    engine = json.loads(capsys.readouterr().out)
+    main(["evaluate", str(INSTANCE), "--intensity", "0.1", "--json"])
+    slots = json.loads(capsys.readouterr().out)
+    assert code == 0 and engine["queue_law"] == "engine" and slots["queue_law"] == "slots"
+    expected = evaluate(mooncake.with_network(request_intensity=0.1), queue_law="engine")
+    assert engine["coverage"] == pytest.approx(float(expected.coverage()), abs=1e-12)
+    assert main(["evaluate", "--queue-law", "engine"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--queue-law engine" in err[0] and "[engine" in err[0]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--queue-law", "fast"])
+    assert exit_info.value.code == 2
+
+
+# -- engine runs against the law ----------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("load", [0.25, 0.55])
+def test_law_against_single_node_engine_runs(mooncake, load):
+    """The shipped mix with all its free memory: the engine's ``P(W ≤ ū/2)`` (the coverage at ``τ = u + ū/2``) and
+    mean TTFT against the law.
+
+    Tolerance: 3 batch-means SE of the run (20 batches of 200 requests) plus the law's own error on this
+    regime in the fit's table up to a = 0.55 (0.06 in probability, 10 % of the mean TTFT; docs/model.md §17.10)."""
+    step = default_step_time(mooncake)
+    p = np.asarray(mooncake.probabilities)
+    case = NodeCase("mooncake", p, np.asarray(mooncake.lengths), np.asarray(mooncake.decodes), np.zeros((1, p.size)), np.zeros(1),
+                    _Gpu(mooncake.gpu.memory, mooncake.gpu.kv_per_token), mooncake.engine)
+    units = engine_units(case, step)
+    w_bar = float(units.work[0] @ p)
+    n, warm = 4400, 400
+    res = run_node(case, step, load / w_bar, n, np.random.SeedSequence(11))
+    u = units.prefill[0][res["kind"]][warm:]
+    wait = (res["first"] - res["arrival"])[warm:] - u
+    u_bar = float(units.prefill[0] @ p)
+    law = engine_wait_law(np.array([load]), units.servers, np.array([w_bar]), units.tiers)
+    hit = (wait <= u_bar / 2).astype(float)
+    batches = hit.reshape(20, -1).mean(axis=1)
+    se = batches.std(ddof=1) / np.sqrt(20)
+    predicted = 1.0 - law["weight"][0] * np.exp(-law["decay"][0] * u_bar / 2)
+    assert abs(predicted - hit.mean()) <= 3 * se + 0.06
+    ttft = wait + u
+    ttft_se = ttft.reshape(20, -1).mean(axis=1).std(ddof=1) / np.sqrt(20)
+    assert abs(u_bar + law["mean"][0] - ttft.mean()) <= 3 * ttft_se + 0.10 * ttft.mean()
+
+
+def test_plan_density_with_the_engine_law(capsys):
+    """plan-density echoes the law and plans the density whose engine-law coverage is the reliability."""
+    assert main(["plan-density", str(INSTANCE), "--reliability", "0.8", "--mix", "none=1", "--queue-law", "engine", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queue_law"] == "engine" and out["coverage"] >= 0.8 - 1e-9
+    inst = load_instance(INSTANCE).with_network(edge_density=out["edge_density"])
+    assert float(evaluate(inst, {"none": 1.0}, queue_law="engine").coverage()) == pytest.approx(out["coverage"], abs=1e-9)
+
+
+def test_validate_engine_law_needs_the_batching_engine(capsys):
+    assert main(["validate", str(INSTANCE), "--queue-law", "engine", "--samples", "100", "--customers", "100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--queue-law engine" in err[0] and "--engine batching" in err[0]
+
+
+@pytest.mark.slow
+def test_validate_engine_columns(tmp_path, capsys):
+    """The contract: with --engine batching every coverage_table row carries engine_simulated, engine_simulated_se
+    (the batching-engine network, load-aware rows) and engine_law (the prediction with --queue-law engine)."""
+    from edgeprefix.placement.model.engine_section import EngineSection
+    from edgeprefix.placement.model.instance import write_instance
+
+    steps = (("base", 0.01), ("per_prefill_token", 2e-5), ("per_sequence", 1e-4), ("per_context_token", 1e-7))
+    inst = load_instance("paper_baseline").replace(engine=EngineSection(step_time=steps))
+    path = tmp_path / "engine.toml"
+    write_instance(inst, path)
+    assert main(["validate", str(path), "--engine", "batching", "--queue-law", "engine", "--intensities", "1", "--samples", "500",
+                 "--customers", "500", "--nodes", "20", "--horizon", "10", "--warmup", "5", "--replications", "2",
+                 "--engine-requests", "200", "--no-online", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["queue_law"] == "engine"
+    engine_row = report["engine"]["rows"][0]
+    for row in report["coverage_table"]:
+        assert {"simulated", "simulated_se", "engine_simulated", "engine_simulated_se", "engine_law"} <= set(row)
+        expected = evaluate(inst.with_network(request_intensity=row["intensity"]), None, row["policy"], queue_law="engine")
+        assert row["engine_law"] == pytest.approx(float(expected.coverage()), abs=1e-12)
+        if row["policy"] == "load_aware":
+            assert row["engine_simulated"] == engine_row["coverage_engine"]
+            assert row["engine_simulated_se"] == engine_row["coverage_engine_se"]
+        else:
+            assert row["engine_simulated"] is None
+    assert engine_row["engine_law"] == pytest.approx(report["coverage_table"][0]["engine_law"], abs=1e-12)
+
+
+def test_queue_law_refused_with_serving_extensions():
+    chunked = load_instance(INSTANCE.parent / "serving_chunked.toml")
+    from edgeprefix.placement.model.engine_section import EngineSection
+
+    inst = chunked.replace(engine=EngineSection(step_time=(("base", 0.01),)))
+    with pytest.raises(ValueError, match="--queue-law engine: .* serving extensions"):
+        evaluate(inst, queue_law="engine")
+
+
+@pytest.mark.slow
+def test_replay_echoes_the_engine_law(tmp_path, capsys):
+    """replay --queue-law engine: the JSON echoes the law and carries the engine law's prediction of the replayed mix."""
+    from importlib import resources
+
+    from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, write_instance
+
+    sample = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
+    plain = tmp_path / "sample.toml"
+    assert main(["profiles", str(sample), "--out", str(plain), "--json"]) == 0
+    capsys.readouterr()
+    timings = {"model": "llama2-70b", "hardware": "h100-80gb", "tensor_parallel": 8}
+    path = tmp_path / "engine.toml"
+    write_instance(instance_from_mapping({**instance_to_mapping(load_instance(plain)), "engine": {"timings": timings}}), path)
+    argv = ["replay", str(sample), "--instance", str(path), "--nodes", "6", "--engine", "batching", "--json"]
+    assert main([*argv, "--queue-law", "engine"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["queue_law"] == "engine" and 0.0 <= report["engine_law"]["coverage"] <= 1.0
+    assert main(argv) == 0
+    slots = json.loads(capsys.readouterr().out)
+    assert slots["queue_law"] == "slots" and "engine_law" not in slots
+    assert main(["replay", str(sample), "--instance", str(plain), "--queue-law", "engine"]) == 2
+    assert "--queue-law engine" in capsys.readouterr().err
+
+
+def test_instance_field_sets_the_default_law(tmp_path, capsys, mooncake):
+    """engine.queue_law = "engine" is the default of --queue-law; --queue-law slots overrides it; a bad value is refused."""
+    import dataclasses
+
+    from edgeprefix.placement.model.instance import write_instance
+
+    path = tmp_path / "law.toml"
+    write_instance(mooncake.replace(engine=dataclasses.replace(mooncake.engine, queue_law="engine")), path)
+    assert load_instance(path).engine.queue_law == "engine"
+    assert main(["evaluate", str(path), "--intensity", "0.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queue_law"] == "engine"
+    assert main(["evaluate", str(path), "--intensity", "0.1", "--queue-law", "slots", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queue_law"] == "slots"
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text(encoding="utf-8").replace('queue_law = "engine"', 'queue_law = "batched"'), encoding="utf-8")
+    assert main(["evaluate", str(bad)]) == 2
+    assert "engine.queue_law" in capsys.readouterr().err
+
+
+def test_migration_scores_with_the_engine_law(mooncake):
+    """MigrationProblem(queue_law="engine"): each epoch's black box is the engine law's coverage."""
+    from edgeprefix.formulations.migration import Epoch, MigrationProblem
+
+    mix = {"none": 0.5, "knapsack": 0.5}
+    problem = MigrationProblem(instance=mooncake, epochs=(Epoch("a", request_intensity=0.08), Epoch("b", request_intensity=0.12)),
+                               current=mix, queue_law="engine")
+    pi = mooncake.mix_vector(mix)
+    for e in range(2):
+        objective = problem.epoch_problem(e, pi).objective
+        assert objective.queue_law == "engine"
+        expected = evaluate(problem.epoch_instance(e), pi, queue_law="engine").coverage()
+        assert objective.score(pi).coverage == pytest.approx(float(expected), abs=1e-9)
