@@ -258,8 +258,9 @@ def test_validate_engine_law_needs_the_batching_engine(capsys):
 
 @pytest.mark.slow
 def test_validate_engine_columns(tmp_path, capsys):
-    """The contract: with --engine batching every coverage_table row carries engine_simulated, engine_simulated_se
-    (the batching-engine network, load-aware rows) and engine_law (the prediction with --queue-law engine)."""
+    """The contract: with --engine batching every coverage_table row carries simulated, simulated_se (the
+    batching-engine network, load-aware rows), the slot network under slots_simulated, slots_simulated_se, and
+    engine_law (the prediction with --queue-law engine)."""
     from edgeprefix.placement.model.engine_section import EngineSection
     from edgeprefix.placement.model.instance import write_instance
 
@@ -274,14 +275,15 @@ def test_validate_engine_columns(tmp_path, capsys):
     assert report["queue_law"] == "engine"
     engine_row = report["engine"]["rows"][0]
     for row in report["coverage_table"]:
-        assert {"simulated", "simulated_se", "engine_simulated", "engine_simulated_se", "engine_law"} <= set(row)
+        assert {"simulated", "simulated_se", "slots_simulated", "slots_simulated_se", "engine_law"} <= set(row)
+        assert 0.0 <= row["slots_simulated"] <= 1.0 and row["slots_simulated_se"] >= 0.0
         expected = evaluate(inst.with_network(request_intensity=row["intensity"]), None, row["policy"], queue_law="engine")
         assert row["engine_law"] == pytest.approx(float(expected.coverage()), abs=1e-12)
         if row["policy"] == "load_aware":
-            assert row["engine_simulated"] == engine_row["coverage_engine"]
-            assert row["engine_simulated_se"] == engine_row["coverage_engine_se"]
+            assert row["simulated"] == engine_row["coverage_engine"]
+            assert row["simulated_se"] == engine_row["coverage_engine_se"]
         else:
-            assert row["engine_simulated"] is None
+            assert row["simulated"] is None
     assert engine_row["engine_law"] == pytest.approx(report["coverage_table"][0]["engine_law"], abs=1e-12)
 
 

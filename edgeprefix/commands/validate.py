@@ -245,9 +245,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _engine_columns(report: dict, instance, mix, tau: float, engine_rows: list[dict]) -> None:
-    """``--engine batching``: every coverage_table row gains ``engine_simulated`` / ``engine_simulated_se`` (the
-    batching-engine network at its Λ, load-aware rows; ``None`` on the others) and ``engine_law`` (the model with
-    ``--queue-law engine``, docs/model.md §17.10); the engine rows gain ``engine_law`` and ``engine_law_mean_ttft``."""
+    """``--engine batching``: in every coverage_table row ``simulated`` / ``simulated_se`` are the batching-engine
+    network at the row's Λ (load-aware rows; ``None`` on the others, whose routers the engine room does not run),
+    the FCFS-slot network's numbers move to ``slots_simulated`` / ``slots_simulated_se``, and ``engine_law`` is the
+    model with ``--queue-law engine`` (docs/model.md §17.10); the engine rows gain ``engine_law`` and
+    ``engine_law_mean_ttft``."""
     by_intensity = {float(row["intensity"]): row for row in engine_rows}
     law: dict[tuple[float, str], Any] = {}
 
@@ -259,8 +261,9 @@ def _engine_columns(report: dict, instance, mix, tau: float, engine_rows: list[d
     for row in report["coverage_table"]:
         lam, policy = float(row["intensity"]), str(row["policy"])
         engine = by_intensity.get(lam) if policy == "load_aware" else None
-        row["engine_simulated"] = None if engine is None else engine["coverage_engine"]
-        row["engine_simulated_se"] = None if engine is None else engine["coverage_engine_se"]
+        row["slots_simulated"], row["slots_simulated_se"] = row["simulated"], row["simulated_se"]
+        row["simulated"] = None if engine is None else engine["coverage_engine"]
+        row["simulated_se"] = None if engine is None else engine["coverage_engine_se"]
         row["engine_law"] = float(predicted(lam, policy).coverage())
     for row in engine_rows:
         ev = predicted(float(row["intensity"]), "load_aware")
