@@ -304,6 +304,10 @@ class RadixForest:
         """Vertex ids ``h<bottom block id>`` (hashes only: docs/model.md §9.6)."""
         return tuple(f"h{b}" for b in self.bottom_block.tolist())
 
+    def vertex_id(self, v: int) -> str:
+        """``ids[v]`` without building every vertex's id (a trace-sized forest has millions)."""
+        return f"h{int(self.bottom_block[v])}"
+
     @property
     def roots(self) -> tuple[int, ...]:
         return tuple(np.flatnonzero(self.parent < 0).tolist())
@@ -402,8 +406,9 @@ def build_forest(
     skip_invalid: bool = False,
     log: SkipLog | None = None,
 ) -> RadixForest:
-    """Stream ``records`` into a :class:`ForestBuilder` and build the :class:`RadixForest`."""
-    builder = ForestBuilder(block_size)
-    builder.extend(records, skip_invalid=skip_invalid, log=log)
-    builder.release_index()
-    return builder.build()
+    """Stream ``records`` into the compact chunked builder
+    (:class:`~edgeprefix.placement.pipeline.forest_stream.StreamForestBuilder`, about 25 bytes per unique
+    block) and build the :class:`RadixForest`; equal, array for array, to :class:`ForestBuilder`'s."""
+    from edgeprefix.placement.pipeline.forest_stream import stream_forest  # it builds on this module
+
+    return stream_forest(records, block_size=block_size, skip_invalid=skip_invalid, log=log)
