@@ -244,9 +244,12 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
     deepest = _deepest_marked(forest.parent, keep)
     leaves, weight, length = _leaves(forest)
     group = deepest[leaves]
-    vertices, inverse = np.unique(np.where(group < 0, forest.n_vertices, group), return_inverse=True)
-    ends = forest.ends[leaves].astype(float)
-    n = np.bincount(inverse, weights=ends)
+    del deepest
+    group[group < 0] = forest.n_vertices
+    vertices = np.unique(group)
+    inverse = np.searchsorted(vertices, group)  # np.unique's inverse without sorting every leaf again
+    del group
+    n = np.bincount(inverse, weights=forest.ends[leaves].astype(float))
     probability = n / forest.n_requests
     if length_quantile is None:
         lengths = np.bincount(inverse, weights=forest.end_input_sum[leaves]) / n
@@ -259,6 +262,10 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
         leaf_output = forest.end_output_sum[leaves] / forest.ends[leaves]
         bins = []
         for k in range(vertices.size):
+            if vertices.size == 1:  # one type holds every leaf: no copies
+                inp, out, w = bin_lengths(length, weight, length_bins, leaf_output)
+                bins.append((inp, out * decode_per_token, w))
+                continue
             mine = inverse == k
             inp, out, w = bin_lengths(length[mine], weight[mine], length_bins, leaf_output[mine])
             bins.append((inp, out * decode_per_token, w))
