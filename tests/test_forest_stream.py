@@ -93,3 +93,44 @@ def test_two_parents_names_the_line_and_both_parents() -> None:
     records = [TraceRecord(1, 0.0, 2 * B, 0, (1, 2)), TraceRecord(2, 1.0, 2 * B, 0, (2, 5))]
     with pytest.raises(TraceError, match=r"block 2 seen under two parents \(parent 1, now a root\)"):
         stream_forest(records)
+
+
+def test_profiles_writes_the_same_instance_as_with_the_reference_builder(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgeprefix.cli import main
+    from edgeprefix.commands import profiles
+
+    def reference_forest(records, *, block_size=B, skip_invalid=False, log=None):  # type: ignore[no-untyped-def]
+        return _reference(list(records), skip_invalid=skip_invalid, log=log, block_size=block_size)
+
+    argv = ["profiles", str(MOONCAKE_TRACE), "--split", "0.5", "--json"]
+    assert main(argv + ["--out", str(tmp_path / "compact.json")]) == 0
+    monkeypatch.setattr(profiles, "build_forest", reference_forest)
+    assert main(argv + ["--out", str(tmp_path / "reference.json")]) == 0
+    assert (tmp_path / "compact.json").read_bytes() == (tmp_path / "reference.json").read_bytes()
+
+
+def test_marginal_values_level_by_level_equal_the_sum_over_all_pairs() -> None:
+    from edgeprefix.placement.pipeline.calibration import DEFAULT_PREFILL as g
+    from edgeprefix.placement.pipeline.profile_generation import _leaves, marginal_values
+
+    forest = stream_forest(read_trace(MOONCAKE_TRACE))
+    leaves, weight, length = _leaves(forest)
+    pos, v = [np.arange(leaves.size)], [leaves]
+    while pos[-1].size:  # every (leaf, ancestor-or-self) pair, then one bincount over all of them
+        up = forest.parent[v[-1]]
+        pos.append(pos[-1][up >= 0])
+        v.append(up[up >= 0])
+    p, u = np.concatenate(pos), np.concatenate(v)
+    gain = np.asarray(g(length[p] - forest.parent_depth[u])) - np.asarray(g(np.maximum(length[p] - forest.depth[u], 0.0)))
+    expected = np.bincount(u, weights=weight[p] * gain, minlength=forest.n_vertices)
+    assert np.array_equal(marginal_values(forest, g), expected)
+
+
+def test_build_releases_the_index_and_a_second_build_is_refused() -> None:
+    builder = StreamForestBuilder(B)
+    builder.extend([TraceRecord(1, 0.0, B, 0, (1,))])
+    builder.build()
+    with pytest.raises(RuntimeError, match="build"):
+        builder.build()
+    with pytest.raises(RuntimeError, match="build"):
+        builder.extend([TraceRecord(2, 1.0, B, 0, (2,))])

@@ -81,6 +81,7 @@ class StreamForestBuilder:
         self._children = _Column(np.uint8)  # child count, saturated at 2
         # per request, in chunks: end block, path length in blocks, input and output tokens (< 2^31, §20), arrival time
         self._requests: dict[str, list[np.ndarray]] = {"end": [], "blocks": [], "input": [], "output": [], "time": []}
+        self._built = False
 
     @property
     def n_blocks(self) -> int:
@@ -88,6 +89,7 @@ class StreamForestBuilder:
 
     def extend(self, records: Iterable[TraceRecord], *, skip_invalid: bool = False, log: SkipLog | None = None) -> None:
         """Add every record; with ``skip_invalid`` a rejected record is skipped and logged."""
+        self._open()
         chunk: list[TraceRecord] = []
         blocks = 0
         for record in records:
@@ -98,6 +100,10 @@ class StreamForestBuilder:
                 chunk, blocks = [], 0
         if chunk:
             self._resolve(chunk, skip_invalid, log)
+
+    def _open(self) -> None:
+        if self._built:
+            raise RuntimeError("this StreamForestBuilder released its index at build(): create a new builder to add records")
 
     def _resolve(self, chunk: list[TraceRecord], skip_invalid: bool, log: SkipLog | None) -> None:
         while chunk:
@@ -222,8 +228,10 @@ class StreamForestBuilder:
 
     def build(self) -> RadixForest:
         """The frozen :class:`RadixForest`; the builder's block index is released."""
+        self._open()
         if self.n_requests == 0:
             raise ValueError("the trace has no valid request: cannot build a prefix forest")
+        self._built = True
         ids = np.empty(self.n_blocks, dtype=np.int64)
         for b in range(BUCKETS):  # released bucket by bucket: no builder can add records after build
             ids[self._kidx[b]] = self._keys[b]
