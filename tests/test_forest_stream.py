@@ -134,3 +134,18 @@ def test_build_releases_the_index_and_a_second_build_is_refused() -> None:
         builder.build()
     with pytest.raises(RuntimeError, match="build"):
         builder.extend([TraceRecord(2, 1.0, B, 0, (2,))])
+
+
+def test_profiles_draws_a_progress_bar_of_the_requests_read_when_asked(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    import json
+
+    from edgeprefix.cli import main
+
+    monkeypatch.setenv("EDGEPREFIX_PROGRESS", "1")
+    assert main(["profiles", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "profiles: reading the trace" in captured.err and "requests" in captured.err
+    assert json.loads(captured.out)["forest"]["requests"] == 200  # the bar never reaches stdout
+    monkeypatch.setenv("EDGEPREFIX_PROGRESS", "0")
+    assert main(["profiles", "--json"]) == 0
+    assert "reading the trace" not in capsys.readouterr().err
