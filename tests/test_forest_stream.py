@@ -104,7 +104,7 @@ def test_profiles_writes_the_same_instance_as_with_the_reference_builder(tmp_pat
 
     argv = ["profiles", str(MOONCAKE_TRACE), "--split", "0.5", "--json"]
     assert main(argv + ["--out", str(tmp_path / "compact.json")]) == 0
-    monkeypatch.setattr(profiles, "build_forest", reference_forest)
+    monkeypatch.setattr(profiles, "stream_forest", reference_forest)
     assert main(argv + ["--out", str(tmp_path / "reference.json")]) == 0
     assert (tmp_path / "compact.json").read_bytes() == (tmp_path / "reference.json").read_bytes()
 

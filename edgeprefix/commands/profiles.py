@@ -48,7 +48,7 @@ from edgeprefix.placement.pipeline.calibration import (
     piecewise_prefill,
     read_measurements,
 )
-from edgeprefix.placement.pipeline.forest import build_forest
+from edgeprefix.placement.pipeline.forest_stream import stream_forest
 from edgeprefix.placement.pipeline.profile_generation import generate_profiles
 from edgeprefix.placement.pipeline.trace_clock import TraceClock
 from edgeprefix.placement.pipeline.trace_instance import (
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         records = itertools.islice(records, count)
     records = with_progress(records, total=count, desc="profiles: reading the trace")
     seen = _Seen()
-    forest = build_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    forest = stream_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     ingest = time.perf_counter() - start
     g, decode, cal_info = _calibration(args)
     deployment = _deployment(args)

@@ -406,9 +406,10 @@ def build_forest(
     skip_invalid: bool = False,
     log: SkipLog | None = None,
 ) -> RadixForest:
-    """Stream ``records`` into the compact chunked builder
-    (:class:`~edgeprefix.placement.pipeline.forest_stream.StreamForestBuilder`, about 25 bytes per unique
-    block) and build the :class:`RadixForest`; equal, array for array, to :class:`ForestBuilder`'s."""
-    from edgeprefix.placement.pipeline.forest_stream import stream_forest  # it builds on this module
-
-    return stream_forest(records, block_size=block_size, skip_invalid=skip_invalid, log=log)
+    """Stream ``records`` into a :class:`ForestBuilder` and build the :class:`RadixForest`
+    (the reference builder; ``edgeprefix profiles`` builds the same forest in bounded memory with
+    :func:`edgeprefix.placement.pipeline.forest_stream.stream_forest`, docs/model.md §9.8)."""
+    builder = ForestBuilder(block_size)
+    builder.extend(records, skip_invalid=skip_invalid, log=log)
+    builder.release_index()
+    return builder.build()
