@@ -6,7 +6,9 @@ system prompt, 50 Zipf families, 1–12 private tail blocks per request) to a te
 runs ``edgeprefix profiles TRACE --json`` in a fresh child process and reads its peak resident set
 size (``ru_maxrss`` from ``os.wait4``) and wall time.  The reference row, measured in the same run,
 is ``edgeprefix profiles`` on the embedded sample trace (import + a tiny trace); the ratio column
-divides by it.  The goal for 1.5 M requests is 500 MB.
+divides by it.  The goal for 1.5 M requests is 500 MB.  ``--builders`` adds, per size, the peak of
+building the forest alone with the reference ``ForestBuilder`` (the builder ``profiles`` used before)
+and with the compact builder of :mod:`edgeprefix.placement.pipeline.forest_stream`, in the same run.
 """
 
 from __future__ import annotations
@@ -46,6 +48,23 @@ def write_trace(path: Path, requests: int) -> None:
 def run_profiles(trace: Path | None) -> tuple[float, float, dict]:
     """Peak RSS (MB), wall seconds and the JSON report of one ``edgeprefix profiles`` child."""
     argv = [sys.executable, "-m", "edgeprefix", "profiles", "--json"] + ([str(trace)] if trace is not None else [])
+    return run_child(argv)
+
+
+FOREST_ONLY = (
+    "import json, sys\n"
+    "from edgeprefix.placement.pipeline.forest import ForestBuilder\n"
+    "from edgeprefix.placement.pipeline.forest_stream import StreamForestBuilder\n"
+    "from edgeprefix.placement.pipeline.traces import read_trace\n"
+    "builder = (ForestBuilder if sys.argv[2] == 'reference' else StreamForestBuilder)(512)\n"
+    "builder.extend(read_trace(sys.argv[1]))\n"
+    "forest = builder.build()\n"
+    "print(json.dumps({'forest': {'requests': forest.n_requests, 'unique_blocks': forest.n_blocks}}))\n"
+)
+
+
+def run_child(argv: list[str]) -> tuple[float, float, dict]:
+    """Peak RSS (MB), wall seconds and the JSON printed by one child process."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, env={**os.environ, "EDGEPREFIX_PROGRESS": "0"})
@@ -53,24 +72,29 @@ def run_profiles(trace: Path | None) -> tuple[float, float, dict]:
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
         if proc.returncode != 0:
-            raise RuntimeError(f"edgeprefix profiles {trace} exited with {proc.returncode}")
+            raise RuntimeError(f"{' '.join(argv[:4])} exited with {proc.returncode}")
         out.seek(0)
         report = json.loads(out.read())
     return usage.ru_maxrss / 1024.0, seconds, report
 
 
-def measure(sizes: list[int]) -> tuple[Row, list[Row]]:
+def measure(sizes: list[int], builders: bool = False) -> tuple[Row, list[Row], list[tuple[str, Row]]]:
+    """The reference row, one ``profiles`` row per size and, with ``builders``, the forest alone built by the
+    reference :class:`ForestBuilder` and by the compact builder (``build_forest``) on the same traces."""
     peak, seconds, report = run_profiles(None)
     reference = Row(report["forest"]["requests"], 0.0, report["forest"]["unique_blocks"], peak, seconds)
-    rows = []
+    rows, forest_rows = [], []
     with tempfile.TemporaryDirectory() as folder:
         for n in sizes:
             trace = Path(folder) / f"trace_{n}.jsonl"
             write_trace(trace, n)
             peak, seconds, report = run_profiles(trace)
             rows.append(Row(n, trace.stat().st_size / 1e6, report["forest"]["unique_blocks"], peak, seconds))
+            for kind in ("reference", "compact") if builders else ():
+                peak, seconds, report = run_child([sys.executable, "-c", FOREST_ONLY, str(trace), kind])
+                forest_rows.append((kind, Row(n, trace.stat().st_size / 1e6, report["forest"]["unique_blocks"], peak, seconds)))
             trace.unlink()
-    return reference, rows
+    return reference, rows, forest_rows
 
 
 def table(reference: Row, rows: list[Row]) -> str:
@@ -85,17 +109,31 @@ def table(reference: Row, rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def forest_table(reference: Row, rows: list[tuple[str, Row]]) -> str:
+    lines = ["| requests | forest builder | unique blocks | peak MB | × reference | seconds |", "|---|---|---|---|---|---|"]
+    for kind, r in rows:
+        lines.append(f"| {r.requests:,} | {kind} | {r.unique_blocks:,} | {r.peak_mb:.0f} | {r.peak_mb / reference.peak_mb:.2f} "
+                     f"| {r.seconds:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", default="150000,1500000", help="trace sizes (requests), comma-separated")
     parser.add_argument("--out", type=Path, default=None, help="write profiles_memory.json here")
+    parser.add_argument("--builders", action="store_true",
+                        help="also measure the forest alone, built by the reference ForestBuilder and by the compact builder")
     args = parser.parse_args(argv)
     sizes = [int(v) for v in args.requests.split(",") if v.strip()]
-    reference, rows = measure(sizes)
+    reference, rows, forest_rows = measure(sizes, builders=args.builders)
     print(table(reference, rows))
+    if forest_rows:
+        print()
+        print(forest_table(reference, forest_rows))
     if args.out is not None:
         atomic_write_text(args.out / "profiles_memory.json",
-                          json.dumps({"goal_mb": GOAL_MB, "reference": asdict(reference), "rows": [asdict(r) for r in rows]}, indent=2))
+                          json.dumps({"goal_mb": GOAL_MB, "reference": asdict(reference), "rows": [asdict(r) for r in rows],
+                                      "forest_rows": [{"builder": k, **asdict(r)} for k, r in forest_rows]}, indent=2))
     return 0
 
 

@@ -48,7 +48,7 @@ from edgeprefix.placement.pipeline.calibration import (
     piecewise_prefill,
     read_measurements,
 )
-from edgeprefix.placement.pipeline.forest import build_forest
+from edgeprefix.placement.pipeline.forest_stream import stream_forest
 from edgeprefix.placement.pipeline.profile_generation import generate_profiles
 from edgeprefix.placement.pipeline.trace_clock import TraceClock
 from edgeprefix.placement.pipeline.trace_instance import (
@@ -72,7 +72,7 @@ TRACE_FIELDS = (
     "mean equal prefixes). --format tokens: tokens (the input's token ids), output_length (default 0), timestamp "
     "(seconds >= 0, default 0). The output prints the span read and the unit the format assumes."
 )
-DEFAULT_LENGTH_BINS = 16  # benchmarks/length_bins.py and replay_steady.py: E g(L) within 0.5 %, coverage within 0.02 of a warm replay
+DEFAULT_LENGTH_BINS = 8  # chosen on the training half alone (benchmarks/length_bins_choice.py, docs/model.md §2.3)
 DEFAULT_CAP = "25%"
 
 
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         records = itertools.islice(records, count)
     records = with_progress(records, total=count, desc="profiles: reading the trace")
     seen = _Seen()
-    forest = build_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    forest = stream_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     ingest = time.perf_counter() - start
     g, decode, cal_info = _calibration(args)
     deployment = _deployment(args)

@@ -173,9 +173,13 @@ def length_bins(values: npt.ArrayLike, weights: npt.ArrayLike, parts: int, paire
         raise ValueError(f"parts must be >= 1, got {parts!r}")
     order = np.argsort(x, kind="stable")
     x, wt, y = x[order], wt[order], y[order]
-    cum = np.cumsum(wt)
-    mid = (cum - 0.5 * wt) / cum[-1]  # each point's mid-quantile: a point falls in one bin, never split
+    del order
+    mid = np.cumsum(wt)
+    total = mid[-1]
+    mid -= 0.5 * wt
+    mid /= total  # each point's mid-quantile (cum − w/2) / Σw: a point falls in one bin, never split
     bin_of = np.minimum((mid * parts).astype(np.intp), parts - 1)
+    del mid
 
     def means(b: npt.NDArray[np.intp]) -> tuple[FloatArray, FloatArray]:
         mass = np.bincount(b, weights=wt, minlength=parts)

@@ -304,6 +304,10 @@ class RadixForest:
         """Vertex ids ``h<bottom block id>`` (hashes only: docs/model.md §9.6)."""
         return tuple(f"h{b}" for b in self.bottom_block.tolist())
 
+    def vertex_id(self, v: int) -> str:
+        """``ids[v]`` without building every vertex's id (a trace-sized forest has millions)."""
+        return f"h{int(self.bottom_block[v])}"
+
     @property
     def roots(self) -> tuple[int, ...]:
         return tuple(np.flatnonzero(self.parent < 0).tolist())
@@ -402,7 +406,9 @@ def build_forest(
     skip_invalid: bool = False,
     log: SkipLog | None = None,
 ) -> RadixForest:
-    """Stream ``records`` into a :class:`ForestBuilder` and build the :class:`RadixForest`."""
+    """Stream ``records`` into a :class:`ForestBuilder` and build the :class:`RadixForest`
+    (the reference builder; ``edgeprefix profiles`` builds the same forest in bounded memory with
+    :func:`edgeprefix.placement.pipeline.forest_stream.stream_forest`, docs/model.md §9.8)."""
     builder = ForestBuilder(block_size)
     builder.extend(records, skip_invalid=skip_invalid, log=log)
     builder.release_index()

@@ -56,20 +56,6 @@ def _leaves(forest: RadixForest) -> tuple[np.ndarray, FloatArray, FloatArray]:
     return leaves, weight, length
 
 
-def _leaf_ancestor_pairs(forest: RadixForest, leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All (leaf position, ancestor-or-self vertex) pairs, vectorised level by level."""
-    pos = np.arange(leaves.size)
-    cur = leaves.copy()
-    out_pos, out_v = [], []
-    while pos.size:
-        out_pos.append(pos)
-        out_v.append(cur)
-        up = forest.parent[cur]
-        keep = up >= 0
-        pos, cur = pos[keep], up[keep]
-    return np.concatenate(out_pos), np.concatenate(out_v)
-
-
 def value_scores(forest: RadixForest, g: Prefill, kappa: float) -> FloatArray:
     """``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / (κ ℓ_v)`` (eq. (48)): saved prefill per persistent byte."""
     length = forest.mean_length
@@ -80,10 +66,17 @@ def value_scores(forest: RadixForest, g: Prefill, kappa: float) -> FloatArray:
 def marginal_values(forest: RadixForest, g: Prefill) -> FloatArray:
     """``val_v = Σ_{q through v} p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]`` (§9.3c)."""
     leaves, weight, length = _leaves(forest)
-    pos, v = _leaf_ancestor_pairs(forest, leaves)
-    lq = length[pos]
-    gain = np.asarray(g(lq - forest.parent_depth[v])) - np.asarray(g(np.maximum(lq - forest.depth[v], 0.0)))
-    return np.bincount(v, weights=weight[pos] * gain, minlength=forest.n_vertices)
+    total = np.zeros(forest.n_vertices)
+    parent_depth = forest.parent_depth
+    pos, v = np.arange(leaves.size), leaves.copy()
+    while pos.size:  # level by level (each leaf, then its parent, ...): never all (leaf, ancestor) pairs at once
+        lq = length[pos]
+        gain = np.asarray(g(lq - parent_depth[v])) - np.asarray(g(np.maximum(lq - forest.depth[v], 0.0)))
+        np.add.at(total, v, weight[pos] * gain)  # in order, as one bincount over all the pairs adds them
+        up = forest.parent[v]
+        keep = up >= 0
+        pos, v = pos[keep], up[keep]
+    return total
 
 
 def eligible_vertices(forest: RadixForest, k_min: int) -> npt.NDArray[np.bool_]:
@@ -177,7 +170,7 @@ def family_profiles(forest: RadixForest, scores: FloatArray, kappa: float, cap: 
         start = _closed(forest, [h])
         if profile_weight(forest, start, kappa) > cap * (1 + 1e-9):
             continue
-        out.append((f"family_{forest.ids[h]}", greedy_profile(forest, scores, kappa, cap, eligible, within=start)))
+        out.append((f"family_{forest.vertex_id(h)}", greedy_profile(forest, scores, kappa, cap, eligible, within=start)))
     return out
 
 
@@ -251,9 +244,12 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
     deepest = _deepest_marked(forest.parent, keep)
     leaves, weight, length = _leaves(forest)
     group = deepest[leaves]
-    vertices, inverse = np.unique(np.where(group < 0, forest.n_vertices, group), return_inverse=True)
-    ends = forest.ends[leaves].astype(float)
-    n = np.bincount(inverse, weights=ends)
+    del deepest
+    group[group < 0] = forest.n_vertices
+    vertices = np.unique(group)
+    inverse = np.searchsorted(vertices, group)  # np.unique's inverse without sorting every leaf again
+    del group
+    n = np.bincount(inverse, weights=forest.ends[leaves].astype(float))
     probability = n / forest.n_requests
     if length_quantile is None:
         lengths = np.bincount(inverse, weights=forest.end_input_sum[leaves]) / n
@@ -266,6 +262,10 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
         leaf_output = forest.end_output_sum[leaves] / forest.ends[leaves]
         bins = []
         for k in range(vertices.size):
+            if vertices.size == 1:  # one type holds every leaf: no copies
+                inp, out, w = bin_lengths(length, weight, length_bins, leaf_output)
+                bins.append((inp, out * decode_per_token, w))
+                continue
             mine = inverse == k
             inp, out, w = bin_lengths(length[mine], weight[mine], length_bins, leaf_output[mine])
             bins.append((inp, out * decode_per_token, w))
@@ -298,12 +298,22 @@ class ProfileSet:
     dropped: tuple[str, ...]
 
 
+class _VertexIds:
+    """``forest.ids[v]`` on demand: only the vertices an instance names get a string."""
+
+    def __init__(self, forest: RadixForest) -> None:
+        self._forest = forest
+
+    def __getitem__(self, v: int) -> str:
+        return self._forest.vertex_id(v)
+
+
 def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], *, decode_per_token: float,
              length_quantile: float | None = None,
              length_bins: int | None = None) -> tuple[tuple[Prefix, ...], tuple[RequestType, ...], tuple[Profile, ...], TypeGroups]:
     """Instance objects for profiles ``named`` (id, vertex set): prefixes = union of the sets."""
     retained = sorted(set().union(*[set(s) for _, s in named])) if named else []
-    ids = forest.ids
+    ids = _VertexIds(forest)
     prefixes = tuple(
         Prefix(ids[v], float(forest.depth[v]), None if forest.parent[v] < 0 else ids[int(forest.parent[v])],
                blocks=forest.chain(v))
