@@ -25,11 +25,11 @@ from edgeprefix.placement.model.association import (
     association_alpha2,
     association_error,
     association_quadrature,
-    association_quadrature_jacobian,
     default_nodes,
     tier_grid,
     truncated_alpha2,
 )
+from edgeprefix.placement.model.grouped_quadrature import grouped_quadrature_jacobian
 from edgeprefix.placement.model.tier_loads import lift_exponents
 
 FloatArray = npt.NDArray[np.float64]
@@ -115,7 +115,7 @@ class AnalyticKernel:
             if alpha == 2.0:
                 out[:, cols], jac[:, :, cols] = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)  # type: ignore[misc]
             else:
-                out[:, cols], jac[:, :, cols] = association_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
+                out[:, cols], jac[:, :, cols] = grouped_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
         return out, jac
 
     def association_contracted(
@@ -140,7 +140,7 @@ class AnalyticKernel:
             if alpha == 2.0:
                 a_block, d_a = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)  # type: ignore[misc]
             else:
-                a_block, d_a = association_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
+                a_block, d_a = grouped_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
             out[:, cols] = a_block
             k_block = lift_exponents(a_block)
             if k_block.any():
