@@ -22,6 +22,8 @@ the plain computation (measured ``≤ 10⁻¹⁵`` relative, ``tests/test_groupe
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -33,7 +35,7 @@ SEGMENT_BLOCKS = 8  # blocks of segments of the triangular product (Σ_i (i/8)²
 ALIVE_MARGIN = 1e-12  # relative slack on ``b < y_max``: a tier kept by it adds exact zeros, never one dropped
 
 
-def _groups(lam: FloatArray, b: FloatArray, alpha: float) -> tuple[IntArray, FloatArray, FloatArray, FloatArray]:
+def _groups(lam: FloatArray, b: FloatArray, alpha: float) -> tuple[npt.NDArray[Any], FloatArray, FloatArray, FloatArray]:
     """Per type: the group of each tier (``R`` for tiers past ``y_max``), the groups' densities ``Λ``
     and breakpoints ``(R, Q)`` in breakpoint order, and each tier's share ``λ_s/Λ_g`` (0 past ``y_max``)."""
     s_count, q_count = b.shape
@@ -52,7 +54,8 @@ def _groups(lam: FloatArray, b: FloatArray, alpha: float) -> tuple[IntArray, Flo
     rank = np.where(alive, rank, width)  # past y_max: the dummy group ``width``
     flat = (rank * q_count + cols).ravel()
     size = (width + 1) * q_count
-    group_lam = np.bincount(flat, weights=dens[order, cols].ravel(), minlength=size).reshape(width + 1, q_count)[:width]
+    summed = np.bincount(flat, weights=dens[order, cols].ravel(), minlength=size)
+    group_lam = np.asarray(summed, dtype=float).reshape(width + 1, q_count)[:width]
     group_b = np.empty((width + 1, q_count))
     group_b[rank, cols] = bs
     group_b = group_b[:width]
@@ -62,7 +65,7 @@ def _groups(lam: FloatArray, b: FloatArray, alpha: float) -> tuple[IntArray, Flo
     tier_group = np.empty_like(rank)
     tier_group[order, cols] = rank
     own = np.where(tier_group < width, group_lam[np.minimum(tier_group, width - 1), cols], 1.0)
-    share = np.where(tier_group < width, dens / own, 0.0)
+    share: FloatArray = np.where(tier_group < width, dens / own, 0.0)
     return tier_group, group_lam, group_b, share
 
 
