@@ -48,6 +48,7 @@ import numpy.typing as npt
 from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
 from edgeprefix.placement.errors import NumericalError
+from edgeprefix.placement.model.blas_threads import single_blas_thread
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
 from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
@@ -187,7 +188,8 @@ def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: floa
     np.maximum(rho2, 0.0, out=rho2)  # in place: these arrays are large, a fresh one costs page faults
     if alpha != 2.0:
         np.power(rho2, 2.0 / alpha, out=rho2)
-    return rho2 @ (np.pi * lam)
+    with single_blas_thread():  # a large product of many rows: threads only spin on a shared machine (docs/model.md (16.11))
+        return rho2 @ (np.pi * lam)
 
 
 def translated_offsets(lam: FloatArray, b: FloatArray, groups: npt.NDArray[np.int64] | None = None) -> FloatArray:
