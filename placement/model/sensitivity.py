@@ -19,11 +19,14 @@ adjoint ``(I − ∂T/∂W)ᵀ v = ∂J/∂W`` (one ``|S| × |S|`` solve per obj
 ``dJ/dλ = ∂J/∂λ + vᵀ ∂T/∂λ``; ``nearest`` and ``prefix`` need no solve.
 
 Every product is a vector–Jacobian product contracted over the tiers first, so a gradient
-costs one pass over the atoms per objective, ``O(|Q| |S| K N)`` with ``K ≤ |S|`` (``2|S|`` with the
+costs a few passes over the atoms per objective, ``O(|Q| |S| K N)`` with ``K ≤ |S|`` (``2|S|`` with the
 coverage cuts) segments of ``N`` nodes per type, i.e. ``O(|Q| |S|² N)``, on top of the sums (16.7)
-of ``∂A/∂b`` for ``I − ∂T/∂W``, ``O(|Q| |S|² K N)`` as in the fixed point's Newton step (measured
-exponents in docs/model.md §16.4).  The atoms of all types are held at once (about 200 bytes per
-``(s, q, node)`` at α ≠ 2); only the sums (16.7) are formed block by block.
+of ``∂A/∂b`` for ``I − ∂T/∂W``, ``O(|Q| R² K N)`` for ``R ≤ |S|`` groups of tiers with distinct breakpoints
+(about 0.4 of it with the triangular support, docs/model.md §6.5) as in the fixed point's Newton step.
+Measured on ``scale_instance`` at α = 3.5 (docs/model.md §16.5): the gradient takes 1.7 times its cell-model
+evaluation at 300 profiles × 10 types, and the evaluation's ``|S|`` exponent over 10–300 profiles is 1.67.
+The atoms are held one block of types at a time (:func:`atom_blocks`, about 240 bytes per ``(s, q, node)``
+at α ≠ 2, at most :data:`GRADIENT_BLOCK_BYTES` per block, docs/model.md §15.8).
 
 A profile at share 0 gets the one-sided derivative at ``π_s = 0⁺``: it enters as a test tier
 of density ``ε λ_b`` (:data:`ENTERING_SHARE`) whose advertised delay solves its own scalar fixed
