@@ -51,3 +51,17 @@ def test_the_peak_memory_follows_the_block_not_the_types(monkeypatch):
     small_blocks = peak()
     assert small_blocks < one_block / 4
     assert one_block <= 30 * per_type  # the size guard's bound per type holds
+
+
+def test_the_cell_models_void_exponents_in_blocks_of_rows_change_nothing(monkeypatch):
+    """Evaluation and gradient of the cell model with (rows, R, T) blocks of a few rows (docs/model.md §16.5)."""
+    from edgeprefix.placement.model import cell as C
+
+    instance = scale_instance(5, 7, alpha=3.5)
+    ev = evaluate(instance, queue_model="cell")
+    whole_cov, whole_grad = ev.coverage(), S.sensitivity(ev).gradients["coverage"]
+    monkeypatch.setattr(C, "VOID_BLOCK_ELEMENTS", 3 * 7 * 129)  # three rows of the 129-point tables per block
+    blocked = evaluate(instance, queue_model="cell")
+    assert abs(blocked.coverage() - whole_cov) <= 1e-14
+    np.testing.assert_allclose(S.sensitivity(blocked).gradients["coverage"], whole_grad, rtol=0,
+                               atol=1e-12 * np.abs(whole_grad).max())
