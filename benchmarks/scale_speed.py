@@ -8,7 +8,9 @@ evaluation ``evaluate(...).coverage(τ_0)`` per size; the ``|S|`` exponent is th
 number of Newton steps varies with the instance).  A second table gives, on one size, the exact
 gradient (cell model) against its evaluation and the traced peak of both (``tracemalloc``: numpy's
 arrays).  A third gives ``evaluate_batch`` against a loop of ``evaluate`` on ``mooncake_large`` at α = 2
-and 3.5, same mixes, with the route the batch took.
+and 3.5, same mixes, with the route the batch took.  :func:`target_row` and :func:`render_targets` give the scale
+targets of docs/model.md §16.5 (evaluation and gradient of one size in a fresh process, peak ``ru_maxrss``), printed
+by ``python -m edgeprefix.benchmarks.perf --target-size PROFILESxTYPES``.
 """
 
 from __future__ import annotations
