@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="profile counts of the scaling tables (default 10,20,40,80,160, --quick: 10,20,40; 'none' skips them)")
     parser.add_argument("--validate", choices=("reduced", "full", "none"), default=None,
                         help="edgeprefix validate, fast path against the per-request loop (default: reduced; --quick: none)")
+    parser.add_argument("--target-size", default="300x10", metavar="PROFILESxTYPES",
+                        help="size of the scale-target row, evaluation and gradient in a fresh process (default 300x10; "
+                             "the targets are set at 300x1000; 'none' skips it)")
     args = parser.parse_args(argv)
     repeats = args.startup_repeats if args.startup_repeats is not None else (5 if args.quick else 15)
     if repeats < 0:
@@ -241,6 +244,19 @@ def main(argv: list[str] | None = None) -> int:
         print("network simulator: validate with the online router's fast path and remembered candidates vs the "
               "per-request loop (CPU seconds, one run)")
         print(validate_speed.render(validate_speed.measure(full=validate_mode == "full")))
+    if args.target_size != "none":
+        try:
+            t_profiles, t_types = (int(x) for x in args.target_size.lower().split("x"))
+        except ValueError:
+            parser.error(f"--target-size takes PROFILESxTYPES (e.g. 300x1000) or 'none', got {args.target_size!r}")
+        if t_profiles < 2 or t_types < 1:
+            parser.error("--target-size needs at least 2 profiles and 1 type")
+        fit_sizes = [10, 30, 100, 300] if not args.quick else [10, 30, 100]
+        fit_rows = scale_speed.size_rows(fit_sizes, 10)
+        fit = scale_speed.exponent([float(r.profiles) for r in fit_rows], [r.cpu_seconds for r in fit_rows])
+        print()
+        print(f"scale targets (docs/model.md §16.5), CPU seconds, one run; |S| fit: {', '.join(f'{r.profiles}: {r.cpu_seconds:.2f} s' for r in fit_rows)}")
+        print(scale_speed.render_targets(scale_speed.target_row(t_profiles, t_types), (fit_rows, fit)))
     if args.out is not None:
         payload = {
             "machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows,

@@ -8,7 +8,9 @@ evaluation ``evaluate(...).coverage(τ_0)`` per size; the ``|S|`` exponent is th
 number of Newton steps varies with the instance).  A second table gives, on one size, the exact
 gradient (cell model) against its evaluation and the traced peak of both (``tracemalloc``: numpy's
 arrays).  A third gives ``evaluate_batch`` against a loop of ``evaluate`` on ``mooncake_large`` at α = 2
-and 3.5, same mixes, with the route the batch took.
+and 3.5, same mixes, with the route the batch took.  :func:`target_row` and :func:`render_targets` give the scale
+targets of docs/model.md §16.5 (evaluation and gradient of one size in a fresh process, peak ``ru_maxrss``), printed
+by ``python -m edgeprefix.benchmarks.perf --target-size PROFILESxTYPES``.
 """
 
 from __future__ import annotations
@@ -96,6 +98,61 @@ def render_gradient(row: dict[str, float]) -> str:
     return (f"{row['profiles']}×{row['types']} α={row['alpha']:g} cell model: evaluation {row['evaluation_cpu']:.2f} s CPU "
             f"(peak {row['evaluation_peak_mb']:.0f} MB), gradient {row['gradient_cpu']:.2f} s CPU (peak {row['gradient_peak_mb']:.0f} MB), "
             f"gradient / evaluation {row['ratio']:.2f}")
+
+
+TARGETS = {"evaluation_cpu": 10.0, "ratio": 2.0, "peak_mb": 2048.0, "exponent": 2.0}  # the scale targets (docs/model.md §16.5)
+_TARGET_CHILD = """
+import json, resource, sys, time
+from edgeprefix.benchmarks.scale_instances import scale_instance
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.sensitivity import sensitivity
+inst = scale_instance(int(sys.argv[2]), int(sys.argv[1]), alpha=float(sys.argv[3]))
+floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.process_time()
+ev = evaluate(inst, queue_model="cell")
+ev.coverage()
+middle = time.process_time()
+sensitivity(ev)
+end = time.process_time()
+print(json.dumps({"evaluation_cpu": middle - start, "gradient_cpu": end - middle, "floor_mb": floor / 1024,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def target_row(profiles: int, types: int, alpha: float = 3.5) -> dict[str, float]:
+    """Evaluation (cell model) and its exact gradient in a fresh process: CPU seconds and peak resident memory
+    (``ru_maxrss``, imports and instance included; ``floor_mb`` is the peak before the evaluation)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _TARGET_CHILD, str(profiles), str(types), str(alpha)],
+                         capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    row.update(profiles=profiles, types=types, alpha=alpha, ratio=row["gradient_cpu"] / row["evaluation_cpu"])
+    return row
+
+
+def render_targets(row: dict[str, float], exponent_fit: tuple[list[SizeRow], float] | None) -> str:
+    def verdict(value: float, limit: float) -> str:
+        return f"{'met' if value <= limit else f'NOT met ({value / limit:.1f}x the limit)'}"
+
+    size = f"{row['profiles']}×{row['types']} α={row['alpha']:g}, cell model"
+    full = (row["profiles"], row["types"]) == (300, 1000)
+
+    def absolute(value: float, limit: float) -> str:  # CPU and memory targets hold at 300 × 1,000 only
+        return verdict(value, limit) if full else "reduced size, no verdict (the target is set at 300×1000: --target-size 300x1000)"
+
+    lines = [f"evaluation CPU s ({size}): {row['evaluation_cpu']:.2f} (target ≤ {TARGETS['evaluation_cpu']:g} s "
+             f"at 300×1000): {absolute(row['evaluation_cpu'], TARGETS['evaluation_cpu'])}",
+             f"gradient / evaluation: {row['ratio']:.2f} (target ≤ {TARGETS['ratio']:g}): {verdict(row['ratio'], TARGETS['ratio'])}",
+             f"peak resident MB (fresh process, imports {row['floor_mb']:.0f} MB): {row['peak_mb']:.0f} "
+             f"(target ≤ {TARGETS['peak_mb']:g}): {absolute(row['peak_mb'], TARGETS['peak_mb'])}"]
+    if exponent_fit is not None:
+        rows, value = exponent_fit
+        lines.append(f"|S| exponent of the evaluation over {rows[0].profiles}–{rows[-1].profiles} profiles ({rows[0].types} types, "
+                     f"α = {rows[0].alpha:g}): {value:.2f} (target ≤ {TARGETS['exponent']:g}): {verdict(value, TARGETS['exponent'])}")
+    return "\n".join(lines)
 
 
 def batch_rows(mixes: int, alphas: tuple[float, ...] = (2.0, 3.5)) -> list[dict[str, object]]:

@@ -32,3 +32,13 @@ def test_tables_report_what_they_measured():
     assert all(r["max_coverage_diff"] <= 1e-8 for r in batch)
     grad = scale_speed.gradient_row(4, 3)
     assert grad["gradient_cpu"] > 0 and grad["gradient_peak_mb"] > 0
+
+
+def test_target_row_measures_a_fresh_process_and_says_when_it_has_no_verdict():
+    row = scale_speed.target_row(4, 3)
+    assert row["evaluation_cpu"] > 0 and row["gradient_cpu"] > 0 and row["peak_mb"] >= row["floor_mb"] > 0
+    text = scale_speed.render_targets(row, None)
+    assert text.count("reduced size, no verdict") == 2  # CPU and memory targets hold at 300 × 1,000 only
+    full = dict(row, profiles=300, types=1000, evaluation_cpu=25.0, peak_mb=100.0)
+    text = scale_speed.render_targets(full, (scale_speed.size_rows([3, 6], 2), 2.5))
+    assert "NOT met (2.5x the limit)" in text and "peak resident MB" in text and "|S| exponent of the evaluation over 3–6" in text

@@ -48,6 +48,7 @@ import numpy.typing as npt
 from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
 from edgeprefix.placement.errors import NumericalError
+from edgeprefix.placement.model.blas_threads import single_blas_thread
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
 from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
@@ -177,17 +178,33 @@ class _Groups:
         return out
 
 
+VOID_BLOCK_ELEMENTS = 1 << 22  # largest (rows, R, T) work array of void_exponent: 32 MB (docs/model.md §16.5)
+
+
 def void_exponent(v: FloatArray, lam: FloatArray, delta: FloatArray, alpha: float) -> FloatArray:
     """``L_{s,q}(v) = π Σ_t λ_t ρ_{t|s,q}(v)²`` (eq. (14.1)).
 
     ``delta`` ``(..., T)`` holds ``b_{s,q} − b_{t,q}`` (cost offsets over ``ξ``) on its last axis;
     ``v`` ``(..., R)`` the squared distances, with the same leading axes.  Returns ``(..., R)``.
+    Rows (the leading axes) are independent: they are computed in blocks whose ``(rows, R, T)`` work
+    array holds at most :data:`VOID_BLOCK_ELEMENTS` numbers (the whole ``(S, Q, R, T)`` array is 9 GB at
+    300 profiles × 100 types with the 129-point tables).
     """
-    rho2 = (v[..., None] if alpha == 2.0 else v[..., None] ** (alpha / 2.0)) + delta[..., None, :]
-    np.maximum(rho2, 0.0, out=rho2)  # in place: these arrays are large, a fresh one costs page faults
-    if alpha != 2.0:
-        np.power(rho2, 2.0 / alpha, out=rho2)
-    return rho2 @ (np.pi * lam)
+    lead, r_count, t_count = v.shape[:-1], v.shape[-1], delta.shape[-1]
+    v_rows = v.reshape(-1, r_count)
+    d_rows = np.broadcast_to(delta, lead + (t_count,)).reshape(-1, t_count)
+    weights = np.pi * lam
+    step = max(1, VOID_BLOCK_ELEMENTS // max(1, r_count * t_count))
+    out = np.empty(v_rows.shape)
+    with single_blas_thread():  # many products of many rows: threads only spin on a shared machine (docs/model.md (16.11))
+        for start in range(0, v_rows.shape[0], step):
+            block = slice(start, start + step)
+            rho2 = (v_rows[block, :, None] if alpha == 2.0 else v_rows[block, :, None] ** (alpha / 2.0)) + d_rows[block, None, :]
+            np.maximum(rho2, 0.0, out=rho2)  # in place: a fresh array costs page faults
+            if alpha != 2.0:
+                np.power(rho2, 2.0 / alpha, out=rho2)
+            out[block] = rho2 @ weights
+    return out.reshape(lead + (r_count,))
 
 
 def translated_offsets(lam: FloatArray, b: FloatArray, groups: npt.NDArray[np.int64] | None = None) -> FloatArray:

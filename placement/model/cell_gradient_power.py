@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from edgeprefix.placement.model import association as AS
 from edgeprefix.placement.model import cell as C
+from edgeprefix.placement.model.blas_threads import single_blas_thread
 from edgeprefix.placement.model.spatial import column_blocks
 
 FloatArray = npt.NDArray[np.float64]
@@ -78,18 +79,24 @@ class PowerGeometry:
         tier, kind, v, delta = token
         p = 2.0 / self.alpha
         power, slope = self.radio(v)
-        z = power[..., None] + delta[:, None, :]  # (P, R, T)
-        np.maximum(z, 0.0, out=z)
-        root = np.power(z, p)  # max(z, 0)^{2/α} = ρ_t², the λ_t derivative over π
-        self.lam_bar += np.pi * np.einsum("pr,prt->t", bar, root)
-        np.divide(root, z, out=root, where=z > 0)  # z^{p − 1} where z > 0 (0 elsewhere: root is 0 there)
         scale = np.pi * p * self.lam  # ∂L/∂z_t = π λ_t p z^{p − 1}
-        per_t = np.einsum("pr,prt->pt", bar, root) * scale  # (P, T): Σ_r z̄_t
+        per_t, v_bar = np.empty(delta.shape), np.empty(v.shape)
+        step = max(1, C.VOID_BLOCK_ELEMENTS // max(1, v.shape[1] * delta.shape[1]))  # (rows, R, T) blocks, as the forward pass
+        with single_blas_thread():
+            for start in range(0, v.shape[0], step):
+                rows = slice(start, start + step)
+                z = power[rows, :, None] + delta[rows, None, :]  # (P, R, T)
+                np.maximum(z, 0.0, out=z)
+                root = np.power(z, p)  # max(z, 0)^{2/α} = ρ_t², the λ_t derivative over π
+                self.lam_bar += np.pi * np.einsum("pr,prt->t", bar[rows], root)
+                np.divide(root, z, out=root, where=z > 0)  # z^{p − 1} where z > 0 (0 elsewhere: root is 0 there)
+                per_t[rows] = np.einsum("pr,prt->pt", bar[rows], root) * scale  # (P, T): Σ_r z̄_t
+                v_bar[rows] = (root @ scale) * bar[rows] * slope[rows]
         np.add.at(self.b_bar, (tier, kind), per_t.sum(axis=1))
         t_count = self.lam.size
         flat = (np.arange(t_count)[None, :] * self.b.shape[1] + kind[:, None]).ravel()
         self.b_bar -= np.bincount(flat, per_t.ravel(), self.b.size).reshape(self.b.shape)
-        return (root @ scale) * bar * slope
+        return v_bar
 
     # -- ray extents (14.2) ------------------------------------------------------------------------
     def extent(self, queries: FloatArray) -> FloatArray:

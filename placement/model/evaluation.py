@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.memory import check_memory, evaluation_bytes
+from edgeprefix.placement.model.blas_threads import single_blas_thread
 from edgeprefix.placement.model.catalogue import catalogue_evaluation
 from edgeprefix.placement.model.cell import (
     ROUTER_OF_QUEUE_MODEL,
@@ -676,18 +677,19 @@ def evaluate(
             wait, jac = queue_map_jacobian(w[group])
             return wait[first], jac[first] @ members  # ∂T_g/∂W_h = Σ_{t ∈ h} ∂T_g/∂W_t
 
-        w_group, report = solve_fixed_point(
-            group_map,
-            start[first],
-            method=method,
-            tol=tol,
-            damping=damping,
-            max_iterations=max_iterations,
-            record=record_history,
-            jacobian=group_jacobian if has_jacobian else None,
-            w_shift=0.05 * float(service.mean()),
-            w_max=delay_cap(xi),
-        )
+        with single_blas_thread():  # Newton's |S| × |S| solves and the kernel's products (docs/model.md (16.11))
+            w_group, report = solve_fixed_point(
+                group_map,
+                start[first],
+                method=method,
+                tol=tol,
+                damping=damping,
+                max_iterations=max_iterations,
+                record=record_history,
+                jacobian=group_jacobian if has_jacobian else None,
+                w_shift=0.05 * float(service.mean()),
+                w_max=delay_cap(xi),
+            )
         w_adv = w_group[group]
         if report.history:
             report = dataclasses.replace(report, history=tuple(tuple(np.asarray(h)[group].tolist()) for h in report.history))

@@ -19,11 +19,14 @@ adjoint ``(I − ∂T/∂W)ᵀ v = ∂J/∂W`` (one ``|S| × |S|`` solve per obj
 ``dJ/dλ = ∂J/∂λ + vᵀ ∂T/∂λ``; ``nearest`` and ``prefix`` need no solve.
 
 Every product is a vector–Jacobian product contracted over the tiers first, so a gradient
-costs one pass over the atoms per objective, ``O(|Q| |S| K N)`` with ``K ≤ |S|`` (``2|S|`` with the
+costs a few passes over the atoms per objective, ``O(|Q| |S| K N)`` with ``K ≤ |S|`` (``2|S|`` with the
 coverage cuts) segments of ``N`` nodes per type, i.e. ``O(|Q| |S|² N)``, on top of the sums (16.7)
-of ``∂A/∂b`` for ``I − ∂T/∂W``, ``O(|Q| |S|² K N)`` as in the fixed point's Newton step (measured
-exponents in docs/model.md §16.4).  The atoms of all types are held at once (about 200 bytes per
-``(s, q, node)`` at α ≠ 2); only the sums (16.7) are formed block by block.
+of ``∂A/∂b`` for ``I − ∂T/∂W``, ``O(|Q| R² K N)`` for ``R ≤ |S|`` groups of tiers with distinct breakpoints
+(about 0.4 of it with the triangular support, docs/model.md §6.5) as in the fixed point's Newton step.
+Measured on ``scale_instance`` at α = 3.5 (docs/model.md §16.5): the gradient takes 1.7 times its cell-model
+evaluation at 300 profiles × 10 types, and the evaluation's ``|S|`` exponent over 10–300 profiles is 1.67.
+The atoms are held one block of types at a time (:func:`atom_blocks`, about 240 bytes per ``(s, q, node)``
+at α ≠ 2, at most :data:`GRADIENT_BLOCK_BYTES` per block, docs/model.md §15.8).
 
 A profile at share 0 gets the one-sided derivative at ``π_s = 0⁺``: it enters as a test tier
 of density ``ε λ_b`` (:data:`ENTERING_SHARE`) whose advertised delay solves its own scalar fixed
@@ -48,7 +51,7 @@ from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.association import TierGrid, default_nodes, tier_grid
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
-from edgeprefix.placement.model.spatial import AnalyticKernel
+from edgeprefix.placement.model.spatial import AnalyticKernel, column_blocks
 from edgeprefix.placement.model.tier_loads import lift, unlift
 from edgeprefix.placement.model.wait_laws import EngineLaw, QueueLaw, WaitLaw, wait_law_for
 
@@ -276,6 +279,73 @@ class _Atoms:
         return -np.einsum("qj,tqj->t", weight * w[:, None], self.assoc.gunit)
 
 
+GRADIENT_BLOCK_BYTES = 256 * 2**20  # atoms of one block of types held at once (docs/model.md §15.8): at least one type
+
+
+def _atom_bytes_per_type(tiers: int, alpha: float, nodes: int) -> float:
+    """Bytes of the atoms of one type: ``2|S|`` segments (the coverage cuts) of ``N`` nodes per tier."""
+    return (GRADIENT_BYTES * nodes if alpha != 2.0 else GRADIENT_BYTES_ALPHA2) * tiers * tiers
+
+
+def atom_blocks(tiers: int, types: int, alpha: float, nodes: int) -> list[slice]:
+    """Blocks of types whose atoms fit in :data:`GRADIENT_BLOCK_BYTES` (one type per block at least)."""
+    step = max(1, int(GRADIENT_BLOCK_BYTES // max(1.0, _atom_bytes_per_type(tiers, alpha, nodes))))
+    return [slice(start, min(types, start + step)) for start in range(0, types, step)]
+
+
+class _BlockWindow:
+    """A :class:`_Window` computed block of types by block: the same ``values``, ``vjp`` and
+    ``tilt_derivative``, each pass rebuilding the block's atoms (types are independent, docs/model.md §15.8)."""
+
+    def __init__(self, make: Any, blocks: list[slice], shape: tuple[int, int]) -> None:
+        self.make, self.blocks, self.shape = make, blocks, shape
+
+    def _each(self, fn: Any) -> FloatArray:
+        out = np.empty(self.shape)
+        for cols in self.blocks:
+            out[:, cols] = fn(self.make(cols), cols)
+        return out
+
+    @cached_property
+    def values(self) -> FloatArray:
+        return self._each(lambda win, cols: win.values)
+
+    def vjp(self, w: FloatArray, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
+        lam_bar, b_bar = np.zeros(self.shape[0]), np.empty(self.shape)
+        for cols in self.blocks:
+            lb, b_bar[:, cols] = self.make(cols).vjp(w[:, cols], lam)
+            lam_bar += lb
+        return lam_bar, b_bar
+
+    def tilt_derivative(self) -> FloatArray:
+        return self._each(lambda win, cols: win.tilt_derivative())
+
+
+class _BlockedAtoms:
+    """:class:`_Atoms` of blocks of types (:func:`atom_blocks`): memory of one block, whatever ``|Q|`` is."""
+
+    def __init__(self, lam: FloatArray, b: FloatArray, u_cut: FloatArray, alpha: float, nodes: int, blocks: list[slice]) -> None:
+        self.lam, self.b, self.u_cut, self.alpha, self.nodes, self.blocks = lam, b, u_cut, alpha, nodes, blocks
+        self.assoc = _BlockWindow(lambda cols: self._atoms(cols).assoc, blocks, b.shape)
+
+    def _atoms(self, cols: slice) -> _Atoms:
+        return _Atoms(self.lam, self.b[:, cols], self.u_cut[:, cols], self.alpha, self.nodes)
+
+    def truncated(self, tilt: FloatArray | None) -> _BlockWindow:
+        return _BlockWindow(lambda cols: self._atoms(cols).truncated(None if tilt is None else tilt[:, cols]), self.blocks, self.b.shape)
+
+    def axis_lambda_vjp(self, w: FloatArray) -> FloatArray:
+        return sum((self._atoms(cols).axis_lambda_vjp(w[cols]) for cols in self.blocks), np.zeros(self.lam.size))
+
+
+def point_atoms(lam: FloatArray, b: FloatArray, u_cut: FloatArray, alpha: float, nodes: int) -> _Atoms | _BlockedAtoms:
+    """The atoms of one point: all types at once when they fit in one block, else :class:`_BlockedAtoms`."""
+    blocks = atom_blocks(lam.size, b.shape[1], alpha, nodes)
+    if len(blocks) == 1:
+        return _Atoms(lam, b, u_cut, alpha, nodes)
+    return _BlockedAtoms(lam, b, u_cut, alpha, nodes, blocks)
+
+
 # -- loads of the tiers ------------------------------------------------------------------------------
 class _Loads:
     """Per-node loads of tiers from their association ``A`` ``(n, Q)`` (docs/model.md §5, eq. (19.17)):
@@ -362,12 +432,15 @@ GRADIENT_BYTES_ALPHA2 = 480.0  # bytes per (s, q, segment) at α = 2 (traced pea
 
 def _check_gradient_size(tiers: int, types: int, alpha: float, nodes: int) -> None:
     """Refuse, before allocating, a gradient whose atoms cannot fit in memory (docs/model.md (20.5)): they are
-    held for all types at once, ``2|S|`` segments (the coverage cuts) of ``N`` nodes per tier and type."""
+    held one block of types at a time (:func:`atom_blocks`), ``2|S|`` segments (the coverage cuts) of ``N`` nodes
+    per tier and type, on top of ``O(|S| |Q| + |S|²)`` per-point arrays."""
     from edgeprefix.placement.memory import EVALUATION_BASE
 
-    per_node = GRADIENT_BYTES * nodes if alpha != 2.0 else GRADIENT_BYTES_ALPHA2
+    per_type = _atom_bytes_per_type(tiers, alpha, nodes)
+    held = per_type * atom_blocks(tiers, types, alpha, nodes)[0].stop  # one block of types at a time
+    per_point = 8.0 * (40 * tiers * types + 8 * tiers * tiers)  # (S, Q) seeds and loads, (S, S) matrices
     check_memory(  # on top of the floor every evaluation holds (docs/model.md (20.5)), so never below the evaluation's
-        EVALUATION_BASE + per_node * tiers * tiers * types,
+        EVALUATION_BASE + held + per_point,
         "mix",
         f"the exact gradient of an evaluation with {tiers} profiles (active or entering) and {types} request types",
         "give fewer profiles a positive share or prune dominated profiles (profiles --max-profiles), or use a "
@@ -479,8 +552,12 @@ class _Linearisation:
             def through_kernel(w_e: FloatArray) -> tuple[FloatArray, FloatArray]:
                 wait = self.wait.copy()
                 wait[e] = w_e
-                a_q, d_a = kernel.association_jacobian(self.lam, self.bias(wait), self.alpha)
-                return a_q[e], np.einsum("ssq->sq", d_a)[e] / self.xi
+                bias = self.bias(wait)
+                a_q, diagonal = np.empty_like(bias), np.empty_like(bias)
+                for cols in column_blocks(bias.shape[1], bias.shape[0] ** 2):  # the diagonal only: (S, S) per type at a time
+                    a_q[:, cols], d_a = kernel.association_jacobian(self.lam, bias[:, cols], self.alpha)
+                    diagonal[:, cols] = np.einsum("ssq->sq", d_a)
+                return a_q[e], diagonal[e] / self.xi
 
             return through_kernel
         active = self.active
@@ -509,7 +586,7 @@ class _Linearisation:
     def _build(self) -> None:
         self.b = self.bias(self.wait)
         self.u_cut = np.maximum((self.target - self.g) / self.xi, 0.0)
-        self.atoms = _Atoms(self.lam, self.b, self.u_cut, self.alpha, self.nodes)
+        self.atoms = point_atoms(self.lam, self.b, self.u_cut, self.alpha, self.nodes)
         if self.policy == "nearest":
             share = self.lam / self.lam.sum()
             self.A = np.repeat(share[:, None], self.p.size, axis=1)
@@ -521,12 +598,12 @@ class _Linearisation:
         self.stable = self.waits.stable
 
     @cached_property
-    def p1(self) -> _Window:
+    def p1(self) -> _Window | _BlockWindow:
         """The mean field's ``P1`` windows (its coverage; the cell model has its own ``P1``, eq. (14.14))."""
         return self.atoms.truncated(None)
 
     @cached_property
-    def p2(self) -> list[_Window]:
+    def p2(self) -> list[_Window | _BlockWindow]:
         return [self.atoms.truncated(np.where(self.stable, k, 0.0)[:, None] * self.xi * np.ones_like(self.b)) for k in self.waits.decay]
 
     # reverse ---------------------------------------------------------------------------------

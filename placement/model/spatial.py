@@ -25,11 +25,12 @@ from edgeprefix.placement.model.association import (
     association_alpha2,
     association_error,
     association_quadrature,
-    association_quadrature_jacobian,
     default_nodes,
     tier_grid,
     truncated_alpha2,
 )
+from edgeprefix.placement.model.blas_threads import single_blas_thread
+from edgeprefix.placement.model.grouped_quadrature import grouped_quadrature_jacobian
 from edgeprefix.placement.model.tier_loads import lift_exponents
 
 FloatArray = npt.NDArray[np.float64]
@@ -111,11 +112,13 @@ class AnalyticKernel:
             return np.ones_like(b), np.zeros((1, 1, b.shape[1]))
         out, jac = np.empty_like(b), np.empty((s_count, s_count, b.shape[1]))
         per_column = s_count**2 if alpha == 2.0 else s_count**2 * self._n(alpha)
-        for cols in _blocks(b.shape[1], per_column, alpha):
-            if alpha == 2.0:
+        if alpha == 2.0:
+            for cols in _blocks(b.shape[1], per_column, alpha):
                 out[:, cols], jac[:, :, cols] = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)
-            else:
-                out[:, cols], jac[:, :, cols] = association_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
+            return out, jac
+        with single_blas_thread():  # many small products (16.11)
+            for cols in _blocks(b.shape[1], per_column, alpha):
+                out[:, cols], jac[:, :, cols] = grouped_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
         return out, jac
 
     def association_contracted(
@@ -133,14 +136,22 @@ class AnalyticKernel:
         n_w = weights.shape[0]
         if s_count == 1:
             return np.ones_like(b), np.zeros((n_w, 1, 1)), np.zeros(1, dtype=np.int64)
-        out = np.empty_like(b)
         per_column = s_count**2 if alpha == 2.0 else s_count**2 * self._n(alpha)
+        with single_blas_thread():  # many small products (16.11)
+            return self._contracted(lam, b, alpha, weights, per_column)
+
+    def _contracted(
+        self, lam: FloatArray, b: FloatArray, alpha: float, weights: FloatArray, per_column: int
+    ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int64]]:
+        s_count, q_count = b.shape
+        n_w = weights.shape[0]
+        out = np.empty_like(b)
         total, k = np.zeros((n_w, s_count, s_count)), np.zeros(s_count, dtype=np.int64)
         for index, cols in enumerate(_blocks(q_count, per_column, alpha)):
             if alpha == 2.0:
                 a_block, d_a = association_alpha2(_columns(lam, cols), b[:, cols], jacobian=True)
             else:
-                a_block, d_a = association_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
+                a_block, d_a = grouped_quadrature_jacobian(_columns(lam, cols), b[:, cols], alpha, self._n(alpha))
             out[:, cols] = a_block
             k_block = lift_exponents(a_block)
             if k_block.any():
