@@ -280,3 +280,12 @@ def test_the_sampled_router_with_every_candidate_is_the_online_router(calibrated
     assert np.array_equal(a.ttft, b.ttft)
     with pytest.raises(ValueError, match="sample"):
         SampledOnlineRouter(online, 0)
+
+
+def test_the_fresh_prediction_states_its_region(calibrated):
+    """Item 4: the online block says whether eq. (39) is near the stability edge, where its measured bias grows."""
+    light = predict_online(calibrated.with_network(request_intensity=1.0), None, Telemetry()).to_dict()["fresh_region"]
+    heavy = predict_online(calibrated.with_network(request_intensity=8.0), None, Telemetry()).to_dict()["fresh_region"]
+    assert not light["near_edge"] and heavy["near_edge"]
+    assert heavy["max_utilization"] > light["max_utilization"]
+    assert heavy["bias_measured"][1] > light["bias_measured"][1]

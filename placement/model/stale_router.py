@@ -50,6 +50,9 @@ MARK_FLOOR = 1e-9  # shown states of less mass are left out of the competitors' 
 MARK_ATOMS = 16  # atoms of a competitor tier's shown-wait law
 OWN_DENSE = 12  # own shown states computed one by one (then OWN_TAIL geometric ones, interpolated)
 OWN_TAIL = 12
+NEAR_EDGE_UTILIZATION = 0.85  # busiest tier's eq. (39) load from which the fresh prediction's bias grows (11.17)
+NEAR_EDGE_BIAS = (0.0, 0.07)  # eq. (39) − simulated fresh online router, measured there (benchmarks/README.md §11)
+INSIDE_BIAS = (-0.02, 0.04)  # ... and below it (mooncake_small at 55 % of the edge: +0.039 at a busiest load of 0.67)
 CLOSED = 1e6  # seconds added to the shown delay of a node closed by admission control (never preferred)
 CANDIDATES = (1, 2)  # k nearest per profile with a closed form (the online router of docs/model.md §11 uses 2)
 
@@ -90,6 +93,7 @@ class StaleRouterPrediction:
     utilization: FloatArray
     meanfield_coverage: float
     node: NodeModel | None = field(default=None, repr=False)
+    meanfield_utilization: FloatArray | None = field(default=None, repr=False)  # eq. (39)'s tier loads
     fresh_node: NodeModel | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
@@ -102,6 +106,7 @@ class StaleRouterPrediction:
             "meanfield_coverage": float(self.meanfield_coverage),
             "node_coverage": None if self.node is None else float(self.node.coverage),
             "fresh_node_coverage": None if self.fresh_node is None else float(self.fresh_node.coverage),
+            "fresh_region": fresh_region(self.meanfield_utilization),
         }
 
 
@@ -134,7 +139,8 @@ def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, ta
     h = flood_length(telemetry)
     window = float(telemetry.delay) + 0.5 * float(telemetry.refresh)
     if h == 0.0 and margin == 0.0 and sample == 0 and admission == math.inf:
-        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov)
+        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov,
+                                     meanfield_utilization=base_util)
     fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
     options = dict(start=fresh.shown, margin=margin, sample=sample, admission=admission)
     if local_accounting:
@@ -146,8 +152,21 @@ def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, ta
         coverage=float(min(max(base_cov + stale.coverage - fresh.coverage, 0.0), 1.0)),
         mean_ttft=base_ttft + stale.mean_ttft - fresh.mean_ttft,
         utilization=base_util + np.where(np.isfinite(base_util), stale.utilization - fresh.utilization, 0.0),
-        meanfield_coverage=base_cov, node=stale, fresh_node=fresh,
+        meanfield_coverage=base_cov, node=stale, fresh_node=fresh, meanfield_utilization=base_util,
     )
+
+
+def fresh_region(utilization: FloatArray | None) -> dict | None:
+    """Where eq. (39) stands for the fresh online router (docs/model.md (11.17)): the busiest tier's load and,
+    at or above :data:`NEAR_EDGE_UTILIZATION` (near the stability edge), the measured bias ``[lo, hi]`` of eq. (39)
+    against the simulated router (prediction − simulation), else the bias measured below it."""
+    if utilization is None:
+        return None
+    load = np.asarray(utilization, dtype=float)
+    busiest = float(np.nanmax(load)) if np.isfinite(load).any() else float("nan")
+    near = bool(busiest >= NEAR_EDGE_UTILIZATION)
+    lo, hi = NEAR_EDGE_BIAS if near else INSIDE_BIAS
+    return {"max_utilization": busiest, "near_edge": near, "bias_measured": [lo, hi]}
 
 
 def _radial(edge_density: float) -> tuple[FloatArray, FloatArray]:
