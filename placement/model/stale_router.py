@@ -142,11 +142,8 @@ def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, ta
         return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov,
                                      meanfield_utilization=base_util)
     fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
-    options = dict(start=fresh.shown, margin=margin, sample=sample, admission=admission)
-    if local_accounting:
-        stale = node_model(instance, ev, 0.0, tau, overcount=window, **options)
-    else:
-        stale = node_model(instance, ev, h, tau, **options)
+    stale = node_model(instance, ev, 0.0 if local_accounting else h, tau, start=fresh.shown, margin=margin,
+                       overcount=window if local_accounting else 0.0, sample=sample, admission=admission)
     return StaleRouterPrediction(
         telemetry=telemetry, target=tau,
         coverage=float(min(max(base_cov + stale.coverage - fresh.coverage, 0.0), 1.0)),
@@ -242,12 +239,12 @@ def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[F
         rate = lam_q[s].sum(axis=0)  # (J,)
         b, avg = _board(rate, int(c[s]), float(mu[s]), h)
         b = beta[s]  # the converged law (the damped iterate)
-        n = np.arange(sizes[s] + 1)
+        state = np.arange(sizes[s] + 1)
         occupancy = b @ avg  # time-average law
-        util[act[s]] = float(occupancy @ np.minimum(n, c[s])) / c[s]
+        util[act[s]] = float(occupancy @ np.minimum(state, c[s])) / c[s]
         rates[act[s]] = float(b @ rate)
         truncation = max(truncation, float(occupancy[-1]))
-        ahead = np.maximum(n - c[s] + 1, 0)  # Erlang stages of a FCFS arrival meeting n
+        ahead = np.maximum(state - c[s] + 1, 0)  # Erlang stages of a FCFS arrival meeting n
         for q in range(p.size):
             slack = tau - radio - g[s, q]  # (R,)
             within = _erlang_cdf(ahead[:, None], c[s] * mu[s], slack[None, :])  # (N, R)
@@ -307,7 +304,7 @@ def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k, s
                 part = _pair_sum(c_t, weights)
             log_win += np.log(np.maximum(part, 1e-300))
         if sample:
-            log_win = np.log(np.maximum(_sampled_win(counts, sample), 1e-300))
+            log_win = np.log(np.maximum(_sampled_win(counts, sample, k), 1e-300))
         # back to every state: log P is interpolated linearly in the state between the grid states
         states = np.arange(full.size)
         log_full = np.stack([np.stack([np.interp(states, grid, log_win[q, :, i]) for i in range(ru.size)], axis=1)
@@ -352,23 +349,21 @@ def _beaten(c: FloatArray, weights: FloatArray, a_r: FloatArray, k: int, *, own:
     return out
 
 
-def _sampled_win(counts: list[FloatArray], sample: int) -> FloatArray:
+def _sampled_win(counts: list[FloatArray], sample: int, per_profile: int) -> FloatArray:
     """``P(the node is sampled and no candidate that beats it is)`` from each tier's law of beaters.
 
     With ``K`` candidates, ``d`` of them sampled uniformly and ``b`` beating the node:
     ``C(K − 1 − b, d − 1) / C(K, d)``; ``b`` is the sum of the tiers' independent counts.
     """
-    law = np.ones(counts[0].shape[:-1] + (1,))
+    law: FloatArray = np.ones(counts[0].shape[:-1] + (1,))
     for part in counts:
         conv = np.zeros(law.shape[:-1] + (law.shape[-1] + 2,))
-        for b in range(3):
-            conv[..., b:b + law.shape[-1]] += law * part[..., b:b + 1]
+        for shift in range(3):
+            conv[..., shift:shift + law.shape[-1]] += law * part[..., shift:shift + 1]
         law = conv
-    total = 2 * len(counts) if counts else 0
-    size = law.shape[-1]
-    b = np.arange(size)
-    factor = np.array([math.comb(total - 1 - int(x), sample - 1) if total - 1 - x >= sample - 1 else 0 for x in b],
-                      dtype=float) / math.comb(total, sample)
+    total = per_profile * len(counts)  # K = k S candidates
+    factor = np.array([math.comb(total - 1 - x, sample - 1) if total - 1 - x >= sample - 1 else 0
+                       for x in range(law.shape[-1])], dtype=float) / math.comb(total, sample)
     return law @ factor
 
 
