@@ -1,7 +1,8 @@
 """What old telemetry costs the online router: the model of docs/model.md §11 against the network simulator.
 
-Run ``python -m edgeprefix.benchmarks.telemetry_age [--out DIR]`` (the reduced grid, a few minutes on one
-core) or, for the full grid of benchmarks/README.md::
+Run ``python -m edgeprefix.benchmarks.telemetry_age [--out DIR]`` (the reduced grid of benchmarks/README.md
+§11, about half an hour on a loaded machine; the predictions dominate: set ``OPENBLAS_NUM_THREADS=1`` on
+shared cores) or, for the full grid (``D = 8`` s is an equivalent board of 16 s, minutes per prediction)::
 
     python -m edgeprefix.benchmarks.telemetry_age --loads 0.15,0.35,0.55,0.7,0.85 --delays 0,0.5,1,2,4,8 \\
         --refresh 2,8 --nodes 1000 --replications 4 --out DIR
@@ -234,10 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", default=",".join(INSTANCES))
     parser.add_argument("--loads", default="0.15,0.55,0.85", help="fractions of the load-aware stability edge")
-    parser.add_argument("--delays", default="0,1,4,8", help="continuous telemetry delays D [s]")
+    parser.add_argument("--delays", default="0,0.5,1,2,4", help="continuous telemetry delays D [s]")
     parser.add_argument("--refresh", default="2,8", help="periodic refresh periods Δt [s] (with D = 0)")
-    parser.add_argument("--nodes", type=float, default=150.0)
-    parser.add_argument("--replications", type=int, default=2)
+    parser.add_argument("--nodes", type=float, default=200.0)
+    parser.add_argument("--replications", type=int, default=3)
     parser.add_argument("--horizon", type=float, default=40.0, help="measured seconds (at least 15 mean occupancies)")
     parser.add_argument("--warmup", type=float, default=30.0, help="discarded seconds (at least 15 mean occupancies)")
     parser.add_argument("--seed", type=int, default=0)

@@ -309,3 +309,14 @@ def test_power_of_two_undoes_part_of_the_herding_as_predicted(calibrated):
     plain = predict_online(inst, None, Telemetry(delay=2.0))
     sampled = predict_online(inst, None, Telemetry(delay=2.0), fresh=plain.fresh_node, sample=2)
     assert abs((sampled.coverage - plain.coverage) - (cov[1] - cov[0])) <= 0.03 + 3 * se
+
+
+def test_each_benchmarked_mitigation_is_a_simulated_router():
+    from edgeprefix.benchmarks.telemetry_age import MITIGATIONS, mitigation_router
+    from edgeprefix.placement.simulation.routers import SampledOnlineRouter
+
+    for label, margin, _local, sample, admission in MITIGATIONS:
+        router = mitigation_router(margin, sample, admission)
+        inner = router.router if isinstance(router, SampledOnlineRouter) else router
+        assert isinstance(router, SampledOnlineRouter) == (sample > 0), label
+        assert inner.margin == margin and inner.rho_high == admission == router.rho_low, label
