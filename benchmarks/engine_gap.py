@@ -59,6 +59,13 @@ ROUTERS = ("tier", "online")
 START = {"paper_baseline": 0.8, "mooncake_engine": 0.1}  # where the edge search starts (any load > 0 works)
 
 
+NO_CELL = {"coverage": math.nan, "no_wait": math.nan, "mean_ttft": math.nan, "p90": math.nan}
+
+
+def _diff(a: float, b: float) -> str:
+    return "n/a" if math.isnan(a) or math.isnan(b) else f"{a - b:+.3f}"
+
+
 def gap_rows(instance: Instance, size: SimSize, shares: Sequence[float], law: str, *, edge: Edge | None = None,
              routers: Sequence[str] = ROUTERS, bar: Any = None) -> tuple[list[dict[str, Any]], dict[str, Edge]]:
     """The gap table's rows of one instance and the edges found (``edge`` given: the online router's, not searched)."""
@@ -71,7 +78,8 @@ def gap_rows(instance: Instance, size: SimSize, shares: Sequence[float], law: st
     rows = []
     for share in shares:
         lam = float(share) * edges["online"].edge
-        model = {qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell")}
+        model = {qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell") if law == "slots" or qm == "meanfield"}
+        model.setdefault("cell", NO_CELL)  # the cell model has no engine law (docs/model.md §17.10)
         for router in routers:
             results = simulate(instance, None, lam, size, router=router, step=step)
             rows.append({"instance": instance.name, "intensity": lam, "share": float(share), "router": router,
@@ -96,7 +104,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['instance']} | {r['intensity']:.3g} | {r['share']:.2f} | {r['router']} | "
             f"{fmt(s['coverage'])} ± {fmt(s['coverage_se'])} | {fmt(mf['coverage'])} | {mf['coverage'] - s['coverage']:+.3f} | "
-            f"{fmt(cell['coverage'])} | {cell['coverage'] - s['coverage']:+.3f} | {fmt(s['no_wait'])} / {fmt(mf['no_wait'])} | "
+            f"{fmt(cell['coverage'])} | {_diff(cell['coverage'], s['coverage'])} | {fmt(s['no_wait'])} / {fmt(mf['no_wait'])} | "
             f"{fmt(s['mean_ttft'], 2)} ± {fmt(s['mean_ttft_se'], 2)} | {fmt(mf['mean_ttft'], 2)} | "
             f"{fmt(_ratio(mf['mean_ttft'], s['mean_ttft']), 2)} | {fmt(s['p90'], 2)} | {fmt(mf['p90'], 2)} | "
             f"{fmt(cell['p90'], 2)} | {fmt(_ratio(mf['p90'], s['p90']), 2)} | {'sat' if r['saturated'] else ''} |")

@@ -1,7 +1,8 @@
 """What old telemetry costs the online router: the model of docs/model.md §11 against the network simulator.
 
-Run ``python -m edgeprefix.benchmarks.telemetry_age [--out DIR]`` (the reduced grid, a few minutes on one
-core) or, for the full grid of benchmarks/README.md::
+Run ``python -m edgeprefix.benchmarks.telemetry_age [--out DIR]`` (the reduced grid of benchmarks/README.md
+§11, about half an hour on a loaded machine; the predictions dominate: set ``OPENBLAS_NUM_THREADS=1`` on
+shared cores) or, for the full grid (``D = 8`` s is an equivalent board of 16 s, minutes per prediction)::
 
     python -m edgeprefix.benchmarks.telemetry_age --loads 0.15,0.35,0.55,0.7,0.85 --delays 0,0.5,1,2,4,8 \\
         --refresh 2,8 --nodes 1000 --replications 4 --out DIR
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,13 +33,13 @@ from edgeprefix.benchmarks.cell_validation import stability_edge
 from edgeprefix.placement.atomic import atomic_savefig, atomic_write_text
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance
-from edgeprefix.placement.model.stale_router import predict_online
+from edgeprefix.placement.model.stale_router import flood_length, predict_online
 from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.compare import analytical_router
 from edgeprefix.placement.simulation.layout import LayoutSpec
 from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
-from edgeprefix.placement.simulation.routers import OnlineRouter
+from edgeprefix.placement.simulation.routers import OnlineRouter, SampledOnlineRouter
 
 INSTANCES = ("paper_calibrated", "paper_baseline", "mooncake_small")
 BENCHMARK_INSTANCES = Path(__file__).resolve().parent / "instances"
@@ -63,7 +65,8 @@ def _simulate(instance, router, spec, seeds, tau) -> tuple[float, float]:
     return float(covs.mean()), float(math.sqrt(float((ses**2).sum())) / covs.size)
 
 
-def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, warmup, seed=0) -> list[dict]:
+def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, warmup, seed=0, log=None) -> list[dict]:
+    """Every cell of the grid (module docstring); ``log``: called with each row as it is done."""
     settings = [Telemetry(delay=d) for d in delays] + [Telemetry(refresh=r) for r in refreshes]
     rows = []
     seeds = np.random.SeedSequence(seed).spawn(replications)
@@ -79,25 +82,43 @@ def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, w
                 ev = evaluate(inst, None, "load_aware", target=tau)
                 tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
                 fresh = None  # the node model at h = 0, shared by every telemetry setting of the load
+                by_flood: dict[float, object] = {}  # settings of equal flood length h share one prediction
                 bar.update(1)
                 for tel in settings:
                     sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh),
                                         seeds, tau)
-                    pred = predict_online(inst, None, tel, target=tau, evaluation=ev, fresh=fresh)
+                    h = flood_length(tel)
+                    if h not in by_flood:
+                        by_flood[h] = predict_online(inst, None, tel, target=tau, evaluation=ev, fresh=fresh)
+                    pred = by_flood[h]
                     fresh = pred.fresh_node if pred.fresh_node is not None else fresh
                     err = pred.coverage - sim
                     rows.append({
                         "instance": name, "load": frac, "intensity": frac * edge, "delay": tel.delay, "refresh": tel.refresh,
                         "simulated": sim, "simulated_se": se, "predicted": pred.coverage, "error": err,
                         "node_model": None if pred.node is None else pred.node.coverage,
+                        "fresh_node_model": None if pred.fresh_node is None else pred.fresh_node.coverage, "flood": h,
                         "meanfield": pred.meanfield_coverage, "tier_rule": tier, "tier_rule_se": tier_se,
                         "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se)),
                     })
+                    if log is not None:
+                        log(rows[-1])
                     bar.update(1)
     return rows
 
 
-MITIGATIONS = (("none", 0.0, False), ("margin z=1", 1.0, False), ("margin z=3", 3.0, False), ("local accounting", 0.0, True))
+# label, margin z_δ, local accounting, power of d (0: every candidate), admission threshold ρ (inf: none)
+MITIGATIONS = (("none", 0.0, False, 0, math.inf), ("margin z=1", 1.0, False, 0, math.inf),
+               ("margin z=3", 3.0, False, 0, math.inf), ("local accounting", 0.0, True, 0, math.inf),
+               ("power of d=2", 0.0, False, 2, math.inf), ("power of d=3", 0.0, False, 3, math.inf),
+               ("admission ρ=1", 0.0, False, 0, 1.0), ("admission ρ=1.5", 0.0, False, 0, 1.5))
+
+
+def mitigation_router(margin: float, sample: int, admission: float):
+    """The simulated router of one row of :data:`MITIGATIONS` (``k = 2`` candidates per profile)."""
+    online = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2, margin=margin,
+                          rho_high=admission, rho_low=admission)
+    return SampledOnlineRouter(online, sample) if sample > 0 else online
 
 
 def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup, seed=0) -> list[dict]:
@@ -114,11 +135,11 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
             ev = evaluate(inst, None, "load_aware", target=tau)
             fresh = None
             for delay in delays:
-                for label, margin, local in MITIGATIONS:
-                    router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2, margin=margin)
+                for label, margin, local, sample, admission in MITIGATIONS:
+                    router = mitigation_router(margin, sample, admission)
                     sim, se = _simulate(inst, router, replace(spec, telemetry_delay=delay, local_accounting=local), seeds, tau)
                     pred = predict_online(inst, None, Telemetry(delay=delay), target=tau, evaluation=ev, fresh=fresh,
-                                          margin=margin, local_accounting=local)
+                                          margin=margin, local_accounting=local, sample=sample, admission=admission)
                     fresh = pred.fresh_node if pred.fresh_node is not None else fresh
                     err = pred.coverage - sim
                     rows.append({"instance": name, "load": frac, "intensity": frac * edge, "delay": delay, "refresh": 0.0,
@@ -214,10 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", default=",".join(INSTANCES))
     parser.add_argument("--loads", default="0.15,0.55,0.85", help="fractions of the load-aware stability edge")
-    parser.add_argument("--delays", default="0,1,4,8", help="continuous telemetry delays D [s]")
+    parser.add_argument("--delays", default="0,0.5,1,2,4", help="continuous telemetry delays D [s]")
     parser.add_argument("--refresh", default="2,8", help="periodic refresh periods Δt [s] (with D = 0)")
-    parser.add_argument("--nodes", type=float, default=150.0)
-    parser.add_argument("--replications", type=int, default=2)
+    parser.add_argument("--nodes", type=float, default=200.0)
+    parser.add_argument("--replications", type=int, default=3)
     parser.add_argument("--horizon", type=float, default=40.0, help="measured seconds (at least 15 mean occupancies)")
     parser.add_argument("--warmup", type=float, default=30.0, help="discarded seconds (at least 15 mean occupancies)")
     parser.add_argument("--seed", type=int, default=0)
@@ -238,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mitigations:
         rows = run_mitigations(args.instances.split(",")[0], _floats(args.loads), _floats(args.delays), **size)
     else:
-        rows = run_grid(args.instances.split(","), _floats(args.loads), _floats(args.delays), _floats(args.refresh), **size)
+        rows = run_grid(args.instances.split(","), _floats(args.loads), _floats(args.delays), _floats(args.refresh), **size,
+                        log=lambda row: print(json.dumps(row), file=sys.stderr, flush=True))
     print(render(rows))
     if args.out is not None:
         out = Path(args.out)

@@ -30,7 +30,13 @@ def online_prediction(instance, mix, telemetry: Telemetry, *, target: float | No
 def online_line(block: dict) -> str:
     """One line of text for :func:`online_prediction`'s block."""
     tel = block["telemetry"]
+    region = block.get("fresh_region") or {}
+    note = ""
+    if region.get("near_edge"):
+        lo, hi = region["bias_measured"]
+        note = (f"; near the stability edge (busiest tier at {region['max_utilization']:.2f}) eq. (39) was measured "
+                f"{lo:+.2f}…{hi:+.2f} above the simulated fresh router, docs/model.md (11.17)")
     if tel["delay"] == 0 and tel["refresh"] == 0:
-        return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (the mean-field model, docs/model.md §11)"
+        return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (the mean-field model, docs/model.md §11{note})"
     return (f"online router, telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s: coverage "
-            f"{block['coverage']:.4f} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11)")
+            f"{block['coverage']:.4f} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11{note})")

@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_router_argument(parser)
     add_queue_model_argument(parser)
     add_telemetry_options(parser)
+    parser.add_argument("--freshness-for", type=float, default=None, metavar="ZETA",
+                        help="also find the oldest telemetry (a continuous delay, and a refresh period) at which the online "
+                        "router's predicted coverage still reaches ZETA (docs/model.md (11.18)); JSON key freshness")
     parser.add_argument("--gradient", action="store_true",
                         help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -78,6 +81,15 @@ def run(args: argparse.Namespace) -> int:
         mean_field = ev if ev.queue_model == "meanfield" else other_ev  # the online prediction starts from it, not anew
         online = online_prediction(instance, mix, telemetry, target=args.target, evaluation=mean_field)
     accuracy = cell_accuracy(ev)
+    freshness = None
+    if args.freshness_for is not None and converged:
+        from edgeprefix.solvers.telemetry_mix import freshness_for
+
+        try:
+            freshness = {kind: freshness_for(instance, mix, args.freshness_for, target=args.target, refresh=kind == "refresh")
+                         for kind in ("delay", "refresh")}
+        except ValueError as exc:
+            raise ValueError(f"--freshness-for: {str(exc).split(': ', 1)[-1]}") from None
     if args.json:
         payload = ev.to_dict()
         payload["cell_accuracy_region"] = accuracy
@@ -87,11 +99,15 @@ def run(args: argparse.Namespace) -> int:
             payload["gradient"] = gradient
         payload["telemetry"] = {"delay": telemetry.delay, "refresh": telemetry.refresh}
         payload["online_predicted"] = online
+        if freshness is not None:
+            payload["freshness"] = freshness
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
         if online is not None and not telemetry.fresh:
             print(online_line(online))
+        if freshness is not None:
+            print(freshness_line(freshness))
         if accuracy is not None:
             print(f"note: {accuracy}")
     print_router_note(other)
@@ -176,3 +192,17 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
         lines += ["", "∂P_cov(τ)/∂π_s (other shares held fixed; one-sided at share 0)",
                   "".join(f"{p:>12}" for p in profiles), "".join(f"{gradient[p]:>12.5f}" for p in profiles)]
     return "\n".join(lines)
+
+
+def freshness_line(block: dict) -> str:
+    """One line for ``--freshness-for``."""
+    first = block["delay"]
+    if first["max_age"] is None:
+        return (f"telemetry: coverage {first['coverage']:g} is out of reach even with fresh telemetry "
+                f"({first['fresh_coverage']:.4f}; docs/model.md (11.18))")
+    parts = []
+    for kind, word in (("delay", "a delay"), ("refresh", "a refresh period")):
+        age = block[kind]["max_age"]
+        parts.append(f"{word} of at most {age:g} s" + (" (or more: the search stops there)" if age >= block[kind]["upper"] else ""))
+    return (f"telemetry: the online router keeps coverage {first['coverage']:g} with " + " or ".join(parts)
+            + f" (fresh: {first['fresh_coverage']:.4f}; docs/model.md (11.18))")

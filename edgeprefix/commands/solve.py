@@ -82,6 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_queue_model_argument(parser)
     add_overload_argument(parser)
     add_telemetry_options(parser)
+    parser.add_argument("--for-telemetry", type=int, default=None, metavar="K",
+                        help="also choose the mix for the online router at the telemetry age: every mix of the 1/K lattice "
+                        "scored by the prediction at --telemetry-delay/--telemetry-refresh (docs/model.md (11.18)); "
+                        "JSON key telemetry_mix")
     parser.add_argument("--objective", default="coverage", metavar="OBJ",
                         help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
                         "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
@@ -306,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
         if payload["online_predicted"] is not None and any(payload["telemetry"].values()):
             print(online_line(payload["online_predicted"]))
+        if "telemetry_mix" in payload:
+            print(telemetry_mix_line(payload["telemetry_mix"]))
     print_router_note(payload.get("other_router"))
     if args.json and result.certified is False:
         print(f"edgeprefix solve: {certify_line(result)}", file=sys.stderr)
@@ -327,6 +333,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgeprefix solve: warning: {result.message}", file=sys.stderr)
         return EXIT_NO_FEASIBLE
     return 0
+
+
+def telemetry_mix_line(block: dict) -> str:
+    """One line for ``--for-telemetry``: the mix for the telemetry age against the fresh-telemetry mix."""
+    mix = ", ".join(f"{k}={v:g}" for k, v in block["mix"].items())
+    fresh = ", ".join(f"{k}={v:g}" for k, v in block["fresh_mix"].items())
+    tel = block["telemetry"]
+    return (f"mix for telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s ({block['mixes']} lattice mixes): "
+            f"{mix}, online coverage {block['coverage']:.4f}; the fresh-telemetry mix {fresh} gives "
+            f"{block['fresh_mix_coverage']:.4f} there ({block['fresh_mix_fresh_coverage']:.4f} fresh; docs/model.md (11.18))")
 
 
 def _router_stated(args: argparse.Namespace, instance: Any) -> bool:
@@ -427,7 +443,16 @@ def _online_at_best(args: argparse.Namespace, instance, payload: dict, target: f
     telemetry = run_telemetry(args, instance)
     mix = payload.get("mix")
     online = None if not mix or not payload.get("feasible", True) else online_prediction(instance, mix, telemetry, target=target)
-    return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
+    out = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
+    if getattr(args, "for_telemetry", None) is not None:
+        from edgeprefix.solvers.telemetry_mix import mix_for_telemetry
+
+        at_least(args, 1, "--for-telemetry")
+        chosen = mix_for_telemetry(instance, telemetry, resolution=args.for_telemetry, target=target).to_dict()
+        chosen["mix"] = dict(zip(instance.profile_ids, chosen["mix"]))
+        chosen["fresh_mix"] = dict(zip(instance.profile_ids, chosen["fresh_mix"]))
+        out["telemetry_mix"] = chosen
+    return out
 
 
 def render(payload: dict[str, Any], result: Result, network: str = "", target: str = "") -> str:

@@ -17,10 +17,10 @@ predicts that cost from three pieces (derivation in docs/model.md §11, eqs. (11
    ``T_{jk} = P(n(h) = k | n(0) = j)`` (uniformisation of the birth–death generator), its stationary law
    is ``β_s``, and an arrival in a phase that started at ``j`` meets the phase-average law ``p̄_j``.
    ``h = 0`` (fresh telemetry) is the birth–death chain with rate ``λ_s(n)`` in state ``n``.
-3. **The telemetry's flood length**: a node that empties at ``t_0`` is shown idle from ``t_0 + D``; the
-   arrivals it then attracts are reported from ``t_0 + 2D`` on, so it is flooded for ``D`` seconds — as
-   under a board of period ``D``.  A board of period ``Δt`` whose reads are ``D`` old floods for
-   ``h = Δt · max(1, ⌈D/Δt⌉)``; continuous delay alone: ``h = D``.
+3. **The equivalent board period**: a node that empties at ``t_0`` is shown idle from ``t_0 + D`` and
+   flooded until its own arrivals are reported (``D`` seconds), and then keeps attracting requests while
+   the board replays its rising queue (up to ``D`` more): ``h ∈ [D, 2D]``.  The model takes the board whose
+   reads have the telemetry's mean age, ``Δt/2 + D``: ``h = Δt + 2D`` (docs/model.md (11.13)).
 
 The fixed point ``β_t → λ_{s,q}(·) → β_s`` is iterated (damped).  The prediction is eq. (39)'s coverage
 plus the node model's change from fresh telemetry, ``P_cov(h) = P^{(39)} + (P^{node}(h) − P^{node}(0))``,
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import gammaincc, roots_legendre
+from scipy.special import gammainc, gammaincc, roots_legendre
 
 from edgeprefix.placement.model.telemetry import Telemetry
 
@@ -50,15 +50,17 @@ MARK_FLOOR = 1e-9  # shown states of less mass are left out of the competitors' 
 MARK_ATOMS = 16  # atoms of a competitor tier's shown-wait law
 OWN_DENSE = 12  # own shown states computed one by one (then OWN_TAIL geometric ones, interpolated)
 OWN_TAIL = 12
+NEAR_EDGE_UTILIZATION = 0.85  # busiest tier's eq. (39) load from which the fresh prediction's bias grows (11.17)
+NEAR_EDGE_BIAS = (0.0, 0.07)  # eq. (39) − simulated fresh online router, measured there (benchmarks/README.md §11)
+INSIDE_BIAS = (-0.02, 0.04)  # ... and below it (mooncake_small at 55 % of the edge: +0.039 at a busiest load of 0.67)
+CLOSED = 1e6  # seconds added to the shown delay of a node closed by admission control (never preferred)
 CANDIDATES = (1, 2)  # k nearest per profile with a closed form (the online router of docs/model.md §11 uses 2)
 
 
 def flood_length(telemetry: Telemetry) -> float:
-    """``h``: how long a node that looks idle keeps attracting requests (module docstring, item 3)."""
-    delay, period = float(telemetry.delay), float(telemetry.refresh)
-    if period > 0:
-        return period * max(1.0, math.ceil(delay / period - 1e-12))
-    return delay
+    """``h = Δt + 2D``: the board period whose reads have the telemetry's mean age ``Δt/2 + D`` (module docstring,
+    item 3; docs/model.md (11.13))."""
+    return float(telemetry.refresh) + 2.0 * float(telemetry.delay)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class StaleRouterPrediction:
     utilization: FloatArray
     meanfield_coverage: float
     node: NodeModel | None = field(default=None, repr=False)
+    meanfield_utilization: FloatArray | None = field(default=None, repr=False)  # eq. (39)'s tier loads
     fresh_node: NodeModel | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
@@ -103,12 +106,13 @@ class StaleRouterPrediction:
             "meanfield_coverage": float(self.meanfield_coverage),
             "node_coverage": None if self.node is None else float(self.node.coverage),
             "fresh_node_coverage": None if self.fresh_node is None else float(self.fresh_node.coverage),
+            "fresh_region": fresh_region(self.meanfield_utilization),
         }
 
 
 def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, target: float | None = None,
                    evaluation=None, fresh: NodeModel | None = None, margin: float = 0.0,
-                   local_accounting: bool = False) -> StaleRouterPrediction:
+                   local_accounting: bool = False, sample: int = 0, admission: float = math.inf) -> StaleRouterPrediction:
     """Coverage at ``target``, mean TTFT and tier loads of the online router at ``telemetry``.
 
     Mitigations (docs/model.md (11.15)): ``margin`` ``z_δ`` adds ``z_δ sqrt(k_x) m̄_s / c_s`` to the shown
@@ -134,20 +138,32 @@ def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, ta
         raise ValueError(f"margin: z_δ must be a finite number >= 0, got {margin}")
     h = flood_length(telemetry)
     window = float(telemetry.delay) + 0.5 * float(telemetry.refresh)
-    if h == 0.0 and margin == 0.0:
-        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov)
+    if h == 0.0 and margin == 0.0 and sample == 0 and admission == math.inf:
+        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov,
+                                     meanfield_utilization=base_util)
     fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
-    if local_accounting:
-        stale = node_model(instance, ev, 0.0, tau, start=fresh.shown, margin=margin, overcount=window)
-    else:
-        stale = node_model(instance, ev, h, tau, start=fresh.shown, margin=margin)
+    stale = node_model(instance, ev, 0.0 if local_accounting else h, tau, start=fresh.shown, margin=margin,
+                       overcount=window if local_accounting else 0.0, sample=sample, admission=admission)
     return StaleRouterPrediction(
         telemetry=telemetry, target=tau,
         coverage=float(min(max(base_cov + stale.coverage - fresh.coverage, 0.0), 1.0)),
         mean_ttft=base_ttft + stale.mean_ttft - fresh.mean_ttft,
         utilization=base_util + np.where(np.isfinite(base_util), stale.utilization - fresh.utilization, 0.0),
-        meanfield_coverage=base_cov, node=stale, fresh_node=fresh,
+        meanfield_coverage=base_cov, node=stale, fresh_node=fresh, meanfield_utilization=base_util,
     )
+
+
+def fresh_region(utilization: FloatArray | None) -> dict | None:
+    """Where eq. (39) stands for the fresh online router (docs/model.md (11.17)): the busiest tier's load and,
+    at or above :data:`NEAR_EDGE_UTILIZATION` (near the stability edge), the measured bias ``[lo, hi]`` of eq. (39)
+    against the simulated router (prediction − simulation), else the bias measured below it."""
+    if utilization is None:
+        return None
+    load = np.asarray(utilization, dtype=float)
+    busiest = float(np.nanmax(load)) if np.isfinite(load).any() else float("nan")
+    near = bool(busiest >= NEAR_EDGE_UTILIZATION)
+    lo, hi = NEAR_EDGE_BIAS if near else INSIDE_BIAS
+    return {"max_utilization": busiest, "near_edge": near, "bias_measured": [lo, hi]}
 
 
 def _radial(edge_density: float) -> tuple[FloatArray, FloatArray]:
@@ -164,14 +180,20 @@ def _states(c: int, cmu: float, peak: float, h: float) -> int:
 
 
 def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[FloatArray, ...] | None = None,
-               margin: float = 0.0, overcount: float = 0.0) -> NodeModel:
+               margin: float = 0.0, overcount: float = 0.0, sample: int = 0, admission: float = math.inf) -> NodeModel:
     """The fixed point of the node-level bulletin-board mean field at flood length ``h`` (module docstring).
 
     ``margin``: ``z_δ`` of the robust margin on the shown delay; ``overcount``: seconds of unreported
-    departures in the shown count (local accounting, :func:`predict_online`).
+    departures in the shown count (local accounting, :func:`predict_online`); ``sample``: ``d`` of the
+    power of ``d`` (0: every candidate); ``admission``: ``ρ`` of the admission threshold (a node shown with
+    ``n ≥ ρ c_s`` is closed; docs/model.md (11.16)).
     """
     if k not in CANDIDATES:
         raise ValueError(f"candidates_per_profile: the stale-telemetry model has k in {list(CANDIDATES)}, got {k}")
+    if not (isinstance(sample, (int, np.integer)) and sample >= 0):
+        raise ValueError(f"sample: d of the power of d must be an integer >= 0 (0: every candidate), got {sample}")
+    if not admission > 0:
+        raise ValueError(f"admission: the threshold ρ must be > 0 (inf: no admission control), got {admission}")
     act = np.flatnonzero(np.asarray(ev.active, dtype=bool))
     lam_s = np.asarray(ev.densities, dtype=float)[act]
     c = np.asarray(instance.concurrency, dtype=np.int64)[act]
@@ -191,21 +213,24 @@ def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[F
     for s, n in enumerate(sizes):
         state = np.arange(n + 1)
         ahead = np.maximum(state + overcount * mu[s] * np.minimum(state, c[s]) - c[s] + 1, 0.0)
-        shown_wait.append((ahead + margin * np.sqrt(ahead)) * shown_unit[s])
-    if start is not None and all(b.size == n + 1 for b, n in zip(start, sizes)):
-        beta = [np.array(b) for b in start]
+        wait = (ahead + margin * np.sqrt(ahead)) * shown_unit[s]
+        shown_wait.append(np.where(state >= admission * c[s], wait + CLOSED, wait))
+    sampled = 0 if sample >= k * s_count else int(sample)  # d >= K: every candidate, the best-choice router
+    if start is not None and len(start) == len(sizes):  # a previous law, cut or padded to these states
+        beta = [np.r_[b[: n + 1], np.zeros(max(n + 1 - b.size, 0))] for b, n in zip(start, sizes)]
+        beta = [b / b.sum() for b in beta]
     else:
         beta = [np.r_[1.0, np.zeros(n)] for n in sizes]
     lam_q = None
     residual, it = np.inf, 0
     for it in range(1, ITERATIONS + 1):
-        lam_q, win = _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, big_lambda * p, k)
+        lam_q, win = _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, big_lambda * p, k, sampled)
         new = [_board(lam_q[s].sum(axis=0), int(c[s]), float(mu[s]), h)[0] for s in range(s_count)]
         residual = max(float(np.abs(b - n).max()) for b, n in zip(beta, new))
         beta = [DAMPING * n + (1.0 - DAMPING) * b for b, n in zip(beta, new)]
         if residual < TOLERANCE:
             break
-    lam_q, win = _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, big_lambda * p, k)
+    lam_q, win = _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, big_lambda * p, k, sampled)
     coverage = ttft = 0.0
     util = np.full(np.asarray(ev.active).size, np.nan)
     rates = np.full(util.size, np.nan)
@@ -214,12 +239,12 @@ def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[F
         rate = lam_q[s].sum(axis=0)  # (J,)
         b, avg = _board(rate, int(c[s]), float(mu[s]), h)
         b = beta[s]  # the converged law (the damped iterate)
-        n = np.arange(sizes[s] + 1)
+        state = np.arange(sizes[s] + 1)
         occupancy = b @ avg  # time-average law
-        util[act[s]] = float(occupancy @ np.minimum(n, c[s])) / c[s]
+        util[act[s]] = float(occupancy @ np.minimum(state, c[s])) / c[s]
         rates[act[s]] = float(b @ rate)
         truncation = max(truncation, float(occupancy[-1]))
-        ahead = np.maximum(n - c[s] + 1, 0)  # Erlang stages of a FCFS arrival meeting n
+        ahead = np.maximum(state - c[s] + 1, 0)  # Erlang stages of a FCFS arrival meeting n
         for q in range(p.size):
             slack = tau - radio - g[s, q]  # (R,)
             within = _erlang_cdf(ahead[:, None], c[s] * mu[s], slack[None, :])  # (N, R)
@@ -234,7 +259,7 @@ def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[F
                      shown=tuple(beta), arrival_rate=rates, iterations=it, truncation=truncation, residual=residual)
 
 
-def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k):
+def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k, sample=0):
     """``λ_{s,q}(n)`` per tier ``(Q, J_s)`` and the win probabilities ``P_{s,q}(r, Ŵ(n))`` ``(Q, J_s, R)``.
 
     Among the ``k`` nearest nodes of each profile (eq. (11.11)): with the other tier-``t`` nodes at area
@@ -243,6 +268,10 @@ def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k):
     With ``Φ(a) = Σ_{n'} β_t(n') (a − c_t(n'))_+``: ``k = 1`` gives ``Σ β e^{−c}``, ``k = 2`` gives
     ``½ Σ_{n', n''} β β e^{−max(c', c'')} (2 + |c' − c''|)``; the node's own tier (it must be one of the
     ``k`` nearest): ``e^{−a_r}`` (``k = 1``) or ``Σ β e^{−m} (m − c + 1)``, ``m = max(a_r, c)`` (``k = 2``).
+
+    Power of ``d`` (``sample``, docs/model.md (11.16)): the law of the number of candidates that beat the node
+    (:func:`_beaten` per tier) and the chance that the ``d`` sampled of the ``K = k S`` include the node and none
+    of them (:func:`_sampled_win`); ``sample = 0`` (every candidate) is the formula above.
     """
     s_count, q_count = g.shape
     exponent = 2.0 / alpha
@@ -254,11 +283,15 @@ def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k):
         grid = _own_grid(full)
         w = full[grid]
         log_win = np.zeros((q_count, w.size, ru.size))
+        counts: list[FloatArray] = []
         a_r = math.pi * lam_s[s] * ru ** exponent  # own-tier area coordinate of the node itself
         for t in range(s_count):
             offs, weights = marks[t]
             u = ru[None, None, :] + ((g[s][:, None] - g[t][:, None])[:, :, None] + w[None, :, None]) / xi  # (Q, J, R)
             c_t = math.pi * lam_s[t] * np.maximum(u[..., None] - offs, 0.0) ** exponent  # (Q, J, R, J')
+            if sample:
+                counts.append(_beaten(c_t, weights, a_r, k, own=t == s))
+                continue
             if t == s:
                 if k == 1:
                     part = np.broadcast_to(np.exp(-a_r), u.shape)
@@ -270,6 +303,8 @@ def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k):
             else:
                 part = _pair_sum(c_t, weights)
             log_win += np.log(np.maximum(part, 1e-300))
+        if sample:
+            log_win = np.log(np.maximum(_sampled_win(counts, sample, k), 1e-300))
         # back to every state: log P is interpolated linearly in the state between the grid states
         states = np.arange(full.size)
         log_full = np.stack([np.stack([np.interp(states, grid, log_win[q, :, i]) for i in range(ru.size)], axis=1)
@@ -278,6 +313,58 @@ def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k):
         wins.append(win)
         rates.append(type_rate[:, None] * (win * wv).sum(axis=2))  # (Q, J)
     return rates, wins
+
+
+def _beaten(c: FloatArray, weights: FloatArray, a_r: FloatArray, k: int, *, own: bool) -> FloatArray:
+    """Law of how many of one tier's candidates beat the node, ``(..., 3)`` over ``b = 0, 1, 2``.
+
+    Other tier (the first two points ``a_1 < a_2`` of a unit-rate Poisson process, marks ``c'``, ``c''``):
+    ``P_1 = P(a_1 < c') = 1 − e^{−c'}``, ``P_2 = P(a_2 < c'') = 1 − e^{−c''}(1 + c'')`` and both
+    ``J = P_2 − 1{c' < c''} (e^{−c'} − e^{−c''}(1 + c'' − c'))``, so ``P(b = 2) = J``, ``P(b = 1) = P_1 + P_2 − 2J``;
+    ``k = 1``: ``P(b = 1) = P_1``.  Own tier, with the node one of the ``k`` nearest: no point before it
+    (``e^{−a_r}``; the next one beats it when ``a < c``: ``1 − e^{−(c − a_r)_+}``) or one (``k = 2``, ``a_r e^{−a_r}``,
+    uniform on ``[0, a_r]``, beating it with ``min(c, a_r)/a_r``).  ``P(b = 0)`` is the closed form of
+    :func:`_catchment` (:func:`_pair_sum` for another tier).
+    """
+    out = np.zeros(c.shape[:-1] + (3,))
+    if own:
+        a = a_r[None, None, :, None]
+        first = np.exp(-a) * np.ones_like(c)
+        beat = np.exp(-a) * (1.0 - np.exp(-np.maximum(c - a, 0.0)))
+        if k == 2:
+            first = first + np.exp(-a) * a
+            beat = beat + np.exp(-a) * np.minimum(c, a)
+        out[..., 1] = beat @ weights
+        out[..., 0] = first @ weights - out[..., 1]
+        return out
+    p1 = (1.0 - np.exp(-c)) @ weights
+    if k == 1:
+        out[..., 0], out[..., 1] = 1.0 - p1, p1
+        return out
+    p2 = (1.0 - np.exp(-c) * (1.0 + c)) @ weights
+    ci, cj = c[..., :, None], c[..., None, :]
+    gap = np.where(ci < cj, np.exp(-ci) - np.exp(-cj) * (1.0 + cj - ci), 0.0)
+    joint = p2 - np.einsum("...ij,i,j->...", gap, weights, weights)
+    out[..., 0], out[..., 1], out[..., 2] = 1.0 - p1 - p2 + joint, p1 + p2 - 2.0 * joint, joint
+    return out
+
+
+def _sampled_win(counts: list[FloatArray], sample: int, per_profile: int) -> FloatArray:
+    """``P(the node is sampled and no candidate that beats it is)`` from each tier's law of beaters.
+
+    With ``K`` candidates, ``d`` of them sampled uniformly and ``b`` beating the node:
+    ``C(K − 1 − b, d − 1) / C(K, d)``; ``b`` is the sum of the tiers' independent counts.
+    """
+    law: FloatArray = np.ones(counts[0].shape[:-1] + (1,))
+    for part in counts:
+        conv = np.zeros(law.shape[:-1] + (law.shape[-1] + 2,))
+        for shift in range(3):
+            conv[..., shift:shift + law.shape[-1]] += law * part[..., shift:shift + 1]
+        law = conv
+    total = per_profile * len(counts)  # K = k S candidates
+    factor = np.array([math.comb(total - 1 - x, sample - 1) if total - 1 - x >= sample - 1 else 0
+                       for x in range(law.shape[-1])], dtype=float) / math.comb(total, sample)
+    return law @ factor
 
 
 def _pair_sum(c: FloatArray, weights: FloatArray) -> FloatArray:
@@ -313,10 +400,11 @@ def _own_grid(shown: FloatArray) -> npt.NDArray[np.int64]:
     distinct waits (both ends of each run), then geometrically spaced ones, always the last."""
     first = np.flatnonzero(np.r_[True, np.diff(shown) != 0])
     last = np.r_[first[1:] - 1, shown.size - 1]  # both ends of each run of equal waits (the run is flat)
+    closing = np.flatnonzero(np.diff(shown) >= 0.5 * CLOSED)  # the admission threshold: both sides exactly
     if first.size <= OWN_DENSE:
         return np.unique(np.r_[first, last])
     tail = np.geomspace(first[OWN_DENSE], shown.size - 1, OWN_TAIL).round().astype(np.int64)
-    return np.unique(np.r_[first[:OWN_DENSE], last[:OWN_DENSE], tail, shown.size - 1])
+    return np.unique(np.r_[first[:OWN_DENSE], last[:OWN_DENSE], tail, closing, closing + 1, shown.size - 1])
 
 
 def _board(rate: FloatArray, c: int, mu: float, h: float) -> tuple[FloatArray, FloatArray]:
@@ -334,14 +422,14 @@ def _board(rate: FloatArray, c: int, mu: float, h: float) -> tuple[FloatArray, F
         pi = np.exp(log_pi - log_pi.max())
         pi /= pi.sum()
         return pi, np.eye(size)
-    births = np.where(n < size - 1, rate, 0.0)  # per start j (constant during the phase)
+    births = np.asarray(rate, dtype=float)  # per start j (constant during the phase; the top state refuses below)
     gamma = float(births.max() + death.max()) or 1.0
     m = gamma * h
     from scipy.stats import poisson  # here, not at import: evaluate --json loads no scipy.stats
 
     k_max = int(poisson.ppf(1.0 - 1e-13, m)) + 1
     weights_end = poisson.pmf(np.arange(k_max + 1), m)
-    weights_avg = gammaincc(np.arange(k_max + 1) + 1.0, m) / m  # P(Poisson(m) > k) / (Γh): ∫ over the phase / h
+    weights_avg = gammainc(np.arange(k_max + 1) + 1.0, m) / m  # P(Poisson(m) > k) / m = (1/h) ∫_0^h P(N_t = k) dt
     vec = np.eye(size)  # row j: state law of a phase that started at j
     up = births[:, None] / gamma  # the birth rate of row j in every state (top state refuses)
     up_state = np.broadcast_to(up, (size, size)).copy()

@@ -361,3 +361,49 @@ BASELINES = {
     "preble": PrebleE2,
     "mooncake": MooncakeTTFT,
 }
+
+
+@dataclass(frozen=True)
+class SampledOnlineRouter:
+    """Power of ``d`` over the online router (docs/model.md (11.16)): sample ``d`` of the candidates
+    uniformly without replacement and send the request to the one of least cost ``Ĉ_{x,q}`` of
+    :meth:`OnlineRouter.cost` (admission as :meth:`OnlineRouter.choose`, among the sampled ones).
+    ``d`` at least the number of candidates is the online router itself."""
+
+    router: OnlineRouter
+    sample: int = 2
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.sample, (int, np.integer)) and self.sample >= 1):
+            raise ValueError(f"sample: d must be an integer >= 1, got {plain(self.sample)}")
+        if not self.name:
+            object.__setattr__(self, "name", f"{self.router.name}_d{self.sample}")
+
+    @property
+    def candidates_per_profile(self) -> int:
+        return self.router.candidates_per_profile
+
+    @property
+    def rho_high(self) -> float:  # the simulator keeps the admission state of the wrapped router
+        return self.router.rho_high
+
+    @property
+    def rho_low(self) -> float:
+        return self.router.rho_low
+
+    @property
+    def fetch(self) -> tuple[tuple[float, ...], ...] | None:
+        return self.router.fetch
+
+    def choose(self, view: CandidateView, rng: np.random.Generator) -> int:
+        k = view.node.size
+        if self.sample >= k:
+            return self.router.choose(view, rng)
+        picked = rng.choice(k, size=self.sample, replace=False)
+        cost = self.router.cost(view)[picked]
+        if self.router.admission_control:
+            open_ = view.open[picked]
+            if open_.any():
+                cost = np.where(open_, cost, np.inf)
+        return int(picked[np.argmin(cost)])
