@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +17,8 @@ from edgeprefix.placement.simulation.engine.routers import make_router
 from edgeprefix.placement.simulation.engine.routers.base import RouteRequest
 from edgeprefix.placement.simulation.engine.scheduler import BatchingNode, Requests
 from edgeprefix.placement.simulation.engine.step_time import (
+    StepTime,
+    TimingRow,
     fit_step_time,
     held_out_errors,
     read_timings,
@@ -27,16 +30,45 @@ with open(SPLITWISE_TIMINGS, encoding="utf-8") as _handle:
 
 
 def test_held_out_e2e_error_of_the_timing_fit() -> None:
-    """Every interior configuration, left out of the fit, is predicted within 11 % (worst measured 10.5 %,
-    Llama-2-70B A100 TP8 batch 16); the median error is far lower."""
-    worst, errors = 0.0, []
+    """Every interior configuration, left out of the fit, is predicted within 10 % (worst measured 9.2 %,
+    BLOOM-176B A100 TP8 batch 16); the median error is far lower, and the ends of the sweeps
+    (extrapolations) within 12 % (measured 11.4 %)."""
+    worst, errors, extrapolated = 0.0, [], 0.0
     for group in GROUPS:
         held = held_out_errors(read_timings(SPLITWISE_TIMINGS, *group))
         worst = max(worst, held.worst)
+        extrapolated = max(extrapolated, held.worst_extrapolated)
         errors.extend(held.errors[~held.boundary].tolist())
         assert all(not r.consistent for r in held.excluded)
-    assert worst < 0.11
-    assert np.median(errors) < 0.05
+    assert worst < 0.10
+    assert extrapolated < 0.12
+    assert np.median(errors) < 0.03
+
+
+def test_batch_efficiency_terms_halve_the_held_out_prefill_error() -> None:
+    """The two log-batch terms (docs/model.md §17.9) against the five-term model (both forced to zero),
+    each configuration left out in turn: the median held-out ``prompt_time`` error drops from about 15 %
+    to about 7 %, and the worst interior ``e2e_time`` error over all groups from 10.5 % to 9.2 %."""
+    def prefill_errors(fit: Callable[[tuple[TimingRow, ...]], StepTime]) -> tuple[list[float], list[float]]:
+        pre, worst = [], []
+        for group in GROUPS:
+            rows = tuple(r for r in read_timings(SPLITWISE_TIMINGS, *group) if r.consistent)
+            top = [max(getattr(r, k) for r in rows) for k in ("batch", "prompt", "tokens")]
+            e2e = []
+            for i, r in enumerate(rows):
+                if any(getattr(r, k) == m for k, m in zip(("batch", "prompt", "tokens"), top)):
+                    continue
+                model = fit(rows[:i] + rows[i + 1:])
+                pre.append(abs(model(r.batch * r.prompt, r.batch * float(r.prompt) ** 2, 0, 0, r.batch) / r.prompt_time - 1))
+                e2e.append(abs(static_batch_e2e(model, r.batch, r.prompt, r.tokens) / r.e2e_time - 1))
+            worst.append(max(e2e))
+        return pre, worst
+
+    new_pre, new_worst = prefill_errors(fit_step_time)
+    old_pre, old_worst = prefill_errors(lambda rows: fit_step_time(rows, batching=False))
+    assert np.median(new_pre) < 0.6 * np.median(old_pre)
+    assert np.median(old_pre) > 0.10 and np.median(new_pre) < 0.10
+    assert max(new_worst) < max(old_worst) < 0.11
 
 
 def test_the_engine_reproduces_its_static_batch_prediction() -> None:

@@ -345,7 +345,7 @@ class BatchingNode(_Node):
             steps = 1
             prefill = sum(c for _, c in chunks)
             attention = sum(c * (ctx[i] + c) for i, c in chunks)
-            duration = self.step(prefill, attention, b, context)
+            duration = self.step(prefill, attention, b, context, len(chunks))
         else:
             out, gen = r.output, r.gen
             steps = max(min(map(int.__sub__, map(out.__getitem__, self.decoding), map(gen.__getitem__, self.decoding))), 1)
