@@ -106,6 +106,22 @@ def test_lru_evicts_oldest_first_and_leaves_before_parents() -> None:
     assert cache.match([1, 2]) == 1
 
 
+def test_admission_never_evicts_the_requests_own_hit_blocks() -> None:
+    """A request whose hit blocks are the oldest free blocks: making room for it evicts other free
+    blocks, not its hit (which would leave a hit on blocks no longer cached and the cache's block
+    count below what it holds)."""
+    cache = PrefixCache(capacity=10, per_block=1)
+    for blocks in ([1, 2], [7, 8]):
+        cache.release(cache.store(blocks, 0.0), 0.0)  # LRU, oldest first: 2, 1, 8, 7
+    reqs = Requests([160], [4], [(1, 2, 3, 4, 5, 6, 9, 10, 11, 12)], [10], 16, [[0.0]])
+    node = BatchingNode(0, 0, cache, reqs, lambda *a: None, StepTime(base=0.01), token_budget=1000, max_running=4,
+                        block_size=16, watermark=0.0, chunked=True)
+    node.arrive(0, 0.0)  # 8 own blocks, 6 free: two free blocks must go
+    assert reqs.blocks_hit[0] == 2 and reqs.held[0] == [1, 2]
+    assert set(cache.refs) == {1, 2} and not cache.lru and not cache.holds(7) and not cache.holds(8)
+    assert cache.count == len(cache.refs) + len(cache.lru) and cache.free == 0
+
+
 def test_referenced_blocks_are_never_evicted() -> None:
     cache = PrefixCache(capacity=2, per_block=1)
     held = cache.store([1, 2], 0.0)
