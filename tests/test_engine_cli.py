@@ -81,8 +81,34 @@ def test_bad_input_exits_2_with_one_line_naming_the_field(instances, capsys, ins
         raise SystemExit(code)
     assert info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert needle in err[-1]
-    assert not any("Traceback" in line for line in err)
+    assert len(err) == 1 and needle in err[0]
+
+
+@pytest.mark.parametrize(("instance", "argv", "needle"), [
+    ("plain", ["--router", "nginx"], "--router"),
+    ("plain", ["--engine", "turbo"], "--engine"),
+    ("plain", ["--cache", "fifo"], "--cache"),
+    ("plain", ["--engine", "batching"], "--engine batching"),
+    ("no_timings", ["--engine", "batching"], "engine.timings"),
+    ("bad_block", ["--engine", "batching"], "engine.block_size"),
+    ("plain", ["--cache", "lru"], "--cache"),
+    ("plain", ["--router", "dynamo"], "--router dynamo"),
+])
+def test_validate_bad_engine_input_exits_2_with_one_line_before_any_replay(instances, capsys, monkeypatch, instance: str,
+                                                                           argv: list[str], needle: str) -> None:
+    """The engine options are checked before the validation runs: a replay reached would fail the test."""
+    from edgeprefix.commands import validate as validate_command
+
+    def no_replay(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the validation ran before the engine options were checked")
+
+    monkeypatch.setattr(validate_command, "_association", no_replay)
+    with pytest.raises(SystemExit) as info:
+        code = main(["validate", str(instances[instance]), "--samples", "200", *argv])
+        raise SystemExit(code)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
 
 
 def test_validate_replays_the_model_workload_on_engine_nodes(instances, capsys) -> None:

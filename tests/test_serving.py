@@ -59,6 +59,7 @@ def test_the_paper_instances_evaluate_bit_for_bit_as_before(reference, key, sour
     summary = ev.to_dict()
     assert summary.pop("queue_model") == "meanfield"  # added later (docs/model.md §14); the rest is unchanged
     assert summary.pop("router") == "online"  # the router the mean-field coverage predicts for (added later)
+    assert summary.pop("queue_law") == "slots"  # the slot law, not the engine's (added later, docs/model.md §17.10)
     assert 0.0 <= summary.pop("overloaded_node_share") <= summary.pop("overloaded_request_share") <= 1.0  # added later (§14.9)
     now = {"dict": summary, "ttft_quantile_0.9": ev.ttft_quantile(0.9),
            "coverage_curve": np.asarray(ev.coverage(np.linspace(0.1, 3.0, 7))).tolist()}

@@ -126,29 +126,34 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--engine-requests", type=int, default=3000, metavar="N", help="requests per replay (default 3000)")
 
 
-def _engine_report(args: argparse.Namespace, instance, mix, intensities, tau: float, router: str) -> list[dict] | None:
-    """Rows of the engine replay (``--engine``) with ``router``, or None when not asked."""
+def _engine_step(args: argparse.Namespace, instance, router: str) -> tuple[bool, Any]:
+    """Check the engine options before anything runs (bad input fails at once, not after the
+    validation) and fit the batching engine's step time: ``(asked, step)``."""
     if args.engine is None:
         if args.cache != "planned":
             raise ValueError("--cache: it sets the engine replay; add --engine slots|batching")
         if router in PRODUCTION_ROUTERS:
             raise ValueError(f"--router {router}: a production router runs only on engine nodes; add --engine slots|batching")
-        return None
+        return False, None
+    if args.engine != "batching":
+        return True, None
+    if instance.engine is None:
+        raise ValueError("--engine batching: the instance has no [engine] section with timings "
+                         "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+    if 16 % instance.engine.block_size:
+        raise ValueError(f"engine.block_size: {instance.engine.block_size} tokens does not divide the model "
+                         "workload's block size 16: pick 1, 2, 4, 8 or 16")
+    from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
+    from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
+
+    return True, step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
+
+
+def _engine_report(args: argparse.Namespace, instance, mix, intensities, tau: float, router: str, step: Any) -> list[dict]:
+    """Rows of the engine replay (``--engine``) with ``router`` and the checked ``step`` time."""
     from edgeprefix.commands._telemetry import telemetry_from_args
     from edgeprefix.placement.simulation.engine.model_workload import engine_rows
 
-    step = None
-    if args.engine == "batching":
-        if instance.engine is None:
-            raise ValueError("--engine batching: the instance has no [engine] section with timings "
-                             "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
-        from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
-        from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
-
-        step = step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
-        if 16 % instance.engine.block_size:
-            raise ValueError(f"engine.block_size: {instance.engine.block_size} tokens does not divide the model "
-                             "workload's block size 16: pick 1, 2, 4, 8 or 16")
     return engine_rows(instance, mix, intensities, step=step, engine=args.engine, cache=args.cache, router=router,
                        telemetry=telemetry_from_args(args), requests=args.engine_requests, replications=args.replications,
                        nodes=min(args.nodes, 100.0), seed=args.seed, tau=tau)
@@ -175,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
     check_simulated_network(instance, args.nodes, args.warmup, args.horizon, tuple(intensities))
     # a production router (engine nodes only) has no prediction: the prediction is then the instance's router's
     router, queue_model = prediction_from_args(args, instance, use_router_option=args.router not in PRODUCTION_ROUTERS)
+    engine_router = args.router or router
+    engine_asked, engine_step = _engine_step(args, instance, engine_router)
     tau = float(instance.placement.target if args.target is None else args.target)
     telemetry = run_telemetry(args, instance)
     spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
@@ -226,9 +233,8 @@ def run(args: argparse.Namespace) -> int:
     other = _other_router(report, router)
     if other is not None:
         report["other_router"] = other
-    engine_router = args.router or router
-    engine_rows = _engine_report(args, instance, mix, intensities, tau, engine_router)
-    if engine_rows is not None:
+    if engine_asked:
+        engine_rows = _engine_report(args, instance, mix, intensities, tau, engine_router, engine_step)
         report["engine"] = {"engine": args.engine, "cache": args.cache, "router": engine_router, "rows": engine_rows}
         if args.engine == "batching":
             _engine_columns(report, instance, mix, tau, engine_rows)

@@ -9,7 +9,7 @@
 - a new request's prefix hit is matched against the node's cache when it is admitted; its
   uncached tokens (prompt, and the tokens generated before a preemption) take KV blocks, and it
   is admitted only if the free blocks left stay above the watermark (free cached blocks are
-  evicted, oldest first, to make room);
+  evicted, oldest first, to make room — never its own hit blocks, which it references first);
 - the step that finishes a prompt emits its first token (TTFT ends there); its new full prompt
   blocks enter the dynamic cache (:mod:`.kv_cache`); each later step emits one token;
 - when a decode step finds no block for a growing request, the most recently admitted running
@@ -283,10 +283,15 @@ class BatchingNode(_Node):
             self.waiting.popleft()
             self.on_finish(self.index, i, now)
             return False
-        if cache.free - need < self.watermark and not cache.make_room(need + self.watermark, now):
-            return None
+        if cache.free - need < self.watermark:
+            # the request's own hit blocks are not room: evicting them for it would leave a phantom hit
+            hit_free = sum(1 for b in r.seq[i][:m] if b in cache.lru) if m and cache.dynamic else 0
+            if cache.free + cache.per_block * (len(cache.lru) - hit_free) - need < self.watermark:
+                return None
         self.waiting.popleft()
         r.held[i] = cache.acquire(r.seq[i], m, now) if m else []
+        if cache.free - need < self.watermark:
+            cache.make_room(need + self.watermark, now)  # fits: checked above, its hit blocks now referenced
         r.hit[i], r.blocks_hit[i] = h, m
         r.own[i] = own
         cache.used += need
@@ -345,7 +350,7 @@ class BatchingNode(_Node):
             steps = 1
             prefill = sum(c for _, c in chunks)
             attention = sum(c * (ctx[i] + c) for i, c in chunks)
-            duration = self.step(prefill, attention, b, context)
+            duration = self.step(prefill, attention, b, context, len(chunks))
         else:
             out, gen = r.output, r.gen
             steps = max(min(map(int.__sub__, map(out.__getitem__, self.decoding), map(gen.__getitem__, self.decoding))), 1)

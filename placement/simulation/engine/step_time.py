@@ -1,22 +1,31 @@
 """The time of one engine step as a function of its batch, fitted to measured timings (docs/model.md §17).
 
 One step of a continuous-batching engine runs prefill chunks and one decode token for every
-running request.  Its time is linear in five batch features (a roofline-free operator sum, as
+running request.  Its time is linear in seven batch features (a roofline-free operator sum, as
 Vidur's per-operator predictors add up):
 
-``t = base + per_prefill_token · P + per_attention · A + per_sequence · b + per_context_token · K``
+``t = base + per_prefill_token · P + prefill_batching · P log₂ S + per_attention · A
++ per_sequence · b + decode_batching · b log₂ b + per_context_token · K``
 
-- ``P`` prefill tokens of the step, ``A = Σ_i c_i (k_i + c_i)`` the attention work of its
-  chunks (chunk ``c_i`` over the ``k_i`` tokens already in the context), tokens²;
+- ``P`` prefill tokens of the step in ``S`` chunks (one per request in prefill), ``A = Σ_i c_i
+  (k_i + c_i)`` the attention work of its chunks (chunk ``c_i`` over the ``k_i`` tokens already in
+  the context), tokens²;
 - ``b`` decoding requests, ``K`` the context tokens they attend to.
 
-:func:`fit_step_time` fits the five non-negative coefficients to a timing table with the columns
+The two ``log₂`` terms are batch-dependent efficiencies: in the measured table a prefill token
+costs more when it is batched with other prompts than when it is one long prompt of the same
+total (Llama-2-70B, A100, TP 8: 0.25 ms per token for 16 prompts of 512 tokens, 0.19 ms for one
+of 8,192), and a decode step's cost per request grows with the batch.  Without them (both zero:
+the five-term model, which an instance's ``[engine.step_time]`` still gives) the held-out
+prefill error is twice as large (docs/model.md §17.9).
+
+:func:`fit_step_time` fits the seven non-negative coefficients to a timing table with the columns
 of ``benchmarks/data/splitwise_perf_model.csv`` (per model, hardware and tensor-parallel degree):
 ``prompt_time`` of a static batch of ``b`` prompts of ``p`` tokens is one prefill step
-(``P = b p``, ``A = b p²``); ``token_time`` is one decode step of ``b`` requests at a mean
-context ``p + t/2``; ``e2e_time`` is one prefill step and ``t − 1`` decode steps with the context
-growing by one token per step (the sum of their features).  The fit minimises relative squared
-error over the three (non-negative least squares).
+(``P = b p``, ``S = b``, ``A = b p²``); ``token_time`` is one decode step of ``b`` requests at a
+mean context ``p + t/2``; ``e2e_time`` is one prefill step and ``t − 1`` decode steps with the
+context growing by one token per step (the sum of their features).  The fit minimises relative
+squared error over the three (non-negative least squares).
 
 :func:`static_batch_e2e` predicts a static batch's end-to-end time: one prefill step and
 ``t − 1`` decode steps with the context growing by one token per step.
@@ -53,6 +62,8 @@ class StepTime:
     per_attention: float = 0.0
     per_sequence: float = 0.0
     per_context_token: float = 0.0
+    prefill_batching: float = 0.0
+    decode_batching: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -62,21 +73,25 @@ class StepTime:
         if self.base <= 0:
             raise ValueError(f"engine.step_time.base: a step takes time, must be > 0 seconds, got {self.base!r}")
 
-    def __call__(self, prefill: float, attention: float, sequences: float, context: float) -> float:
-        """Seconds of one step with ``P``, ``A``, ``b`` and ``K`` (see the module docstring)."""
-        return (self.base + self.per_prefill_token * prefill + self.per_attention * attention
-                + self.per_sequence * sequences + self.per_context_token * context)
+    def __call__(self, prefill: float, attention: float, sequences: float, context: float, chunks: float = 1) -> float:
+        """Seconds of one step with ``P``, ``A``, ``b``, ``K`` and ``S`` prefill chunks (see the module docstring)."""
+        return (self._head(sequences, context) + self.per_prefill_token * prefill + self.per_attention * attention
+                + self.prefill_batching * prefill * _log2(chunks))
+
+    def _head(self, sequences: float, context: float) -> float:
+        """Seconds of a decode-only step of ``b`` requests at context ``K``."""
+        return (self.base + self.per_sequence * sequences + self.decode_batching * sequences * _log2(sequences)
+                + self.per_context_token * context)
 
     def decode_run(self, steps: int, sequences: int, context: float) -> float:
         """Seconds of ``steps`` decode-only steps of ``b`` requests starting at context ``K``
-        (``K`` grows by ``b`` per step): ``steps·(base + per_sequence·b + per_context_token·K) +
-        per_context_token·b·steps(steps − 1)/2``."""
-        head = self.base + self.per_sequence * sequences + self.per_context_token * context
+        (``K`` grows by ``b`` per step): ``steps·head(b, K) + per_context_token·b·steps(steps − 1)/2``."""
+        head = self._head(sequences, context)
         return steps * head + self.per_context_token * sequences * steps * (steps - 1) / 2.0
 
     def decode_steps_done(self, elapsed: float, sequences: int, context: float, limit: int) -> int:
         """The number of whole decode steps (at most ``limit``) finished ``elapsed`` seconds into a run."""
-        head = self.base + self.per_sequence * sequences + self.per_context_token * context
+        head = self._head(sequences, context)
         c = self.per_context_token * sequences
         if c > 0:  # c m²/2 + (head − c/2) m − elapsed = 0
             b = head - c / 2.0
@@ -89,6 +104,11 @@ class StepTime:
         while m < limit and self.decode_run(m + 1, sequences, context) <= elapsed:
             m += 1
         return m
+
+
+def _log2(n: float) -> float:
+    """``log₂ n`` for a count ``n ≥ 1`` (0 for an empty batch)."""
+    return float(np.log2(n)) if n > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -130,32 +150,37 @@ def read_timings(path: str | os.PathLike[str], model: str, hardware: str, tensor
 
 
 def _design(rows: Iterable[TimingRow]) -> tuple[FloatArray, FloatArray]:
-    """Feature rows ``[1, P, A, b, K]`` and targets: a prefill step, a decode step and the whole
-    static batch per configuration."""
+    """Feature rows ``[1, P, A, b, K, P log₂ S, b log₂ b]`` (the order of :class:`StepTime`'s fields)
+    and targets: a prefill step, a decode step and the whole static batch per configuration."""
     x, y = [], []
     for r in rows:
-        prefill = [1.0, r.batch * r.prompt, r.batch * float(r.prompt) ** 2, 0.0, 0.0]
+        b, lb = float(r.batch), _log2(r.batch)
+        prefill = [1.0, b * r.prompt, b * float(r.prompt) ** 2, 0.0, 0.0, b * r.prompt * lb, 0.0]
         n = r.tokens - 1
-        decodes = [n, 0.0, 0.0, r.batch * n, r.batch * (r.prompt * n + n * (n + 1) / 2.0)]
-        x += [prefill, [1.0, 0.0, 0.0, r.batch, r.batch * (r.prompt + r.tokens / 2.0)],
-              [a + b for a, b in zip(prefill, decodes)]]
+        decodes = [n, 0.0, 0.0, b * n, b * (r.prompt * n + n * (n + 1) / 2.0), 0.0, b * lb * n]
+        x += [prefill, [1.0, 0.0, 0.0, b, b * (r.prompt + r.tokens / 2.0), 0.0, b * lb],
+              [u + v for u, v in zip(prefill, decodes)]]
         y += [r.prompt_time, r.token_time, r.e2e_time]
     return np.asarray(x), np.asarray(y)
 
 
-def fit_step_time(rows: Iterable[TimingRow]) -> StepTime:
-    """Non-negative least squares on relative errors (see the module docstring)."""
+def fit_step_time(rows: Iterable[TimingRow], *, batching: bool = True) -> StepTime:
+    """Non-negative least squares on relative errors (see the module docstring); ``batching=False``
+    fits the five-term model (both log-batch coefficients zero)."""
     x, y = _design(rows)
     if y.size < 3 * 3:
         raise ValueError(f"engine.timings: at least 3 configurations are needed to fit the step time, got {y.size // 3}")
-    coef, _ = nnls(x / y[:, None], np.ones_like(y))
+    a = x / y[:, None]
+    if not batching:
+        a = a[:, :5]
+    coef, _ = nnls(a, np.ones_like(y))
     coef[0] = max(coef[0], 1e-9)  # a step always takes time
     return StepTime(*(float(c) for c in coef))
 
 
 def static_batch_e2e(model: StepTime, batch: int, prompt: int, tokens: int) -> float:
     """End-to-end seconds of a static batch: one prefill step, then ``t − 1`` decode steps."""
-    prefill = model(batch * prompt, batch * float(prompt) ** 2, 0, 0)
+    prefill = model(batch * prompt, batch * float(prompt) ** 2, 0, 0, batch)
     return prefill + model.decode_run(tokens - 1, batch, batch * (prompt + 1.0))
 
 
