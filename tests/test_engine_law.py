@@ -217,27 +217,27 @@ def test_law_against_single_node_engine_runs(mooncake, load):
     """The shipped mix with all its free memory: the engine's ``P(W ≤ ū/2)`` (the coverage at ``τ = u + ū/2``) and
     mean TTFT against the law.
 
-    Tolerance: 3 batch-means SE of the run (20 batches of 200 requests) plus the law's own error on this
-    regime in the fit's table up to a = 0.55 (0.06 in probability, 10 % of the mean TTFT; docs/model.md §17.10)."""
+    Tolerance: 3 batch-means SE of the run (10 batches of 800 requests: long batches, since waits are
+    correlated over many services at a = 0.55) plus the law's own error on this regime in the fit's table up
+    to a = 0.55 (0.07 in probability, 10 % of the mean TTFT; docs/model.md §17.10)."""
     step = default_step_time(mooncake)
     p = np.asarray(mooncake.probabilities)
     case = NodeCase("mooncake", p, np.asarray(mooncake.lengths), np.asarray(mooncake.decodes), np.zeros((1, p.size)), np.zeros(1),
                     _Gpu(mooncake.gpu.memory, mooncake.gpu.kv_per_token), mooncake.engine)
     units = engine_units(case, step)
     w_bar = float(units.work[0] @ p)
-    n, warm = 4400, 400
+    n, warm, batches = 8400, 400, 10
     res = run_node(case, step, load / w_bar, n, np.random.SeedSequence(11))
     u = units.prefill[0][res["kind"]][warm:]
     wait = (res["first"] - res["arrival"])[warm:] - u
     u_bar = float(units.prefill[0] @ p)
     law = engine_wait_law(np.array([load]), units.servers, np.array([w_bar]), units.tiers)
     hit = (wait <= u_bar / 2).astype(float)
-    batches = hit.reshape(20, -1).mean(axis=1)
-    se = batches.std(ddof=1) / np.sqrt(20)
+    se = hit.reshape(batches, -1).mean(axis=1).std(ddof=1) / np.sqrt(batches)
     predicted = 1.0 - law["weight"][0] * np.exp(-law["decay"][0] * u_bar / 2)
-    assert abs(predicted - hit.mean()) <= 3 * se + 0.06
+    assert abs(predicted - hit.mean()) <= 3 * se + 0.07
     ttft = wait + u
-    ttft_se = ttft.reshape(20, -1).mean(axis=1).std(ddof=1) / np.sqrt(20)
+    ttft_se = ttft.reshape(batches, -1).mean(axis=1).std(ddof=1) / np.sqrt(batches)
     assert abs(u_bar + law["mean"][0] - ttft.mean()) <= 3 * ttft_se + 0.10 * ttft.mean()
 
 
