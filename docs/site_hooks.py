@@ -196,9 +196,8 @@ def site_pages() -> tuple[dict[str, str], dict[str, bytes]]:
         pages[f"commands/{name}.md"] = f"# edgeprefix {name}\n\n{body}```text\n{help_text}```\n"
     for name, (title, objects) in API_PAGES.items():
         pages[f"api/{name}.md"] = f"# {title}\n\n" + "".join(f"::: {obj}\n\n" for obj in objects)
-    binaries = {f"benchmarks/figures/{png.name}": png.read_bytes()
-                for png in sorted((ROOT / "benchmarks" / "figures").glob("*.png"))
-                if f"figures/{png.name}" in read["benchmarks/README.md"]}
+    linked = {m.group(2) for m in IMAGE.finditer(read["benchmarks/README.md"])}
+    binaries = {f"benchmarks/{name}": (ROOT / "benchmarks" / name).read_bytes() for name in sorted(linked) if name.startswith("figures/")}
     return pages, binaries
 
 
