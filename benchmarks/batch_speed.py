@@ -99,8 +99,8 @@ def compare_paths(case: str, problem: PlacementProblem, points: np.ndarray, chun
         single_times.append(seconds)
         seconds, (many, fallbacks) = _timed(batched)  # type: ignore[misc]
         batched_times.append(seconds)
-    diff = float(np.max(np.abs(np.array(one.coverages) - np.array(many.coverages))))  # type: ignore[attr-defined]
-    return BatchRow(case, len(points), chunk, float(np.median(single_times)), float(np.median(batched_times)), diff, int(fallbacks), goal)
+    diff = float(np.max(np.abs(np.array(one.coverages) - np.array(many.coverages))))  # type: ignore[attr-defined,has-type]
+    return BatchRow(case, len(points), chunk, float(np.median(single_times)), float(np.median(batched_times)), diff, int(fallbacks), goal)  # type: ignore[has-type]
 
 
 def batch_rows(mode: str, repeats: int = 1, queue_model: str = "meanfield") -> list[BatchRow]:
@@ -125,7 +125,7 @@ def solve_rows(mode: str) -> list[SolveRow]:
     from edgeprefix.solvers import optuna_search
 
     budget = {"smoke": 20, "quick": 100, "full": 300}[mode]
-    runs = [("medium_forest", "grid", None, {"resolution": 5 if mode == "smoke" else 20})]
+    runs: list[tuple[str, str, int | None, dict[str, int]]] = [("medium_forest", "grid", None, {"resolution": 5 if mode == "smoke" else 20})]
     runs += [(name, method, budget, {}) for name in ("medium_forest", "mooncake_large") for method in ("random", "cmaes", "qmc")]
     rows = []
     for name, method, run_budget, options in runs:
@@ -133,11 +133,11 @@ def solve_rows(mode: str) -> list[SolveRow]:
         batched_seconds, batched = _timed(lambda: solve(problem, method, budget=run_budget, seed=0, **options))
         unbatched_problem = _Unbatched(problem)
         saved = optuna_search.QmcSolver.batch_size
-        optuna_search.QmcSolver.batch_size = lambda self, study: 1  # type: ignore[method-assign]
+        optuna_search.QmcSolver.batch_size = lambda self, study: 1
         try:
-            unbatched_seconds, unbatched = _timed(lambda: solve(unbatched_problem, method, budget=run_budget, seed=0, **options))  # type: ignore[arg-type]
+            unbatched_seconds, unbatched = _timed(lambda: solve(unbatched_problem, method, budget=run_budget, seed=0, **options))
         finally:
-            optuna_search.QmcSolver.batch_size = saved  # type: ignore[method-assign]
+            optuna_search.QmcSolver.batch_size = saved
         rows.append(SolveRow(name, method, len(batched.values), unbatched_seconds, batched_seconds, unbatched.coverage, batched.coverage))  # type: ignore[attr-defined]
     return rows
 

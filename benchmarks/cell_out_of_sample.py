@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     indices = range(args.first, args.first + args.draws)
     if args.indices is not None:
         try:
-            indices = [int(i) for i in args.indices.split(",") if i.strip()]
+            indices = [int(i) for i in args.indices.split(",") if i.strip()]  # type: ignore[assignment]
         except ValueError:
             parser.error("--indices: give non-negative integers, e.g. 19,29,30")
         if not indices or min(indices) < 0:

@@ -42,7 +42,7 @@ class SizeRow:
         return self.cpu_seconds / max(1, self.map_evaluations)
 
 
-def _cpu(fn):  # type: ignore[no-untyped-def]
+def _cpu(fn):
     start = time.process_time()
     out = fn()
     return time.process_time() - start, out
@@ -57,7 +57,7 @@ def size_rows(profiles: list[int], types: int, alpha: float = 3.5) -> list[SizeR
     return rows
 
 
-def _evaluated(inst, queue_model: str = "meanfield"):  # type: ignore[no-untyped-def]
+def _evaluated(inst, queue_model: str = "meanfield"):
     ev = evaluate(inst, queue_model=queue_model)
     ev.coverage()
     return ev

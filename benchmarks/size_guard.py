@@ -18,7 +18,7 @@ from pathlib import Path
 DEFAULT_SIZES = "300:10:2,1000:10:2,100:200:2,200:200:2,100:100:2.5"
 
 
-def many_profiles(types: int, profiles: int, alpha: float, seed: int = 0):  # type: ignore[no-untyped-def]
+def many_profiles(types: int, profiles: int, alpha: float, seed: int = 0):
     """:func:`synthetic_instance`'s prefixes and types with ``profiles`` distinct profiles, each the union of
     one to three random root-to-vertex chains (so that a few types can have thousands of profiles)."""
     import dataclasses
@@ -34,7 +34,7 @@ def many_profiles(types: int, profiles: int, alpha: float, seed: int = 0):  # ty
     def chain(v: str) -> list[str]:
         out = [v]
         while parent[out[-1]] is not None:
-            out.append(parent[out[-1]])  # type: ignore[arg-type]
+            out.append(parent[out[-1]])
         return out
 
     rng = np.random.default_rng(seed)

@@ -26,6 +26,7 @@ import math
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, w
                 ev = evaluate(inst, None, "load_aware", target=tau)
                 tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
                 fresh = None  # the node model at h = 0, shared by every telemetry setting of the load
-                by_flood: dict[float, object] = {}  # settings of equal flood length h share one prediction
+                by_flood: dict[float, Any] = {}  # settings of equal flood length h share one prediction
                 bar.update(1)
                 for tel in settings:
                     sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh),

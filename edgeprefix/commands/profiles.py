@@ -148,7 +148,7 @@ def _memory_cap(text: str, memory: float) -> float:
 
 def _calibration(args: argparse.Namespace) -> tuple[Any, float, dict[str, Any]]:
     if args.calibration is None:
-        info = {"source": "embedded fit of splitwise llama2-70b/a100-80gb/TP4", "law": "intercept"}
+        info: dict[str, Any] = {"source": "embedded fit of splitwise llama2-70b/a100-80gb/TP4", "law": "intercept"}
         g, decode = DEFAULT_PREFILL, DEFAULT_DECODE_PER_TOKEN
     else:
         m = read_measurements(args.calibration, model=args.model, hardware=args.hardware, tensor_parallel=args.tensor_parallel)
@@ -248,7 +248,7 @@ NAMES = ("q_h<b> is the request type whose prefix path ends at the forest vertex
 FIRST_BLOCKS = 4
 
 
-def _path_blocks(instance, path) -> list[int]:  # type: ignore[no-untyped-def]
+def _path_blocks(instance, path) -> list[int]:
     """The trace block ids of a prefix path (the blocks of its prefixes, root first)."""
     blocks = {p.id: p.blocks for p in instance.prefixes}
     return [b for pid in path for b in blocks.get(pid, ())]
@@ -340,7 +340,7 @@ def _intensity(instance: Any, ps: Any, args: argparse.Namespace, seen: _Seen) ->
     return out
 
 
-def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total, args) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total, args) -> dict[str, Any]:
     groups = type_groups(ps.requests)
     request_ids = list(groups.ids)
     hits = groups.aggregate(ps.hits)  # sub-types share their type's path: the same h_{s,q}

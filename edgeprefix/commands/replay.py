@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from edgeprefix.commands._common import add_mix_arguments
@@ -272,7 +273,7 @@ def _f(value: Any, digits: int = 4) -> str:
     return fmt(value, digits)
 
 
-def render(r: dict[str, Any], overridden: set[str] = frozenset()) -> str:
+def render(r: dict[str, Any], overridden: AbstractSet[str] = frozenset()) -> str:
     lam = f"Λ = {r['intensity']:.4g}" + (" (--intensity)" if "intensity" in overridden else "")
     tau = f"τ = {r['target']:.3f} s" + (" (--target)" if "target" in overridden else "")
     lines = [

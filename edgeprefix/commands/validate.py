@@ -401,8 +401,8 @@ def render(report: dict, instance, network: str = "") -> str:
             by_period.setdefault(d["refresh_period"], {})[d["local_accounting"]] = d
         for period, pair in by_period.items():
             plain, acct = pair.get(False), pair.get(True)
-            lines.append(f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"
-                         f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}")
+            lines.append(f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"  # type: ignore[arg-type]
+                         f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}")  # type: ignore[arg-type]
     eng = report.get("engine")
     if eng:
         lines += ["", f"model workload on engine nodes ({eng['engine']}, cache {eng['cache']}, router {eng['router']}): "

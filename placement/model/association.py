@@ -274,7 +274,7 @@ def association(lam: FloatArray, bias: FloatArray, radio_scale: float, alpha: fl
     if lam.size == 1:
         return np.ones_like(b)
     if alpha == 2.0:
-        return association_alpha2(lam, b)
+        return association_alpha2(lam, b)  # type: ignore[return-value]
     return association_quadrature(lam, b, alpha, nodes or default_nodes(alpha))
 
 

@@ -423,7 +423,7 @@ def _evaluate_chunk(
     bias_full = np.where(batch.active[:, :, None], bias, np.nan)
     stable = np.all(stable_tier, axis=1)
     evaluations: list[Evaluation] = []
-    for i in range(n):
+    for i in range(n):  # type: ignore[assignment]
         if fallback[i]:
             ev = evaluate(instance, pi[i], policy, target=tau, warm_start=starts[i], tol=tol, rho_clip=rho_clip, kernel=kernel,
                           queue_model=queue_model)

@@ -26,4 +26,4 @@ def _controller() -> Any:
 
 def single_blas_thread() -> AbstractContextManager[Any]:
     """A context in which every BLAS the process loaded runs on one thread."""
-    return _controller().limit(limits=1, user_api="blas")  # type: ignore[no-any-return]
+    return _controller().limit(limits=1, user_api="blas")

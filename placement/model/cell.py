@@ -455,7 +455,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     if groups is not None:
         if alpha != 2.0:
             raise ValueError(f"groups: several mixes in one call need radio_exponent = 2, got {alpha!r}")
-        grouped = _Groups(of_tier, int(of_tier.max()) + 1)
+        grouped = _Groups(of_tier, int(of_tier.max()) + 1)  # type: ignore[arg-type,union-attr]
         # one axis row per (group, type); a group's missing tiers sit far beyond every query with λ = 0
         beyond = float(np.abs(b).max()) + 1e9
         pad_b = grouped.padded(b, beyond).transpose(1, 0, 2).reshape(-1, grouped.count * q_count)  # (T, G Q)
@@ -690,7 +690,7 @@ def cell_coverage_pairs(
         w = pw.take(i)
         w += y * pw_slope.take(i)
         if ik is not None:
-            e *= ik.take(i) + y * ik_slope.take(i)
+            e *= ik.take(i) + y * ik_slope.take(i)  # type: ignore[union-attr]
         np.exp(e, out=e)
         w *= e
         miss[lo:hi] = w.mean(axis=2)

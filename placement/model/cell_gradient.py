@@ -127,7 +127,7 @@ class _Axis:
         lam_bar = np.bincount(self.order.T.ravel(), sorted_lam_bar.ravel(), self.lam.size)
         b_bar = np.zeros_like(self.b)
         np.add.at(b_bar, (self.order, np.arange(self.b.shape[1])[None, :]), knots_bar.T)
-        return lam_bar, b_bar
+        return lam_bar, b_bar  # type: ignore[return-value]
 
     # integrals on the axis (the queue-free mass P1 and its derivatives) ------------------------
     def tail(self, kind: IntArray, u: FloatArray) -> FloatArray:

@@ -561,7 +561,7 @@ def evaluate(
     lam = lam_all[active]
     g = instance.first_token_time[active]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
     c = instance.concurrency[active].astype(float)
-    tiers = instance.engine_tiers.take(active) if engine else None  # type: ignore[attr-defined]
+    tiers = instance.engine_tiers.take(active) if engine else None
 
     last: dict[str, FloatArray] = {}  # the fixed point's last association, reused at the end
 
@@ -623,9 +623,9 @@ def evaluate(
         bias = g + w[:, None]
         if contracted:  # only the sums of (16.7), type block by type block (docs/model.md §16.3)
             weights = np.stack([np.broadcast_to(p_q, bias.shape), weighted_service] + ([weighted_second] if mgc else []))
-            a_q, sums, _ = kernel.association_contracted(lam, bias / xi, alpha, weights)  # type: ignore[attr-defined]
+            a_q, sums, _ = kernel.association_contracted(lam, bias / xi, alpha, weights)
         else:
-            a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)  # type: ignore[misc]
+            a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)
         last["bias"], last["association"] = bias, a_q
         k, arrivals, work, mean_service = lifted_loads(a_q)  # row s lifted by 2^{k_s}: so is ∂A_{s,·}/∂b below
         work = unlift(work, k)
@@ -750,7 +750,7 @@ def evaluate(
         capacity_condition=capacity_condition(instance, pi),
         fixed_point=report,
         kernel=kernel,
-        service_scv=_scatter(scv_active, active) if mgc else None,
+        service_scv=_scatter(scv_active, active) if mgc else None,  # type: ignore[arg-type]
         queue_model=queue_model,
         rho_clip=rho_clip,
         queue_law=queue_law,

@@ -136,7 +136,7 @@ class DeclaredTypes:
         """``Σ_{k ∈ Q} w_k x_{…,k}`` over each declared type's columns (last axis ``Q`` → ``len(ids)``)."""
         x = np.asarray(values, dtype=float)
         out = np.zeros(x.shape[:-1] + (len(self.ids),))
-        np.add.at(out, (..., self.index), x * self.weights)
+        np.add.at(out, (..., self.index), x * self.weights)  # type: ignore[arg-type]
         return out
 
 
@@ -184,7 +184,7 @@ def length_bins(values: npt.ArrayLike, weights: npt.ArrayLike, parts: int, paire
     def means(b: npt.NDArray[np.intp]) -> tuple[FloatArray, FloatArray]:
         mass = np.bincount(b, weights=wt, minlength=parts)
         keep = mass > 0
-        return np.bincount(b, weights=wt * x, minlength=parts)[keep] / mass[keep], mass
+        return np.bincount(b, weights=wt * x, minlength=parts)[keep] / mass[keep], mass  # type: ignore[return-value]
 
     centre, _ = means(bin_of)
     for _ in range(iterations):  # Lloyd on a line: nearest centre = between the midpoints

@@ -381,7 +381,7 @@ class _Loads:
         one = d_a.ndim == 2
         d_a = d_a[:, None, :] if one else d_a
         sums = np.stack([np.einsum("q,stq->st", self.p, d_a), np.einsum("sq,stq->st", self.ws, d_a)]
-                        + ([np.einsum("sq,stq->st", self.w2, d_a)] if self.scv is not None else []))
+                        + ([np.einsum("sq,stq->st", self.w2, d_a)] if self.scv is not None else []))  # type: ignore[arg-type]
         d_work, d_mean, d_scv = self.directional_sums(sums)
         if one:
             return d_work[:, 0], d_mean[:, 0], d_scv[:, 0]
@@ -390,7 +390,7 @@ class _Loads:
     def contraction_weights(self) -> FloatArray:
         """``(W, n, Q)`` weights of the sums (16.7) that :meth:`directional_sums` reads: ``p_q``, ``p_q/μ_{s,q}``
         and, when the law reads ``C²``, ``p_q E[S²_{s,q}]``."""
-        return np.stack([np.broadcast_to(self.p, self.ws.shape), self.ws] + ([self.w2] if self.scv is not None else []))
+        return np.stack([np.broadcast_to(self.p, self.ws.shape), self.ws] + ([self.w2] if self.scv is not None else []))  # type: ignore[list-item]
 
     def directional_sums(self, sums: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``(∂a, ∂m, ∂C²)`` ``(n, n)`` from ``sums[w, s, t] = Σ_q weight_w[s, q] ∂A_{s,q}/∂W_t`` (docs/model.md (16.7))."""
@@ -401,7 +401,7 @@ class _Loads:
         d_scv = np.zeros_like(d_work)
         if self.scv is not None:
             d_raw = self.scale[col] * sums[2]
-            d_moment = (d_raw - self.moment[col] * d_arr) / self.arrivals_or_inf[col]
+            d_moment = (d_raw - self.moment[col] * d_arr) / self.arrivals_or_inf[col]  # type: ignore[index]
             d_scv = np.where((self.scv > 0)[col], d_moment / self.mean[col] ** 2 - 2.0 * (self.moment / self.mean**3)[col] * d_mean, 0.0)
         return d_work, d_mean, d_scv
 
@@ -413,7 +413,7 @@ class _Loads:
         mean_bar = mean_bar.copy()
         if scv_bar is not None and self.scv is not None:
             moment_bar = np.where(self.scv > 0, scv_bar / self.mean**2, 0.0)
-            mean_bar -= np.where(self.scv > 0, 2.0 * scv_bar * self.moment / self.mean**3, 0.0)
+            mean_bar -= np.where(self.scv > 0, 2.0 * scv_bar * self.moment / self.mean**3, 0.0)  # type: ignore[operator]
             raw_bar = moment_bar / self.arrivals_or_inf
             arr_bar -= moment_bar * self.moment / self.arrivals_or_inf
         work_bar += mean_bar / self.arrivals_or_inf

@@ -387,12 +387,12 @@ def _atoms(offsets: FloatArray, weights: FloatArray) -> tuple[FloatArray, FloatA
     uniq, inverse = np.unique(off, return_inverse=True)
     mass = np.bincount(inverse, weights=wt)
     if uniq.size <= MARK_ATOMS:
-        return uniq, mass
+        return uniq, mass  # type: ignore[return-value]
     edges = np.searchsorted(np.cumsum(mass), np.linspace(0.0, 1.0, MARK_ATOMS + 1)[1:-1])
     label = np.searchsorted(edges, np.arange(uniq.size), side="right")
     total = np.bincount(label, weights=mass)
     mean = np.bincount(label, weights=mass * uniq) / np.where(total > 0, total, 1.0)
-    return mean[total > 0], total[total > 0]
+    return mean[total > 0], total[total > 0]  # type: ignore[return-value]
 
 
 def _own_grid(shown: FloatArray) -> npt.NDArray[np.int64]:

@@ -86,8 +86,12 @@ class WaitLaw:
 class QueueLaw(Protocol):
     """What the sensitivities need from a queue model (all arrays per tier, shape ``(n,)``)."""
 
-    name: str
-    needs_scv: bool  # reads the service's C²_s (``scv``); otherwise ``scv`` is None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def needs_scv(self) -> bool:  # reads the service's C²_s (``scv``); otherwise ``scv`` is None
+        ...
 
     def advertised(self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float,
                    scv: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:

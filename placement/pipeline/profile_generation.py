@@ -257,7 +257,7 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
         lengths = np.array([_weighted_quantile(length[inverse == k], weight[inverse == k], length_quantile)
                             for k in range(vertices.size)])
     outputs = np.bincount(inverse, weights=forest.end_output_sum[leaves]) / n
-    bins = None
+    bins: list[tuple[FloatArray, FloatArray, FloatArray]] | None = None
     if length_bins is not None and length_bins > 1:
         leaf_output = forest.end_output_sum[leaves] / forest.ends[leaves]
         bins = []
@@ -269,9 +269,8 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
             mine = inverse == k
             inp, out, w = bin_lengths(length[mine], weight[mine], length_bins, leaf_output[mine])
             bins.append((inp, out * decode_per_token, w))
-        bins = tuple(bins)
-    vertices = tuple(int(u) if u < forest.n_vertices else -1 for u in vertices)  # "no retained vertex" last
-    return TypeGroups(vertices, probability, lengths, outputs, outputs * decode_per_token, bins)
+    retained = tuple(int(u) if u < forest.n_vertices else -1 for u in vertices)  # "no retained vertex" last
+    return TypeGroups(retained, probability, lengths, outputs, outputs * decode_per_token, None if bins is None else tuple(bins))
 
 
 # ------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import os
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -175,7 +176,10 @@ def block_catalogue(instance: Instance, block_size: int = DEFAULT_BLOCK_SIZE) ->
         return n_blocks[vid]
 
     index: dict[int, int] = {}
-    position, end, closes, owner = [], [], [], []
+    position: list[Any] = []
+    end: list[Any] = []
+    closes: list[Any] = []
+    owner: list[Any] = []
     for i, p in enumerate(instance.prefixes):
         if not p.blocks:
             raise InstanceError(f"prefixes[{i}].blocks", f"prefix {p.id!r} carries no block ids: rebuild the instance with "
@@ -259,8 +263,8 @@ class TraceWorkload:
 
     def part(self, index: slice | npt.ArrayLike) -> TraceWorkload:
         """The requests selected by ``index`` (a slice or index/mask array), in order."""
-        return TraceWorkload(self.time[index], self.length[index], self.output[index], self.hit[:, index], self.kind[index],
-                             self.matched[index])
+        return TraceWorkload(self.time[index], self.length[index], self.output[index], self.hit[:, index], self.kind[index],  # type: ignore[index]
+                             self.matched[index])  # type: ignore[index]
 
     def type_mix(self, types: int) -> FloatArray:
         """Empirical distribution of the request types, ``(Q,)``."""

@@ -109,7 +109,7 @@ def iter_lines(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[tuple
         opener = gzip.open if path.suffix == ".gz" else open
         number = 0
         try:
-            with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+            with opener(path, "rt", encoding="utf-8") as handle:
                 for number, text in enumerate(handle, start=1):
                     yield number, text
         except UnicodeDecodeError as exc:

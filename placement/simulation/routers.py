@@ -15,6 +15,7 @@ model, do not see radio distance; they choose among the same candidate set.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -144,8 +145,14 @@ class OnlineRouter:
             raise ValueError(f"rho_low <= rho_high must hold, but got rho_low={plain(self.rho_low)}, rho_high={plain(self.rho_high)}")
         if not self.name:
             object.__setattr__(self, "name", self.policy if self.delay == "tier" else f"{self.policy}_online")
-        object.__setattr__(self, "_admission", bool(np.isfinite(self.rho_high)))
-        object.__setattr__(self, "_tier_wait", None if self.tier_wait is None else np.asarray(self.tier_wait, dtype=float))
+
+    @cached_property
+    def _admission(self) -> bool:
+        return bool(np.isfinite(self.rho_high))
+
+    @cached_property
+    def _tier_wait(self) -> FloatArray:
+        return np.asarray(self.tier_wait, dtype=float)  # read only under delay = "tier", where it is given
 
     @property
     def admission_control(self) -> bool:
