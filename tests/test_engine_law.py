@@ -353,3 +353,17 @@ def test_migration_scores_with_the_engine_law(mooncake):
         assert objective.queue_law == "engine"
         expected = evaluate(problem.epoch_instance(e), pi, queue_law="engine").coverage()
         assert objective.score(pi).coverage == pytest.approx(float(expected), abs=1e-9)
+
+
+def test_output_states_the_engine_laws_validated_region(mooncake, capsys):
+    """Under the engine law every evaluation names the busiest tier's GPU load against the load the law was
+    validated to (docs/model.md §17.10); the text says more beyond it; the slot law's output has no such key."""
+    from edgeprefix.placement.model.evaluation import ENGINE_LAW_VALIDATED_LOAD
+
+    light = evaluate(mooncake.with_network(request_intensity=0.02), None, queue_law="engine").to_dict()["engine_law_region"]
+    heavy = evaluate(mooncake.with_network(request_intensity=0.12), None, queue_law="engine").to_dict()["engine_law_region"]
+    assert light["inside"] and light["busiest_load"] <= ENGINE_LAW_VALIDATED_LOAD < heavy["busiest_load"] and not heavy["inside"]
+    assert "beyond it" in heavy["note"] and "beyond it" not in light["note"]
+    assert "engine_law_region" not in evaluate(mooncake, None).to_dict()
+    assert main(["evaluate", str(INSTANCE), "--queue-law", "engine", "--intensity", "0.12"]) == 0
+    assert "engine law: busiest GPU load" in capsys.readouterr().out

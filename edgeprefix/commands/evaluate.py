@@ -160,6 +160,7 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
         "",
         f"TTFT coverage at τ          {fmt(d['coverage'])}",
         f"  {router_line(d['queue_model'])}",
+        *([f"  {d['engine_law_region']['note']}"] if d.get("engine_law_region") else []),
         f"queue-free bound            {fmt(d['coverage_queue_free'])}",
         f"mean TTFT [s]               {fmt(d['mean_ttft'])}",
         f"offloading ratio            {fmt(d['offload_ratio'])}",

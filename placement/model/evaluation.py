@@ -66,6 +66,10 @@ IntArray = npt.NDArray[np.int64]
 OVERLOAD_TOLERANCE = 0.01  # share of nodes allowed to overload before the cell model's plan is reported unstable
 
 
+# The GPU load up to which the engine law is validated with ample KV memory (docs/model.md §17.10 fit table).
+ENGINE_LAW_VALIDATED_LOAD = 0.55
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """Result of :func:`evaluate`.  Per-tier arrays have shape ``(S,)`` in profile order (NaN for
@@ -356,6 +360,21 @@ class Evaluation:
         return grp.ids, a, np.where(a > 0, joint / np.where(a > 0, a, 1.0), np.nan)
 
     # -- export -----------------------------------------------------------------------------
+    def engine_law_region(self) -> dict[str, Any] | None:
+        """Under the engine law: the busiest tier's GPU load ``a_s`` against the load up to which the law was
+        validated (docs/model.md §17.10: ample KV memory, ``a ≤`` :data:`ENGINE_LAW_VALIDATED_LOAD`); ``None``
+        under the slot law."""
+        if self.queue_law != "engine":
+            return None
+        loads = (self.arrival_rate * self.mean_service)[self.active]
+        busiest = float(loads.max()) if loads.size else 0.0
+        inside = busiest <= ENGINE_LAW_VALIDATED_LOAD
+        note = (f"engine law: busiest GPU load {busiest:.2f}; validated up to {ENGINE_LAW_VALIDATED_LOAD} with ample KV "
+                f"memory (coverage within 0.07, mean TTFT within 10 %)" + ("" if inside else
+                "; beyond it the law was measured up to 0.10 too high in coverage, and it can call a node unstable the "
+                "engine still serves") + " (docs/model.md §17.10)")
+        return {"busiest_load": busiest, "validated_load": ENGINE_LAW_VALIDATED_LOAD, "inside": inside, "note": note}
+
     def to_dict(self, target: float | None = None) -> dict[str, Any]:
         """A JSON-ready dict (the ``edgeprefix evaluate --json`` contract)."""
         inst = self.instance
@@ -390,6 +409,7 @@ class Evaluation:
             "policy": self.policy,
             "queue_model": self.queue_model,
             "queue_law": self.queue_law,
+            **({"engine_law_region": self.engine_law_region()} if self.queue_law == "engine" else {}),
             "router": ROUTER_OF_QUEUE_MODEL[self.queue_model],
             "target": tau,
             "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
