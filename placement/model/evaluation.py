@@ -369,10 +369,10 @@ class Evaluation:
         loads = (self.arrival_rate * self.mean_service)[self.active]
         busiest = float(loads.max()) if loads.size else 0.0
         inside = busiest <= ENGINE_LAW_VALIDATED_LOAD
-        note = (f"engine law: busiest GPU load {busiest:.2f}; validated up to {ENGINE_LAW_VALIDATED_LOAD} with ample KV "
-                f"memory (coverage within 0.07, mean TTFT within 10 %)" + ("" if inside else
-                "; beyond it the law was measured up to 0.10 too high in coverage, and it can call a node unstable the "
-                "engine still serves") + " (docs/model.md §17.10)")
+        note = (f"engine law: busiest GPU load {busiest:.2f}; validated on single nodes up to {ENGINE_LAW_VALIDATED_LOAD} "
+                f"with ample KV memory (coverage within 0.07, mean TTFT within 10 %); on engine networks measured up to 0.10 "
+                f"too high in coverage from 0.3 of the engine's stability edge" + ("" if inside else
+                "; beyond it the law can call a node unstable that the engine still serves") + " (docs/model.md §17.10)")
         return {"busiest_load": busiest, "validated_load": ENGINE_LAW_VALIDATED_LOAD, "inside": inside, "note": note}
 
     def to_dict(self, target: float | None = None) -> dict[str, Any]:
