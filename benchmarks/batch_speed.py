@@ -76,7 +76,9 @@ def _timed(fn: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def compare_paths(case: str, problem: PlacementProblem, points: np.ndarray, chunk: int, goal: float | None = None, repeats: int = 1) -> BatchRow:
+def compare_paths(
+    case: str, problem: PlacementProblem, points: np.ndarray, chunk: int, goal: float | None = None, repeats: int = 1
+) -> BatchRow:
     """Score ``points`` one by one and in chunks (same run, same order), ``repeats`` times interleaved; median times."""
 
     def single() -> Tracker:
@@ -125,7 +127,9 @@ def solve_rows(mode: str) -> list[SolveRow]:
     from edgeprefix.solvers import optuna_search
 
     budget = {"smoke": 20, "quick": 100, "full": 300}[mode]
-    runs: list[tuple[str, str, int | None, dict[str, int]]] = [("medium_forest", "grid", None, {"resolution": 5 if mode == "smoke" else 20})]
+    runs: list[tuple[str, str, int | None, dict[str, int]]] = [
+        ("medium_forest", "grid", None, {"resolution": 5 if mode == "smoke" else 20})
+    ]
     runs += [(name, method, budget, {}) for name in ("medium_forest", "mooncake_large") for method in ("random", "cmaes", "qmc")]
     rows = []
     for name, method, run_budget, options in runs:
@@ -155,7 +159,9 @@ class _Unbatched:
 
 
 def render(rows: list[BatchRow], solves: list[SolveRow]) -> str:
-    head = f"{'case':<34}{'points':>7}{'chunk':>6}{'single pt/s':>12}{'batched pt/s':>13}{'ratio':>7}{'goal':>6}{'max|ΔP|':>10}{'fallback':>9}"
+    head = (
+        f"{'case':<34}{'points':>7}{'chunk':>6}{'single pt/s':>12}{'batched pt/s':>13}{'ratio':>7}{'goal':>6}{'max|ΔP|':>10}{'fallback':>9}"
+    )
     lines = [f"load average {[round(v, 2) for v in os.getloadavg()]}", head, "-" * len(head)]
     for r in rows:
         goal = "" if r.goal is None else f"≥{r.goal:.0f}"
@@ -179,10 +185,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer mixes on mooncake_large, budget 100")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (for the tests)")
     parser.add_argument("--no-solve", action="store_true", help="skip the whole-solve table")
-    parser.add_argument("--repeats", type=int, default=None, metavar="N",
-                        help="interleaved single/batched rounds per case, median times (default 3; --smoke: 1)")
-    parser.add_argument("--queue-model", default="meanfield", choices=("meanfield", "cell"),
-                        help="queue model of the scored problem (docs/model.md §14; the whole-solve table stays meanfield)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="interleaved single/batched rounds per case, median times (default 3; --smoke: 1)",
+    )
+    parser.add_argument(
+        "--queue-model",
+        default="meanfield",
+        choices=("meanfield", "cell"),
+        help="queue model of the scored problem (docs/model.md §14; the whole-solve table stays meanfield)",
+    )
     parser.add_argument("--out", default=None, help="folder for batch_speed.json")
     args = parser.parse_args(argv)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"

@@ -84,15 +84,23 @@ def placement_rows(name: str, *, reps: int, seed: int, nodes: float) -> list[dic
         if same:
             sims["cell"] = sims["meanfield"]
         diff = np.array(sims["cell"]["raw"]) - np.array(sims["meanfield"]["raw"])
-        rows.append({
-            "instance": name, "load": label, "intensity": lam, "same_mix": same,
-            "mix_meanfield": dict(zip(net.profile_ids, chosen["meanfield"].round(4).tolist())),
-            "mix_cell": dict(zip(net.profile_ids, chosen["cell"].round(4).tolist())),
-            "predicted": predicted,
-            "simulated_meanfield_mix": sims["meanfield"]["simulated"], "se_meanfield_mix": sims["meanfield"]["simulated_se"],
-            "simulated_cell_mix": sims["cell"]["simulated"], "se_cell_mix": sims["cell"]["simulated_se"],
-            "gain": float(diff.mean()), "gain_se": float(diff.std(ddof=1) / np.sqrt(diff.size)) if not same else 0.0,
-        })
+        rows.append(
+            {
+                "instance": name,
+                "load": label,
+                "intensity": lam,
+                "same_mix": same,
+                "mix_meanfield": dict(zip(net.profile_ids, chosen["meanfield"].round(4).tolist())),
+                "mix_cell": dict(zip(net.profile_ids, chosen["cell"].round(4).tolist())),
+                "predicted": predicted,
+                "simulated_meanfield_mix": sims["meanfield"]["simulated"],
+                "se_meanfield_mix": sims["meanfield"]["simulated_se"],
+                "simulated_cell_mix": sims["cell"]["simulated"],
+                "se_cell_mix": sims["cell"]["simulated_se"],
+                "gain": float(diff.mean()),
+                "gain_se": float(diff.std(ddof=1) / np.sqrt(diff.size)) if not same else 0.0,
+            }
+        )
         print(render_placement(rows[-1:]), flush=True)
     return rows
 
@@ -108,10 +116,22 @@ def density_rows(*, reps: int, seed: int, nodes: float, reliability: float = 0.8
         dense = inst.with_network(edge_density=plan.edge_density)
         mix = np.array([plan.mix[s] for s in inst.profile_ids])
         sim = simulate_mixes(dense, {qm: mix}, spec, seeds, tau)[qm]
-        rows.append({"queue_model": qm, "edge_density": plan.edge_density, "mix": plan.mix, "predicted": plan.coverage,
-                     "simulated": sim["simulated"], "simulated_se": sim["simulated_se"], "reliability": reliability})
-        print(f"plan-density ζ = {reliability} with {qm}: λ_b = {plan.edge_density:.4f}, predicted {plan.coverage:.4f}, "
-              f"simulated {sim['simulated']:.4f} ± {sim['simulated_se']:.4f}", flush=True)
+        rows.append(
+            {
+                "queue_model": qm,
+                "edge_density": plan.edge_density,
+                "mix": plan.mix,
+                "predicted": plan.coverage,
+                "simulated": sim["simulated"],
+                "simulated_se": sim["simulated_se"],
+                "reliability": reliability,
+            }
+        )
+        print(
+            f"plan-density ζ = {reliability} with {qm}: λ_b = {plan.edge_density:.4f}, predicted {plan.coverage:.4f}, "
+            f"simulated {sim['simulated']:.4f} ± {sim['simulated_se']:.4f}",
+            flush=True,
+        )
     return rows
 
 
@@ -125,7 +145,8 @@ def render_placement(rows: list[dict]) -> str:
             f"{r['predicted']['meanfield']['cell']:.4f}; for the cell mix {r['predicted']['cell']['meanfield']:.4f}, "
             f"{r['predicted']['cell']['cell']:.4f}\n"
             f"{'':<17}simulated: mf mix {r['simulated_meanfield_mix']:.4f} ± {r['se_meanfield_mix']:.4f}, "
-            f"cell mix {r['simulated_cell_mix']:.4f} ± {r['se_cell_mix']:.4f}, gain {r['gain']:+.4f} ± {r['gain_se']:.4f}")
+            f"cell mix {r['simulated_cell_mix']:.4f} ± {r['se_cell_mix']:.4f}, gain {r['gain']:+.4f} ± {r['gain_se']:.4f}"
+        )
     return "\n".join(lines)
 
 

@@ -33,8 +33,19 @@ from edgeprefix.placement.simulation.layout import LayoutSpec
 from edgeprefix.placement.simulation.network import simulate_network
 
 
-def drift(name: str, policy: str, fraction: float, *, windows: int, seeds: int, nodes: float, seed: int = 0,
-          warmup: float | None = None, horizon: float | None = None, node_points: int = 200) -> dict:
+def drift(
+    name: str,
+    policy: str,
+    fraction: float,
+    *,
+    windows: int,
+    seeds: int,
+    nodes: float,
+    seed: int = 0,
+    warmup: float | None = None,
+    horizon: float | None = None,
+    node_points: int = 200,
+) -> dict:
     """Coverage per window of one long run on each of ``seeds`` networks, with the steady-state references."""
     case = benchmark_case(name)
     inst, mix = case.instance, case.mix
@@ -51,33 +62,44 @@ def drift(name: str, policy: str, fraction: float, *, windows: int, seeds: int, 
         run = simulate_network(net, mix, analytical_router(mf), spec, seed=np.random.default_rng(s))
         hits = run.ttft <= tau
         per_window.append([float(b.mean()) for b in np.array_split(hits, windows)])
-        node_level.append(node_erlang_coverage(mf, tau, mean_nodes=nodes, points_per_node=node_points,
-                                               seed=np.random.default_rng(s)))
+        node_level.append(node_erlang_coverage(mf, tau, mean_nodes=nodes, points_per_node=node_points, seed=np.random.default_rng(s)))
     cov = np.array(per_window)  # (seeds, windows)
     diff = cov - cov[:, :1]  # paired with the first window: the drift, free of the network-to-network spread
     return {
-        "instance": name, "policy": policy, "intensity": lam, "load_fraction": fraction, "warmup": w0, "window": h,
-        "networks": seeds, "nodes": nodes,
+        "instance": name,
+        "policy": policy,
+        "intensity": lam,
+        "load_fraction": fraction,
+        "warmup": w0,
+        "window": h,
+        "networks": seeds,
+        "nodes": nodes,
         "window_start": [w0 + k * h for k in range(windows)],
         "coverage": cov.mean(axis=0).tolist(),
         "coverage_se": (cov.std(axis=0, ddof=1) / np.sqrt(seeds)).tolist(),
         "drift_se": (diff.std(axis=0, ddof=1) / np.sqrt(seeds)).tolist(),
-        "node_erlang": float(np.mean(node_level)), "node_erlang_se": float(np.std(node_level, ddof=1) / np.sqrt(seeds)),
-        "meanfield": float(mf.coverage(tau)), "cell": float(cell.coverage(tau)),
+        "node_erlang": float(np.mean(node_level)),
+        "node_erlang_se": float(np.std(node_level, ddof=1) / np.sqrt(seeds)),
+        "meanfield": float(mf.coverage(tau)),
+        "cell": float(cell.coverage(tau)),
     }
 
 
 def render(rows: list[dict]) -> str:
     lines = []
     for r in rows:
-        lines.append(f"{r['instance']} {r['policy']} Λ = {r['intensity']} ({r['load_fraction']:.0%} of the edge), "
-                     f"{r['networks']} networks of {r['nodes']:.0f} nodes: meanfield {r['meanfield']:.4f}, cell {r['cell']:.4f}, "
-                     f"node-level Erlang C {r['node_erlang']:.4f} ± {r['node_erlang_se']:.4f}")
+        lines.append(
+            f"{r['instance']} {r['policy']} Λ = {r['intensity']} ({r['load_fraction']:.0%} of the edge), "
+            f"{r['networks']} networks of {r['nodes']:.0f} nodes: meanfield {r['meanfield']:.4f}, cell {r['cell']:.4f}, "
+            f"node-level Erlang C {r['node_erlang']:.4f} ± {r['node_erlang_se']:.4f}"
+        )
         lines.append(f"{'window start s':>16}{'simulated':>11}{'± SE':>8}{'drift SE':>10}{'cell − sim':>12}{'node − sim':>12}")
         for k, start in enumerate(r["window_start"]):
             c = r["coverage"][k]
-            lines.append(f"{start:>16.0f}{c:>11.4f}{r['coverage_se'][k]:>8.4f}{r['drift_se'][k]:>10.4f}"
-                         f"{r['cell'] - c:>+12.4f}{r['node_erlang'] - c:>+12.4f}")
+            lines.append(
+                f"{start:>16.0f}{c:>11.4f}{r['coverage_se'][k]:>8.4f}{r['drift_se'][k]:>10.4f}"
+                f"{r['cell'] - c:>+12.4f}{r['node_erlang'] - c:>+12.4f}"
+            )
     return "\n".join(lines)
 
 
@@ -98,8 +120,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--windows and --seeds: need at least 2")
     rows = []
     for f in (float(x) for x in args.fractions.split(",") if x.strip()):
-        rows.append(drift(args.instance, args.policy, f, windows=args.windows, seeds=args.seeds, nodes=args.nodes,
-                          seed=args.seed, warmup=args.warmup, horizon=args.window))
+        rows.append(
+            drift(
+                args.instance,
+                args.policy,
+                f,
+                windows=args.windows,
+                seeds=args.seeds,
+                nodes=args.nodes,
+                seed=args.seed,
+                warmup=args.warmup,
+                horizon=args.window,
+            )
+        )
         print(render(rows[-1:]), flush=True)
     if args.out is not None:
         atomic_write_text(args.out / f"cell_horizon_{args.instance}.json", json.dumps(rows, indent=2) + "\n")

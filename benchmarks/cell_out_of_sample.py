@@ -101,39 +101,79 @@ def draw_instance(index: int, seed: int = 0) -> Draw:
     inst = replace(budgeted, placement=replace(budgeted.placement, max_share=((ids[top], cap),)))
     mix = _optimum(inst)
     service = float((inst.probabilities * inst.service_time.mean(axis=0)).sum())
-    spec = replace(VALIDATION_SPEC, warmup=max(VALIDATION_SPEC.warmup, 40.0 * service),
-                   horizon=max(VALIDATION_SPEC.horizon, 40.0 * service))
-    return Draw(index, alpha, Case(f"draw{index}", inst, mix, spec), ids[top], cap, budget,
-                bool(mix[top] >= cap - ACTIVE_TOL), bool(mix @ memory >= budget * (1.0 - ACTIVE_TOL)))
+    spec = replace(
+        VALIDATION_SPEC, warmup=max(VALIDATION_SPEC.warmup, 40.0 * service), horizon=max(VALIDATION_SPEC.horizon, 40.0 * service)
+    )
+    return Draw(
+        index,
+        alpha,
+        Case(f"draw{index}", inst, mix, spec),
+        ids[top],
+        cap,
+        budget,
+        bool(mix[top] >= cap - ACTIVE_TOL),
+        bool(mix @ memory >= budget * (1.0 - ACTIVE_TOL)),
+    )
 
 
-def run_draw(draw: Draw, *, fractions=FRACTIONS, se_target: float = 0.01, nodes: float = 300.0, max_reps: int = 12,
-             seed: int = 0, warmup: float | None = None, horizon: float | None = None) -> list[dict]:
+def run_draw(
+    draw: Draw,
+    *,
+    fractions=FRACTIONS,
+    se_target: float = 0.01,
+    nodes: float = 300.0,
+    max_reps: int = 12,
+    seed: int = 0,
+    warmup: float | None = None,
+    horizon: float | None = None,
+) -> list[dict]:
     """The simulated rows of ``draw`` (load-aware), with the draw's facts and the note ``evaluate`` prints."""
-    rows = validate_case(draw.case, se_target=se_target, max_reps=max_reps, seed=seed, nodes=nodes, fractions=fractions,
-                         policies=("load_aware",), warmup=warmup, horizon=horizon)
+    rows = validate_case(
+        draw.case,
+        se_target=se_target,
+        max_reps=max_reps,
+        seed=seed,
+        nodes=nodes,
+        fractions=fractions,
+        policies=("load_aware",),
+        warmup=warmup,
+        horizon=horizon,
+    )
     out = []
     for row in rows:
         region = accuracy_region(draw.alpha, draw.profiles, row["max_utilization"])
-        out.append(row | {"draw": draw.index, "alpha": draw.alpha, "profiles": draw.profiles,
-                          "types": len(draw.case.instance.requests), "active": draw.active, "cap_active": draw.cap_active,
-                          "budget_active": draw.budget_active, "accuracy_note": region})
+        out.append(
+            row
+            | {
+                "draw": draw.index,
+                "alpha": draw.alpha,
+                "profiles": draw.profiles,
+                "types": len(draw.case.instance.requests),
+                "active": draw.active,
+                "cap_active": draw.cap_active,
+                "budget_active": draw.budget_active,
+                "accuracy_note": region,
+            }
+        )
     return out
 
 
 def render(rows: list[dict]) -> str:
-    head = (f"{'draw':>4}{'α':>7}{'|S|':>5}{'|Q|':>5}{'caps':>6}{'load':>6}{'Λ':>9}{'sim':>8}{'± SE':>8}{'n':>4}"
-            f"{'cell':>8}{'error':>8}{'mean f.':>8}")
+    head = (
+        f"{'draw':>4}{'α':>7}{'|S|':>5}{'|Q|':>5}{'caps':>6}{'load':>6}{'Λ':>9}{'sim':>8}{'± SE':>8}{'n':>4}"
+        f"{'cell':>8}{'error':>8}{'mean f.':>8}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         caps = ("c" if r["cap_active"] else "-") + ("b" if r["budget_active"] else "-")
-        lead = (f"{r['draw']:>4}{r['alpha']:>7.3f}{r['profiles']:>5}{r['types']:>5}{caps:>6}{r['load_fraction']:>6.2f}"
-                f"{r['intensity']:>9.4g}")
+        lead = f"{r['draw']:>4}{r['alpha']:>7.3f}{r['profiles']:>5}{r['types']:>5}{caps:>6}{r['load_fraction']:>6.2f}{r['intensity']:>9.4g}"
         if "simulated" not in r:
             lines.append(lead + f"  mean field unstable (max ρ = {r['max_utilization']:.3f}): not simulated")
             continue
-        lines.append(lead + f"{r['simulated']:>8.4f}{r['simulated_se']:>8.4f}{r['replications']:>4d}{r['cell']:>8.4f}"
-                     f"{r['cell'] - r['simulated']:>+8.4f}{r['meanfield']:>8.4f}")
+        lines.append(
+            lead + f"{r['simulated']:>8.4f}{r['simulated_se']:>8.4f}{r['replications']:>4d}{r['cell']:>8.4f}"
+            f"{r['cell'] - r['simulated']:>+8.4f}{r['meanfield']:>8.4f}"
+        )
     lines.append(summary(rows))
     return "\n".join(lines)
 
@@ -146,9 +186,11 @@ def summary(rows: list[dict]) -> str:
     err = np.array([r["cell"] - r["simulated"] for r in done])
     worst = done[int(np.argmax(np.abs(err)))]
     over = [r for r, e in zip(done, err) if abs(e) > ACCURACY_LIMIT]
-    lines = [f"max |cell − sim| = {np.abs(err).max():.4f} (draw {worst['draw']}, α = {worst['alpha']:.3f}, "
-             f"|S| = {worst['profiles']}, load {worst['load_fraction']:.2f} of the edge); mean error {err.mean():+.4f}; "
-             f"{len(over)} of {len(done)} cells over {ACCURACY_LIMIT}"]
+    lines = [
+        f"max |cell − sim| = {np.abs(err).max():.4f} (draw {worst['draw']}, α = {worst['alpha']:.3f}, "
+        f"|S| = {worst['profiles']}, load {worst['load_fraction']:.2f} of the edge); mean error {err.mean():+.4f}; "
+        f"{len(over)} of {len(done)} cells over {ACCURACY_LIMIT}"
+    ]
     for label, key in (("load fraction", "load_fraction"), ("|S|", "profiles")):
         groups = sorted({r[key] for r in done})
         parts = [f"{g:g}: {max(abs(r['cell'] - r['simulated']) for r in done if r[key] == g):.4f}" for g in groups]
@@ -161,8 +203,22 @@ def summary(rows: list[dict]) -> str:
 
 
 def to_csv(rows: list[dict]) -> str:
-    keys = ["draw", "alpha", "profiles", "types", "active", "cap_active", "budget_active", "load_fraction", "intensity",
-            "simulated", "simulated_se", "replications", "cell", "meanfield"]
+    keys = [
+        "draw",
+        "alpha",
+        "profiles",
+        "types",
+        "active",
+        "cap_active",
+        "budget_active",
+        "load_fraction",
+        "intensity",
+        "simulated",
+        "simulated_se",
+        "replications",
+        "cell",
+        "meanfield",
+    ]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -174,11 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.cell_out_of_sample", description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=8, help="random instances (default 8)")
     parser.add_argument("--first", type=int, default=0, help="index of the first draw (default 0)")
-    parser.add_argument("--indices", default=None, metavar="I,...",
-                        help="these draw indices instead of --first/--draws (e.g. a held-out set chosen by α)")
+    parser.add_argument(
+        "--indices", default=None, metavar="I,...", help="these draw indices instead of --first/--draws (e.g. a held-out set chosen by α)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws and of the simulations")
-    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)), metavar="F,...",
-                        help="loads as fractions of the load-aware stability edge")
+    parser.add_argument(
+        "--fractions", default=",".join(map(str, FRACTIONS)), metavar="F,...", help="loads as fractions of the load-aware stability edge"
+    )
     parser.add_argument("--nodes", type=float, default=300.0, help="nodes on the simulated torus (default 300)")
     parser.add_argument("--se", type=float, default=0.01, help="target standard error of each simulated cell")
     parser.add_argument("--max-reps", type=int, default=12, help="most replications per cell")
@@ -202,8 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for index in indices:
         draw = draw_instance(index, args.seed)
-        new = run_draw(draw, fractions=fractions, se_target=args.se, nodes=args.nodes, max_reps=args.max_reps,
-                       seed=args.seed, warmup=args.warmup, horizon=args.horizon)
+        new = run_draw(
+            draw,
+            fractions=fractions,
+            se_target=args.se,
+            nodes=args.nodes,
+            max_reps=args.max_reps,
+            seed=args.seed,
+            warmup=args.warmup,
+            horizon=args.horizon,
+        )
         rows += new
         print(render(new), flush=True)
         if args.out is not None:  # partial results survive an interrupted run

@@ -51,18 +51,28 @@ def regret_rows(name: str, *, resolution: int = 10, reps: int = 8, seed: int = 0
             evaluations[key] = result.nfev
         sims = simulate_mixes(net, chosen, spec, fresh, tau)
         base = np.array(sims["simulation"]["raw"])
-        row = {"instance": name, "load": label, "intensity": net.network.request_intensity, "resolution": resolution,
-               "evaluations": evaluations, "mixes": {k: dict(zip(net.profile_ids, v.round(4).tolist())) for k, v in chosen.items()},
-               "simulated": {k: v["simulated"] for k, v in sims.items()}, "simulated_se": {k: v["simulated_se"] for k, v in sims.items()}}
+        row = {
+            "instance": name,
+            "load": label,
+            "intensity": net.network.request_intensity,
+            "resolution": resolution,
+            "evaluations": evaluations,
+            "mixes": {k: dict(zip(net.profile_ids, v.round(4).tolist())) for k, v in chosen.items()},
+            "simulated": {k: v["simulated"] for k, v in sims.items()},
+            "simulated_se": {k: v["simulated_se"] for k, v in sims.items()},
+        }
         for key in ("meanfield", "cell"):
             diff = base - np.array(sims[key]["raw"])
             row[f"regret_{key}"] = float(diff.mean())
             row[f"regret_{key}_se"] = float(diff.std(ddof=1) / np.sqrt(diff.size))
         rows.append(row)
-        print(f"{name} {label} Λ = {row['intensity']:g}: mixes {row['mixes']}\n  simulated on fresh seeds "
-              + ", ".join(f"{k} {row['simulated'][k]:.4f} ± {row['simulated_se'][k]:.4f}" for k in chosen)
-              + f"\n  regret meanfield {row['regret_meanfield']:+.4f} ± {row['regret_meanfield_se']:.4f}, "
-              f"cell {row['regret_cell']:+.4f} ± {row['regret_cell_se']:.4f}", flush=True)
+        print(
+            f"{name} {label} Λ = {row['intensity']:g}: mixes {row['mixes']}\n  simulated on fresh seeds "
+            + ", ".join(f"{k} {row['simulated'][k]:.4f} ± {row['simulated_se'][k]:.4f}" for k in chosen)
+            + f"\n  regret meanfield {row['regret_meanfield']:+.4f} ± {row['regret_meanfield_se']:.4f}, "
+            f"cell {row['regret_cell']:+.4f} ± {row['regret_cell_se']:.4f}",
+            flush=True,
+        )
     return rows
 
 

@@ -37,15 +37,23 @@ def cell_coverage(evaluation, variant: str) -> float:
     default = cell_module.SECTORS, cell_module.VORONOI_BAND
     cell_module.SECTORS, cell_module.VORONOI_BAND = sectors, band
     try:
-        ev = evaluate(evaluation.instance, evaluation.mix, evaluation.policy, queue_model="cell",
-                      warm_start=evaluation.advertised_wait)
+        ev = evaluate(evaluation.instance, evaluation.mix, evaluation.policy, queue_model="cell", warm_start=evaluation.advertised_wait)
         return float(ev.coverage())
     finally:
         cell_module.SECTORS, cell_module.VORONOI_BAND = default
 
 
-def sector_rows(name: str, sectors: list[str], *, networks: int, nodes: float, points: int, seed: int = 0,
-                fractions=LOAD_FRACTIONS, policies=ANALYTICAL_POLICIES) -> list[dict]:
+def sector_rows(
+    name: str,
+    sectors: list[str],
+    *,
+    networks: int,
+    nodes: float,
+    points: int,
+    seed: int = 0,
+    fractions=LOAD_FRACTIONS,
+    policies=ANALYTICAL_POLICIES,
+) -> list[dict]:
     case = benchmark_case(name)
     inst, mix = case.instance, case.mix
     seeds = np.random.SeedSequence(seed).spawn(networks)
@@ -55,13 +63,25 @@ def sector_rows(name: str, sectors: list[str], *, networks: int, nodes: float, p
         for frac in progress_bar(fractions, desc=f"{name} {policy}"):
             lam = round(edge * frac, 4)
             mf = evaluate(inst.with_network(request_intensity=lam), mix, policy)
-            runs = np.array([node_erlang_coverage(mf, mean_nodes=nodes, points_per_node=points, seed=np.random.default_rng(s),
-                                                  with_queue_free=True) for s in seeds])
+            runs = np.array(
+                [
+                    node_erlang_coverage(mf, mean_nodes=nodes, points_per_node=points, seed=np.random.default_rng(s), with_queue_free=True)
+                    for s in seeds
+                ]
+            )
             ref, se = control_variate_estimate(runs[:, 0], runs[:, 1], float(mf.coverage_queue_free()))
-            rows.append({"instance": name, "policy": policy, "intensity": lam, "load_fraction": frac,
-                         "node_erlang": ref, "node_erlang_se": se,
-                         "meanfield": float(mf.coverage()),
-                         "cell": {str(k): cell_coverage(mf, k) for k in sectors}})
+            rows.append(
+                {
+                    "instance": name,
+                    "policy": policy,
+                    "intensity": lam,
+                    "load_fraction": frac,
+                    "node_erlang": ref,
+                    "node_erlang_se": se,
+                    "meanfield": float(mf.coverage()),
+                    "cell": {str(k): cell_coverage(mf, k) for k in sectors},
+                }
+            )
     return rows
 
 
@@ -80,13 +100,17 @@ def render(rows: list[dict], sectors: list[float]) -> str:
     head = f"{'instance':<17}{'policy':>11}{'Λ':>8}{'node':>8}{'± SE':>8}{'meanfield':>10}" + "".join(f"{k:>12}" for k in sectors)
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['instance']:<17}{r['policy']:>11}{r['intensity']:>8.4g}{r['node_erlang']:>8.4f}{r['node_erlang_se']:>8.4f}"
-                     f"{r['meanfield'] - r['node_erlang']:>+10.4f}"
-                     + "".join(f"{r['cell'][str(k)] - r['node_erlang']:>+12.4f}" for k in sectors))
+        lines.append(
+            f"{r['instance']:<17}{r['policy']:>11}{r['intensity']:>8.4g}{r['node_erlang']:>8.4f}{r['node_erlang_se']:>8.4f}"
+            f"{r['meanfield'] - r['node_erlang']:>+10.4f}" + "".join(f"{r['cell'][str(k)] - r['node_erlang']:>+12.4f}" for k in sectors)
+        )
     for name in dict.fromkeys(r["instance"] for r in rows):
         sel = [r for r in rows if r["instance"] == name]
-        worst = "  ".join(f"K={k}: max {max(abs(r['cell'][str(k)] - r['node_erlang']) for r in sel):.4f}"
-                          f" mean {np.mean([r['cell'][str(k)] - r['node_erlang'] for r in sel]):+.4f}" for k in sectors)
+        worst = "  ".join(
+            f"K={k}: max {max(abs(r['cell'][str(k)] - r['node_erlang']) for r in sel):.4f}"
+            f" mean {np.mean([r['cell'][str(k)] - r['node_erlang'] for r in sel]):+.4f}"
+            for k in sectors
+        )
         lines.append(f"{name}: {worst}")
     worst = "  ".join(f"K={k}: max {max(abs(r['cell'][str(k)] - r['node_erlang']) for r in rows):.4f}" for k in sectors)
     lines.append(f"all: {worst}")
@@ -96,17 +120,29 @@ def render(rows: list[dict], sectors: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.cell_sectors", description=__doc__.splitlines()[0])
     parser.add_argument("--instances", default=",".join(INSTANCES))
-    parser.add_argument("--variants", default="3.5:0,3.85:0,3.85:0.35",
-                        help="comma-separated K:δ_0 (δ_0 = 0: ray closure alone, inf: Voronoi mean everywhere)")
+    parser.add_argument(
+        "--variants",
+        default="3.5:0,3.85:0,3.85:0.35",
+        help="comma-separated K:δ_0 (δ_0 = 0: ray closure alone, inf: Voronoi mean everywhere)",
+    )
     parser.add_argument("--networks", type=int, default=6)
     parser.add_argument("--nodes", type=float, default=1000.0)
     parser.add_argument("--points", type=int, default=200, help="sampled requests per node")
     parser.add_argument("--policies", default=",".join(ANALYTICAL_POLICIES), help="comma-separated policies")
-    parser.add_argument("--fractions", default=None, metavar="F,...",
-                        help="loads as fractions of each policy's stability edge (default: cell_validation's six)")
+    parser.add_argument(
+        "--fractions",
+        default=None,
+        metavar="F,...",
+        help="loads as fractions of each policy's stability edge (default: cell_validation's six)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reference", type=Path, default=None, metavar="JSON",
-                        help="take the node-level reference from a saved cell_sectors.json (recompute only the model columns)")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="take the node-level reference from a saved cell_sectors.json (recompute only the model columns)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="folder for cell_sectors.json")
     args = parser.parse_args(argv)
     sectors = [k.strip() for k in args.variants.split(",") if k.strip()]
@@ -128,8 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference is not None:
         rows = rescore(json.loads(args.reference.read_text()), sectors)
     for name in [] if args.reference is not None else filter(None, (n.strip() for n in args.instances.split(","))):
-        rows += sector_rows(name, sectors, networks=args.networks, nodes=args.nodes, points=args.points, seed=args.seed,
-                            fractions=fractions, policies=policies)
+        rows += sector_rows(
+            name,
+            sectors,
+            networks=args.networks,
+            nodes=args.nodes,
+            points=args.points,
+            seed=args.seed,
+            fractions=fractions,
+            policies=policies,
+        )
         print(render([r for r in rows if r["instance"] == name], sectors), flush=True)
     print(render(rows, sectors))
     if args.out is not None:

@@ -59,8 +59,9 @@ def benchmark_case(name: str) -> Case:
         else:
             mix = np.full(len(inst.profiles), 1.0 / len(inst.profiles))
     service = float((inst.probabilities * inst.service_time.mean(axis=0)).sum())
-    spec = replace(VALIDATION_SPEC, warmup=max(VALIDATION_SPEC.warmup, 40.0 * service),
-                   horizon=max(VALIDATION_SPEC.horizon, 40.0 * service))
+    spec = replace(
+        VALIDATION_SPEC, warmup=max(VALIDATION_SPEC.warmup, 40.0 * service), horizon=max(VALIDATION_SPEC.horizon, 40.0 * service)
+    )
     return Case(name, inst, mix, spec)
 
 
@@ -78,8 +79,9 @@ def stability_edge(instance: Instance, mix, policy: str = "load_aware", *, steps
     return lo
 
 
-def simulate_until(instance, mix, router, spec, seeds, tau, se_target: float, queue_free: float | None = None,
-                   min_reps: int | None = None) -> tuple[float, float, int]:
+def simulate_until(
+    instance, mix, router, spec, seeds, tau, se_target: float, queue_free: float | None = None, min_reps: int | None = None
+) -> tuple[float, float, int]:
     """Mean coverage over replications (one seed each, in order) until its SE ≤ ``se_target``.
 
     With ``queue_free`` (the exact queue-free coverage of the routing, eq. (39) with ``F_W ≡ 1``),
@@ -115,10 +117,21 @@ def control_variate_estimate(covs, free, queue_free) -> tuple[float, float]:
     return float(covs.mean() - beta * (free.mean() - queue_free)), float(resid.std(ddof=1) / np.sqrt(n) * np.sqrt((n - 1) / (n - 2)))
 
 
-def validate_case(case: Case, *, se_target: float = 0.005, max_reps: int = 24, seed: int = 0, nodes: float = 1000.0,
-                  online: bool = False, fractions=LOAD_FRACTIONS, verbose: bool = False,
-                  policies=ANALYTICAL_POLICIES, min_reps: int | None = None, warmup: float | None = None,
-                  horizon: float | None = None) -> list[dict]:
+def validate_case(
+    case: Case,
+    *,
+    se_target: float = 0.005,
+    max_reps: int = 24,
+    seed: int = 0,
+    nodes: float = 1000.0,
+    online: bool = False,
+    fractions=LOAD_FRACTIONS,
+    verbose: bool = False,
+    policies=ANALYTICAL_POLICIES,
+    min_reps: int | None = None,
+    warmup: float | None = None,
+    horizon: float | None = None,
+) -> list[dict]:
     inst, mix = case.instance, case.mix
     spec = replace(case.spec, layout=LayoutSpec(mean_nodes=nodes, counts="exact"))
     if warmup is not None:
@@ -135,9 +148,16 @@ def validate_case(case: Case, *, se_target: float = 0.005, max_reps: int = 24, s
         net = inst.with_network(request_intensity=lam)
         mean_field = evaluate(net, mix, policy)
         cell = evaluate(net, mix, policy, queue_model="cell")
-        row = {"instance": case.name, "intensity": lam, "load_fraction": frac, "policy": policy,
-               "meanfield": float(mean_field.coverage(tau)), "cell": float(cell.coverage(tau)),
-               "stable": bool(mean_field.stable), "max_utilization": float(np.nanmax(mean_field.utilization))}
+        row = {
+            "instance": case.name,
+            "intensity": lam,
+            "load_fraction": frac,
+            "policy": policy,
+            "meanfield": float(mean_field.coverage(tau)),
+            "cell": float(cell.coverage(tau)),
+            "stable": bool(mean_field.stable),
+            "max_utilization": float(np.nanmax(mean_field.utilization)),
+        }
         if mean_field.stable:
             start = time.perf_counter()
             free = float(mean_field.coverage_queue_free(tau))
@@ -172,18 +192,23 @@ def reevaluate(rows: list[dict]) -> list[dict]:
 
 
 def render(rows: list[dict]) -> str:
-    head = (f"{'instance':<17}{'Λ':>8}{'policy':>11}{'sim':>8}{'± SE':>8}{'n':>4}{'meanfield':>10}{'err':>8}"
-            f"{'cell':>8}{'err':>8}{'online':>8}")
+    head = (
+        f"{'instance':<17}{'Λ':>8}{'policy':>11}{'sim':>8}{'± SE':>8}{'n':>4}{'meanfield':>10}{'err':>8}{'cell':>8}{'err':>8}{'online':>8}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         if "simulated" not in r:
-            lines.append(f"{r['instance']:<17}{r['intensity']:>8.4g}{r['policy']:>11}  mean field unstable "
-                         f"(max ρ = {r['max_utilization']:.3f}): not simulated")
+            lines.append(
+                f"{r['instance']:<17}{r['intensity']:>8.4g}{r['policy']:>11}  mean field unstable "
+                f"(max ρ = {r['max_utilization']:.3f}): not simulated"
+            )
             continue
         online = f"{r['online']:>8.4f}" if "online" in r else f"{'':>8}"
-        lines.append(f"{r['instance']:<17}{r['intensity']:>8.4g}{r['policy']:>11}{r['simulated']:>8.4f}{r['simulated_se']:>8.4f}"
-                     f"{r['replications']:>4d}{r['meanfield']:>10.4f}{r['meanfield'] - r['simulated']:>+8.4f}"
-                     f"{r['cell']:>8.4f}{r['cell'] - r['simulated']:>+8.4f}{online}")
+        lines.append(
+            f"{r['instance']:<17}{r['intensity']:>8.4g}{r['policy']:>11}{r['simulated']:>8.4f}{r['simulated_se']:>8.4f}"
+            f"{r['replications']:>4d}{r['meanfield']:>10.4f}{r['meanfield'] - r['simulated']:>+8.4f}"
+            f"{r['cell']:>8.4f}{r['cell'] - r['simulated']:>+8.4f}{online}"
+        )
     done = [r for r in rows if "simulated" in r]
     if done:
         mf = max(abs(r["meanfield"] - r["simulated"]) for r in done)
@@ -207,8 +232,15 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.plot(lam, [r["meanfield"] for r in sel], "--", color=f"C{i}", label=f"{policy} mean field (39)")
             ax.plot(lam, [r["cell"] for r in sel], "-", color=f"C{i}", label=f"{policy} cell (§14)")
             sim = [r for r in sel if "simulated" in r]
-            ax.errorbar([r["intensity"] for r in sim], [r["simulated"] for r in sim],
-                        yerr=[2 * r["simulated_se"] for r in sim], fmt="o", ms=4, color=f"C{i}", label=f"{policy} simulation ± 2 SE")
+            ax.errorbar(
+                [r["intensity"] for r in sim],
+                [r["simulated"] for r in sim],
+                yerr=[2 * r["simulated_se"] for r in sim],
+                fmt="o",
+                ms=4,
+                color=f"C{i}",
+                label=f"{policy} simulation ± 2 SE",
+            )
             onl = [r for r in sim if "online" in r]
             if onl:
                 ax.plot([r["intensity"] for r in onl], [r["online"] for r in onl], "x", color="k", label="online router (telemetry)")
@@ -230,14 +262,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--online", action="store_true", help="also simulate the online router (load-aware rows)")
     parser.add_argument("--policies", default=",".join(ANALYTICAL_POLICIES), help="comma-separated policies")
-    parser.add_argument("--fractions", default=None, metavar="F,...",
-                        help="loads as fractions of each policy's stability edge (default 0.15,0.35,0.55,0.7,0.85,0.95)")
+    parser.add_argument(
+        "--fractions",
+        default=None,
+        metavar="F,...",
+        help="loads as fractions of each policy's stability edge (default 0.15,0.35,0.55,0.7,0.85,0.95)",
+    )
     parser.add_argument("--min-reps", type=int, default=None, help="fewest replications (default 6 with the control variate)")
     parser.add_argument("--warmup", type=float, default=None, help="discarded seconds (default max(60, 40 × mean service))")
     parser.add_argument("--horizon", type=float, default=None, help="measured seconds (default max(80, 40 × mean service))")
     parser.add_argument("--quick", action="store_true", help="two loads, 300 nodes, SE 0.02 (a smoke run)")
-    parser.add_argument("--reevaluate", type=Path, default=None, metavar="JSON",
-                        help="recompute the analytical columns of a saved cell_validation.json (no new simulation)")
+    parser.add_argument(
+        "--reevaluate",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="recompute the analytical columns of a saved cell_validation.json (no new simulation)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="folder for cell_validation.json and .png")
     args = parser.parse_args(argv)
     if args.reevaluate is not None:
@@ -259,9 +300,20 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for name in filter(None, (n.strip() for n in args.instances.split(","))):
         case = benchmark_case(name)
-        rows += validate_case(case, se_target=se, max_reps=args.max_reps, seed=args.seed, nodes=nodes,
-                              online=args.online, fractions=fractions, verbose=True, policies=policies,
-                              min_reps=args.min_reps, warmup=args.warmup, horizon=args.horizon)
+        rows += validate_case(
+            case,
+            se_target=se,
+            max_reps=args.max_reps,
+            seed=args.seed,
+            nodes=nodes,
+            online=args.online,
+            fractions=fractions,
+            verbose=True,
+            policies=policies,
+            min_reps=args.min_reps,
+            warmup=args.warmup,
+            horizon=args.horizon,
+        )
         print(render([r for r in rows if r["instance"] == name]), flush=True)
     print(render(rows))
     if args.out is not None:

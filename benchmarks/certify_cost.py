@@ -79,9 +79,21 @@ def measure(name: str, instance, repeats: int) -> Row:
     certificate_ms = _cpu_ms(lambda: certify_point(problem, score), repeats)
     residual = lambda r: None if r.certificate is None else r.certificate.residual  # noqa: E731
     return Row(
-        name, problem.dimension, score_ms, certificate_ms, poor.certificate.residual, best - poor.coverage,
-        good.polish["evaluations"], good.polish["gradient_solves"], good.polish["rounds"], residual(good),
-        bool(good.certified), best - good.coverage, seconds, residual(reference), best - reference.coverage,
+        name,
+        problem.dimension,
+        score_ms,
+        certificate_ms,
+        poor.certificate.residual,
+        best - poor.coverage,
+        good.polish["evaluations"],
+        good.polish["gradient_solves"],
+        good.polish["rounds"],
+        residual(good),
+        bool(good.certified),
+        best - good.coverage,
+        seconds,
+        residual(reference),
+        best - reference.coverage,
     )
 
 

@@ -288,7 +288,7 @@ def _budget(spec: ClassicalSpec) -> float:
     budget = spec.memory_budget
     if budget is None:
         raise ValueError("memory_budget: the spec has no memory budget")
-    return float(budget) * float(np.sort(w)[-spec.cache:].sum())
+    return float(budget) * float(np.sort(w)[-spec.cache :].sum())
 
 
 def classical_instance(spec: ClassicalSpec, *, name: str | None = None) -> Instance:
@@ -304,9 +304,7 @@ def classical_instance(spec: ClassicalSpec, *, name: str | None = None) -> Insta
     smallest = float(sizes.min()) * FILE_TOKENS
     prefill = QuadraticPrefill(linear=MISS_FACTOR * TARGET / smallest)
     prefixes = tuple(Prefix(f"f{j}", float(sizes[j] * FILE_TOKENS)) for j in range(spec.files))
-    requests = tuple(
-        RequestType(f"q{j}", float(p[j]), float(sizes[j] * FILE_TOKENS), DECODE, (f"f{j}",)) for j in range(spec.files)
-    )
+    requests = tuple(RequestType(f"q{j}", float(p[j]), float(sizes[j] * FILE_TOKENS), DECODE, (f"f{j}",)) for j in range(spec.files))
     subsets = list(itertools.combinations(range(spec.files), spec.cache))
     profiles = [Profile(_subset_id(m), tuple(f"f{j}" for j in m)) for m in subsets]
     if spec.fallback_min is not None:
@@ -325,7 +323,11 @@ def classical_instance(spec: ClassicalSpec, *, name: str | None = None) -> Insta
         label,
         Network(edge_density=1.0, request_intensity=INTENSITY, radio_scale=xi, radio_exponent=spec.alpha),
         Gpu(memory=memory, runtime_per_sequence=1.0, kv_per_token=KV_PER_TOKEN),
-        prefill, prefixes, requests, tuple(profiles), placement,
+        prefill,
+        prefixes,
+        requests,
+        tuple(profiles),
+        placement,
     )
     if spec.closed_form:
         best = optimum(spec)
@@ -378,7 +380,11 @@ def _marginals(instance: Instance, mix: npt.ArrayLike) -> FloatArray:
 def closed_form_coverage(instance: Instance, mix: npt.ArrayLike, reach: float | None = None) -> float:
     """``Σ_j p_j (1 − exp(−c a_j(π)))`` for a classical instance and any mix."""
     net = instance.network
-    c = reach if reach is not None else math.pi * net.edge_density * (instance.placement.target / net.radio_scale) ** (2.0 / net.radio_exponent)
+    c = (
+        reach
+        if reach is not None
+        else math.pi * net.edge_density * (instance.placement.target / net.radio_scale) ** (2.0 / net.radio_exponent)
+    )
     return coverage_of_marginals(instance.probabilities, _marginals(instance, mix), c)
 
 
@@ -394,7 +400,11 @@ def convex_optimum(instance: Instance, reach: float | None = None) -> tuple[floa
     from edgeprefix.formulations.placement import placement_problem
 
     net = instance.network
-    c = reach if reach is not None else math.pi * net.edge_density * (instance.placement.target / net.radio_scale) ** (2.0 / net.radio_exponent)
+    c = (
+        reach
+        if reach is not None
+        else math.pi * net.edge_density * (instance.placement.target / net.radio_scale) ** (2.0 / net.radio_exponent)
+    )
     linear = placement_problem(instance).constraints
     membership = _membership(instance)
     pi = cp.Variable(len(instance.profiles))
@@ -417,7 +427,4 @@ def suite(seed: int = 0) -> list[ClassicalSpec]:
     """The dimension ladder of the optimiser study: 6, 15, 45, 120 and 300 profiles."""
     rng = np.random.default_rng(seed)
     shapes = ((4, 2), (6, 2), (10, 2), (10, 3), (25, 2))
-    return [
-        ClassicalSpec(j, k, zipf=float(rng.uniform(0.6, 1.2)), reach=float(rng.uniform(1.0, 4.0)))
-        for j, k in shapes
-    ]
+    return [ClassicalSpec(j, k, zipf=float(rng.uniform(0.6, 1.2)), reach=float(rng.uniform(1.0, 4.0))) for j, k in shapes]

@@ -114,8 +114,10 @@ class CompareConfig:
         valid = (*method_names(), *BASELINES)
         bad = [m for m in self.methods if split_method(m)[0] not in valid]
         if bad or not self.methods:
-            raise ValueError(f"methods: each must be one of {list(valid)} (an Optuna method may name its space, e.g. cmaes:box), "
-                             f"got {list(self.methods)}")
+            raise ValueError(
+                f"methods: each must be one of {list(valid)} (an Optuna method may name its space, e.g. cmaes:box), "
+                f"got {list(self.methods)}"
+            )
         if not self.budgets or any(int(b) != b or b < 1 for b in self.budgets):
             raise ValueError(f"budgets: positive integers are needed, got {list(self.budgets)}")
         if list(self.budgets) != sorted(set(self.budgets)):
@@ -209,7 +211,9 @@ def plan_jobs(config: CompareConfig, known: dict[str, tuple[float, str]] | None 
                 if method == "grid":
                     jobs.extend(_Job(name, "grid", -1, b, k, config.queue_model, load) for b, k in resolutions.items() if k)
                 elif method in PER_BUDGET_METHODS:
-                    jobs.extend(_Job(name, method, seed, b, 0, config.queue_model, load) for b in config.budgets for seed in config.seed_list)
+                    jobs.extend(
+                        _Job(name, method, seed, b, 0, config.queue_model, load) for b in config.budgets for seed in config.seed_list
+                    )
                 else:
                     jobs.extend(_Job(name, method, seed, max(config.budgets), 0, config.queue_model, load) for seed in config.seed_list)
     return jobs, reference_points
@@ -221,8 +225,7 @@ def _small_lattice(n: int, limit: int) -> bool:
 
 
 def _execute(job: _Job) -> RunRecord:
-    return run_method(job.instance, job.method, job.seed, job.budget, resolution=job.resolution, queue_model=job.queue_model,
-                      load=job.load)
+    return run_method(job.instance, job.method, job.seed, job.budget, resolution=job.resolution, queue_model=job.queue_model, load=job.load)
 
 
 def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None = None) -> Comparison:
@@ -235,8 +238,10 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
     jobs, reference_points = plan_jobs(config, known)
     records: list[RunRecord] = []
     say = progress or (lambda _: None)
-    say(f"compare: {len(jobs)} runs ({len(config.instances)} instances, methods {', '.join(config.methods)}, "
-        f"budgets {list(config.budgets)}, {config.seeds} seeds, {config.jobs} worker(s))")
+    say(
+        f"compare: {len(jobs)} runs ({len(config.instances)} instances, methods {', '.join(config.methods)}, "
+        f"budgets {list(config.budgets)}, {config.seeds} seeds, {config.jobs} worker(s))"
+    )
     with progress_bar(total=len(jobs), desc="compare", unit="run") as bar:
         if config.jobs > 1:
             with ProcessPoolExecutor(max_workers=config.jobs) as pool:
@@ -260,8 +265,10 @@ def run_comparison(config: CompareConfig, progress: Callable[[str], None] | None
     for label in labels:
         for method in config.methods:
             for b in config.budgets:
-                if any(r.instance == label and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == b)
-                       for r in comparison_runs):
+                if any(
+                    r.instance == label and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == b)
+                    for r in comparison_runs
+                ):
                     summaries.append(summarise(comparison_runs, refs[label], method, b, tol=config.tol))
                     if label in known:
                         targets.append(summarise_targets(comparison_runs, refs[label], method, b))
@@ -287,13 +294,17 @@ def render_table(comparison: Comparison) -> str:
     lines = []
     for name, ref in comparison.references.items():
         lines.append(f"\n{name}: P* = {ref.coverage:.{10 if ref.source.startswith('known') else 4}f} ({reference_note(ref)})")
-        head = (f"{'method':<9}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'±1e-4':>7}"
-                f"{'evals':>7}{'feasible':>9}{'time s':>9}{'CPU ms/ev':>10}")
+        head = (
+            f"{'method':<9}{'budget':>7}{'median':>9}{'IQR':>9}{'gap':>9}{'success':>9}{'±0.001':>8}{'±1e-4':>7}"
+            f"{'evals':>7}{'feasible':>9}{'time s':>9}{'CPU ms/ev':>10}"
+        )
         lines += [head, "-" * len(head)]
         for s in comparison.summaries:
             if s.instance == name:
-                lines.append(f"{s.method:<9}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.success_strict:>8.2f}"
-                             f"{s.success_fine:>7.2f}{s.evaluations:>7.0f}{s.feasible:>9.2f}{s.seconds:>9.2f}{s.cpu_ms:>10.2f}")
+                lines.append(
+                    f"{s.method:<9}{s.budget:>7}{s.median:>9.4f}{s.iqr:>9.4f}{s.gap:>9.4f}{s.success:>9.2f}{s.success_strict:>8.2f}"
+                    f"{s.success_fine:>7.2f}{s.evaluations:>7.0f}{s.feasible:>9.2f}{s.seconds:>9.2f}{s.cpu_ms:>10.2f}"
+                )
     if comparison.targets:
         lines += ["", render_targets(comparison)]
     return "\n".join(lines).lstrip("\n")
@@ -303,13 +314,22 @@ def render_targets(comparison: Comparison) -> str:
     """Against the exact ``P*``: one line per instance (dimension |S|) × method × budget with the share of
     (run, target ``P* (1 − δ)``) pairs reached, the share of runs per ``δ`` and the median gap."""
     deltas = comparison.targets[0].targets
-    head = (f"{'instance':<20}{'|S|':>5} {'method':<9}{'budget':>7}{'targets':>9}"
-            + "".join(f"{'δ=' + format(d, 'g'):>10}" for d in deltas) + f"{'gap':>10}{'rel. gap':>10}{'min gap':>10}")
-    lines = [f"Against the known optimum: share of (run, target P*(1 − δ)) pairs reached, δ in {', '.join(f'{d:g}' for d in deltas)}",
-             head, "-" * len(head)]
+    head = (
+        f"{'instance':<20}{'|S|':>5} {'method':<9}{'budget':>7}{'targets':>9}"
+        + "".join(f"{'δ=' + format(d, 'g'):>10}" for d in deltas)
+        + f"{'gap':>10}{'rel. gap':>10}{'min gap':>10}"
+    )
+    lines = [
+        f"Against the known optimum: share of (run, target P*(1 − δ)) pairs reached, δ in {', '.join(f'{d:g}' for d in deltas)}",
+        head,
+        "-" * len(head),
+    ]
     for t in comparison.targets:
-        lines.append(f"{t.instance:<20}{comparison.profiles.get(t.instance, 0):>5} {t.method:<9}{t.budget:>7}{t.reached:>9.2f}"
-                     + "".join(f"{v:>10.2f}" for v in t.by_target) + f"{t.gap:>10.1e}{t.relative_gap:>10.1e}{t.min_gap:>10.1e}")
+        lines.append(
+            f"{t.instance:<20}{comparison.profiles.get(t.instance, 0):>5} {t.method:<9}{t.budget:>7}{t.reached:>9.2f}"
+            + "".join(f"{v:>10.2f}" for v in t.by_target)
+            + f"{t.gap:>10.1e}{t.relative_gap:>10.1e}{t.min_gap:>10.1e}"
+        )
     return "\n".join(lines)
 
 
@@ -317,8 +337,7 @@ def reference_note(ref: Reference) -> str:
     """Where ``P*`` comes from, in words, with the other candidate beside it."""
     if ref.source.startswith("known optimum"):
         return f"{ref.source}; the best run reached {ref.best_found:.10f}"
-    grid = (f"the exhaustive 1/{ref.grid_resolution} grid ({ref.grid_points} feasible points)"
-            if ref.grid_coverage is not None else None)
+    grid = f"the exhaustive 1/{ref.grid_resolution} grid ({ref.grid_points} feasible points)" if ref.grid_coverage is not None else None
     if ref.source == "best found":
         other = f"; {grid} reaches {ref.grid_coverage:.4f}" if grid else ""
         return f"the best mix any run found{other}"
@@ -341,16 +360,43 @@ def runs_csv(comparison: Comparison) -> str:
     """One row per run × budget: the raw numbers behind every summary."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["instance", "method", "seed", "budget", "resolution", "evaluations", "best_coverage", "feasible", "seconds", "best_mix",
-                     "cpu_ms_per_evaluation", "gradient_solves"])
+    writer.writerow(
+        [
+            "instance",
+            "method",
+            "seed",
+            "budget",
+            "resolution",
+            "evaluations",
+            "best_coverage",
+            "feasible",
+            "seconds",
+            "best_mix",
+            "cpu_ms_per_evaluation",
+            "gradient_solves",
+        ]
+    )
     budgets = comparison.config.budgets
     for r in comparison.runs:
-        for b in ([r.budget] if r.method in PER_BUDGET_METHODS else budgets):
+        for b in [r.budget] if r.method in PER_BUDGET_METHODS else budgets:
             best = r.best_at(b)
             cpu = 1e3 * r.cpu_per_evaluation(b)
-            writer.writerow([r.instance, r.method, r.seed, b, r.resolution, min(b, r.nfev), f"{best:.10g}" if np.isfinite(best) else "",
-                             int(np.isfinite(best)), f"{r.seconds_at(b):.4f}", " ".join(f"{v:.6g}" for v in r.best_mix) if b >= r.nfev else "",
-                             f"{cpu:.4f}" if np.isfinite(cpu) else "", r.njev])
+            writer.writerow(
+                [
+                    r.instance,
+                    r.method,
+                    r.seed,
+                    b,
+                    r.resolution,
+                    min(b, r.nfev),
+                    f"{best:.10g}" if np.isfinite(best) else "",
+                    int(np.isfinite(best)),
+                    f"{r.seconds_at(b):.4f}",
+                    " ".join(f"{v:.6g}" for v in r.best_mix) if b >= r.nfev else "",
+                    f"{cpu:.4f}" if np.isfinite(cpu) else "",
+                    r.njev,
+                ]
+            )
     return buffer.getvalue()
 
 
@@ -370,11 +416,35 @@ def targets_csv(comparison: Comparison) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     deltas = comparison.targets[0].targets if comparison.targets else RELATIVE_TARGETS
-    writer.writerow(["instance", "profiles", "method", "budget", "runs", "reached", *(f"reached_{d:g}" for d in deltas),
-                     "median_gap", "median_relative_gap", "min_gap"])
+    writer.writerow(
+        [
+            "instance",
+            "profiles",
+            "method",
+            "budget",
+            "runs",
+            "reached",
+            *(f"reached_{d:g}" for d in deltas),
+            "median_gap",
+            "median_relative_gap",
+            "min_gap",
+        ]
+    )
     for t in comparison.targets:
-        writer.writerow([t.instance, comparison.profiles.get(t.instance, ""), t.method, t.budget, t.runs, f"{t.reached:.6g}",
-                         *(f"{v:.6g}" for v in t.by_target), f"{t.gap:.6g}", f"{t.relative_gap:.6g}", f"{t.min_gap:.6g}"])
+        writer.writerow(
+            [
+                t.instance,
+                comparison.profiles.get(t.instance, ""),
+                t.method,
+                t.budget,
+                t.runs,
+                f"{t.reached:.6g}",
+                *(f"{v:.6g}" for v in t.by_target),
+                f"{t.gap:.6g}",
+                f"{t.relative_gap:.6g}",
+                f"{t.min_gap:.6g}",
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -438,8 +508,12 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
     markdown = markdown_summary(comparison.summaries, comparison.references, comparison.config.methods)
     if comparison.targets:
         markdown += "\n" + markdown_targets(comparison)
-    for name, text in (("runs.csv", runs_csv(comparison)), ("summary.csv", summary_csv(comparison)),
-                       ("summary.json", json.dumps(json_ready(to_payload(comparison)), indent=2, allow_nan=False) + "\n"), ("summary.md", markdown)):
+    for name, text in (
+        ("runs.csv", runs_csv(comparison)),
+        ("summary.csv", summary_csv(comparison)),
+        ("summary.json", json.dumps(json_ready(to_payload(comparison)), indent=2, allow_nan=False) + "\n"),
+        ("summary.md", markdown),
+    ):
         atomic_write_text(out / name, text)
         written.append(out / name)
     methods = comparison.config.methods
@@ -455,8 +529,6 @@ def write_outputs(comparison: Comparison, out: Path) -> list[Path]:
         save_atomic(target_ecdf_figure(comparison.runs, known, methods, comparison.profiles), out / "ecdf_targets.png")
         written += [out / "targets.csv", out / "ecdf_targets.png"]
     return written
-
-
 
 
 def stderr_progress(stream: TextIO | None = None) -> Callable[[str], None]:

@@ -40,8 +40,9 @@ class ScipySlsqpBaseline(Solver):
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         n = problem.dimension
         rows, bounds = linear_constraints(projection)
-        result = minimize(lambda x: -tracker.evaluate(x).value, projection(np.full(n, 1.0 / n)), method="SLSQP",
-                          bounds=bounds, constraints=rows)
+        result = minimize(
+            lambda x: -tracker.evaluate(x).value, projection(np.full(n, 1.0 / n)), method="SLSQP", bounds=bounds, constraints=rows
+        )
         tracker.nit = int(result.nit)
         tracker.extras["message"] = str(result.message)
         return Status.COMPLETED

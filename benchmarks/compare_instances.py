@@ -124,7 +124,9 @@ def _without(instance: Instance, name: str) -> Instance:
     return instance.replace(placement=spec)
 
 
-def constraint_activity(instance: Instance, optimum: tuple[float, np.ndarray], *, budget: int = ACTIVITY_BUDGET) -> list[ConstraintActivity]:
+def constraint_activity(
+    instance: Instance, optimum: tuple[float, np.ndarray], *, budget: int = ACTIVITY_BUDGET
+) -> list[ConstraintActivity]:
     """Check that ``B̄`` and ``π_min`` bind: tight at ``optimum`` and costly (relaxing them helps)."""
     coverage, mix = optimum
     spec = instance.placement
@@ -134,7 +136,9 @@ def constraint_activity(instance: Instance, optimum: tuple[float, np.ndarray], *
         ("fallback", spec.fallback_min, float(mix[instance.fallback_index])),
     ):
         relaxed_cov, relaxed_mix = best_mix(_without(instance, name), budget=budget)
-        out.append(ConstraintActivity(name, float(bound), value, abs(float(bound) - value), coverage, relaxed_cov, tuple(relaxed_mix.tolist())))
+        out.append(
+            ConstraintActivity(name, float(bound), value, abs(float(bound) - value), coverage, relaxed_cov, tuple(relaxed_mix.tolist()))
+        )
     return out
 
 
@@ -161,9 +165,16 @@ def build_large(out: Path, trace: Path = MOONCAKE_TRACE) -> int:
     gpu = Gpu(**deployment.normalised())
     forest = build_forest(read_trace(trace))
     profile_set = generate_profiles(
-        forest, DEFAULT_PREFILL, kappa=gpu.kv_per_token, gpu_memory=gpu.memory, cap=0.25 * gpu.memory,
-        decode_per_token=DEFAULT_DECODE_PER_TOKEN, max_profiles=LARGE_PROFILES["max_profiles"], k_min=2,
-        n_families=LARGE_PROFILES["families"], knapsack=solve_knapsack,
+        forest,
+        DEFAULT_PREFILL,
+        kappa=gpu.kv_per_token,
+        gpu_memory=gpu.memory,
+        cap=0.25 * gpu.memory,
+        decode_per_token=DEFAULT_DECODE_PER_TOKEN,
+        max_profiles=LARGE_PROFILES["max_profiles"],
+        k_min=2,
+        n_families=LARGE_PROFILES["families"],
+        knapsack=solve_knapsack,
     )
     instance = instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name="mooncake_large")
     write_instance(instance, out / "mooncake_large.toml")
@@ -177,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     write_instance(default_instance(), args.out / "paper_baseline.toml")
     for a in build_medium(args.out):
-        print(f"{a.name}: bound {a.bound:g}, at optimum {a.at_optimum:.4f}, optimum {a.optimum:.4f}, "
-              f"relaxed {a.relaxed:.4f} (gain {a.gain:+.4f}) → {'ACTIVE' if a.active() else 'not active'}", file=sys.stderr)
+        print(
+            f"{a.name}: bound {a.bound:g}, at optimum {a.at_optimum:.4f}, optimum {a.optimum:.4f}, "
+            f"relaxed {a.relaxed:.4f} (gain {a.gain:+.4f}) → {'ACTIVE' if a.active() else 'not active'}",
+            file=sys.stderr,
+        )
     return 0 if args.skip_large else build_large(args.out)
 
 

@@ -91,9 +91,7 @@ def make_reference(instance: str, runs: Sequence[RunRecord], grid: RunRecord | N
         coverage, source = found, "best found"
     if not np.isfinite(coverage):
         raise ValueError(f"instance {instance!r}: no run found a feasible mix, so there is no reference optimum")
-    return Reference(
-        instance, float(coverage), source, grid_cov, grid.resolution if grid else 0, grid.nfev if grid else 0, float(found)
-    )
+    return Reference(instance, float(coverage), source, grid_cov, grid.resolution if grid else 0, grid.nfev if grid else 0, float(found))
 
 
 def _floor(values: FloatArray) -> FloatArray:
@@ -106,7 +104,9 @@ def summarise(runs: Sequence[RunRecord], ref: Reference, method: str, budget: in
     Methods of :data:`PER_BUDGET_METHODS` (SPSA, grid) are matched by their own budget (one run
     per budget and seed); the others are read at ``b`` evaluations of their longest run.
     """
-    chosen = [r for r in runs if r.instance == ref.instance and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == budget)]
+    chosen = [
+        r for r in runs if r.instance == ref.instance and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == budget)
+    ]
     if not chosen:
         raise ValueError(f"no runs of method {method!r} on instance {ref.instance!r} at budget {budget}")
     raw = np.array([r.best_at(budget) for r in chosen])
@@ -131,8 +131,15 @@ def summarise(runs: Sequence[RunRecord], ref: Reference, method: str, budget: in
     )
 
 
-def ecdf(runs: Sequence[RunRecord], refs: dict[str, Reference], method: str, evaluations: npt.ArrayLike,
-         precisions: Sequence[float] = TARGET_PRECISIONS, *, relative: bool = False) -> FloatArray:
+def ecdf(
+    runs: Sequence[RunRecord],
+    refs: dict[str, Reference],
+    method: str,
+    evaluations: npt.ArrayLike,
+    precisions: Sequence[float] = TARGET_PRECISIONS,
+    *,
+    relative: bool = False,
+) -> FloatArray:
     """COCO-style ECDF: share of (run, target ``P* − Δ``) pairs reached within ``n`` evaluations.
 
     Pools every run of ``method`` on the instances of ``refs``; returns one value per entry
@@ -178,17 +185,27 @@ class TargetSummary:
     min_gap: float
 
 
-def summarise_targets(runs: Sequence[RunRecord], ref: Reference, method: str, budget: int,
-                      targets: Sequence[float] = RELATIVE_TARGETS) -> TargetSummary:
+def summarise_targets(
+    runs: Sequence[RunRecord], ref: Reference, method: str, budget: int, targets: Sequence[float] = RELATIVE_TARGETS
+) -> TargetSummary:
     """:class:`TargetSummary` of ``method`` on ``ref.instance`` at budget ``b`` (runs matched as in :func:`summarise`)."""
-    chosen = [r for r in runs if r.instance == ref.instance and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == budget)]
+    chosen = [
+        r for r in runs if r.instance == ref.instance and r.method == method and (method not in PER_BUDGET_METHODS or r.budget == budget)
+    ]
     if not chosen:
         raise ValueError(f"no runs of method {method!r} on instance {ref.instance!r} at budget {budget}")
     best = _floor(np.array([r.best_at(budget) for r in chosen]))
     hit = np.array([[b >= _target(ref.coverage, d, True) for d in targets] for b in best], dtype=float)
     gaps = ref.coverage - best
     return TargetSummary(
-        instance=ref.instance, method=method, budget=budget, runs=len(chosen), targets=tuple(float(d) for d in targets),
-        reached=float(hit.mean()), by_target=tuple(float(v) for v in hit.mean(axis=0)), gap=float(np.median(gaps)),
-        relative_gap=float(np.median(gaps) / abs(ref.coverage)), min_gap=float(gaps.min()),
+        instance=ref.instance,
+        method=method,
+        budget=budget,
+        runs=len(chosen),
+        targets=tuple(float(d) for d in targets),
+        reached=float(hit.mean()),
+        by_target=tuple(float(v) for v in hit.mean(axis=0)),
+        gap=float(np.median(gaps)),
+        relative_gap=float(np.median(gaps) / abs(ref.coverage)),
+        min_gap=float(gaps.min()),
     )

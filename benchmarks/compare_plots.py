@@ -42,7 +42,9 @@ def save_atomic(fig: plt.Figure, path: Path) -> None:
         plt.close(fig)
 
 
-def curves_figure(instance: str, runs: Sequence[RunRecord], summaries: Sequence[Summary], ref: Reference, methods: Sequence[str]) -> plt.Figure:
+def curves_figure(
+    instance: str, runs: Sequence[RunRecord], summaries: Sequence[Summary], ref: Reference, methods: Sequence[str]
+) -> plt.Figure:
     """Median best-so-far feasible ``P_cov(τ_0)`` vs evaluations, IQR shaded; grid as markers."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for i, method in enumerate(methods):
@@ -107,8 +109,13 @@ def ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: 
     return fig
 
 
-def target_ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], methods: Sequence[str], profiles: dict[str, int],
-                       precisions: Sequence[float] = RELATIVE_TARGETS) -> plt.Figure:
+def target_ecdf_figure(
+    runs: Sequence[RunRecord],
+    refs: dict[str, Reference],
+    methods: Sequence[str],
+    profiles: dict[str, int],
+    precisions: Sequence[float] = RELATIVE_TARGETS,
+) -> plt.Figure:
     """ECDF of the relative targets ``P* (1 − δ)`` of instances with a known optimum vs evaluations: all
     instances pooled, then one panel per instance (titled by its number of profiles)."""
     panels = [("all instances", refs)] + [(f"{name} ({profiles.get(name, '?')} profiles)", {name: ref}) for name, ref in refs.items()]
@@ -128,7 +135,7 @@ def target_ecdf_figure(runs: Sequence[RunRecord], refs: dict[str, Reference], me
         ax.set_xlabel("objective evaluations")
         ax.set_ylabel("share of (run, target) pairs")
         ax.set_title(title, fontsize=9)
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="outside right upper")

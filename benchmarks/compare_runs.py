@@ -165,7 +165,9 @@ def grid_resolution_for(problem: PlacementProblem, budget: int) -> int:
     return best
 
 
-def _timed_run(problem: PlacementProblem, method: str, budget: int, seed: int | None, **options: object) -> tuple[Result, FloatArray, FloatArray]:
+def _timed_run(
+    problem: PlacementProblem, method: str, budget: int, seed: int | None, **options: object
+) -> tuple[Result, FloatArray, FloatArray]:
     stamps: list[float] = []
     cpu: list[float] = []
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -188,13 +190,13 @@ def split_method(method: str) -> tuple[str, dict[str, str]]:
     if not sep:
         return method, {}
     if base not in SPACE_METHODS or space not in SPACES:
-        raise ValueError(f"methods: {method!r} must be an Optuna method {sorted(SPACE_METHODS)} and a space {list(SPACES)}, "
-                         "e.g. cmaes:box")
+        raise ValueError(f"methods: {method!r} must be an Optuna method {sorted(SPACE_METHODS)} and a space {list(SPACES)}, e.g. cmaes:box")
     return base, {"space": space}
 
 
-def run_method(name: str, method: str, seed: int, budget: int, *, resolution: int = 0, queue_model: str = "meanfield",
-               load: float = 1.0) -> RunRecord:
+def run_method(
+    name: str, method: str, seed: int, budget: int, *, resolution: int = 0, queue_model: str = "meanfield", load: float = 1.0
+) -> RunRecord:
     """Run ``method`` (registered, a scipy baseline, or ``optuna_method:space``) on benchmark ``name`` at
     ``load`` times its ``Λ`` (a fresh problem: safe in a worker process)."""
     problem = placement_problem(load_benchmark(name, load), queue_model=queue_model)
@@ -206,5 +208,6 @@ def run_method(name: str, method: str, seed: int, budget: int, *, resolution: in
     best = tuple(np.asarray(result.x, dtype=float).tolist()) if result.success else ()
     for array in (curve, stamps, cpu):
         array.setflags(write=False)
-    return RunRecord(instance_label(name, load), method, seed if method != "grid" else -1, budget, resolution, curve, stamps, best,
-                     cpu, result.njev)
+    return RunRecord(
+        instance_label(name, load), method, seed if method != "grid" else -1, budget, resolution, curve, stamps, best, cpu, result.njev
+    )

@@ -49,8 +49,7 @@ from edgeprefix.solvers.distributed import dask_client, map_ordered
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_INSTANCE = ROOT / "benchmarks" / "instances" / "mooncake_engine.toml"
-MODEL_INSTANCES = (ROOT / "benchmarks" / "instances" / "paper_baseline.toml",
-                   ROOT / "benchmarks" / "instances" / "medium_forest.toml")
+MODEL_INSTANCES = (ROOT / "benchmarks" / "instances" / "paper_baseline.toml", ROOT / "benchmarks" / "instances" / "medium_forest.toml")
 ROWS = (
     ("plan: planned + online", "planned", "online"),
     ("hybrid: planned+lru + online", "planned+lru", "online"),
@@ -84,13 +83,21 @@ def _trace_rows(args: argparse.Namespace, lam: float) -> list[dict[str, Any]]:
     out = []
     for name, cache, router in ROWS:
         spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache=cache)
-        rep = replay_replicated(inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed,
-                                engine={"blocks": blocks, "step": step})
+        rep = replay_replicated(
+            inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed, engine={"blocks": blocks, "step": step}
+        )
         rows = [r.summary() for r in rep.results]
         cov = np.array([r["coverage_replayed"] for r in rows])
-        out.append({"workload": f"Mooncake trace ({n} requests)", "intensity": lam, "row": name,
-                    "coverage": float(cov.mean()), "se": float(cov.std(ddof=1) / np.sqrt(cov.size)),
-                    **{k: float(np.mean([r[k] for r in rows])) for k in KEYS}})
+        out.append(
+            {
+                "workload": f"Mooncake trace ({n} requests)",
+                "intensity": lam,
+                "row": name,
+                "coverage": float(cov.mean()),
+                "se": float(cov.std(ddof=1) / np.sqrt(cov.size)),
+                **{k: float(np.mean([r[k] for r in rows])) for k in KEYS},
+            }
+        )
     return out
 
 
@@ -106,10 +113,12 @@ def telemetry_rows(args: argparse.Namespace, lam: float = 0.04) -> str:
     for router in DELAY_ROUTERS:
         cells = []
         for delay in DELAYS:
-            spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache="lru",
-                              telemetry=Telemetry(delay=delay))
-            rep = replay_replicated(inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed,
-                                    engine={"blocks": blocks, "step": step})
+            spec = ReplaySpec(
+                decode_per_token=d, nodes=args.nodes, router=router, engine="batching", cache="lru", telemetry=Telemetry(delay=delay)
+            )
+            rep = replay_replicated(
+                inst, wl, None, spec, intensity=lam, replications=args.replications, seed=args.seed, engine={"blocks": blocks, "step": step}
+            )
             cov = np.array([r.coverage() for r in rep.results])
             cells.append(f"{cov.mean():.3f} ± {cov.std(ddof=1) / np.sqrt(cov.size):.3f}")
         lines.append(f"| lru + {router} | " + " | ".join(cells) + " |")
@@ -127,11 +136,31 @@ def _model_rows(path: Path, args: argparse.Namespace, share: float) -> list[dict
     mix = solve(placement_problem(inst.with_network(request_intensity=lam)), "gradient", budget=80, seed=args.seed).x
     out = []
     for name, cache, router in ROWS:
-        (r,) = engine_rows(inst, mix, (lam,), step=step, engine="batching", cache=cache, router=router,
-                           telemetry=Telemetry(), requests=args.model_requests, replications=args.replications,
-                           nodes=args.nodes, seed=args.seed, tau=inst.placement.target)
-        out.append({"workload": f"model workload, {base.name}", "intensity": r["intensity"], "row": name,
-                    "coverage": r["coverage_engine"], "se": r["coverage_engine_se"], **{k: r[k] for k in KEYS}})
+        (r,) = engine_rows(
+            inst,
+            mix,
+            (lam,),
+            step=step,
+            engine="batching",
+            cache=cache,
+            router=router,
+            telemetry=Telemetry(),
+            requests=args.model_requests,
+            replications=args.replications,
+            nodes=args.nodes,
+            seed=args.seed,
+            tau=inst.placement.target,
+        )
+        out.append(
+            {
+                "workload": f"model workload, {base.name}",
+                "intensity": r["intensity"],
+                "row": name,
+                "coverage": r["coverage_engine"],
+                "se": r["coverage_engine_se"],
+                **{k: r[k] for k in KEYS},
+            }
+        )
     return out
 
 
@@ -149,8 +178,9 @@ def run_cell(args: argparse.Namespace, cell: tuple[str, str, float]) -> list[dic
     return _trace_rows(args, load) if kind == "trace" else _model_rows(Path(path), args, load)
 
 
-def run_grid(args: argparse.Namespace, cells: Sequence[tuple[str, str, float]], client: Any = None,
-             on_done: Any = None) -> list[dict[str, Any]]:
+def run_grid(
+    args: argparse.Namespace, cells: Sequence[tuple[str, str, float]], client: Any = None, on_done: Any = None
+) -> list[dict[str, Any]]:
     """Every cell's rows in cell order: as Dask tasks on ``client`` (the sweep's machinery), else here one by one.
     Each cell seeds its own replays, so the rows are the same either way."""
     return [row for rows in map_ordered(partial(run_cell, args), cells, client, on_done) for row in rows]
@@ -159,14 +189,18 @@ def run_grid(args: argparse.Namespace, cells: Sequence[tuple[str, str, float]], 
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown table, the ratio against the plan's coverage at the same workload and load."""
     plan = {(r["workload"], r["intensity"]): r["coverage"] for r in rows if r["row"].startswith("plan:")}
-    lines = ["| workload | Λ | row | coverage ± SE | vs plan | TTFT p50 [s] | TTFT p99 [s] | radio [s] | hit blocks | load CV | "
-             "preemptions |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workload | Λ | row | coverage ± SE | vs plan | TTFT p50 [s] | TTFT p99 [s] | radio [s] | hit blocks | load CV | preemptions |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in sorted(rows, key=lambda r: (r["workload"], r["intensity"])):
         ref = plan.get((r["workload"], r["intensity"]), float("nan"))
         ratio = r["coverage"] / ref if ref > 0 else float("nan")
-        lines.append(f"| {r['workload']} | {r['intensity']:.3g} | {r['row']} | {r['coverage']:.3f} ± {r['se']:.3f} | "
-                     f"{ratio:.2f} | {r['ttft_p50']:.2f} | {r['ttft_p99']:.1f} | {r['radio_mean']:.2f} | {r['hit_rate_blocks']:.3f} | "
-                     f"{r['node_load_cv']:.2f} | {r['preemptions']:.0f} |")
+        lines.append(
+            f"| {r['workload']} | {r['intensity']:.3g} | {r['row']} | {r['coverage']:.3f} ± {r['se']:.3f} | "
+            f"{ratio:.2f} | {r['ttft_p50']:.2f} | {r['ttft_p99']:.1f} | {r['radio_mean']:.2f} | {r['hit_rate_blocks']:.3f} | "
+            f"{r['node_load_cv']:.2f} | {r['preemptions']:.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -206,8 +240,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip-model", action="store_true", help="the trace only")
     ap.add_argument("--telemetry", action="store_true", help="only the telemetry-delay table (Mooncake, Λ = 0.04)")
-    ap.add_argument("--dask", default=None, metavar="ADDRESS",
-                    help="run the grid's cells as tasks on this Dask scheduler (default: serially here)")
+    ap.add_argument(
+        "--dask", default=None, metavar="ADDRESS", help="run the grid's cells as tasks on this Dask scheduler (default: serially here)"
+    )
     args = ap.parse_args(argv)
     if args.replications < 2:
         raise SystemExit("--replications: at least 2 for a standard error")
@@ -217,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     cells = grid_cells(args)
     with progress_bar(total=len(cells) * len(ROWS), desc="engine comparison", unit="cell") as bar:
+
         def tick() -> None:
             bar.update(len(ROWS))
 
@@ -228,8 +264,10 @@ def main(argv: list[str] | None = None) -> None:
                     rows = run_grid(args, cells, client, on_done=tick)
             except ValueError as exc:  # an unreachable or malformed scheduler address: one line
                 raise SystemExit(str(exc)) from None
-    print(f"batching engine (Llama-2-70B A100 TP4, step time fitted to the Splitwise timings), {args.nodes:g} nodes, "
-          f"{args.replications} replications, seed {args.seed}")
+    print(
+        f"batching engine (Llama-2-70B A100 TP4, step time fitted to the Splitwise timings), {args.nodes:g} nodes, "
+        f"{args.replications} replications, seed {args.seed}"
+    )
     print(table(rows))
     print(f"wall time {time.perf_counter() - t0:.0f} s")
     plot(rows, ROOT / "benchmarks" / "figures" / "engine_comparison.png")

@@ -63,8 +63,9 @@ def coverages(instance: Instance, mix: Any, lam: float, size: SimSize, router: s
     return [r.coverage() for r in simulate(instance, mix, lam, size, router=router, step=step)]
 
 
-def decision_rows(instance: Instance, size: SimSize, shares: dict[str, float], router: str, *, budget: int = 60,
-                  bar: Any = None) -> tuple[list[dict[str, Any]], Any]:
+def decision_rows(
+    instance: Instance, size: SimSize, shares: dict[str, float], router: str, *, budget: int = 60, bar: Any = None
+) -> tuple[list[dict[str, Any]], Any]:
     """Per load: the simulated coverages (per replication) of the instance's mix and of each law's optimum."""
     step = step_time(instance)
     own = reference_mix(instance, budget=budget, seed=size.seed)
@@ -72,8 +73,12 @@ def decision_rows(instance: Instance, size: SimSize, shares: dict[str, float], r
     rows = []
     for label, share in shares.items():
         lam = float(share) * edge.edge
-        row: dict[str, Any] = {"instance": instance.name, "load": label, "intensity": lam,
-                               "own": coverages(instance, own, lam, size, router, step)}
+        row: dict[str, Any] = {
+            "instance": instance.name,
+            "load": label,
+            "intensity": lam,
+            "own": coverages(instance, own, lam, size, router, step),
+        }
         for law in QUEUE_LAWS:
             if law in laws():
                 mix = solved_mix(instance, lam, law, budget=budget, seed=size.seed)
@@ -103,12 +108,17 @@ def gain(row: dict[str, Any]) -> tuple[float, float] | None:
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = ["| instance | load | Λ | reference mix: sim cov ± SE | slot-law optimum: sim cov ± SE | "
-             "engine-law optimum: sim cov ± SE | gain (engine − slot) ± SE |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| instance | load | Λ | reference mix: sim cov ± SE | slot-law optimum: sim cov ± SE | "
+        "engine-law optimum: sim cov ± SE | gain (engine − slot) ± SE |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         g = gain(r)
-        lines.append(f"| {r['instance']} | {r['load']} | {r['intensity']:.3g} | {_cell(r['own'])} | {_cell(r['slots'])} | "
-                     f"{_cell(r['engine'])} | {NOT_AVAILABLE if g is None else f'{g[0]:+.3f} ± {g[1]:.3f}'} |")
+        lines.append(
+            f"| {r['instance']} | {r['load']} | {r['intensity']:.3g} | {_cell(r['own'])} | {_cell(r['slots'])} | "
+            f"{_cell(r['engine'])} | {NOT_AVAILABLE if g is None else f'{g[0]:+.3f} ± {g[1]:.3f}'} |"
+        )
     return "\n".join(lines)
 
 
@@ -127,8 +137,15 @@ def density_rows(instance: Instance, lam: float, size: SimSize, router: str, rel
         plan = plan_density(density_problem(base, reliability, **law_keywords(law, density_problem)), method="grid")
         at = instance.with_network(edge_density=float(plan.edge_density))
         mix = instance.mix_vector(plan.mix) if isinstance(plan.mix, dict) else plan.mix
-        out.append({"law": law, "density": float(plan.edge_density), "predicted": float(plan.coverage), "mix": plan.mix,
-                    "sim": coverages(at, mix, lam, size, router, step)})
+        out.append(
+            {
+                "law": law,
+                "density": float(plan.edge_density),
+                "predicted": float(plan.coverage),
+                "mix": plan.mix,
+                "sim": coverages(at, mix, lam, size, router, step),
+            }
+        )
     return out
 
 
@@ -160,16 +177,20 @@ def main(argv: list[str] | None = None) -> None:
         ap.exit(2, f"error: {exc}\n")
     t0, c0 = time.perf_counter(), time.process_time()
     if not engine_law_available():
-        print(f"note: this tree's model has no engine queue law (evaluate takes no queue_law): the engine-law columns are "
-              f"'{NOT_AVAILABLE}'; only the slot law's decisions are simulated")
+        print(
+            f"note: this tree's model has no engine queue law (evaluate takes no queue_law): the engine-law columns are "
+            f"'{NOT_AVAILABLE}'; only the slot law's decisions are simulated"
+        )
     rows, edges = [], {}
     with progress_bar(total=len(instances) * len(SHARES), desc="engine decisions", unit="load") as bar:
         for inst in instances:
             r, e = decision_rows(inst, size, SHARES, args.router, budget=args.budget, bar=bar)
             rows += r
             edges[inst.name] = e
-    print(f"decisions on the batching engine (planned caches, {args.router} router): {size.requests} requests per replay, "
-          f"{size.replications} replications, {size.nodes:g} nodes, seed {size.seed}; loads {SHARES} of the engine edge")
+    print(
+        f"decisions on the batching engine (planned caches, {args.router} router): {size.requests} requests per replay, "
+        f"{size.replications} replications, {size.nodes:g} nodes, seed {size.seed}; loads {SHARES} of the engine edge"
+    )
     for name, e in edges.items():
         print(f"{name}: engine edge (online router, the reference mix) Λ ∈ ({e.stable:.4g}, {e.edge:.4g}]")
     print(table(rows))

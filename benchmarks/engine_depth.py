@@ -62,8 +62,16 @@ def model_coverage(instance: Instance, load: float, law: str) -> float:
     return float(ev.coverage_at_target)
 
 
-def depth_rows(instance: Instance, depths: Sequence[float], loads: dict[str, float], size: SimSize, law: str,
-               bar: Any = None, edges: bool = False, model_loads: dict[str, float] | None = None) -> list[dict[str, Any]]:
+def depth_rows(
+    instance: Instance,
+    depths: Sequence[float],
+    loads: dict[str, float],
+    size: SimSize,
+    law: str,
+    bar: Any = None,
+    edges: bool = False,
+    model_loads: dict[str, float] | None = None,
+) -> list[dict[str, Any]]:
     """One row per depth and load: the simulated coverages per replication and the model's coverage; with
     ``edges`` each row also carries the engine's stability edge at its depth (``edge``: the lowest saturated
     load found, ``edge_stable`` the highest stable one); with ``model_loads`` the model's coverage at those
@@ -83,10 +91,21 @@ def depth_rows(instance: Instance, depths: Sequence[float], loads: dict[str, flo
             extra["model_loads"] = dict(model_loads)
         for label, lam in loads.items():
             pool = (memory - kappa * float(d)) / kappa
-            covs = [r.coverage() for r in simulate(inst, None, lam, size, router="tier", step=step)] if pool > 0 else \
-                [0.0] * size.replications
-            rows.append({"depth": float(d), "load": label, "intensity": float(lam), "slots": int(inst.concurrency[0]),
-                         "kv_tokens": pool, "sim": covs, "model": model_coverage(inst, lam, law), **extra})
+            covs = (
+                [r.coverage() for r in simulate(inst, None, lam, size, router="tier", step=step)] if pool > 0 else [0.0] * size.replications
+            )
+            rows.append(
+                {
+                    "depth": float(d),
+                    "load": label,
+                    "intensity": float(lam),
+                    "slots": int(inst.concurrency[0]),
+                    "kv_tokens": pool,
+                    "sim": covs,
+                    "model": model_coverage(inst, lam, law),
+                    **extra,
+                }
+            )
             if bar is not None:
                 bar.update(1)
     return rows
@@ -115,9 +134,13 @@ def table(rows: Sequence[dict[str, Any]], loads: dict[str, float]) -> str:
     """Markdown: per depth, the slots and KV tokens a node has, and coverage per load (simulated ± SE, model)."""
     edges = "edge" in rows[0]
     model_at = rows[0].get("model_loads") or {}
-    head = "| depth d | model slots c(d) | engine KV tokens | " + ("engine edge Λ | " if edges else "") + " | ".join(
-        f"{lab} Λ={lam:.3g}: sim ± SE | model" for lab, lam in loads.items()) + " |" + \
-        "".join(f" model at Λ={lam:g} |" for lam in model_at.values())
+    head = (
+        "| depth d | model slots c(d) | engine KV tokens | "
+        + ("engine edge Λ | " if edges else "")
+        + " | ".join(f"{lab} Λ={lam:.3g}: sim ± SE | model" for lab, lam in loads.items())
+        + " |"
+        + "".join(f" model at Λ={lam:g} |" for lam in model_at.values())
+    )
     lines = [head, "|---|---|---|" + ("---|" if edges else "") + "---|---|" * len(loads) + "---|" * len(model_at)]
     for d in sorted({r["depth"] for r in rows}):
         cells = []
@@ -144,13 +167,19 @@ def answer(rows: Sequence[dict[str, Any]], loads: dict[str, float]) -> str:
             near = f" (within 2 SE: {o['near'][0]:.0f}–{o['near'][1]:.0f})" if "near" in o else ""
             parts.append(f"{lab} d* = {o['depth']:.0f}, coverage {o['coverage']:.3f}{near}")
         moves = opts["heavy"]["depth"] < opts["light"]["depth"]
-        lines.append(f"{name}: " + "; ".join(parts) + f" — optimum {'moves shallower' if moves else 'does not move shallower'} "
-                     "from light to heavy load")
+        lines.append(
+            f"{name}: " + "; ".join(parts) + f" — optimum {'moves shallower' if moves else 'does not move shallower'} "
+            "from light to heavy load"
+        )
     model_at = rows[0].get("model_loads") or {}
     if model_at:
         best = {lab: max(rows, key=lambda r: r["model_at"][lab])["depth"] for lab in model_at}
-        lines.append("model at its own Fig. 7 loads (" + ", ".join(f"{lab} Λ={lam:g}" for lab, lam in model_at.items()) + "): d* = "
-                     + ", ".join(f"{best[lab]:.0f}" for lab in model_at))
+        lines.append(
+            "model at its own Fig. 7 loads ("
+            + ", ".join(f"{lab} Λ={lam:g}" for lab, lam in model_at.items())
+            + "): d* = "
+            + ", ".join(f"{best[lab]:.0f}" for lab in model_at)
+        )
     return "\n".join(lines)
 
 
@@ -192,11 +221,18 @@ def plot(rows: Sequence[dict[str, Any]], loads: dict[str, float], law: str) -> N
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--steps", type=int, default=QUICK_STEPS, help=f"depths from 0 to the deepest shared path (default {QUICK_STEPS})")
-    ap.add_argument("--shares", default=",".join(f"{v:g}" for v in SHARES.values()),
-                    help="light, moderate, heavy load as shares of the engine's edge at d = 0 (default 0.2,0.5,0.85)")
+    ap.add_argument(
+        "--shares",
+        default=",".join(f"{v:g}" for v in SHARES.values()),
+        help="light, moderate, heavy load as shares of the engine's edge at d = 0 (default 0.2,0.5,0.85)",
+    )
     ap.add_argument("--no-plot", action="store_true", help="print the tables only")
-    ap.add_argument("--variant", choices=("calibrated", "decode-heavy", "both"), default="both",
-                    help="the instance as calibrated, its decode-heavy variant (D = 2.5 / 1.5 s), or both (default)")
+    ap.add_argument(
+        "--variant",
+        choices=("calibrated", "decode-heavy", "both"),
+        default="both",
+        help="the instance as calibrated, its decode-heavy variant (D = 2.5 / 1.5 s), or both (default)",
+    )
     add_size_arguments(ap)
     add_queue_law_argument(ap)
     args = ap.parse_args(argv)
@@ -216,8 +252,10 @@ def main(argv: list[str] | None = None) -> None:
     chosen = list(variants) if args.variant == "both" else [args.variant]
     top, _ = shared_depths(calibrated)
     depths = np.linspace(0.0, top, args.steps)
-    print(f"Fig. 7 on the batching engine: {calibrated.name}, uniform depth, nearest node; {size.requests} requests per "
-          f"replay, {size.replications} replications, {size.nodes:g} nodes, seed {size.seed}; model queue law {args.queue_law}")
+    print(
+        f"Fig. 7 on the batching engine: {calibrated.name}, uniform depth, nearest node; {size.requests} requests per "
+        f"replay, {size.replications} replications, {size.nodes:g} nodes, seed {size.seed}; model queue law {args.queue_law}"
+    )
     for name in chosen:
         inst = variants[name]
         edge = stability_edge(uniform_instance(inst, 0.0), None, size, start=0.5, router="tier")

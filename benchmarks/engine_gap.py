@@ -66,8 +66,16 @@ def _diff(a: float, b: float) -> str:
     return "n/a" if math.isnan(a) or math.isnan(b) else f"{a - b:+.3f}"
 
 
-def gap_rows(instance: Instance, size: SimSize, shares: Sequence[float], law: str, *, edge: Edge | None = None,
-             routers: Sequence[str] = ROUTERS, bar: Any = None) -> tuple[list[dict[str, Any]], dict[str, Edge]]:
+def gap_rows(
+    instance: Instance,
+    size: SimSize,
+    shares: Sequence[float],
+    law: str,
+    *,
+    edge: Edge | None = None,
+    routers: Sequence[str] = ROUTERS,
+    bar: Any = None,
+) -> tuple[list[dict[str, Any]], dict[str, Edge]]:
     """The gap table's rows of one instance and the edges found (``edge`` given: the online router's, not searched)."""
     step = step_time(instance)
     tau = float(instance.placement.target)
@@ -78,13 +86,25 @@ def gap_rows(instance: Instance, size: SimSize, shares: Sequence[float], law: st
     rows = []
     for share in shares:
         lam = float(share) * edges["online"].edge
-        model = {qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell") if law == "slots" or qm == "meanfield"}
+        model = {
+            qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell") if law == "slots" or qm == "meanfield"
+        }
         model.setdefault("cell", NO_CELL)  # the cell model has no engine law (docs/model.md §17.10)
         for router in routers:
             results = simulate(instance, None, lam, size, router=router, step=step)
-            rows.append({"instance": instance.name, "intensity": lam, "share": float(share), "router": router,
-                         "saturated": saturated(results, tau), "sim": sim_point(results, instance, step), "meanfield": model["meanfield"],
-                         "cell": model["cell"], "queue_law": law})
+            rows.append(
+                {
+                    "instance": instance.name,
+                    "intensity": lam,
+                    "share": float(share),
+                    "router": router,
+                    "saturated": saturated(results, tau),
+                    "sim": sim_point(results, instance, step),
+                    "meanfield": model["meanfield"],
+                    "cell": model["cell"],
+                    "queue_law": law,
+                }
+            )
             if bar is not None:
                 bar.update(1)
     return rows, edges
@@ -96,9 +116,11 @@ def _ratio(a: float, b: float) -> float:
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown table of :func:`gap_rows` rows."""
-    lines = ["| instance | Λ | Λ/edge | router | sim cov ± SE | MF cov | MF − sim | cell cov | cell − sim | no-wait: sim / MF | "
-             "sim mean TTFT ± SE [s] | MF mean [s] | MF/sim | sim p90 [s] | MF p90 [s] | cell p90 [s] | MF/sim p90 | sat |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| instance | Λ | Λ/edge | router | sim cov ± SE | MF cov | MF − sim | cell cov | cell − sim | no-wait: sim / MF | "
+        "sim mean TTFT ± SE [s] | MF mean [s] | MF/sim | sim p90 [s] | MF p90 [s] | cell p90 [s] | MF/sim p90 | sat |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         s, mf, cell = r["sim"], r["meanfield"], r["cell"]
         lines.append(
@@ -107,21 +129,27 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
             f"{fmt(cell['coverage'])} | {_diff(cell['coverage'], s['coverage'])} | {fmt(s['no_wait'])} / {fmt(mf['no_wait'])} | "
             f"{fmt(s['mean_ttft'], 2)} ± {fmt(s['mean_ttft_se'], 2)} | {fmt(mf['mean_ttft'], 2)} | "
             f"{fmt(_ratio(mf['mean_ttft'], s['mean_ttft']), 2)} | {fmt(s['p90'], 2)} | {fmt(mf['p90'], 2)} | "
-            f"{fmt(cell['p90'], 2)} | {fmt(_ratio(mf['p90'], s['p90']), 2)} | {'sat' if r['saturated'] else ''} |")
+            f"{fmt(cell['p90'], 2)} | {fmt(_ratio(mf['p90'], s['p90']), 2)} | {'sat' if r['saturated'] else ''} |"
+        )
     return "\n".join(lines)
 
 
 def edge_lines(edges: dict[str, dict[str, Edge]]) -> str:
-    return "\n".join(f"{name}: engine edge (online router) Λ ∈ ({e['online'].stable:.4g}, {e['online'].edge:.4g}]"
-                     + (f", tier router Λ ∈ ({e['tier'].stable:.4g}, {e['tier'].edge:.4g}]" if "tier" in e else "")
-                     for name, e in edges.items())
+    return "\n".join(
+        f"{name}: engine edge (online router) Λ ∈ ({e['online'].stable:.4g}, {e['online'].edge:.4g}]"
+        + (f", tier router Λ ∈ ({e['tier'].stable:.4g}, {e['tier'].edge:.4g}]" if "tier" in e else "")
+        for name, e in edges.items()
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--instances", default=",".join(INSTANCES), help=f"benchmark instances (default {','.join(INSTANCES)})")
-    ap.add_argument("--shares", default=",".join(f"{s:g}" for s in SHARES),
-                    help="loads as shares of the online router's engine edge (default 0.1,0.3,0.5,0.7,0.9)")
+    ap.add_argument(
+        "--shares",
+        default=",".join(f"{s:g}" for s in SHARES),
+        help="loads as shares of the online router's engine edge (default 0.1,0.3,0.5,0.7,0.9)",
+    )
     add_size_arguments(ap, requests=2000, replications=5)
     add_queue_law_argument(ap)
     args = ap.parse_args(argv)
@@ -144,9 +172,11 @@ def main(argv: list[str] | None = None) -> None:
             r, e = gap_rows(inst, size, shares, args.queue_law, bar=bar)
             rows += r
             edges[inst.name] = e
-    print(f"model (queue law {args.queue_law}) vs batching-engine network (Llama-2-70B A100 TP4, step time fitted to the "
-          f"Splitwise timings; planned caches; the instance's mix): {size.requests} requests per replay, "
-          f"{size.replications} replications, {size.nodes:g} nodes, seed {size.seed}")
+    print(
+        f"model (queue law {args.queue_law}) vs batching-engine network (Llama-2-70B A100 TP4, step time fitted to the "
+        f"Splitwise timings; planned caches; the instance's mix): {size.requests} requests per replay, "
+        f"{size.replications} replications, {size.nodes:g} nodes, seed {size.seed}"
+    )
     print(edge_lines(edges))
     print(table(rows))
     print(f"wall time {time.perf_counter() - t0:.0f} s, CPU {time.process_time() - c0:.0f} s")

@@ -36,8 +36,7 @@ def cell_averaged_coverage(instance, mix, quantiles: int = 200) -> float:
     law = stats.gamma(VORONOI_SHAPE + 1.0, scale=1.0 / VORONOI_SHAPE)
     lam = instance.network.request_intensity
     loads = law.ppf((np.arange(quantiles) + 0.5) / quantiles)
-    return float(np.mean([evaluate(instance.with_network(request_intensity=lam * x), mix, queue_law="engine").coverage()
-                          for x in loads]))
+    return float(np.mean([evaluate(instance.with_network(request_intensity=lam * x), mix, queue_law="engine").coverage() for x in loads]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,17 +52,33 @@ def main(argv: list[str] | None = None) -> int:
     mix = {"none": 1.0}
     plans = {law: plan_density(density_problem(inst, args.reliability, mix=mix, queue_law=law)) for law in ("slots", "engine")}
     planned = inst.with_network(edge_density=plans["engine"].edge_density)
-    rows = engine_rows(planned, mix, (inst.network.request_intensity,), step=default_step_time(inst), engine="batching",
-                       cache="planned", router=args.router, telemetry=Telemetry(), requests=args.requests,
-                       replications=args.replications, nodes=args.nodes, seed=0, tau=float(inst.placement.target))
+    rows = engine_rows(
+        planned,
+        mix,
+        (inst.network.request_intensity,),
+        step=default_step_time(inst),
+        engine="batching",
+        cache="planned",
+        router=args.router,
+        telemetry=Telemetry(),
+        requests=args.requests,
+        replications=args.replications,
+        nodes=args.nodes,
+        seed=0,
+        tau=float(inst.placement.target),
+    )
     row = rows[0]
-    print(f"instance {inst.name}, mix none=1, Λ = {inst.network.request_intensity:g}, ζ = {args.reliability}, router {args.router}, "
-          f"{args.nodes:g} nodes, {args.requests} requests × {args.replications} replications, seed 0")
+    print(
+        f"instance {inst.name}, mix none=1, Λ = {inst.network.request_intensity:g}, ζ = {args.reliability}, router {args.router}, "
+        f"{args.nodes:g} nodes, {args.requests} requests × {args.replications} replications, seed 0"
+    )
     print("| law | planned λ_b | predicted coverage | engine network ± SE | engine law over the cell load |")
     print("|---|---|---|---|---|")
     print(f"| slots | {plans['slots'].edge_density:.3f} | {plans['slots'].coverage:.4f} | | |")
-    print(f"| engine | {plans['engine'].edge_density:.3f} | {plans['engine'].coverage:.4f} | {row['coverage_engine']:.4f} ± "
-          f"{row['coverage_engine_se']:.4f} | {cell_averaged_coverage(planned, mix):.4f} |")
+    print(
+        f"| engine | {plans['engine'].edge_density:.3f} | {plans['engine'].coverage:.4f} | {row['coverage_engine']:.4f} ± "
+        f"{row['coverage_engine_se']:.4f} | {cell_averaged_coverage(planned, mix):.4f} |"
+    )
     print(f"CPU {time.process_time() - t0:.1f} s")
     return 0
 

@@ -102,8 +102,11 @@ def cases(seed_instance: Any) -> list[NodeCase]:
     for name, (pq, lq, dq) in mixes.items():
         for free in FREE_TOKENS:
             gpu = _Gpu(memory=free * kappa, kv_per_token=kappa)
-            out.append(NodeCase(f"{name}/{int(free / 1000)}k", pq / pq.sum(), lq, dq, np.zeros((1, lq.size)), np.zeros(1), gpu,
-                                seed_instance.engine))
+            out.append(
+                NodeCase(
+                    f"{name}/{int(free / 1000)}k", pq / pq.sum(), lq, dq, np.zeros((1, lq.size)), np.zeros(1), gpu, seed_instance.engine
+                )
+            )
     return out
 
 
@@ -114,13 +117,30 @@ def run_node(case: NodeCase, step: Any, rate: float, n: int, seed: np.random.See
     arrival = np.cumsum(rng.exponential(1.0 / rate, n))
     d = step.decode_run(1, 1, 0.0)
     out = np.maximum(np.round(case.decodes / d), 1.0)
-    reqs = Requests(length=[int(x) for x in case.lengths[kind]], output=[int(o) for o in out[kind]], seq=[()] * n,
-                    full=[0] * n, trace_block=case.engine.block_size, pinned_hit=[[0.0] * n])
+    reqs = Requests(
+        length=[int(x) for x in case.lengths[kind]],
+        output=[int(o) for o in out[kind]],
+        seq=[()] * n,
+        full=[0] * n,
+        trace_block=case.engine.block_size,
+        pinned_hit=[[0.0] * n],
+    )
     eng = case.engine
     free = case.gpu.memory / case.gpu.kv_per_token
     cache = PrefixCache(int(free // eng.block_size), 1, frozenset(), False, 0, None)
-    node = BatchingNode(0, 0, cache, reqs, lambda *a: None, step, token_budget=eng.token_budget, max_running=eng.max_running,
-                        block_size=eng.block_size, watermark=eng.watermark, chunked=eng.chunked_prefill)
+    node = BatchingNode(
+        0,
+        0,
+        cache,
+        reqs,
+        lambda *a: None,
+        step,
+        token_budget=eng.token_budget,
+        max_running=eng.max_running,
+        block_size=eng.block_size,
+        watermark=eng.watermark,
+        chunked=eng.chunked_prefill,
+    )
     node.keep_history = False
     for i, t in enumerate(arrival.tolist()):
         node.advance(t)
@@ -164,12 +184,15 @@ def collect(seed: int, requests: int) -> tuple[list[Point], list[str], Any]:
                 wait = (res["first"] - res["arrival"] - units.prefill[0][res["kind"]])[keep]
                 third = wait.size // 3
                 u = float(units.prefill[0] @ case.probabilities)
-                late, middle = wait[2 * third:].mean(), wait[third:2 * third].mean()
+                late, middle = wait[2 * third :].mean(), wait[third : 2 * third].mean()
                 if not np.all(np.isfinite(wait)) or late > 1.5 * middle + 0.5 * u or late > DRIFT_PREFILLS * u:
                     dropped.append(f"{case.name} a={a}")
                 else:
-                    points.append(Point(case.name, mix, free, a, rate, servers, u, np.maximum(wait, 0.0),
-                                        mix == HELD_OUT_MIX or free == HELD_OUT_FREE))
+                    points.append(
+                        Point(
+                            case.name, mix, free, a, rate, servers, u, np.maximum(wait, 0.0), mix == HELD_OUT_MIX or free == HELD_OUT_FREE
+                        )
+                    )
                 bar.update(1)
     return points, dropped, (inst, step, grid)
 
@@ -186,8 +209,14 @@ STARTS = ((0.0, 0.93, 0.25, 1.1, 0.9, 0.6), (0.0, 1.2, 0.5, 1.0, 0.9, 0.5), (0.3
 
 
 def _constants(x: FloatArray) -> EngineLawConstants:
-    return EngineLawConstants(compute_servers=1.0 + float(x[0]), theta_1=float(x[1]), theta_2=float(x[2]), theta_3=float(x[3]), theta_4=float(x[4]),
-                              theta_5=float(x[5]))
+    return EngineLawConstants(
+        compute_servers=1.0 + float(x[0]),
+        theta_1=float(x[1]),
+        theta_2=float(x[2]),
+        theta_3=float(x[3]),
+        theta_4=float(x[4]),
+        theta_5=float(x[5]),
+    )
 
 
 def residuals(x: FloatArray, points: list[Point], by_name: dict[str, NodeCase], step: Any) -> FloatArray:
@@ -208,9 +237,17 @@ def residuals(x: FloatArray, points: list[Point], by_name: dict[str, NodeCase], 
 
 def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any) -> tuple[EngineLawConstants, Any]:
     train = [p for p in points if not p.held_out]
-    runs = [least_squares(residuals, x0=np.asarray(x0), bounds=([0.0, 0.05, 0.0, 0.0, 0.05, 0.05], [20.0, 20.0, 1.1, 5.0, 10.0, 2.0]),
-                          args=(train, by_name, step), method="trf", diff_step=1e-3)
-            for x0 in STARTS]  # the residuals jump where a run turns unstable: a few starts, the best kept
+    runs = [
+        least_squares(
+            residuals,
+            x0=np.asarray(x0),
+            bounds=([0.0, 0.05, 0.0, 0.0, 0.05, 0.05], [20.0, 20.0, 1.1, 5.0, 10.0, 2.0]),
+            args=(train, by_name, step),
+            method="trf",
+            diff_step=1e-3,
+        )
+        for x0 in STARTS
+    ]  # the residuals jump where a run turns unstable: a few starts, the best kept
     best = min(runs, key=lambda r: float(r.cost))
     return _constants(best.x), best
 
@@ -229,11 +266,26 @@ def table(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCas
         for x in (0.5, 1.0):
             w = x * pt.prefill
             hit = pt.wait <= w
-            cov[x] = (float(hit.mean()), float(np.sqrt(hit.mean() * (1 - hit.mean()) / hit.size)),
-                      float(1.0 - pw * np.exp(-theta * w)) if stable else 0.0)
-        rows.append({"case": pt.case, "load": pt.load, "rate": pt.rate, "held_out": pt.held_out, "servers": pt.servers,
-                     "wait_mean": float(pt.wait.mean()), "wait_se": batch_se(pt.wait), "law_mean": mean if stable else None,
-                     "cov_half": cov[0.5], "cov_one": cov[1.0], "prefill": pt.prefill})
+            cov[x] = (
+                float(hit.mean()),
+                float(np.sqrt(hit.mean() * (1 - hit.mean()) / hit.size)),
+                float(1.0 - pw * np.exp(-theta * w)) if stable else 0.0,
+            )
+        rows.append(
+            {
+                "case": pt.case,
+                "load": pt.load,
+                "rate": pt.rate,
+                "held_out": pt.held_out,
+                "servers": pt.servers,
+                "wait_mean": float(pt.wait.mean()),
+                "wait_se": batch_se(pt.wait),
+                "law_mean": mean if stable else None,
+                "cov_half": cov[0.5],
+                "cov_one": cov[1.0],
+                "prefill": pt.prefill,
+            }
+        )
     return rows
 
 
@@ -248,33 +300,47 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {c.name: c for c in grid}
     k, res = fit(points, by_name, step)
     rows = table(points, k, by_name, step)
-    print(f"grid: mixes {sorted({c.name.split('/')[0] for c in grid})}, free KV tokens {list(FREE_TOKENS)}, loads a = {list(LOADS)}, "
-          f"{args.requests} requests per run, seed {args.seed}; held out: mix {HELD_OUT_MIX!r} and free {HELD_OUT_FREE:.0f}")
+    print(
+        f"grid: mixes {sorted({c.name.split('/')[0] for c in grid})}, free KV tokens {list(FREE_TOKENS)}, loads a = {list(LOADS)}, "
+        f"{args.requests} requests per run, seed {args.seed}; held out: mix {HELD_OUT_MIX!r} and free {HELD_OUT_FREE:.0f}"
+    )
     print(f"past the stability edge (dropped): {', '.join(dropped) or 'none'}")
-    print(f"method: least squares on {sum(not p.held_out for p in points)} runs (P(W ≤ x ū) at x = {list(SLACK)} and ½ log mean ratio), "
-          f"best of {len(STARTS)} starts; "
-          f"cost {res.cost:.4f}, {res.nfev} evaluations")
-    print(f"constants: c_0 = {k.compute_servers:.4f}, θ_1 = {k.theta_1:.4f}, θ_2 = {k.theta_2:.4f}, θ_3 = {k.theta_3:.4f}, θ_4 = {k.theta_4:.4f}, θ_5 = {k.theta_5:.4f}")
+    print(
+        f"method: least squares on {sum(not p.held_out for p in points)} runs (P(W ≤ x ū) at x = {list(SLACK)} and ½ log mean ratio), "
+        f"best of {len(STARTS)} starts; "
+        f"cost {res.cost:.4f}, {res.nfev} evaluations"
+    )
+    print(
+        f"constants: c_0 = {k.compute_servers:.4f}, θ_1 = {k.theta_1:.4f}, θ_2 = {k.theta_2:.4f}, θ_3 = {k.theta_3:.4f}, θ_4 = {k.theta_4:.4f}, θ_5 = {k.theta_5:.4f}"
+    )
     print("| case | a | held out | W̄ engine ± SE (s) | W̄ law (s) | P(W ≤ ū/2) engine | law | P(W ≤ ū) engine | law |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         law_mean = "unstable" if r["law_mean"] is None else f"{r['law_mean']:.3f}"
-        print(f"| {r['case']} | {r['load']} | {'yes' if r['held_out'] else 'no'} | {r['wait_mean']:.3f} ± {r['wait_se']:.3f} | "
-              f"{law_mean} | {r['cov_half'][0]:.3f} | {r['cov_half'][2]:.3f} | {r['cov_one'][0]:.3f} | {r['cov_one'][2]:.3f} |")
+        print(
+            f"| {r['case']} | {r['load']} | {'yes' if r['held_out'] else 'no'} | {r['wait_mean']:.3f} ± {r['wait_se']:.3f} | "
+            f"{law_mean} | {r['cov_half'][0]:.3f} | {r['cov_half'][2]:.3f} | {r['cov_one'][0]:.3f} | {r['cov_one'][2]:.3f} |"
+        )
     for part, flag in (("fit", False), ("held out", True)):
         sel = [r for r in rows if r["held_out"] == flag]
         half = [abs(r["cov_half"][2] - r["cov_half"][0]) for r in sel]
         one = [abs(r["cov_one"][2] - r["cov_one"][0]) for r in sel]
         errs = [abs(r["law_mean"] - r["wait_mean"]) / (r["wait_mean"] + r["prefill"]) for r in sel if r["law_mean"] is not None]
-        print(f"{part}: {len(sel)} runs; |P(W ≤ ū/2) error| median {np.median(half):.3f} max {np.max(half):.3f}; "
-              f"|P(W ≤ ū) error| median {np.median(one):.3f} max {np.max(one):.3f}; "
-              f"|mean TTFT error| = |ΔW̄| / (W̄ + ū) median {np.median(errs):.1%} max {np.max(errs):.1%}")
+        print(
+            f"{part}: {len(sel)} runs; |P(W ≤ ū/2) error| median {np.median(half):.3f} max {np.max(half):.3f}; "
+            f"|P(W ≤ ū) error| median {np.median(one):.3f} max {np.max(one):.3f}; "
+            f"|mean TTFT error| = |ΔW̄| / (W̄ + ū) median {np.median(errs):.1%} max {np.max(errs):.1%}"
+        )
     print(f"CPU {time.process_time() - t0:.1f} s")
     if not args.no_write:
-        data = {"constants": asdict(k), "fitted_by": "python -m edgeprefix.benchmarks.engine_law_fit",
-                "seed": args.seed, "requests": args.requests, "instance": inst.name,
-                "grid": {"loads": list(LOADS), "free_tokens": list(FREE_TOKENS), "held_out_mix": HELD_OUT_MIX,
-                         "held_out_free": HELD_OUT_FREE}}
+        data = {
+            "constants": asdict(k),
+            "fitted_by": "python -m edgeprefix.benchmarks.engine_law_fit",
+            "seed": args.seed,
+            "requests": args.requests,
+            "instance": inst.name,
+            "grid": {"loads": list(LOADS), "free_tokens": list(FREE_TOKENS), "held_out_mix": HELD_OUT_MIX, "held_out_free": HELD_OUT_FREE},
+        }
         atomic_write_text(LAW_FILE, json.dumps(data, indent=2) + "\n")
         print(f"wrote {LAW_FILE.name}")
     return 0

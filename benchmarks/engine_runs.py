@@ -46,9 +46,13 @@ NOT_AVAILABLE = "n/a (no engine law in this tree)"
 
 
 def add_queue_law_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queue-law", choices=QUEUE_LAWS, default="slots",
-                        help="the prediction's node law: slots (the model's c_s FCFS slots) or engine (the law fitted "
-                             "to the batching engine, where the model has it)")
+    parser.add_argument(
+        "--queue-law",
+        choices=QUEUE_LAWS,
+        default="slots",
+        help="the prediction's node law: slots (the model's c_s FCFS slots) or engine (the law fitted "
+        "to the batching engine, where the model has it)",
+    )
 
 
 def takes_law(entry: Callable[..., Any]) -> bool:
@@ -73,8 +77,9 @@ def law_keywords(law: str, entry: Callable[..., Any] | None = None) -> dict[str,
     if law == "slots":
         return {}
     if not engine_law_available():
-        raise ValueError("--queue-law engine: this tree's model has no engine queue law yet (evaluate takes no "
-                         "queue_law); run with --queue-law slots")
+        raise ValueError(
+            "--queue-law engine: this tree's model has no engine queue law yet (evaluate takes no queue_law); run with --queue-law slots"
+        )
     if entry is not None and not takes_law(entry):
         raise ValueError(f"--queue-law engine: {entry.__name__} takes no queue_law in this tree; run with --queue-law slots")
     return {"queue_law": law}
@@ -150,8 +155,16 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size))
 
 
-def simulate(instance: Instance, mix: Any, intensity: float, size: SimSize, *, router: str = "tier",
-             cache: str = "planned", step: StepTime | None = None) -> list[ReplayResult]:
+def simulate(
+    instance: Instance,
+    mix: Any,
+    intensity: float,
+    size: SimSize,
+    *,
+    router: str = "tier",
+    cache: str = "planned",
+    step: StepTime | None = None,
+) -> list[ReplayResult]:
     """The model workload of ``instance`` at ``Λ = intensity`` on batching-engine nodes, one result per replication.
 
     Replication ``r`` uses the ``r``-th child of ``SeedSequence(size.seed)`` for its requests and its replay
@@ -160,8 +173,18 @@ def simulate(instance: Instance, mix: Any, intensity: float, size: SimSize, *, r
     inst = instance.with_network(request_intensity=float(intensity))
     d = step.decode_run(1, 1, 0.0)
     tau = float(inst.placement.target)
-    spec = ReplaySpec(decode_per_token=d, nodes=size.nodes, router=router, engine="batching", cache=cache,
-                      telemetry=Telemetry(), target=tau, arrivals="poisson", hits="type", lengths="type")
+    spec = ReplaySpec(
+        decode_per_token=d,
+        nodes=size.nodes,
+        router=router,
+        engine="batching",
+        cache=cache,
+        telemetry=Telemetry(),
+        target=tau,
+        arrivals="poisson",
+        hits="type",
+        lengths="type",
+    )
     out = []
     for child in np.random.SeedSequence(size.seed).spawn(size.replications):
         wl, blocks = model_workload(inst, size.requests, d, seed=np.random.default_rng(child))
@@ -196,9 +219,18 @@ class Edge:
     probes: int
 
 
-def stability_edge(instance: Instance, mix: Any, size: SimSize, *, start: float, router: str = "tier",
-                   rtol: float = 0.1, max_probes: int = 24, step: StepTime | None = None,
-                   on_probe: Callable[[float, bool], None] | None = None) -> Edge:
+def stability_edge(
+    instance: Instance,
+    mix: Any,
+    size: SimSize,
+    *,
+    start: float,
+    router: str = "tier",
+    rtol: float = 0.1,
+    max_probes: int = 24,
+    step: StepTime | None = None,
+    on_probe: Callable[[float, bool], None] | None = None,
+) -> Edge:
     """Bracket (doubling or halving from ``start``) then bisect geometrically the load at which the
     batching-engine network saturates (:func:`saturated`)."""
     if not (math.isfinite(start) and start > 0):
@@ -243,8 +275,12 @@ def predict(instance: Instance, mix: Any, intensity: float, queue_model: str, la
 
 def model_point(ev: Evaluation) -> dict[str, float]:
     """Coverage at the instance's target, its queue-free part (no waiting), mean TTFT and the 0.9 quantile of a prediction."""
-    return {"coverage": float(ev.coverage_at_target), "no_wait": float(ev.coverage_queue_free(ev.target)),
-            "mean_ttft": float(ev.mean_ttft), "p90": float(ev.ttft_quantile(0.9))}
+    return {
+        "coverage": float(ev.coverage_at_target),
+        "no_wait": float(ev.coverage_queue_free(ev.target)),
+        "mean_ttft": float(ev.mean_ttft),
+        "p90": float(ev.ttft_quantile(0.9)),
+    }
 
 
 def solo_prefill(step: StepTime, uncached: np.ndarray, hit: np.ndarray, budget: int, chunked: bool = True) -> np.ndarray:
@@ -281,8 +317,16 @@ def sim_point(results: Sequence[ReplayResult], instance: Instance | None = None,
     mean = mean_se([r.mean_ttft for r in results])
     p90 = mean_se([float(np.quantile(r.ttft, 0.9, method="inverted_cdf")) for r in results])
     served = float(np.mean([np.mean(r.node >= 0) for r in results]))
-    return {"coverage": cov[0], "coverage_se": cov[1], "mean_ttft": mean[0], "mean_ttft_se": mean[1],
-            "p90": p90[0], "p90_se": p90[1], "served": served, **extra}
+    return {
+        "coverage": cov[0],
+        "coverage_se": cov[1],
+        "mean_ttft": mean[0],
+        "mean_ttft_se": mean[1],
+        "p90": p90[0],
+        "p90_se": p90[1],
+        "served": served,
+        **extra,
+    }
 
 
 def solved_mix(instance: Instance, intensity: float, law: str, *, budget: int = 60, seed: int = 0) -> np.ndarray:
@@ -290,7 +334,9 @@ def solved_mix(instance: Instance, intensity: float, law: str, *, budget: int = 
     from edgeprefix.solvers.api import solve
 
     inst = instance.with_network(request_intensity=float(intensity))
-    return np.asarray(solve(placement_problem(inst, **law_keywords(law, placement_problem)), "gradient", budget=budget, seed=seed).x, dtype=float)
+    return np.asarray(
+        solve(placement_problem(inst, **law_keywords(law, placement_problem)), "gradient", budget=budget, seed=seed).x, dtype=float
+    )
 
 
 def reference_mix(instance: Instance, *, budget: int = 60, seed: int = 0) -> np.ndarray:

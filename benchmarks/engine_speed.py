@@ -58,11 +58,13 @@ def main(argv: list[str] | None = None) -> None:
     wl, blocks = tiled(wl, blocks, args.requests)
     step = step_time_from_section(inst.engine, SPLITWISE_TIMINGS)
     d = decode_per_token(inst, float(wl.output.mean()))
-    rows = (("FCFS slots, planned, tier (reference)", "slots", "planned", "tier"),
-            ("batching, planned, tier", "batching", "planned", "tier"),
-            ("batching, planned, online", "batching", "planned", "online"),
-            ("batching, lru, dynamo", "batching", "lru", "dynamo"),
-            ("batching, planned+lru, sglang", "batching", "planned+lru", "sglang"))
+    rows = (
+        ("FCFS slots, planned, tier (reference)", "slots", "planned", "tier"),
+        ("batching, planned, tier", "batching", "planned", "tier"),
+        ("batching, planned, online", "batching", "planned", "online"),
+        ("batching, lru, dynamo", "batching", "lru", "dynamo"),
+        ("batching, planned+lru, sglang", "batching", "planned+lru", "sglang"),
+    )
     print(f"{wl.requests} requests (Mooncake tiled), {args.nodes:g} nodes; CPU seconds (process time), ratio to the reference")
     print(f"{'Λ':>6}  {'row':<40}{'CPU s':>8}{'ratio':>7}{'wall s':>8}{'coverage':>10}{'preempt':>9}")
     for lam in loads:
@@ -70,13 +72,23 @@ def main(argv: list[str] | None = None) -> None:
         for name, engine, cache, router in rows:
             spec = ReplaySpec(decode_per_token=d, nodes=args.nodes, router=router, engine=engine, cache=cache)
             t0, w0 = time.process_time(), time.perf_counter()
-            rep = replay_replicated(inst, wl, None, spec, intensity=lam, seed=3,
-                                    engine={"blocks": blocks, "step": step} if engine == "batching" or cache != "planned" else None)
+            rep = replay_replicated(
+                inst,
+                wl,
+                None,
+                spec,
+                intensity=lam,
+                seed=3,
+                engine={"blocks": blocks, "step": step} if engine == "batching" or cache != "planned" else None,
+            )
             seconds, wall = time.process_time() - t0, time.perf_counter() - w0
             ref = seconds if ref is None else ref
             s = rep.summary()
-            print(f"{lam:>6g}  {name:<40}{seconds:>8.1f}{seconds / ref:>7.1f}{wall:>8.1f}{s['coverage_replayed']:>10.3f}"
-                  f"{s['preemptions']:>9.0f}", flush=True)
+            print(
+                f"{lam:>6g}  {name:<40}{seconds:>8.1f}{seconds / ref:>7.1f}{wall:>8.1f}{s['coverage_replayed']:>10.3f}"
+                f"{s['preemptions']:>9.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

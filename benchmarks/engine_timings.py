@@ -26,8 +26,19 @@ def engine_e2e(model: StepTime, row: TimingRow) -> float:
     """End-to-end seconds of a static batch of ``row`` on one batching engine node."""
     b = row.batch
     reqs = Requests([row.prompt] * b, [row.tokens] * b, [()] * b, [0] * b, 512, [[0.0] * b])
-    node = BatchingNode(0, 0, PrefixCache(10**9, 32, dynamic=False), reqs, lambda *a: None, model, token_budget=10**8,
-                        max_running=10**4, block_size=16, watermark=0.0, chunked=False)
+    node = BatchingNode(
+        0,
+        0,
+        PrefixCache(10**9, 32, dynamic=False),
+        reqs,
+        lambda *a: None,
+        model,
+        token_budget=10**8,
+        max_running=10**4,
+        block_size=16,
+        watermark=0.0,
+        chunked=False,
+    )
     node.arrive_many(list(range(b)), 0.0)
     node.advance(float("inf"))
     return max(reqs.finish)
@@ -45,8 +56,10 @@ def main() -> None:
         interior.extend(e.tolist())
         worst = max(worst, held.worst)
         w = held.worst_row
-        print(f"| {g[0]} | {g[1]} | {g[2]} | {len(held.rows)} ({len(held.excluded)}) | {np.median(e):.1%} / {held.worst:.1%} | "
-              f"({w.batch}, {w.prompt}, {w.tokens}) | {held.worst_extrapolated:.1%} |")
+        print(
+            f"| {g[0]} | {g[1]} | {g[2]} | {len(held.rows)} ({len(held.excluded)}) | {np.median(e):.1%} / {held.worst:.1%} | "
+            f"({w.batch}, {w.prompt}, {w.tokens}) | {held.worst_extrapolated:.1%} |"
+        )
     print(f"\nall interior configurations: median {np.median(interior):.1%}, worst {worst:.1%} ({len(interior)} left out in turn)")
 
 

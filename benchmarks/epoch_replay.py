@@ -53,17 +53,25 @@ class EpochReplay:
         migrated, static = self.migrated, self.static
         for e, (epoch, decision) in enumerate(zip(self.problem.epochs, self.solution.epochs)):
             mig, sta = migrated["epochs"][e], static["epochs"][e]
-            out.append({
-                "name": epoch.name, "start": epoch.start, "end": epoch.end, "requests": mig["requests"],
-                "intensity": self.problem.epoch_instance(e).network.request_intensity,
-                "mix": dict(decision.mix),
-                "coverage_migrated": mig["coverage_replayed"], "coverage_static": sta["coverage_replayed"],
-                "gain": mig["coverage_replayed"] - sta["coverage_replayed"],
-                "predicted_migrated": mig["coverage_predicted"], "predicted_static": sta["coverage_predicted"],
-                "predicted_gain": mig["coverage_predicted"] - sta["coverage_predicted"],
-                "moved_share": decision.plan.moved_share, "moved_bytes": decision.plan.moved_bytes,
-                "nodes_changed": mig["nodes_changed"],
-            })
+            out.append(
+                {
+                    "name": epoch.name,
+                    "start": epoch.start,
+                    "end": epoch.end,
+                    "requests": mig["requests"],
+                    "intensity": self.problem.epoch_instance(e).network.request_intensity,
+                    "mix": dict(decision.mix),
+                    "coverage_migrated": mig["coverage_replayed"],
+                    "coverage_static": sta["coverage_replayed"],
+                    "gain": mig["coverage_replayed"] - sta["coverage_replayed"],
+                    "predicted_migrated": mig["coverage_predicted"],
+                    "predicted_static": sta["coverage_predicted"],
+                    "predicted_gain": mig["coverage_predicted"] - sta["coverage_predicted"],
+                    "moved_share": decision.plan.moved_share,
+                    "moved_bytes": decision.plan.moved_bytes,
+                    "nodes_changed": mig["nodes_changed"],
+                }
+            )
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -95,8 +103,17 @@ def epoch_schedule(problem: MigrationProblem, mixes: list[Any]) -> MixSchedule:
     )
 
 
-def epoch_replay(problem: MigrationProblem, workload: TraceWorkload, spec: ReplaySpec, *, method: str = "grid",
-                 budget: int | None = None, seed: int | None = 0, replications: int = 1, **options: Any) -> EpochReplay:
+def epoch_replay(
+    problem: MigrationProblem,
+    workload: TraceWorkload,
+    spec: ReplaySpec,
+    *,
+    method: str = "grid",
+    budget: int | None = None,
+    seed: int | None = 0,
+    replications: int = 1,
+    **options: Any,
+) -> EpochReplay:
     """Plan the epochs, find the best static mix, and replay ``workload`` under both.
 
     ``method``/``budget``/``options`` go to both searches (per epoch for the plan); the

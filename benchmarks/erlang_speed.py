@@ -97,7 +97,9 @@ def evaluation_rows(memories: list[float], reps: int, recursion_limit: int) -> l
             queueing.LARGE_SERVERS = 1 << 62  # the recursion for every c
             try:
                 slow = evaluate(inst)
-                recursion_ms = 1e3 * _median_seconds(lambda: evaluate(inst).coverage(tau), max(1, reps if inst.concurrency.max() < 1e4 else 1))
+                recursion_ms = 1e3 * _median_seconds(
+                    lambda: evaluate(inst).coverage(tau), max(1, reps if inst.concurrency.max() < 1e4 else 1)
+                )
                 difference = abs(slow.coverage(tau) - coverage)
             finally:
                 queueing.LARGE_SERVERS = saved
@@ -106,10 +108,14 @@ def evaluation_rows(memories: list[float], reps: int, recursion_limit: int) -> l
 
 
 def render(queues: list[QueueRow], evaluations: list[EvaluationRow]) -> str:
-    lines = [f"load average {[round(v, 2) for v in os.getloadavg()]}",
-             f"{'c (ρ = 0.99)':>12}{'recursion µs':>14}{'O(1) µs':>10}{'ratio':>9}{'rel. diff':>11}"]
+    lines = [
+        f"load average {[round(v, 2) for v in os.getloadavg()]}",
+        f"{'c (ρ = 0.99)':>12}{'recursion µs':>14}{'O(1) µs':>10}{'ratio':>9}{'rel. diff':>11}",
+    ]
     for r in queues:
-        lines.append(f"{r.servers:>12}{r.recursion_us:>14.1f}{r.closed_form_us:>10.2f}{r.recursion_us / r.closed_form_us:>9.0f}{r.relative_difference:>11.1e}")
+        lines.append(
+            f"{r.servers:>12}{r.recursion_us:>14.1f}{r.closed_form_us:>10.2f}{r.recursion_us / r.closed_form_us:>9.0f}{r.relative_difference:>11.1e}"
+        )
     lines += ["", f"{'gpu.memory':>12}{'max c_s':>11}{'package ms':>12}{'recursion ms':>14}{'ratio':>8}{'P_cov':>9}{'|ΔP_cov|':>10}"]
     for e in evaluations:
         slow = "" if e.recursion_ms is None else f"{e.recursion_ms:.1f}"
@@ -123,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.erlang_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and sizes")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (for the tests)")
-    parser.add_argument("--recursion-limit", type=int, default=10**6, metavar="C",
-                        help="largest c for which the forced recursion is timed (default 10^6)")
+    parser.add_argument(
+        "--recursion-limit", type=int, default=10**6, metavar="C", help="largest c for which the forced recursion is timed (default 10^6)"
+    )
     parser.add_argument("--out", default=None, help="folder for erlang_speed.json")
     args = parser.parse_args(argv)
     if args.smoke:

@@ -104,8 +104,10 @@ def to_target(name: str, load: float) -> dict[str, tuple[float, float] | None]:
             out[method] = None
             continue
         first = [int(h[0]) for h in hits]
-        out[method] = (float(np.median([k + 1 for k in first])),
-                       float(np.median([1e3 * float(r.cpu[k]) for r, k in zip(records, first) if r.cpu is not None])))
+        out[method] = (
+            float(np.median([k + 1 for k in first])),
+            float(np.median([1e3 * float(r.cpu[k]) for r, k in zip(records, first) if r.cpu is not None])),
+        )
     return out
 
 
@@ -127,8 +129,10 @@ def render(rows: list[CostRow]) -> str:
     head = f"{'instance':<18}{'mix':<9}{'|S|':>4}{'zeros':>6}{'score cold':>11}{'score warm':>11}{'gradient':>10}{'÷ cold':>8}{'÷ warm':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r.instance:<18}{r.mix:<9}{r.profiles:>4}{r.zero_shares:>6}{r.score_cold_ms:>11.2f}{r.score_warm_ms:>11.2f}"
-                     f"{r.gradient_ms:>10.2f}{r.ratio_cold:>8.2f}{r.ratio_warm:>8.2f}")
+        lines.append(
+            f"{r.instance:<18}{r.mix:<9}{r.profiles:>4}{r.zero_shares:>6}{r.score_cold_ms:>11.2f}{r.score_warm_ms:>11.2f}"
+            f"{r.gradient_ms:>10.2f}{r.ratio_cold:>8.2f}{r.ratio_warm:>8.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -138,8 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", default=",".join(INSTANCES), help=f"comma-separated (default: {','.join(INSTANCES)})")
     parser.add_argument("--out", type=Path, default=None, help="folder for gradient_cost.json and gradient_cost.csv")
     parser.add_argument("--to-target", action="store_true", help="also time every method to within 1e-4 of the best known optimum")
-    parser.add_argument("--queue-model", choices=("meanfield", "cell"), default="meanfield",
-                        help="queue model scored and differentiated (default: meanfield)")
+    parser.add_argument(
+        "--queue-model",
+        choices=("meanfield", "cell"),
+        default="meanfield",
+        help="queue model scored and differentiated (default: meanfield)",
+    )
     parser.add_argument("--radio-exponent", type=float, default=None, metavar="A", help="set α on every instance (default: its own)")
     args = parser.parse_args(argv)
     if args.repeats < 1:

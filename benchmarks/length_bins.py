@@ -38,9 +38,15 @@ CAP_SHARE = 0.25  # edgeprefix profiles --memory-cap 25%
 def trace_instance(records: Sequence[TraceRecord], bins: int) -> Instance:
     """What ``edgeprefix profiles --length-bins K`` builds from ``records`` with its other defaults."""
     gpu = Gpu(**Deployment(gpu_bytes=320e9, model=LLAMA2_70B, sequence_tokens=16384.0).normalised())
-    profile_set = generate_profiles(build_forest(records), DEFAULT_PREFILL, kappa=gpu.kv_per_token, gpu_memory=gpu.memory,
-                                    cap=CAP_SHARE * gpu.memory, decode_per_token=DEFAULT_DECODE_PER_TOKEN,
-                                    length_bins=None if bins == 1 else bins)
+    profile_set = generate_profiles(
+        build_forest(records),
+        DEFAULT_PREFILL,
+        kappa=gpu.kv_per_token,
+        gpu_memory=gpu.memory,
+        cap=CAP_SHARE * gpu.memory,
+        decode_per_token=DEFAULT_DECODE_PER_TOKEN,
+        length_bins=None if bins == 1 else bins,
+    )
     return instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name=f"mooncake_K{bins}")
 
 
@@ -68,12 +74,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     g = DEFAULT_PREFILL
     for name, part in (("first half", first), ("second half", second)):
         lengths = np.array([r.input_length for r in part], dtype=float)
-        print(f"{name}: {lengths.size} requests, mean input {lengths.mean():.0f}, median {np.median(lengths):.0f} tokens; "
-              f"E g(L) = {float(np.mean(g(lengths))):.3f} s against g(L̄) = {float(g(lengths.mean())):.3f} s")
+        print(
+            f"{name}: {lengths.size} requests, mean input {lengths.mean():.0f}, median {np.median(lengths):.0f} tokens; "
+            f"E g(L) = {float(np.mean(g(lengths))):.3f} s against g(L̄) = {float(g(lengths.mean())):.3f} s"
+        )
     fit = float(np.mean(g(np.array([r.input_length for r in first], dtype=float))))
     truth = float(np.mean(g(np.array([r.input_length for r in second], dtype=float))))
-    print(f"\n{'K':>3}{'types':>7}{'columns':>9}{'CPU ms':>9}{'ratio':>7}{'maps':>6}{'Σ p g(L) [s]':>14}{'/ E g(L) train':>16}{'/ test':>8}"
-          f"{'coverage':>10}{'mean TTFT [s]':>15}")
+    print(
+        f"\n{'K':>3}{'types':>7}{'columns':>9}{'CPU ms':>9}{'ratio':>7}{'maps':>6}{'Σ p g(L) [s]':>14}{'/ E g(L) train':>16}{'/ test':>8}"
+        f"{'coverage':>10}{'mean TTFT [s]':>15}"
+    )
     base = None
     for k in ks:
         inst = trace_instance(first, k)
@@ -81,9 +91,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         ms, cov, ttft, maps = timed(inst, args.repeats)
         base = ms if base is None else base
         mean_g = float(inst.probabilities @ inst.full_prefill)
-        print(f"{k:>3}{declared:>7}{len(inst.requests):>9}{ms:>9.1f}{ms / base:>7.2f}{maps:>6}{mean_g:>14.3f}{mean_g / fit:>16.3f}"
-              f"{mean_g / truth:>8.3f}"
-              f"{cov:>10.3f}{ttft:>15.3f}")
+        print(
+            f"{k:>3}{declared:>7}{len(inst.requests):>9}{ms:>9.1f}{ms / base:>7.2f}{maps:>6}{mean_g:>14.3f}{mean_g / fit:>16.3f}"
+            f"{mean_g / truth:>8.3f}"
+            f"{cov:>10.3f}{ttft:>15.3f}"
+        )
 
 
 if __name__ == "__main__":

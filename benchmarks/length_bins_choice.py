@@ -65,8 +65,9 @@ def compare(instance: Instance, requests: Sequence[TraceRecord], k: int) -> Fit:
         return 1.0 - np.exp(-np.pi * net.edge_density * slack ** (2.0 / net.radio_exponent))
 
     error = float(p @ radio_coverage(np.asarray(instance.full_prefill, dtype=float)) - radio_coverage(own).mean())
-    return Fit(k, len(instance.requests), float(p @ instance.full_prefill) / float(own.mean()),
-               float(np.max(np.abs(f_model - f_own))), error)
+    return Fit(
+        k, len(instance.requests), float(p @ instance.full_prefill) / float(own.mean()), float(np.max(np.abs(f_model - f_own))), error
+    )
 
 
 def choose(fits: Sequence[Fit], slack: float) -> int:
@@ -76,8 +77,7 @@ def choose(fits: Sequence[Fit], slack: float) -> int:
 
 
 def table(title: str, fits: Sequence[Fit], chosen: int) -> str:
-    lines = [title, "| `K` | columns | `Σ p g(L)` / `E g(L_i)` | Kolmogorov distance | coverage error at τ₀ |",
-             "|---|---|---|---|---|"]
+    lines = [title, "| `K` | columns | `Σ p g(L)` / `E g(L_i)` | Kolmogorov distance | coverage error at τ₀ |", "|---|---|---|---|---|"]
     for f in fits:
         mark = " (chosen)" if f.k == chosen else ""
         lines.append(f"| {f.k}{mark} | {f.columns} | {f.mean_ratio:.3f} | {f.distance:.3f} | {f.coverage_error:+.4f} |")
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.bins.split(",")]
     records = list(read_trace(MOONCAKE_TRACE))
-    train, test = records[:split_index(len(records), 0.5)], records[split_index(len(records), 0.5):]
+    train, test = records[: split_index(len(records), 0.5)], records[split_index(len(records), 0.5) :]
     cut = split_index(len(train), 0.5)
     fit_part, check_part = train[:cut], train[cut:]
     inside = [compare(trace_instance(fit_part, k), fit_part, k) for k in ks]

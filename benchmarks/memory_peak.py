@@ -87,8 +87,10 @@ def measure(sizes: list[tuple[int, int, float]], one_block_limit: float) -> list
 
 
 def render(rows: list[MemoryRow]) -> str:
-    lines = [f"load average {[round(v, 2) for v in os.getloadavg()]}",
-             f"{'|S|':>5}{'|Q|':>5}{'α':>5}  {'mode':<15}{'peak MB':>9}{'seconds':>9}"]
+    lines = [
+        f"load average {[round(v, 2) for v in os.getloadavg()]}",
+        f"{'|S|':>5}{'|Q|':>5}{'α':>5}  {'mode':<15}{'peak MB':>9}{'seconds':>9}",
+    ]
     for r in rows:
         lines.append(f"{r.profiles:>5}{r.types:>5}{r.alpha:>5.1f}  {r.mode:<15}{r.peak_mb:>9.0f}{r.seconds:>9.1f}")
     lines.append(f"goal: ≤ {GOAL_BYTES / 2**20:.0f} MB at 200 × 300")
@@ -99,8 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.memory_peak", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to 100 × 150")
     parser.add_argument("--smoke", action="store_true", help="one tiny size (for the tests)")
-    parser.add_argument("--one-block-limit", type=float, default=5e8, metavar="BYTES",
-                        help="run the one-block comparison while one work array is at most this big (default 5e8: up to 100 × 150)")
+    parser.add_argument(
+        "--one-block-limit",
+        type=float,
+        default=5e8,
+        metavar="BYTES",
+        help="run the one-block comparison while one work array is at most this big (default 5e8: up to 100 × 150)",
+    )
     parser.add_argument("--out", default=None, help="folder for memory_peak.json")
     args = parser.parse_args(argv)
     if args.smoke:

@@ -50,9 +50,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         ev = evaluate(inst, queue_model="cell")
         model_nodes, model_requests = ev.overloaded_shares
         sim_nodes, sim_requests = simulated_shares(inst, ev, args.seeds, args.nodes, args.horizon)
-        print(f"{name:<18}{lam:>5g}{model_nodes:>13.4f}{sim_nodes.mean():>9.4f} ± {sim_nodes.std(ddof=1):.3f}"
-              f"{model_nodes / sim_nodes.mean():>7.2f}{model_requests:>16.4f}{sim_requests.mean():>9.4f} ± {sim_requests.std(ddof=1):.3f}"
-              f"{model_requests / sim_requests.mean():>7.2f}")
+        print(
+            f"{name:<18}{lam:>5g}{model_nodes:>13.4f}{sim_nodes.mean():>9.4f} ± {sim_nodes.std(ddof=1):.3f}"
+            f"{model_nodes / sim_nodes.mean():>7.2f}{model_requests:>16.4f}{sim_requests.mean():>9.4f} ± {sim_requests.std(ddof=1):.3f}"
+            f"{model_requests / sim_requests.mean():>7.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -144,8 +144,12 @@ def queue_model_cases(quick: bool) -> list[tuple[str, Instance, object]]:
     medium = load_instance(folder / "medium_forest.toml")
     optimum = _json.loads((folder / "medium_forest.checks.json").read_text())["optimum"]["mix"]
     moon = load_instance(folder / "mooncake_large.toml")
-    out = [("paper_baseline", default_instance(), None), ("paper_calibrated", load_instance("paper_calibrated"), None),
-           ("medium_forest", medium, optimum), ("mooncake_large", moon, np.full(len(moon.profiles), 1.0 / len(moon.profiles)))]
+    out = [
+        ("paper_baseline", default_instance(), None),
+        ("paper_calibrated", load_instance("paper_calibrated"), None),
+        ("medium_forest", medium, optimum),
+        ("mooncake_large", moon, np.full(len(moon.profiles), 1.0 / len(moon.profiles))),
+    ]
     if not quick:
         out.append(("synthetic 64×16 (α=2.5)", synthetic_instance(64, 16, alpha=2.5), None))
     return out
@@ -166,10 +170,19 @@ def queue_model_rows(quick: bool) -> list[dict[str, object]]:
                 evaluate(inst, mix, queue_model=qm).coverage()
                 times[qm].append((time.perf_counter() - wall, time.process_time() - cpu))
         med = {qm: np.median(np.array(v), axis=0) * 1e3 for qm, v in times.items()}
-        rows.append({"case": name, "profiles": len(inst.profiles), "types": len(inst.requests),
-                     "meanfield_ms": float(med["meanfield"][0]), "cell_ms": float(med["cell"][0]),
-                     "meanfield_cpu_ms": float(med["meanfield"][1]), "cell_cpu_ms": float(med["cell"][1]),
-                     "ratio": float(med["cell"][0] / med["meanfield"][0]), "cpu_ratio": float(med["cell"][1] / med["meanfield"][1])})
+        rows.append(
+            {
+                "case": name,
+                "profiles": len(inst.profiles),
+                "types": len(inst.requests),
+                "meanfield_ms": float(med["meanfield"][0]),
+                "cell_ms": float(med["cell"][0]),
+                "meanfield_cpu_ms": float(med["meanfield"][1]),
+                "cell_cpu_ms": float(med["cell"][1]),
+                "ratio": float(med["cell"][0] / med["meanfield"][0]),
+                "cpu_ratio": float(med["cell"][1] / med["meanfield"][1]),
+            }
+        )
     return rows
 
 
@@ -177,8 +190,10 @@ def render_queue_models(rows: list[dict[str, object]]) -> str:
     head = f"{'case':<26}{'S×Q':>8}{'meanfield ms':>13}{'cell ms':>9}{'ratio':>7}{'CPU ratio':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['case']:<26}{str(r['profiles']) + '×' + str(r['types']):>8}{r['meanfield_ms']:>13.2f}{r['cell_ms']:>9.2f}"
-                     f"{r['ratio']:>7.2f}{r['cpu_ratio']:>10.2f}")
+        lines.append(
+            f"{r['case']:<26}{str(r['profiles']) + '×' + str(r['types']):>8}{r['meanfield_ms']:>13.2f}{r['cell_ms']:>9.2f}"
+            f"{r['ratio']:>7.2f}{r['cpu_ratio']:>10.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -188,17 +203,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--no-reference", action="store_true", help="skip the scipy.quad reference")
     parser.add_argument("--no-queue-models", action="store_true", help="skip the meanfield vs cell cost table")
-    parser.add_argument("--startup-repeats", type=int, default=None, metavar="N",
-                        help="timed runs per command of the start-up table (default: 15, --quick: 5; 0 skips it)")
-    parser.add_argument("--projection-points", type=int, default=None, metavar="N",
-                        help="points projected per case in the projection table (default: 2000, --quick: 300; 0 skips it)")
-    parser.add_argument("--scale-profiles", default=None, metavar="LIST",
-                        help="profile counts of the scaling tables (default 10,20,40,80,160, --quick: 10,20,40; 'none' skips them)")
-    parser.add_argument("--validate", choices=("reduced", "full", "none"), default=None,
-                        help="edgeprefix validate, fast path against the per-request loop (default: reduced; --quick: none)")
-    parser.add_argument("--target-size", default="300x10", metavar="PROFILESxTYPES",
-                        help="size of the scale-target row, evaluation and gradient in a fresh process (default 300x10; "
-                             "the targets are set at 300x1000; 'none' skips it)")
+    parser.add_argument(
+        "--startup-repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="timed runs per command of the start-up table (default: 15, --quick: 5; 0 skips it)",
+    )
+    parser.add_argument(
+        "--projection-points",
+        type=int,
+        default=None,
+        metavar="N",
+        help="points projected per case in the projection table (default: 2000, --quick: 300; 0 skips it)",
+    )
+    parser.add_argument(
+        "--scale-profiles",
+        default=None,
+        metavar="LIST",
+        help="profile counts of the scaling tables (default 10,20,40,80,160, --quick: 10,20,40; 'none' skips them)",
+    )
+    parser.add_argument(
+        "--validate",
+        choices=("reduced", "full", "none"),
+        default=None,
+        help="edgeprefix validate, fast path against the per-request loop (default: reduced; --quick: none)",
+    )
+    parser.add_argument(
+        "--target-size",
+        default="300x10",
+        metavar="PROFILESxTYPES",
+        help="size of the scale-target row, evaluation and gradient in a fresh process (default 300x10; "
+        "the targets are set at 300x1000; 'none' skips it)",
+    )
     args = parser.parse_args(argv)
     repeats = args.startup_repeats if args.startup_repeats is not None else (5 if args.quick else 15)
     if repeats < 0:
@@ -241,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         from edgeprefix.benchmarks import validate_speed
 
         print()
-        print("network simulator: validate with the online router's fast path and remembered candidates vs the "
-              "per-request loop (CPU seconds, one run)")
+        print(
+            "network simulator: validate with the online router's fast path and remembered candidates vs the "
+            "per-request loop (CPU seconds, one run)"
+        )
         print(validate_speed.render(validate_speed.measure(full=validate_mode == "full")))
     if args.target_size != "none":
         try:
@@ -255,11 +294,16 @@ def main(argv: list[str] | None = None) -> int:
         fit_rows = scale_speed.size_rows(fit_sizes, 10)
         fit = scale_speed.exponent([float(r.profiles) for r in fit_rows], [r.cpu_seconds for r in fit_rows])
         print()
-        print(f"scale targets (docs/model.md §16.5), CPU seconds, one run; |S| fit: {', '.join(f'{r.profiles}: {r.cpu_seconds:.2f} s' for r in fit_rows)}")
+        print(
+            f"scale targets (docs/model.md §16.5), CPU seconds, one run; |S| fit: {', '.join(f'{r.profiles}: {r.cpu_seconds:.2f} s' for r in fit_rows)}"
+        )
         print(scale_speed.render_targets(scale_speed.target_row(t_profiles, t_types), (fit_rows, fit)))
     if args.out is not None:
         payload = {
-            "machine": platform.platform(), "python": platform.python_version(), "rows": rows, "startup": startup_rows,
+            "machine": platform.platform(),
+            "python": platform.python_version(),
+            "rows": rows,
+            "startup": startup_rows,
             "projection": [{**dataclasses.asdict(r), "ratio": r.ratio} for r in projection_rows],
             "queue_models": queue_rows,
         }

@@ -89,20 +89,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     tpe = ["solve", "--method", "tpe", "--budget", budget, "--json"]
     start_load = os.getloadavg()[0]
     cpu: dict[str, list[float]] = {}
-    persistence = {} if "persistence" not in tables else measure({
-        "nothing written (reference)": tpe,
-        "--out DIR (batched journal + output set)": [*tpe, "--out", "run"],
-        "--storage study.db (SQLite, trial by trial)": [*tpe, "--storage", "study.db"],
-    }, args.repeats, cpu)
+    persistence = (
+        {}
+        if "persistence" not in tables
+        else measure(
+            {
+                "nothing written (reference)": tpe,
+                "--out DIR (batched journal + output set)": [*tpe, "--out", "run"],
+                "--storage study.db (SQLite, trial by trial)": [*tpe, "--storage", "study.db"],
+            },
+            args.repeats,
+            cpu,
+        )
+    )
     grid = ["solve", "--method", "grid", "--json"]
     sweep = ["sweep", "paper_baseline", "--loads", "1,2,3", "--densities", "0.5,1", "--resolution", "10"]
-    parallel = {} if "parallel" not in tables else measure({
-        "grid, no workers (reference)": grid,
-        "grid --workers 2 (automatic)": [*grid, "--workers", "2"],
-        "sweep --serial": [*sweep, "--serial"],
-        "sweep default (automatic)": sweep,
-        "sweep --workers 2 (automatic)": [*sweep, "--workers", "2"],
-    }, args.repeats)
+    parallel = (
+        {}
+        if "parallel" not in tables
+        else measure(
+            {
+                "grid, no workers (reference)": grid,
+                "grid --workers 2 (automatic)": [*grid, "--workers", "2"],
+                "sweep --serial": [*sweep, "--serial"],
+                "sweep default (automatic)": sweep,
+                "sweep --workers 2 (automatic)": [*sweep, "--workers", "2"],
+            },
+            args.repeats,
+        )
+    )
     load = os.getloadavg()[0]
     print(f"load average (1 min) at the start: {start_load:.2f}, at the end: {load:.2f}; cores: {os.cpu_count()}\n")
     if persistence:
@@ -110,7 +125,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parallel:
         print(table("parallel modes", parallel, "grid, no workers (reference)"))
     if args.out is not None:
-        payload = {"persistence": persistence, "persistence_cpu": cpu, "parallel": parallel, "load_average": load, "load_average_start": start_load, "budget": args.budget}
+        payload = {
+            "persistence": persistence,
+            "persistence_cpu": cpu,
+            "parallel": parallel,
+            "load_average": load,
+            "load_average_start": start_load,
+            "budget": args.budget,
+        }
         atomic_write_text(Path(args.out) / "persistence.json", json.dumps(payload, indent=2) + "\n")
     return 0
 

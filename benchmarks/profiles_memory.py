@@ -98,22 +98,27 @@ def measure(sizes: list[int], builders: bool = False) -> tuple[Row, list[Row], l
 
 
 def table(reference: Row, rows: list[Row]) -> str:
-    lines = ["| requests | trace MB | unique blocks | peak MB | × reference | bytes per unique block above the reference | seconds |",
-             "|---|---|---|---|---|---|---|",
-             f"| {reference.requests} (embedded sample, reference) | – | {reference.unique_blocks} | {reference.peak_mb:.0f} | 1.00 | – "
-             f"| {reference.seconds:.1f} |"]
+    lines = [
+        "| requests | trace MB | unique blocks | peak MB | × reference | bytes per unique block above the reference | seconds |",
+        "|---|---|---|---|---|---|---|",
+        f"| {reference.requests} (embedded sample, reference) | – | {reference.unique_blocks} | {reference.peak_mb:.0f} | 1.00 | – "
+        f"| {reference.seconds:.1f} |",
+    ]
     for r in rows:
         per_block = (r.peak_mb - reference.peak_mb) * 2**20 / max(r.unique_blocks, 1)
-        lines.append(f"| {r.requests:,} | {r.trace_mb:.0f} | {r.unique_blocks:,} | {r.peak_mb:.0f} | {r.peak_mb / reference.peak_mb:.2f} "
-                     f"| {per_block:.0f} | {r.seconds:.1f} |")
+        lines.append(
+            f"| {r.requests:,} | {r.trace_mb:.0f} | {r.unique_blocks:,} | {r.peak_mb:.0f} | {r.peak_mb / reference.peak_mb:.2f} "
+            f"| {per_block:.0f} | {r.seconds:.1f} |"
+        )
     return "\n".join(lines)
 
 
 def forest_table(reference: Row, rows: list[tuple[str, Row]]) -> str:
     lines = ["| requests | forest builder | unique blocks | peak MB | × reference | seconds |", "|---|---|---|---|---|---|"]
     for kind, r in rows:
-        lines.append(f"| {r.requests:,} | {kind} | {r.unique_blocks:,} | {r.peak_mb:.0f} | {r.peak_mb / reference.peak_mb:.2f} "
-                     f"| {r.seconds:.1f} |")
+        lines.append(
+            f"| {r.requests:,} | {kind} | {r.unique_blocks:,} | {r.peak_mb:.0f} | {r.peak_mb / reference.peak_mb:.2f} | {r.seconds:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -121,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", default="150000,1500000", help="trace sizes (requests), comma-separated")
     parser.add_argument("--out", type=Path, default=None, help="write profiles_memory.json here")
-    parser.add_argument("--builders", action="store_true",
-                        help="also measure the forest alone, built by the reference ForestBuilder and by the compact builder")
+    parser.add_argument(
+        "--builders",
+        action="store_true",
+        help="also measure the forest alone, built by the reference ForestBuilder and by the compact builder",
+    )
     args = parser.parse_args(argv)
     sizes = [int(v) for v in args.requests.split(",") if v.strip()]
     reference, rows, forest_rows = measure(sizes, builders=args.builders)
@@ -131,9 +139,18 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(forest_table(reference, forest_rows))
     if args.out is not None:
-        atomic_write_text(args.out / "profiles_memory.json",
-                          json.dumps({"goal_mb": GOAL_MB, "reference": asdict(reference), "rows": [asdict(r) for r in rows],
-                                      "forest_rows": [{"builder": k, **asdict(r)} for k, r in forest_rows]}, indent=2))
+        atomic_write_text(
+            args.out / "profiles_memory.json",
+            json.dumps(
+                {
+                    "goal_mb": GOAL_MB,
+                    "reference": asdict(reference),
+                    "rows": [asdict(r) for r in rows],
+                    "forest_rows": [{"builder": k, **asdict(r)} for k, r in forest_rows],
+                },
+                indent=2,
+            ),
+        )
     return 0
 
 

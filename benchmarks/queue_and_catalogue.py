@@ -96,34 +96,47 @@ def write_instances(folder: Path = INSTANCES) -> list[Path]:
 # ---------------------------------------------------------------------------------------------
 # Part 1: the M/G/c law against the event simulator
 # ---------------------------------------------------------------------------------------------
-def mgc_rows(*, customers: int = 400_000, servers: Sequence[int] = SERVERS, loads: Sequence[float] = LOADS,
-             seed: int = 0) -> list[dict[str, Any]]:
+def mgc_rows(
+    *, customers: int = 400_000, servers: Sequence[int] = SERVERS, loads: Sequence[float] = LOADS, seed: int = 0
+) -> list[dict[str, Any]]:
     """One row per (law, c, ρ): simulated and approximated ``P^W``, ``W̄`` and the Kolmogorov distances."""
     jobs = [(law, scv, c, rho) for law, scv in LAWS for c in servers for rho in loads]
     rows = []
     for i, (law, scv, c, rho) in enumerate(progress_bar(jobs, desc="M/G/c")):
         res = simulate_mgc(rho * c, ServiceLaw(law, 1.0, scv), c, customers, seed=seed + i)
         w, se = res.mean_wait, res.mean_wait_standard_error()
-        rows.append({
-            "law": law, "scv": scv, "c": c, "rho": rho,
-            "pw_sim": res.wait_probability, "pw_err": res.approx_wait_probability - res.wait_probability,
-            "w_sim": w, "w_se": se,
-            "w_err_mgc": res.approx_mean_wait / w - 1.0, "w_err_ac": res.allen_cunneen_mean_wait / w - 1.0,
-            "w_err_mmc": res.erlang_mean_wait / w - 1.0,
-            "ks_mgc": res.kolmogorov, "ks_mmc": res.kolmogorov_mmc,
-        })
+        rows.append(
+            {
+                "law": law,
+                "scv": scv,
+                "c": c,
+                "rho": rho,
+                "pw_sim": res.wait_probability,
+                "pw_err": res.approx_wait_probability - res.wait_probability,
+                "w_sim": w,
+                "w_se": se,
+                "w_err_mgc": res.approx_mean_wait / w - 1.0,
+                "w_err_ac": res.allen_cunneen_mean_wait / w - 1.0,
+                "w_err_mmc": res.erlang_mean_wait / w - 1.0,
+                "ks_mgc": res.kolmogorov,
+                "ks_mmc": res.kolmogorov_mmc,
+            }
+        )
     return rows
 
 
 def mgc_table(rows: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'law':<14}{'c':>3}{'ρ':>6}{'P^W sim':>9}{'err':>8}{'W̄ sim':>9}{'±2SE%':>7}"
-            f"{'M/G/c%':>8}{'A–C%':>8}{'M/M/c%':>8}{'KS M/G/c':>10}{'KS M/M/c':>10}")
+    head = (
+        f"{'law':<14}{'c':>3}{'ρ':>6}{'P^W sim':>9}{'err':>8}{'W̄ sim':>9}{'±2SE%':>7}"
+        f"{'M/G/c%':>8}{'A–C%':>8}{'M/M/c%':>8}{'KS M/G/c':>10}{'KS M/M/c':>10}"
+    )
     lines = [head]
     for r in rows:
         lines.append(
             f"{r['law']:<14}{r['c']:>3}{r['rho']:>6.2f}{r['pw_sim']:>9.4f}{r['pw_err']:>+8.4f}{r['w_sim']:>9.4f}"
             f"{200 * r['w_se'] / r['w_sim']:>7.1f}{100 * r['w_err_mgc']:>+8.1f}{100 * r['w_err_ac']:>+8.1f}"
-            f"{100 * r['w_err_mmc']:>+8.1f}{r['ks_mgc']:>10.4f}{r['ks_mmc']:>10.4f}")
+            f"{100 * r['w_err_mmc']:>+8.1f}{r['ks_mgc']:>10.4f}{r['ks_mmc']:>10.4f}"
+        )
     lines.append(mgc_summary(rows))
     return "\n".join(lines)
 
@@ -138,7 +151,8 @@ def mgc_summary(rows: Sequence[dict[str, Any]]) -> str:
             f"{law}: max |P^W err| {max(abs(r['pw_err']) for r in part):.4f}; max |W̄ err| M/G/c "
             f"{max(abs(r['w_err_mgc']) for r in part):.1%}, Allen–Cunneen {max(abs(r['w_err_ac']) for r in part):.1%}, "
             f"M/M/c {max(abs(r['w_err_mmc']) for r in part):.1%}; max KS M/G/c {max(r['ks_mgc'] for r in part):.4f} "
-            f"vs M/M/c {max(r['ks_mmc'] for r in part):.4f}")
+            f"vs M/M/c {max(r['ks_mmc'] for r in part):.4f}"
+        )
     return "\n".join(out)
 
 
@@ -151,7 +165,7 @@ def mgc_figure(rows: Sequence[dict[str, Any]], path: Path) -> None:
         for c in sorted({r["c"] for r in part}):
             pts = sorted((r for r in part if r["c"] == c), key=lambda r: r["rho"])
             rho = [r["rho"] for r in pts]
-            line, = axes[0, col].plot(rho, [100 * r["w_err_mgc"] for r in pts], marker="o", ms=3, label=f"c = {c}")
+            (line,) = axes[0, col].plot(rho, [100 * r["w_err_mgc"] for r in pts], marker="o", ms=3, label=f"c = {c}")
             axes[0, col].plot(rho, [100 * r["w_err_ac"] for r in pts], ls="--", color=line.get_color(), lw=0.8)
             axes[1, col].plot(rho, [r["ks_mgc"] for r in pts], marker="o", ms=3, color=line.get_color(), label=f"c = {c}")
             axes[1, col].plot(rho, [r["ks_mmc"] for r in pts], ls=":", color=line.get_color(), lw=0.8)
@@ -205,11 +219,15 @@ def chunked_rows(*, quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
         inst = _with_serving(base, chunk_size=chunk, chunk_overhead=base.serving.chunk_overhead if chunk else 0.0)
         mgc = evaluate(inst)
         mmc = evaluate(_with_serving(inst, queue="mmc"))
-        row = {"chunk": chunk, "mmc": mmc.coverage_at_target, "mgc": mgc.coverage_at_target,
-               "scv": float(np.nanmean(mgc.service_scv)),
-               # the cell-load model (docs/model.md §14) at the same operating points, with each law per node
-               "cell_mmc": evaluate(_with_serving(inst, queue="mmc"), queue_model="cell").coverage_at_target,
-               "cell_mgc": evaluate(inst, queue_model="cell").coverage_at_target}
+        row = {
+            "chunk": chunk,
+            "mmc": mmc.coverage_at_target,
+            "mgc": mgc.coverage_at_target,
+            "scv": float(np.nanmean(mgc.service_scv)),
+            # the cell-load model (docs/model.md §14) at the same operating points, with each law per node
+            "cell_mmc": evaluate(_with_serving(inst, queue="mmc"), queue_model="cell").coverage_at_target,
+            "cell_mgc": evaluate(inst, queue_model="cell").coverage_at_target,
+        }
         row["sim_exp"], row["sim_exp_se"] = _simulated(inst, _tier_router(mmc.advertised_wait), spec, seed)
         row["sim_law_mmc"], row["sim_law_mmc_se"] = _simulated(inst, _tier_router(mmc.advertised_wait), law, seed)
         row["sim_law_mgc"], row["sim_law_mgc_se"] = _simulated(inst, _tier_router(mgc.advertised_wait), law, seed)
@@ -218,16 +236,19 @@ def chunked_rows(*, quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
 
 
 def chunked_table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = [f"{'chunk C':>8}{'mean C_S²':>10}{'ana M/M/c':>10}{'ana M/G/c':>10}{'Δ ana':>8}{'sim exp':>9}"
-             f"{'sim law':>9}{'sim law':>9}{'±2SE':>7}{'Δ law':>8}{'cell':>8}{'cell':>8}",
-             f"{'':>8}{'':>10}{'':>10}{'':>10}{'':>8}{'M/M/c rt':>9}{'M/M/c rt':>9}{'M/G/c rt':>9}{'':>7}{'−exp':>8}"
-             f"{'M/M/c':>8}{'M/G/c':>8}"]
+    lines = [
+        f"{'chunk C':>8}{'mean C_S²':>10}{'ana M/M/c':>10}{'ana M/G/c':>10}{'Δ ana':>8}{'sim exp':>9}"
+        f"{'sim law':>9}{'sim law':>9}{'±2SE':>7}{'Δ law':>8}{'cell':>8}{'cell':>8}",
+        f"{'':>8}{'':>10}{'':>10}{'':>10}{'':>8}{'M/M/c rt':>9}{'M/M/c rt':>9}{'M/G/c rt':>9}{'':>7}{'−exp':>8}{'M/M/c':>8}{'M/G/c':>8}",
+    ]
     for r in rows:
         label = "none" if r["chunk"] is None else f"{r['chunk']:.0f}"
         se = max(r["sim_exp_se"], r["sim_law_mmc_se"], r["sim_law_mgc_se"])
-        lines.append(f"{label:>8}{r['scv']:>10.3f}{r['mmc']:>10.4f}{r['mgc']:>10.4f}{r['mgc'] - r['mmc']:>+8.4f}"
-                     f"{r['sim_exp']:>9.4f}{r['sim_law_mmc']:>9.4f}{r['sim_law_mgc']:>9.4f}{2 * se:>7.4f}"
-                     f"{r['sim_law_mmc'] - r['sim_exp']:>+8.4f}{r['cell_mmc']:>8.4f}{r['cell_mgc']:>8.4f}")
+        lines.append(
+            f"{label:>8}{r['scv']:>10.3f}{r['mmc']:>10.4f}{r['mgc']:>10.4f}{r['mgc'] - r['mmc']:>+8.4f}"
+            f"{r['sim_exp']:>9.4f}{r['sim_law_mmc']:>9.4f}{r['sim_law_mgc']:>9.4f}{2 * se:>7.4f}"
+            f"{r['sim_law_mmc'] - r['sim_exp']:>+8.4f}{r['cell_mmc']:>8.4f}{r['cell_mgc']:>8.4f}"
+        )
     return "\n".join(lines)
 
 
@@ -237,11 +258,14 @@ def chunked_figure(rows: Sequence[dict[str, Any]], path: Path, tau: float) -> No
     figure, ax = plt.subplots(figsize=(7.0, 4.5))
     ax.plot(x, [r["mmc"] for r in rows], marker="o", ms=3, label="analysis, Erlang C (M/M/c)")
     ax.plot(x, [r["mgc"] for r in rows], marker="s", ms=3, label="analysis, M/G/c law")
-    for key, shift, fmt, label in (("sim_exp", 0.94, "x", "simulation, exponential service, Erlang C router"),
-                                   ("sim_law_mmc", 1.0, "+", "simulation, instance law, Erlang C router"),
-                                   ("sim_law_mgc", 1.06, "d", "simulation, instance law, M/G/c router")):
-        ax.errorbar(x * shift, [r[key] for r in rows], yerr=[2 * r[key + "_se"] for r in rows], fmt=fmt, capsize=3,
-                    label=label + " (± 2 SE)")
+    for key, shift, fmt, label in (
+        ("sim_exp", 0.94, "x", "simulation, exponential service, Erlang C router"),
+        ("sim_law_mmc", 1.0, "+", "simulation, instance law, Erlang C router"),
+        ("sim_law_mgc", 1.06, "d", "simulation, instance law, M/G/c router"),
+    ):
+        ax.errorbar(
+            x * shift, [r[key] for r in rows], yerr=[2 * r[key + "_se"] for r in rows], fmt=fmt, capsize=3, label=label + " (± 2 SE)"
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(x, [f"{v:.0f}" if v != 2 * top else "none" for v in x])
     ax.set_xlabel("prefill chunk size C [tokens] (δ = 8 ms per chunk)")
@@ -263,19 +287,25 @@ REFRESH = (1.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 QUICK_REFRESH = (10.0, 50.0)
 
 
-def _catalogue_point(inst: Instance, cat: Catalogue, spec: SimulationSpec, seeds: Sequence[int],
-                     reference: float, reference_sim: float) -> dict[str, Any]:
+def _catalogue_point(
+    inst: Instance, cat: Catalogue, spec: SimulationSpec, seeds: Sequence[int], reference: float, reference_sim: float
+) -> dict[str, Any]:
     ce = catalogue_evaluation(inst, catalogue=cat)
     exact = catalogue_evaluation(inst, catalogue=cat, exact_false_positives=True)
     sims = np.array([_simulated(inst.replace(catalogue=cat), _tier_router(ce.advertised_wait), spec, s)[0] for s in seeds])
     return {
-        "bits": None if math.isinf(cat.bits) else int(cat.bits), "hashes": cat.hashes, "refresh": cat.refresh,
-        "churn": cat.churn, "f_shallow": float(ce.false_positive[1]),
-        "loss_ana": reference - ce.coverage_at_target, "loss_ana_exact": reference - exact.coverage_at_target,
+        "bits": None if math.isinf(cat.bits) else int(cat.bits),
+        "hashes": cat.hashes,
+        "refresh": cat.refresh,
+        "churn": cat.churn,
+        "f_shallow": float(ce.false_positive[1]),
+        "loss_ana": reference - ce.coverage_at_target,
+        "loss_ana_exact": reference - exact.coverage_at_target,
         "loss_ana_tier": reference - ce.coverage(queues="tier"),
         "loss_sim": reference_sim - float(sims.mean()),
         "loss_sim_se": float(sims.std(ddof=1) / np.sqrt(sims.size)) if sims.size > 1 else float("nan"),
-        "false_hit_share": ce.false_hit_share, "stale_share": ce.stale_share,
+        "false_hit_share": ce.false_hit_share,
+        "stale_share": ce.stale_share,
     }
 
 
@@ -290,20 +320,26 @@ def catalogue_rows(*, quick: bool = False, seeds: Sequence[int] = (0, 1, 2, 3)) 
     reference_sim = float(np.mean([_simulated(exact_inst, _tier_router(ev.advertised_wait), spec, s)[0] for s in seeds]))
     jobs = [Catalogue(b, k) for k in (1, 2) for b in (QUICK_BITS if quick else BITS)]
     jobs += [Catalogue(math.inf, 1, t, base.catalogue.churn) for t in (QUICK_REFRESH if quick else REFRESH)]
-    rows = [dict(_catalogue_point(base, cat, spec, seeds, reference, reference_sim), reference=reference,
-                 reference_sim=reference_sim) for cat in progress_bar(jobs, desc="catalogue")]
+    rows = [
+        dict(_catalogue_point(base, cat, spec, seeds, reference, reference_sim), reference=reference, reference_sim=reference_sim)
+        for cat in progress_bar(jobs, desc="catalogue")
+    ]
     return rows
 
 
 def catalogue_table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = [f"{'bits m':>7}{'k':>3}{'T_r':>6}{'γ':>6}{'f_shallow':>10}{'false hits':>11}{'stale':>7}"
-             f"{'loss ana':>9}{'ana exact':>10}{'ana tier':>10}{'loss sim':>9}{'±2SE':>7}{'sim−ana':>9}"]
+    lines = [
+        f"{'bits m':>7}{'k':>3}{'T_r':>6}{'γ':>6}{'f_shallow':>10}{'false hits':>11}{'stale':>7}"
+        f"{'loss ana':>9}{'ana exact':>10}{'ana tier':>10}{'loss sim':>9}{'±2SE':>7}{'sim−ana':>9}"
+    ]
     for r in rows:
         bits = "∞" if r["bits"] is None else str(r["bits"])
-        lines.append(f"{bits:>7}{r['hashes']:>3}{r['refresh']:>6g}{r['churn']:>6g}{r['f_shallow']:>10.4f}"
-                     f"{r['false_hit_share']:>11.4f}{r['stale_share']:>7.4f}{r['loss_ana']:>9.4f}{r['loss_ana_exact']:>10.4f}"
-                     f"{r['loss_ana_tier']:>10.4f}"
-                     f"{r['loss_sim']:>9.4f}{2 * r['loss_sim_se']:>7.4f}{r['loss_sim'] - r['loss_ana']:>+9.4f}")
+        lines.append(
+            f"{bits:>7}{r['hashes']:>3}{r['refresh']:>6g}{r['churn']:>6g}{r['f_shallow']:>10.4f}"
+            f"{r['false_hit_share']:>11.4f}{r['stale_share']:>7.4f}{r['loss_ana']:>9.4f}{r['loss_ana_exact']:>10.4f}"
+            f"{r['loss_ana_tier']:>10.4f}"
+            f"{r['loss_sim']:>9.4f}{2 * r['loss_sim_se']:>7.4f}{r['loss_sim'] - r['loss_ana']:>+9.4f}"
+        )
     if rows:
         lines.append(f"exact catalogue: analysis {rows[0]['reference']:.4f}, simulation {rows[0]['reference_sim']:.4f}")
     return "\n".join(lines)
@@ -316,10 +352,24 @@ def catalogue_figure(rows: Sequence[dict[str, Any]], path: Path) -> None:
         if not pts:
             continue
         x = [r["bits"] for r in pts]
-        line, = left.plot(x, [r["loss_ana"] for r in pts], marker=marker, ms=3, label=f"analysis with (19.25), k = {k}")
-        left.plot(x, [r["loss_ana_exact"] for r in pts], ls="--", color=line.get_color(), label=f"analysis with the exact occupancy (19.26), k = {k}")
-        left.errorbar(x, [r["loss_sim"] for r in pts], yerr=[2 * r["loss_sim_se"] for r in pts], fmt=marker, mfc="none",
-                      color=line.get_color(), capsize=3, label=f"simulation ± 2 SE, k = {k}")
+        (line,) = left.plot(x, [r["loss_ana"] for r in pts], marker=marker, ms=3, label=f"analysis with (19.25), k = {k}")
+        left.plot(
+            x,
+            [r["loss_ana_exact"] for r in pts],
+            ls="--",
+            color=line.get_color(),
+            label=f"analysis with the exact occupancy (19.26), k = {k}",
+        )
+        left.errorbar(
+            x,
+            [r["loss_sim"] for r in pts],
+            yerr=[2 * r["loss_sim_se"] for r in pts],
+            fmt=marker,
+            mfc="none",
+            color=line.get_color(),
+            capsize=3,
+            label=f"simulation ± 2 SE, k = {k}",
+        )
     left.set_xscale("log", base=2)
     left.set_xlabel("Bloom filter size m [bits per node]")
     left.set_ylabel("coverage loss vs the exact catalogue")
@@ -329,8 +379,9 @@ def catalogue_figure(rows: Sequence[dict[str, Any]], path: Path) -> None:
         x = [r["refresh"] for r in pts]
         right.plot(x, [r["loss_ana"] for r in pts], marker="o", ms=3, label="analysis (19.28)–(19.31), class queues")
         right.plot(x, [r["loss_ana_tier"] for r in pts], marker="s", ms=3, ls="--", label="analysis, tier queues")
-        right.errorbar(x, [r["loss_sim"] for r in pts], yerr=[2 * r["loss_sim_se"] for r in pts], fmt="x", capsize=3,
-                       label="simulation ± 2 SE")
+        right.errorbar(
+            x, [r["loss_sim"] for r in pts], yerr=[2 * r["loss_sim_se"] for r in pts], fmt="x", capsize=3, label="simulation ± 2 SE"
+        )
         right.set_xscale("log")
         right.set_title(f"staleness (exact filters, churn γ = {pts[0]['churn']:g} / s)")
     right.set_xlabel("catalogue refresh period T_r [s]")
@@ -351,8 +402,7 @@ def run(*, parts: Sequence[str] = PARTS, quick: bool = False, out: Path | str | 
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
     if "mgc" in parts:
-        rows = mgc_rows(customers=60_000 if quick else 400_000, servers=(1, 4) if quick else SERVERS,
-                        loads=(0.7, 0.9) if quick else LOADS)
+        rows = mgc_rows(customers=60_000 if quick else 400_000, servers=(1, 4) if quick else SERVERS, loads=(0.7, 0.9) if quick else LOADS)
         results["mgc"] = rows
         if echo:
             print(mgc_table(rows))

@@ -57,9 +57,7 @@ class QuadReferenceKernel:
                 out[s, q] = _integrate(_density(lam, b, alpha, s, q), lam, b, alpha, s, q, np.inf)
         return out
 
-    def truncated(
-        self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
+    def truncated(self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray) -> tuple[FloatArray, FloatArray]:
         tilt = np.broadcast_to(np.asarray(tilt, dtype=float), b.shape)
         p1 = np.zeros(b.shape)
         p2 = np.zeros(b.shape)

@@ -36,9 +36,16 @@ from edgeprefix.solvers.api import solve
 ROUTER_MODEL = {"tier": "cell", "online": "meanfield"}
 
 
-def cases(requests: int | None = None, nodes: float = 50.0, replications: int = 3, budget: int = 60,
-          loads: Sequence[float] = (0.5, 1.0), routers: Sequence[str] = ("tier", "online"), seed: int = 0,
-          bins: int = 16) -> list[dict[str, Any]]:
+def cases(
+    requests: int | None = None,
+    nodes: float = 50.0,
+    replications: int = 3,
+    budget: int = 60,
+    loads: Sequence[float] = (0.5, 1.0),
+    routers: Sequence[str] = ("tier", "online"),
+    seed: int = 0,
+    bins: int = 16,
+) -> list[dict[str, Any]]:
     """One row per (load, router): the numbers the module docstring lists."""
     records = list(read_trace(MOONCAKE_TRACE))
     if requests is not None:
@@ -59,19 +66,34 @@ def cases(requests: int | None = None, nodes: float = 50.0, replications: int = 
             s = replay_replicated(inst, test, dict(result.mix), spec, replications=replications, seed=seed, warm=train).summary()
             se = s["coverage_se"]
             stats = s["prediction_replayed_stats"]
-            rows.append({
-                "load": load, "intensity": load * lam0, "router": router, "queue_model": model, "mix": dict(result.mix),
-                "coverage_predicted": s["coverage_predicted"], "coverage_replayed": s["coverage_replayed"], "coverage_se": se,
-                "coverage_predicted_replayed_stats": s["coverage_predicted_replayed_stats"],
-                "coverage_ok": bool(abs(s["coverage_predicted"] - s["coverage_replayed"]) <= max(0.02, 3 * se)),
-                "coverage_ok_replayed_stats": bool(abs(s["coverage_predicted_replayed_stats"] - s["coverage_replayed"]) <= max(0.02, 3 * se)),
-                "mean_ttft_predicted": s["mean_ttft_predicted"], "mean_ttft_replayed": s["mean_ttft_replayed"],
-                "mean_ttft_predicted_replayed_stats": stats["mean_ttft"],
-                "stable_planned": bool(s["stable_predicted"]), "overloaded_node_share_predicted": s["overloaded_node_share_predicted"],
-                "overloaded_node_share_replayed": s["overloaded_node_share_replayed"], "stationary": bool(s["stationary"]),
-                "stationary_replications": s["stationary_replications"], "measured_service_times": s["measured_service_times"],
-                "requests": s["requests"], "replications": replications,
-            })
+            rows.append(
+                {
+                    "load": load,
+                    "intensity": load * lam0,
+                    "router": router,
+                    "queue_model": model,
+                    "mix": dict(result.mix),
+                    "coverage_predicted": s["coverage_predicted"],
+                    "coverage_replayed": s["coverage_replayed"],
+                    "coverage_se": se,
+                    "coverage_predicted_replayed_stats": s["coverage_predicted_replayed_stats"],
+                    "coverage_ok": bool(abs(s["coverage_predicted"] - s["coverage_replayed"]) <= max(0.02, 3 * se)),
+                    "coverage_ok_replayed_stats": bool(
+                        abs(s["coverage_predicted_replayed_stats"] - s["coverage_replayed"]) <= max(0.02, 3 * se)
+                    ),
+                    "mean_ttft_predicted": s["mean_ttft_predicted"],
+                    "mean_ttft_replayed": s["mean_ttft_replayed"],
+                    "mean_ttft_predicted_replayed_stats": stats["mean_ttft"],
+                    "stable_planned": bool(s["stable_predicted"]),
+                    "overloaded_node_share_predicted": s["overloaded_node_share_predicted"],
+                    "overloaded_node_share_replayed": s["overloaded_node_share_replayed"],
+                    "stationary": bool(s["stationary"]),
+                    "stationary_replications": s["stationary_replications"],
+                    "measured_service_times": s["measured_service_times"],
+                    "requests": s["requests"],
+                    "replications": replications,
+                }
+            )
     return rows
 
 
@@ -80,9 +102,11 @@ def _num(value: float | None) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| Λ | router | coverage predicted / replayed (± SE) | with replayed stats | within max(0.02, 3 SE) | "
-            "mean TTFT [s] predicted / replayed (ratio) | with replayed stats | planner: stable | overloaded nodes predicted / replayed | "
-            "replay stationary |")
+    head = (
+        "| Λ | router | coverage predicted / replayed (± SE) | with replayed stats | within max(0.02, 3 SE) | "
+        "mean TTFT [s] predicted / replayed (ratio) | with replayed stats | planner: stable | overloaded nodes predicted / replayed | "
+        "replay stationary |"
+    )
     lines = [head, "|" + "---|" * 10]
     for r in rows:
         ttft = r["mean_ttft_predicted"]
@@ -93,7 +117,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{'yes' if r['coverage_ok_replayed_stats'] else 'no'} | {ttft:.2f} / {r['mean_ttft_replayed']:.2f} ({ratio:.2f}) | "
             f"{_num(r['mean_ttft_predicted_replayed_stats'])} | "
             f"{'yes' if r['stable_planned'] else 'no'} | {r['overloaded_node_share_predicted']:.3f} / "
-            f"{r['overloaded_node_share_replayed']:.3f} | {r['stationary_replications']}/{r['replications']} |")
+            f"{r['overloaded_node_share_replayed']:.3f} | {r['stationary_replications']}/{r['replications']} |"
+        )
     return "\n".join(lines)
 
 

@@ -80,13 +80,20 @@ CAP_SHARE = 0.25  # edgeprefix profiles --memory-cap 25%
 def trace_instance(records: Sequence[TraceRecord], name: str) -> Instance:
     """The instance ``edgeprefix profiles`` builds from ``records`` with its defaults."""
     gpu = Gpu(**Deployment(gpu_bytes=320e9, model=LLAMA2_70B, sequence_tokens=16384.0).normalised())
-    profile_set = generate_profiles(build_forest(records), DEFAULT_PREFILL, kappa=gpu.kv_per_token, gpu_memory=gpu.memory,
-                                    cap=CAP_SHARE * gpu.memory, decode_per_token=DEFAULT_DECODE_PER_TOKEN)
+    profile_set = generate_profiles(
+        build_forest(records),
+        DEFAULT_PREFILL,
+        kappa=gpu.kv_per_token,
+        gpu_memory=gpu.memory,
+        cap=CAP_SHARE * gpu.memory,
+        decode_per_token=DEFAULT_DECODE_PER_TOKEN,
+    )
     return instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name=name)
 
 
-def phased_records(n: int, *, phases: int = 4, n_families: int = 30, seed: int = 0, rate: float = 4.0,
-                   rates: Sequence[float] = (1.0, 1.5, 0.6, 1.2)) -> Iterator[TraceRecord]:
+def phased_records(
+    n: int, *, phases: int = 4, n_families: int = 30, seed: int = 0, rate: float = 4.0, rates: Sequence[float] = (1.0, 1.5, 0.6, 1.2)
+) -> Iterator[TraceRecord]:
     """A drifting synthetic trace: shared system prompt → family prefix → private tail (as
     :func:`~edgeprefix.placement.pipeline.traces.synthetic_records`), in ``phases`` equal runs of
     requests; each phase reshuffles which families are popular (Zipf 1.1) and scales the
@@ -142,11 +149,31 @@ def part_loads(mooncake, args) -> list[dict[str, Any]]:
             spec = ReplaySpec(decode_per_token=decode, router=router, nodes=args.nodes)
             s = replay_replicated(inst, test, mix, spec, replications=args.replications, seed=args.seed).summary()
             both = {f"coverage_{m}": evaluate(inst, mix, spec.policy, queue_model=m).coverage() for m in QUEUE_MODELS}
-            rows.append({"intensity": lam, "load": lam / lam0, "router": router, "mix": dict(zip(inst.profile_ids, mix.tolist())),
-                         "queue_model": spec.prediction_model, **both,
-                         **{k: s[k] for k in ("coverage_predicted", "coverage_replayed", "coverage_se", "mean_ttft_predicted",
-                                              "mean_ttft_replayed", "hit_depth_predicted", "hit_depth_replayed",
-                                              "offload_ratio_predicted", "offload_ratio_replayed", "requests")}})
+            rows.append(
+                {
+                    "intensity": lam,
+                    "load": lam / lam0,
+                    "router": router,
+                    "mix": dict(zip(inst.profile_ids, mix.tolist())),
+                    "queue_model": spec.prediction_model,
+                    **both,
+                    **{
+                        k: s[k]
+                        for k in (
+                            "coverage_predicted",
+                            "coverage_replayed",
+                            "coverage_se",
+                            "mean_ttft_predicted",
+                            "mean_ttft_replayed",
+                            "hit_depth_predicted",
+                            "hit_depth_replayed",
+                            "offload_ratio_predicted",
+                            "offload_ratio_replayed",
+                            "requests",
+                        )
+                    },
+                }
+            )
     return rows
 
 
@@ -169,12 +196,22 @@ def part_ablation(mooncake, args) -> dict[str, Any]:
         spec = ReplaySpec(decode_per_token=decode, nodes=args.nodes)
         rows = ablation(inst, test, mix, spec, replications=args.replications, seed=args.seed)
         one = replay_replicated(inst, test, mix, spec, seed=args.seed).results[0]
-        out["loads"].append({"intensity": lam, "load": lam / lam0, "rows": rows, "poisson_des": poisson_des(inst, mix, test.requests, args),
-                             "node_dispersion": {m: node_dispersion(one, m) for m in (5.0, 20.0)}})
+        out["loads"].append(
+            {
+                "intensity": lam,
+                "load": lam / lam0,
+                "rows": rows,
+                "poisson_des": poisson_des(inst, mix, test.requests, args),
+                "node_dispersion": {m: node_dispersion(one, m) for m in (5.0, 20.0)},
+            }
+        )
     g = instance.prefill
-    out["prefill_jensen"] = {"mean_g_of_requests": float(np.mean(g(test.length))),
-                             "type_weighted_g_of_means": float(instance.probabilities @ instance.full_prefill),
-                             "median_input": float(np.median(test.length)), "mean_input": float(test.length.mean())}
+    out["prefill_jensen"] = {
+        "mean_g_of_requests": float(np.mean(g(test.length))),
+        "type_weighted_g_of_means": float(instance.probabilities @ instance.full_prefill),
+        "median_input": float(np.median(test.length)),
+        "mean_input": float(test.length.mean()),
+    }
     return out
 
 
@@ -187,13 +224,25 @@ def poisson_des(instance: Instance, mix: np.ndarray, requests: int, args) -> dic
     seeds = np.random.SeedSequence(args.seed).spawn(args.replications)
     runs = [simulate_network(instance, mix, analytical_router(ev), spec, seed=np.random.default_rng(q)) for q in seeds]
     covs = np.array([r.coverage(ev.target) for r in runs])
-    return {"coverage": float(covs.mean()), "coverage_se": float(covs.std(ddof=1) / np.sqrt(covs.size)) if covs.size > 1 else float("nan"),
-            "mean_ttft": float(np.mean([np.mean(r.ttft[np.isfinite(r.ttft)]) for r in runs]))}
+    return {
+        "coverage": float(covs.mean()),
+        "coverage_se": float(covs.std(ddof=1) / np.sqrt(covs.size)) if covs.size > 1 else float("nan"),
+        "mean_ttft": float(np.mean([np.mean(r.ttft[np.isfinite(r.ttft)]) for r in runs])),
+    }
 
 
 def _problem(instance: Instance, cut, mix: np.ndarray, change_budget: float) -> MigrationProblem:
-    epochs = tuple(Epoch(name=e.name, probabilities=tuple(e.mix_of_types.items()), request_intensity=e.intensity,
-                         weight=e.weight, start=e.start, end=e.end) for e in cut.epochs)
+    epochs = tuple(
+        Epoch(
+            name=e.name,
+            probabilities=tuple(e.mix_of_types.items()),
+            request_intensity=e.intensity,
+            weight=e.weight,
+            start=e.start,
+            end=e.end,
+        )
+        for e in cut.epochs
+    )
     return MigrationProblem(instance, epochs, mix, change_budget=change_budget)
 
 
@@ -207,10 +256,8 @@ def part_epochs(traces, args) -> list[dict[str, Any]]:
         start = best_mix(instance, args.resolution)
         problem = _problem(instance, cut, start, args.change_budget)
         spec = ReplaySpec(decode_per_token=decode, nodes=args.nodes)
-        plan = epoch_replay(problem, test, spec, method="grid", resolution=args.resolution, replications=args.replications,
-                            seed=args.seed)
-        rows.append({"trace": name, "window": window, "current_mix": dict(zip(instance.profile_ids, start.tolist())),
-                     **plan.summary()})
+        plan = epoch_replay(problem, test, spec, method="grid", resolution=args.resolution, replications=args.replications, seed=args.seed)
+        rows.append({"trace": name, "window": window, "current_mix": dict(zip(instance.profile_ids, start.tolist())), **plan.summary()})
     return rows
 
 
@@ -233,8 +280,15 @@ def perf_child(n: int, nodes: float) -> dict[str, Any]:
 
 
 def part_perf(args) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "edgeprefix.benchmarks.replay_study", "--perf-child", str(args.perf_requests),
-           "--nodes", str(max(args.nodes, 200.0))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "edgeprefix.benchmarks.replay_study",
+        "--perf-child",
+        str(args.perf_requests),
+        "--nodes",
+        str(max(args.nodes, 200.0)),
+    ]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(done.stdout)
 
@@ -249,66 +303,101 @@ def _f(x: float, d: int = 3) -> str:
 def render(report: dict[str, Any]) -> str:
     lines = []
     if "loads" in report:
-        lines += ["## Mooncake conversation trace: train on the first half, replay the second",
-                  "| Λ / Λ₀ | router | coverage predicted (its model) | meanfield | cell | replayed (± se) | mean TTFT predicted | replayed | hit depth predicted | replayed | offload predicted | replayed |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "## Mooncake conversation trace: train on the first half, replay the second",
+            "| Λ / Λ₀ | router | coverage predicted (its model) | meanfield | cell | replayed (± se) | mean TTFT predicted | replayed | hit depth predicted | replayed | offload predicted | replayed |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in report["loads"]:
-            lines.append(f"| {r['load']:.1f} | {r['router']} | {_f(r['coverage_predicted'])} ({r['queue_model']}) | "
-                         f"{_f(r['coverage_meanfield'])} | {_f(r['coverage_cell'])} | {_f(r['coverage_replayed'])} "
-                         f"(± {_f(r['coverage_se'])}) | {_f(r['mean_ttft_predicted'], 2)} | {_f(r['mean_ttft_replayed'], 2)} | "
-                         f"{_f(r['hit_depth_predicted'], 0)} | {_f(r['hit_depth_replayed'], 0)} | "
-                         f"{_f(r['offload_ratio_predicted'])} | {_f(r['offload_ratio_replayed'])} |")
+            lines.append(
+                f"| {r['load']:.1f} | {r['router']} | {_f(r['coverage_predicted'])} ({r['queue_model']}) | "
+                f"{_f(r['coverage_meanfield'])} | {_f(r['coverage_cell'])} | {_f(r['coverage_replayed'])} "
+                f"(± {_f(r['coverage_se'])}) | {_f(r['mean_ttft_predicted'], 2)} | {_f(r['mean_ttft_replayed'], 2)} | "
+                f"{_f(r['hit_depth_predicted'], 0)} | {_f(r['hit_depth_replayed'], 0)} | "
+                f"{_f(r['offload_ratio_predicted'])} | {_f(r['offload_ratio_replayed'])} |"
+            )
     if "generalisation" in report:
-        lines += ["", "## Generalisation (tier router, Λ₀, the instance's default mix)",
-                  "| trace | types | hit depth predicted | train | test | gap | coverage predicted | train | test | gap | type-mix drift (TV) | predicted with test mix: coverage / hit depth |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "## Generalisation (tier router, Λ₀, the instance's default mix)",
+            "| trace | types | hit depth predicted | train | test | gap | coverage predicted | train | test | gap | type-mix drift (TV) | predicted with test mix: coverage / hit depth |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in report["generalisation"]:
             p = r["prediction_test_mix"]
-            lines.append(f"| {r['trace']} | {r['types']} | {_f(r['hit_depth_predicted'], 0)} | {_f(r['hit_depth_train'], 0)} | "
-                         f"{_f(r['hit_depth_test'], 0)} | {_f(r['gap_hit_depth'], 0)} | {_f(r['coverage_predicted'])} | "
-                         f"{_f(r['coverage_train'])} | {_f(r['coverage_test'])} | {_f(r['gap_coverage'])} | "
-                         f"{_f(r['type_mix_drift'])} | {_f(p['coverage'])} / {_f(p['hit_depth'], 0)} |")
+            lines.append(
+                f"| {r['trace']} | {r['types']} | {_f(r['hit_depth_predicted'], 0)} | {_f(r['hit_depth_train'], 0)} | "
+                f"{_f(r['hit_depth_test'], 0)} | {_f(r['gap_hit_depth'], 0)} | {_f(r['coverage_predicted'])} | "
+                f"{_f(r['coverage_train'])} | {_f(r['coverage_test'])} | {_f(r['gap_coverage'])} | "
+                f"{_f(r['type_mix_drift'])} | {_f(p['coverage'])} / {_f(p['hit_depth'], 0)} |"
+            )
     if "ablation" in report:
         a = report["ablation"]
         lines += ["", "## Ablation (Mooncake, second half, tier router, planner's mix)"]
         for load in a["loads"]:
-            lines += ["", f"Λ / Λ₀ = {load['load']:.1f}; node-level index of dispersion (5 / 20 arrivals per window): "
-                          f"{_f(load['node_dispersion'][5.0], 2)} / {_f(load['node_dispersion'][20.0], 2)}",
-                      "| replay | arrivals | hits | lengths | service | coverage (± se) | mean TTFT | mean wait | hit depth |",
-                      "|---|---|---|---|---|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                f"Λ / Λ₀ = {load['load']:.1f}; node-level index of dispersion (5 / 20 arrivals per window): "
+                f"{_f(load['node_dispersion'][5.0], 2)} / {_f(load['node_dispersion'][20.0], 2)}",
+                "| replay | arrivals | hits | lengths | service | coverage (± se) | mean TTFT | mean wait | hit depth |",
+                "|---|---|---|---|---|---:|---:|---:|---:|",
+            ]
             for r in load["rows"]:
-                lines.append(f"| {r['name']} | {r['arrivals']} | {r['hits']} | {r['lengths']} | {r['service']} | "
-                             f"{_f(r['coverage_replayed'])} (± {_f(r['coverage_se'])}) | {_f(r['mean_ttft_replayed'], 2)} | "
-                             f"{_f(r['mean_wait_replayed'], 2)} | {_f(r['hit_depth_replayed'], 0)} |")
+                lines.append(
+                    f"| {r['name']} | {r['arrivals']} | {r['hits']} | {r['lengths']} | {r['service']} | "
+                    f"{_f(r['coverage_replayed'])} (± {_f(r['coverage_se'])}) | {_f(r['mean_ttft_replayed'], 2)} | "
+                    f"{_f(r['mean_wait_replayed'], 2)} | {_f(r['hit_depth_replayed'], 0)} |"
+                )
             r0, des = load["rows"][0], load["poisson_des"]
-            lines.append(f"| Poisson network simulator (11.7) | Poisson | type | type | exponential | {_f(des['coverage'])} "
-                         f"(± {_f(des['coverage_se'])}) | {_f(des['mean_ttft'], 2)} | | |")
-            lines.append(f"| prediction | Poisson | type | type | exponential | {_f(r0['coverage_predicted'])} | "
-                         f"{_f(r0['mean_ttft_predicted'], 2)} | | {_f(r0['hit_depth_predicted'], 0)} |")
-        lines += ["", "trace burstiness (index of dispersion vs Poisson 1 ± sd): " + ", ".join(
-            f"{b['window_requests']:.0f} req/window: {_f(b['index_of_dispersion'], 2)} (± {_f(b['poisson_sd'], 2)})"
-            for b in a["burstiness_trace"])]
+            lines.append(
+                f"| Poisson network simulator (11.7) | Poisson | type | type | exponential | {_f(des['coverage'])} "
+                f"(± {_f(des['coverage_se'])}) | {_f(des['mean_ttft'], 2)} | | |"
+            )
+            lines.append(
+                f"| prediction | Poisson | type | type | exponential | {_f(r0['coverage_predicted'])} | "
+                f"{_f(r0['mean_ttft_predicted'], 2)} | | {_f(r0['hit_depth_predicted'], 0)} |"
+            )
+        lines += [
+            "",
+            "trace burstiness (index of dispersion vs Poisson 1 ± sd): "
+            + ", ".join(
+                f"{b['window_requests']:.0f} req/window: {_f(b['index_of_dispersion'], 2)} (± {_f(b['poisson_sd'], 2)})"
+                for b in a["burstiness_trace"]
+            ),
+        ]
         j = a["prefill_jensen"]
-        lines.append(f"prefill: mean g(L_i) over requests {_f(j['mean_g_of_requests'], 2)} s vs Σ p_q g(L_q) "
-                     f"{_f(j['type_weighted_g_of_means'], 2)} s; input median {j['median_input']:.0f} vs mean {j['mean_input']:.0f} tokens")
+        lines.append(
+            f"prefill: mean g(L_i) over requests {_f(j['mean_g_of_requests'], 2)} s vs Σ p_q g(L_q) "
+            f"{_f(j['type_weighted_g_of_means'], 2)} s; input median {j['median_input']:.0f} vs mean {j['mean_input']:.0f} tokens"
+        )
     if "epochs" in report:
         for r in report["epochs"]:
-            lines += ["", f"## Epochs: {r['trace']} (windows of {r['window']:.0f} s of the replayed half)",
-                      "static mix: " + ", ".join(f"{k} {v:.2f}" for k, v in r["static_mix"].items() if v > 0),
-                      "| epoch | requests | Λ^e | migrated mix | coverage migrated | static | gain | predicted gain | moved share | moved bytes |",
-                      "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                f"## Epochs: {r['trace']} (windows of {r['window']:.0f} s of the replayed half)",
+                "static mix: " + ", ".join(f"{k} {v:.2f}" for k, v in r["static_mix"].items() if v > 0),
+                "| epoch | requests | Λ^e | migrated mix | coverage migrated | static | gain | predicted gain | moved share | moved bytes |",
+                "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+            ]
             for e in r["epochs"]:
                 mix = ", ".join(f"{k} {v:.2f}" for k, v in e["mix"].items() if v > 0)
-                lines.append(f"| {e['name']} | {e['requests']} | {_f(e['intensity'])} | {mix} | {_f(e['coverage_migrated'])} | "
-                             f"{_f(e['coverage_static'])} | {_f(e['gain'])} | {_f(e['predicted_gain'])} | "
-                             f"{_f(e['moved_share'])} | {_f(e['moved_bytes'])} |")
-            lines.append(f"| all | | | | {_f(r['coverage_migrated'])} | {_f(r['coverage_static'])} | {_f(r['gain'])} | "
-                         f"{_f(r['predicted_migrated'] - r['predicted_static'])} | | {_f(r['moved_bytes'])} |")
+                lines.append(
+                    f"| {e['name']} | {e['requests']} | {_f(e['intensity'])} | {mix} | {_f(e['coverage_migrated'])} | "
+                    f"{_f(e['coverage_static'])} | {_f(e['gain'])} | {_f(e['predicted_gain'])} | "
+                    f"{_f(e['moved_share'])} | {_f(e['moved_bytes'])} |"
+                )
+            lines.append(
+                f"| all | | | | {_f(r['coverage_migrated'])} | {_f(r['coverage_static'])} | {_f(r['gain'])} | "
+                f"{_f(r['predicted_migrated'] - r['predicted_static'])} | | {_f(r['moved_bytes'])} |"
+            )
     if "perf" in report:
         p = report["perf"]
-        lines += ["", f"## Replay of {p['requests']} requests: instance {p['instance_seconds']:.1f} s, trace read "
-                      f"{p['workload_seconds']:.1f} s, tier router {p['tier_seconds']:.1f} s, online router "
-                      f"{p['online_seconds']:.1f} s, peak RSS {p['peak_rss_mb']:.0f} MB"]
+        lines += [
+            "",
+            f"## Replay of {p['requests']} requests: instance {p['instance_seconds']:.1f} s, trace read "
+            f"{p['workload_seconds']:.1f} s, tier router {p['tier_seconds']:.1f} s, online router "
+            f"{p['online_seconds']:.1f} s, peak RSS {p['peak_rss_mb']:.0f} MB",
+        ]
     return "\n".join(lines)
 
 
@@ -366,7 +455,6 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(out / "replay_study.json", json.dumps(json_ready(report), indent=2, allow_nan=False) + "\n")
         atomic_write_text(out / "replay_study.md", text + "\n")
     return 0
-
 
 
 def replace_args(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:

@@ -45,5 +45,6 @@ def scale_instance(n_types: int, n_profiles: int, *, alpha: float = 3.5, intensi
         raise ValueError(f"n_profiles: only {len(kept)} distinct feasible profiles exist for {n_types} types; ask for fewer")
     share = 1.0 / n_profiles
     mix = tuple((s.id, share) for s in kept[:-1]) + ((kept[-1].id, 1.0 - share * (n_profiles - 1)),)
-    return dataclasses.replace(base, name=f"scale_{n_types}x{n_profiles}_a{alpha:g}", profiles=kept,
-                               placement=dataclasses.replace(base.placement, mix=mix))
+    return dataclasses.replace(
+        base, name=f"scale_{n_types}x{n_profiles}_a{alpha:g}", profiles=kept, placement=dataclasses.replace(base.placement, mix=mix)
+    )

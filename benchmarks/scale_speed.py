@@ -75,8 +75,10 @@ def render_sizes(rows: list[SizeRow]) -> str:
         lines.append(f"{f'{r.profiles}×{r.types}':>10}{r.alpha:>5.1f}{r.cpu_seconds:>9.3f}{r.map_evaluations:>11}{r.per_map:>13.4f}")
     if len(rows) >= 2:
         s = [float(r.profiles) for r in rows]
-        lines.append(f"|S| exponent over {rows[0].profiles}–{rows[-1].profiles} profiles: evaluation "
-                     f"{exponent(s, [r.cpu_seconds for r in rows]):.2f}, per map evaluation {exponent(s, [r.per_map for r in rows]):.2f}")
+        lines.append(
+            f"|S| exponent over {rows[0].profiles}–{rows[-1].profiles} profiles: evaluation "
+            f"{exponent(s, [r.cpu_seconds for r in rows]):.2f}, per map evaluation {exponent(s, [r.per_map for r in rows]):.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -90,14 +92,24 @@ def gradient_row(profiles: int, types: int, alpha: float = 3.5) -> dict[str, flo
     grad_seconds, _ = _cpu(lambda: sensitivity(ev))
     grad_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return {"profiles": profiles, "types": types, "alpha": alpha, "evaluation_cpu": eval_seconds, "gradient_cpu": grad_seconds,
-            "ratio": grad_seconds / eval_seconds, "evaluation_peak_mb": eval_peak / 2**20, "gradient_peak_mb": grad_peak / 2**20}
+    return {
+        "profiles": profiles,
+        "types": types,
+        "alpha": alpha,
+        "evaluation_cpu": eval_seconds,
+        "gradient_cpu": grad_seconds,
+        "ratio": grad_seconds / eval_seconds,
+        "evaluation_peak_mb": eval_peak / 2**20,
+        "gradient_peak_mb": grad_peak / 2**20,
+    }
 
 
 def render_gradient(row: dict[str, float]) -> str:
-    return (f"{row['profiles']}×{row['types']} α={row['alpha']:g} cell model: evaluation {row['evaluation_cpu']:.2f} s CPU "
-            f"(peak {row['evaluation_peak_mb']:.0f} MB), gradient {row['gradient_cpu']:.2f} s CPU (peak {row['gradient_peak_mb']:.0f} MB), "
-            f"gradient / evaluation {row['ratio']:.2f}")
+    return (
+        f"{row['profiles']}×{row['types']} α={row['alpha']:g} cell model: evaluation {row['evaluation_cpu']:.2f} s CPU "
+        f"(peak {row['evaluation_peak_mb']:.0f} MB), gradient {row['gradient_cpu']:.2f} s CPU (peak {row['gradient_peak_mb']:.0f} MB), "
+        f"gradient / evaluation {row['ratio']:.2f}"
+    )
 
 
 TARGETS = {"evaluation_cpu": 10.0, "ratio": 2.0, "peak_mb": 2048.0, "exponent": 2.0}  # the scale targets (docs/model.md §16.5)
@@ -126,8 +138,9 @@ def target_row(profiles: int, types: int, alpha: float = 3.5) -> dict[str, float
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _TARGET_CHILD, str(profiles), str(types), str(alpha)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _TARGET_CHILD, str(profiles), str(types), str(alpha)], capture_output=True, text=True, check=True
+    )
     row = json.loads(out.stdout.strip().splitlines()[-1])
     row.update(profiles=profiles, types=types, alpha=alpha, ratio=row["gradient_cpu"] / row["evaluation_cpu"])
     return row
@@ -143,15 +156,19 @@ def render_targets(row: dict[str, float], exponent_fit: tuple[list[SizeRow], flo
     def absolute(value: float, limit: float) -> str:  # CPU and memory targets hold at 300 × 1,000 only
         return verdict(value, limit) if full else "reduced size, no verdict (the target is set at 300×1000: --target-size 300x1000)"
 
-    lines = [f"evaluation CPU s ({size}): {row['evaluation_cpu']:.2f} (target ≤ {TARGETS['evaluation_cpu']:g} s "
-             f"at 300×1000): {absolute(row['evaluation_cpu'], TARGETS['evaluation_cpu'])}",
-             f"gradient / evaluation: {row['ratio']:.2f} (target ≤ {TARGETS['ratio']:g}): {verdict(row['ratio'], TARGETS['ratio'])}",
-             f"peak resident MB (fresh process, imports {row['floor_mb']:.0f} MB): {row['peak_mb']:.0f} "
-             f"(target ≤ {TARGETS['peak_mb']:g}): {absolute(row['peak_mb'], TARGETS['peak_mb'])}"]
+    lines = [
+        f"evaluation CPU s ({size}): {row['evaluation_cpu']:.2f} (target ≤ {TARGETS['evaluation_cpu']:g} s "
+        f"at 300×1000): {absolute(row['evaluation_cpu'], TARGETS['evaluation_cpu'])}",
+        f"gradient / evaluation: {row['ratio']:.2f} (target ≤ {TARGETS['ratio']:g}): {verdict(row['ratio'], TARGETS['ratio'])}",
+        f"peak resident MB (fresh process, imports {row['floor_mb']:.0f} MB): {row['peak_mb']:.0f} "
+        f"(target ≤ {TARGETS['peak_mb']:g}): {absolute(row['peak_mb'], TARGETS['peak_mb'])}",
+    ]
     if exponent_fit is not None:
         rows, value = exponent_fit
-        lines.append(f"|S| exponent of the evaluation over {rows[0].profiles}–{rows[-1].profiles} profiles ({rows[0].types} types, "
-                     f"α = {rows[0].alpha:g}): {value:.2f} (target ≤ {TARGETS['exponent']:g}): {verdict(value, TARGETS['exponent'])}")
+        lines.append(
+            f"|S| exponent of the evaluation over {rows[0].profiles}–{rows[-1].profiles} profiles ({rows[0].types} types, "
+            f"α = {rows[0].alpha:g}): {value:.2f} (target ≤ {TARGETS['exponent']:g}): {verdict(value, TARGETS['exponent'])}"
+        )
     return "\n".join(lines)
 
 
@@ -163,9 +180,17 @@ def batch_rows(mixes: int, alphas: tuple[float, ...] = (2.0, 3.5)) -> list[dict[
         points = np.random.default_rng(0).dirichlet(np.ones(len(inst.profiles)), size=mixes)
         loop_seconds, loop = _cpu(lambda inst=inst, points=points: [evaluate(inst, m).coverage() for m in points])
         batch_seconds, batch = _cpu(lambda inst=inst, points=points: evaluate_batch(inst, points))
-        rows.append({"alpha": alpha, "mixes": mixes, "loop_cpu": loop_seconds, "batch_cpu": batch_seconds,
-                     "ratio": loop_seconds / batch_seconds, "route": batch.route,
-                     "max_coverage_diff": float(np.max(np.abs(np.array(loop) - batch.coverage)))})
+        rows.append(
+            {
+                "alpha": alpha,
+                "mixes": mixes,
+                "loop_cpu": loop_seconds,
+                "batch_cpu": batch_seconds,
+                "ratio": loop_seconds / batch_seconds,
+                "route": batch.route,
+                "max_coverage_diff": float(np.max(np.abs(np.array(loop) - batch.coverage))),
+            }
+        )
     return rows
 
 
@@ -173,16 +198,21 @@ def render_batch(rows: list[dict[str, object]]) -> str:
     head = f"{'α':>5}{'mixes':>7}{'loop CPU s':>12}{'batch CPU s':>13}{'ratio':>7}{'|Δcov|':>10}  route"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['alpha']:>5.1f}{r['mixes']:>7}{r['loop_cpu']:>12.2f}{r['batch_cpu']:>13.2f}{r['ratio']:>7.2f}"
-                     f"{r['max_coverage_diff']:>10.1e}  {r['route']}")
+        lines.append(
+            f"{r['alpha']:>5.1f}{r['mixes']:>7}{r['loop_cpu']:>12.2f}{r['batch_cpu']:>13.2f}{r['ratio']:>7.2f}"
+            f"{r['max_coverage_diff']:>10.1e}  {r['route']}"
+        )
     return "\n".join(lines)
 
 
 def report(profiles: list[int], types: int, gradient_size: tuple[int, int], mixes: int) -> str:
     parts = [f"evaluation vs |S| (scale_instance, α = 3.5, {types} types, CPU seconds)", render_sizes(size_rows(profiles, types))]
     parts += ["", "exact gradient against its evaluation", render_gradient(gradient_row(*gradient_size))]
-    parts += ["", f"evaluate_batch against a loop of evaluate (mooncake_large, {mixes} Dirichlet(1) mixes, CPU seconds)",
-              render_batch(batch_rows(mixes))]
+    parts += [
+        "",
+        f"evaluate_batch against a loop of evaluate (mooncake_large, {mixes} Dirichlet(1) mixes, CPU seconds)",
+        render_batch(batch_rows(mixes)),
+    ]
     return "\n".join(parts)
 
 

@@ -99,8 +99,14 @@ def instance_mappings() -> dict[str, dict[str, Any]]:
     tiers["gpu"]["tiers"] = [{"name": "dram", "capacity": 2.0, "bandwidth": 150.0, "latency": 0.001, "pipelined": True}]
     tiers["placement"]["memory_budget"] = 2.5
     remote["name"] = "serving_remote"
-    remote["remote"] = {"prefixes": ["sys", "tool"], "bandwidth": 10.0, "latency": 0.005, "per_node": True,
-                        "interference": 0.38, "pipelined": False}
+    remote["remote"] = {
+        "prefixes": ["sys", "tool"],
+        "bandwidth": 10.0,
+        "latency": 0.005,
+        "per_node": True,
+        "interference": 0.38,
+        "pipelined": False,
+    }
     compressed["name"] = "serving_compression"
     compressed["gpu"]["kv_per_token"] = 0.002
     compressed["placement"]["memory_budget"] = 2.5
@@ -177,16 +183,38 @@ def disaggregation_series() -> dict[str, Callable[[Instance, float], Instance]]:
 
 
 FIGURES: dict[str, dict[str, Any]] = {
-    "serving_tiers": {"series": tier_series, "knob": "tier capacity C [memory units / node]", "log": False,
-                      "x": np.linspace(0.0, 5.0, 11), "quick": np.array([0.0, 2.0, 4.5]), "sim_series": "SSD 30/s, serial"},
-    "serving_remote": {"series": remote_series, "knob": "pool bandwidth b_R [memory units / s]", "log": True,
-                       "x": np.geomspace(0.3, 100.0, 11), "quick": np.array([0.5, 5.0, 50.0]), "sim_series": "link per node"},
-    "serving_compression": {"series": compression_series, "knob": "compression ratio r", "log": False,
-                            "x": np.array([1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0]), "quick": np.array([1.0, 2.0, 4.0]),
-                            "sim_series": "d = 100 µs/token"},
-    "serving_disaggregated": {"series": disaggregation_series, "knob": "KV hand-off bandwidth b_H [memory units / s]",
-                              "log": True, "x": np.geomspace(1.0, 300.0, 11), "quick": np.array([2.0, 20.0, 200.0]),
-                              "sim_series": "disaggregated"},
+    "serving_tiers": {
+        "series": tier_series,
+        "knob": "tier capacity C [memory units / node]",
+        "log": False,
+        "x": np.linspace(0.0, 5.0, 11),
+        "quick": np.array([0.0, 2.0, 4.5]),
+        "sim_series": "SSD 30/s, serial",
+    },
+    "serving_remote": {
+        "series": remote_series,
+        "knob": "pool bandwidth b_R [memory units / s]",
+        "log": True,
+        "x": np.geomspace(0.3, 100.0, 11),
+        "quick": np.array([0.5, 5.0, 50.0]),
+        "sim_series": "link per node",
+    },
+    "serving_compression": {
+        "series": compression_series,
+        "knob": "compression ratio r",
+        "log": False,
+        "x": np.array([1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0]),
+        "quick": np.array([1.0, 2.0, 4.0]),
+        "sim_series": "d = 100 µs/token",
+    },
+    "serving_disaggregated": {
+        "series": disaggregation_series,
+        "knob": "KV hand-off bandwidth b_H [memory units / s]",
+        "log": True,
+        "x": np.geomspace(1.0, 300.0, 11),
+        "quick": np.array([2.0, 20.0, 200.0]),
+        "sim_series": "disaggregated",
+    },
 }
 
 
@@ -211,8 +239,16 @@ def sweep(name: str, *, quick: bool = False, simulate: bool = True, seed: int = 
         inst = make(base, x)
         ev = evaluate(inst)
         report = ev.to_dict().get("serving", {})
-        row = {"figure": name, "series": label, "x": x, "analytical": ev.coverage_at_target, "gamma": None,
-               "simulated": None, "simulated_se": None, "quality_loss": report.get("quality_loss")}
+        row = {
+            "figure": name,
+            "series": label,
+            "x": x,
+            "analytical": ev.coverage_at_target,
+            "gamma": None,
+            "simulated": None,
+            "simulated_se": None,
+            "quality_loss": report.get("quality_loss"),
+        }
         if simulate and label == fig["sim_series"] and np.any(np.isclose(sim_x, x)):
             row["gamma"] = corrected_coverage(ev)  # per-node load correction, docs/model.md §13.1
             row["simulated"], row["simulated_se"] = simulated(inst, QUICK_SPEC if quick else SPEC, seed)
@@ -221,14 +257,19 @@ def sweep(name: str, *, quick: bool = False, simulate: bool = True, seed: int = 
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = [f"{'figure':<22}{'series':<28}{'x':>9}{'analysis':>10}{'gamma':>8}{'simulated':>11}{'±2SE':>8}"
-             f"{'sim−ana':>9}{'sim−gam':>9}{'quality':>9}"]
+    lines = [
+        f"{'figure':<22}{'series':<28}{'x':>9}{'analysis':>10}{'gamma':>8}{'simulated':>11}{'±2SE':>8}"
+        f"{'sim−ana':>9}{'sim−gam':>9}{'quality':>9}"
+    ]
     for r in rows:
         sim = r["simulated"]
         lines.append(
             f"{r['figure']:<22}{r['series']:<28}{r['x']:>9.3g}{r['analytical']:>10.4f}"
-            + (f"{r['gamma']:>8.4f}{sim:>11.4f}{2 * r['simulated_se']:>8.4f}{sim - r['analytical']:>+9.4f}"
-               f"{sim - r['gamma']:>+9.4f}" if sim is not None else " " * 45)
+            + (
+                f"{r['gamma']:>8.4f}{sim:>11.4f}{2 * r['simulated_se']:>8.4f}{sim - r['analytical']:>+9.4f}{sim - r['gamma']:>+9.4f}"
+                if sim is not None
+                else " " * 45
+            )
             + (f"{r['quality_loss']:>9.4f}" if r["quality_loss"] is not None else "")
         )
     return "\n".join(lines)
@@ -242,10 +283,23 @@ def draw(name: str, rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.plot([r["x"] for r in pts], [r["analytical"] for r in pts], marker="o", ms=3, label=f"{label} (analysis)")
         sims = [r for r in pts if r["simulated"] is not None]
         if sims:
-            ax.errorbar([r["x"] for r in sims], [r["simulated"] for r in sims], yerr=[2 * r["simulated_se"] for r in sims],
-                        fmt="x", color="black", capsize=3, label=f"{label} (simulation, ±2 SE)")
-            ax.plot([r["x"] for r in sims], [r["gamma"] for r in sims], "+", color="red", ms=9,
-                    label=f"{label} (per-node load correction, §13.1)")
+            ax.errorbar(
+                [r["x"] for r in sims],
+                [r["simulated"] for r in sims],
+                yerr=[2 * r["simulated_se"] for r in sims],
+                fmt="x",
+                color="black",
+                capsize=3,
+                label=f"{label} (simulation, ±2 SE)",
+            )
+            ax.plot(
+                [r["x"] for r in sims],
+                [r["gamma"] for r in sims],
+                "+",
+                color="red",
+                ms=9,
+                label=f"{label} (per-node load correction, §13.1)",
+            )
     if fig_spec["log"]:
         ax.set_xscale("log")
     inst = load(name)

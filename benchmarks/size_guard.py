@@ -75,18 +75,33 @@ def measure(sizes: list[tuple[int, int, float]]) -> list[dict[str, float]]:
             peak, seconds = run_child(path, BLOCK_ELEMENTS, "report")
             active = int((instance.mix_vector() > 0).sum())
             estimate = evaluation_bytes(active, types, alpha, "load_aware") / 2**20
-            rows.append({"profiles": profiles, "active": active, "types": types, "alpha": alpha, "floor_mb": floor,
-                         "peak_mb": peak, "above_mb": peak - floor, "estimate_mb": estimate,
-                         "ratio": estimate / max(peak - floor, 1.0), "seconds": seconds})
+            rows.append(
+                {
+                    "profiles": profiles,
+                    "active": active,
+                    "types": types,
+                    "alpha": alpha,
+                    "floor_mb": floor,
+                    "peak_mb": peak,
+                    "above_mb": peak - floor,
+                    "estimate_mb": estimate,
+                    "ratio": estimate / max(peak - floor, 1.0),
+                    "seconds": seconds,
+                }
+            )
     return rows
 
 
 def render(rows: list[dict[str, float]]) -> str:
-    lines = ["| \\|S\\| (active) × \\|Q\\| | α | floor MB (reference) | peak MB | above floor MB | estimate MB | estimate / measured | seconds |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| \\|S\\| (active) × \\|Q\\| | α | floor MB (reference) | peak MB | above floor MB | estimate MB | estimate / measured | seconds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['profiles']} ({r['active']}) × {r['types']} | {r['alpha']:g} | {r['floor_mb']:.0f} | {r['peak_mb']:.0f} "
-                     f"| {r['above_mb']:.0f} | {r['estimate_mb']:.0f} | {r['ratio']:.2f} | {r['seconds']:.1f} |")
+        lines.append(
+            f"| {r['profiles']} ({r['active']}) × {r['types']} | {r['alpha']:g} | {r['floor_mb']:.0f} | {r['peak_mb']:.0f} "
+            f"| {r['above_mb']:.0f} | {r['estimate_mb']:.0f} | {r['ratio']:.2f} | {r['seconds']:.1f} |"
+        )
     return "\n".join(lines)
 
 

@@ -195,19 +195,28 @@ def machine() -> dict[str, object]:
             model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), model)
     except OSError:
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-            "load_average": [round(v, 2) for v in os.getloadavg()]}
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "load_average": [round(v, 2) for v in os.getloadavg()],
+    }
 
 
 def render(rows: Sequence[SpeedRow], fits: Sequence[GrowthFit], grids: Sequence[GridThroughput], info: dict[str, object]) -> str:
-    machine_line = (f"machine: {info['cpu']} ({info['cores']} cores), Python {info['python']}, numpy {info['numpy']}, "
-                    f"load average {info['load_average']}")
+    machine_line = (
+        f"machine: {info['cpu']} ({info['cores']} cores), Python {info['python']}, numpy {info['numpy']}, "
+        f"load average {info['load_average']}"
+    )
     lines = [machine_line]
     head = f"{'sweep':<9}{'|Q|':>5}{'|S|':>5}{'N':>4}{'ms':>9}{'maps':>6}{'ms/map':>9}{'quad ms':>10}{'ratio':>8}{'|Δcov|':>9}"
     lines += ["", head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r.sweep:<9}{r.types:>5}{r.profiles:>5}{r.nodes:>4}{r.ms:>9.2f}{r.map_evaluations:>6}{r.ms_per_map:>9.3f}"
-                     f"{r.reference_ms:>10.0f}{r.ratio:>8.0f}{r.coverage_diff:>9.1e}")
+        lines.append(
+            f"{r.sweep:<9}{r.types:>5}{r.profiles:>5}{r.nodes:>4}{r.ms:>9.2f}{r.map_evaluations:>6}{r.ms_per_map:>9.3f}"
+            f"{r.reference_ms:>10.0f}{r.ratio:>8.0f}{r.coverage_diff:>9.1e}"
+        )
     lines += ["", f"{'growth of ms/map':<18}{'exponent':>9}{'bound':>7}{'points':>8}"]
     lines += [f"{f.sweep:<18}{f.exponent:>9.2f}{f.bound:>7.0f}{f.points:>8}" for f in fits]
     lines += ["", f"{'grid':<16}{'1/K':>5}{'points':>8}{'seconds':>9}{'points/s':>10}"]
@@ -215,11 +224,20 @@ def render(rows: Sequence[SpeedRow], fits: Sequence[GrowthFit], grids: Sequence[
     return "\n".join(lines)
 
 
-def write(out: str | os.PathLike[str], rows: Sequence[SpeedRow], fits: Sequence[GrowthFit], grids: Sequence[GridThroughput],
-          info: dict[str, object]) -> None:
+def write(
+    out: str | os.PathLike[str],
+    rows: Sequence[SpeedRow],
+    fits: Sequence[GrowthFit],
+    grids: Sequence[GridThroughput],
+    info: dict[str, object],
+) -> None:
     """``speed.json`` (everything) and ``speed.csv`` (the sweep rows), atomically."""
-    payload = {"machine": info, "rows": [asdict(r) for r in rows], "fits": [asdict(f) for f in fits],
-               "grid": [{**asdict(g), "points_per_second": g.points_per_second} for g in grids]}
+    payload = {
+        "machine": info,
+        "rows": [asdict(r) for r in rows],
+        "fits": [asdict(f) for f in fits],
+        "grid": [{**asdict(g), "points_per_second": g.points_per_second} for g in grids],
+    }
     clean = json.loads(json.dumps(payload).replace("NaN", "null"))
     atomic_write_text(os.path.join(out, "speed.json"), json.dumps(clean, indent=2) + "\n")
     buffer = io.StringIO()

@@ -55,12 +55,15 @@ def probes() -> list[Probe]:
         Probe('python -c "import argparse"', (sys.executable, "-c", "import argparse")),
         Probe("edgeprefix --help", (*cli, "--help"), reference='python -c "import argparse"', goal=6.0),
         Probe('python -c "import numpy, scipy.special"', (sys.executable, "-c", "import numpy, scipy.special")),
-        Probe("edgeprefix evaluate --json", (*cli, "evaluate", "--json"),
-              reference='python -c "import numpy, scipy.special"', goal=2.5),
+        Probe("edgeprefix evaluate --json", (*cli, "evaluate", "--json"), reference='python -c "import numpy, scipy.special"', goal=2.5),
         Probe('python -c "import numpy, scipy, pyomo.environ"', (sys.executable, "-c", "import numpy, scipy, pyomo.environ")),
         Probe("edgeprefix solve", (*cli, "solve"), reference='python -c "import numpy, scipy, pyomo.environ"', goal=1.5),
-        Probe("edgeprefix plan-density --reliability 0.9", (*cli, "plan-density", "--reliability", "0.9"),
-              reference='python -c "import numpy, scipy, pyomo.environ"', goal=1.5),
+        Probe(
+            "edgeprefix plan-density --reliability 0.9",
+            (*cli, "plan-density", "--reliability", "0.9"),
+            reference='python -c "import numpy, scipy, pyomo.environ"',
+            goal=1.5,
+        ),
     ]
 
 
@@ -94,8 +97,9 @@ def measure(repeats: int = 15, selected: list[Probe] | None = None) -> list[dict
         row: dict[str, object] = {"command": probe.name, "median_ms": medians[probe.name], "repeats": repeats}
         if probe.reference is not None:
             ratio = medians[probe.name] / medians[probe.reference]
-            row.update({"reference": probe.reference, "ratio": ratio, "goal": probe.goal,
-                        "meets_goal": probe.goal is None or ratio <= probe.goal})
+            row.update(
+                {"reference": probe.reference, "ratio": ratio, "goal": probe.goal, "meets_goal": probe.goal is None or ratio <= probe.goal}
+            )
         rows.append(row)
     return rows
 

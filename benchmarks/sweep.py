@@ -34,8 +34,18 @@ from edgeprefix.solvers import SOLVERS, solve
 from edgeprefix.solvers.distributed import dask_client, local_cluster_pays, map_ordered
 
 COLUMNS = (
-    "instance", "load", "density", "seed", "method", "policy", "objective", "coverage", "feasible",
-    "status", "evaluations", "mix",
+    "instance",
+    "load",
+    "density",
+    "seed",
+    "method",
+    "policy",
+    "objective",
+    "coverage",
+    "feasible",
+    "status",
+    "evaluations",
+    "mix",
 )
 
 
@@ -98,9 +108,17 @@ def run_cell(sweep: Sweep, cell: Cell) -> dict[str, Any]:
     problem = placement_problem(instance, target=sweep.target, policy=sweep.policy, queue_model=sweep.queue_model)
     result = solve(problem, sweep.method, budget=sweep.budget, seed=cell.seed, **dict(sweep.options))
     return {
-        "instance": instance.name, "load": repr(cell.load), "density": repr(cell.density), "seed": cell.seed,
-        "method": sweep.method, "policy": sweep.policy, "objective": repr(result.fun), "coverage": repr(result.coverage),
-        "feasible": int(result.success), "status": result.status.value, "evaluations": result.nfev,
+        "instance": instance.name,
+        "load": repr(cell.load),
+        "density": repr(cell.density),
+        "seed": cell.seed,
+        "method": sweep.method,
+        "policy": sweep.policy,
+        "objective": repr(result.fun),
+        "coverage": repr(result.coverage),
+        "feasible": int(result.success),
+        "status": result.status.value,
+        "evaluations": result.nfev,
         "mix": ";".join(f"{k}={plain(v)}" for k, v in result.mix.items()),
     }
 
@@ -148,8 +166,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=None, metavar="N", help="evaluations per cell (grid: every point)")
     parser.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (only with --method grid)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy of every cell (default: load_aware)")
-    parser.add_argument("--queue-model", default="meanfield", metavar="{" + ",".join(QUEUE_MODELS) + "}",
-                        help="queue model of the coverage: meanfield (eq. (39)) or cell (docs/model.md §14); default: meanfield")
+    parser.add_argument(
+        "--queue-model",
+        default="meanfield",
+        metavar="{" + ",".join(QUEUE_MODELS) + "}",
+        help="queue model of the coverage: meanfield (eq. (39)) or cell (docs/model.md §14); default: meanfield",
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--dask", default=None, metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
     where.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
@@ -167,8 +189,17 @@ def sweep_from_args(args: argparse.Namespace) -> Sweep:
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per cell)")
-    return Sweep(tuple(args.instances), args.loads, args.densities, args.seeds, args.method, budget, options, args.policy,
-                 queue_model=_queue_model(args))
+    return Sweep(
+        tuple(args.instances),
+        args.loads,
+        args.densities,
+        args.seeds,
+        args.method,
+        budget,
+        options,
+        args.policy,
+        queue_model=_queue_model(args),
+    )
 
 
 def _queue_model(args: argparse.Namespace) -> str:
@@ -207,8 +238,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.out is not None:
         atomic_write_text(args.out, text)
     if getattr(args, "json", False):
-        payload = {"sweep": sweep_settings(sweep), "columns": list(COLUMNS), "rows": [typed_row(r) for r in rows],
-                   "written": args.out}
+        payload = {"sweep": sweep_settings(sweep), "columns": list(COLUMNS), "rows": [typed_row(r) for r in rows], "written": args.out}
         sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
     elif args.out is None:
         sys.stdout.write(text)
@@ -219,9 +249,18 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def sweep_settings(sweep: Sweep) -> dict[str, Any]:
     """The sweep's settings as JSON-ready values."""
-    return {"instances": list(sweep.instances), "loads": list(sweep.loads), "densities": list(sweep.densities),
-            "seeds": list(sweep.seeds), "method": sweep.method, "budget": sweep.budget, "options": dict(sweep.options),
-            "policy": sweep.policy, "target": sweep.target, "queue_model": sweep.queue_model}
+    return {
+        "instances": list(sweep.instances),
+        "loads": list(sweep.loads),
+        "densities": list(sweep.densities),
+        "seeds": list(sweep.seeds),
+        "method": sweep.method,
+        "budget": sweep.budget,
+        "options": dict(sweep.options),
+        "policy": sweep.policy,
+        "target": sweep.target,
+        "queue_model": sweep.queue_model,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

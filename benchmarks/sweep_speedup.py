@@ -56,8 +56,15 @@ def measure(instance: str, resolution: int, counts: Sequence[int], chunk: int, r
                     raise RuntimeError(f"the run with {n} Dask workers did not reproduce the serial history.csv")
     base = min(times[0])
     return [
-        {"workers": n, "points": points, "best": min(t), "median": statistics.median(t), "speedup": base / min(t),
-         "load_min": min(loads), "load_max": max(loads)}
+        {
+            "workers": n,
+            "points": points,
+            "best": min(t),
+            "median": statistics.median(t),
+            "speedup": base / min(t),
+            "load_min": min(loads),
+            "load_max": max(loads),
+        }
         for n, t in times.items()
     ]
 
@@ -66,8 +73,10 @@ def table(rows: Sequence[dict[str, float]]) -> str:
     lines = ["| workers | points | fastest s | median s | speed-up (fastest) | load avg during |", "|---|---|---|---|---|---|"]
     for row in rows:
         label = "serial (chunked reference)" if row["workers"] == 0 else f"Dask LocalCluster × {row['workers']:g}"
-        lines.append(f"| {label} | {row['points']:g} | {row['best']:.1f} | {row['median']:.1f} | {row['speedup']:.2f} | "
-                     f"{row['load_min']:.1f}–{row['load_max']:.1f} |")
+        lines.append(
+            f"| {label} | {row['points']:g} | {row['best']:.1f} | {row['median']:.1f} | {row['speedup']:.2f} | "
+            f"{row['load_min']:.1f}–{row['load_max']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -81,8 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = [int(v) for v in args.workers.split(",") if v.strip()]
     rows = measure(args.instance, args.resolution, counts, args.chunk, args.repeats)
-    print(f"{os.cpu_count()} CPUs; instance {Path(args.instance).name}; 1/{args.resolution} lattice; chunks of {args.chunk}; "
-          f"{args.repeats} interleaved repeats")
+    print(
+        f"{os.cpu_count()} CPUs; instance {Path(args.instance).name}; 1/{args.resolution} lattice; chunks of {args.chunk}; "
+        f"{args.repeats} interleaved repeats"
+    )
     print(table(rows))
     return 0
 

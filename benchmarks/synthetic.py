@@ -55,7 +55,9 @@ def synthetic_instance(
         requests.append(RequestType(f"q{i}", float(weights[i]), length, float(rng.uniform(0.4, 2.5)), path))
     # fix rounding so probabilities sum to 1 within 1e-12
     total = sum(q.probability for q in requests)
-    requests[-1] = RequestType(requests[-1].id, requests[-1].probability + 1.0 - total, requests[-1].length, requests[-1].decode, requests[-1].path)
+    requests[-1] = RequestType(
+        requests[-1].id, requests[-1].probability + 1.0 - total, requests[-1].length, requests[-1].decode, requests[-1].path
+    )
     profiles = [Profile("none")]
     candidates = [p.id for p in prefixes]
     while len(profiles) < n_profiles:

@@ -55,8 +55,9 @@ def _instance(name: str):
 def _spec(instance, nodes: float, horizon: float, warmup: float) -> SimulationSpec:
     """Run length grows with the mean occupancy (trace-built instances serve for tens of seconds)."""
     service = float((np.asarray(instance.probabilities) * np.asarray(instance.service_time).mean(axis=0)).sum())
-    return SimulationSpec(horizon=max(horizon, 15.0 * service), warmup=max(warmup, 15.0 * service),
-                          layout=LayoutSpec(mean_nodes=nodes, counts="exact"))
+    return SimulationSpec(
+        horizon=max(horizon, 15.0 * service), warmup=max(warmup, 15.0 * service), layout=LayoutSpec(mean_nodes=nodes, counts="exact")
+    )
 
 
 def _simulate(instance, router, spec, seeds, tau) -> tuple[float, float]:
@@ -86,22 +87,33 @@ def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, w
                 by_flood: dict[float, Any] = {}  # settings of equal flood length h share one prediction
                 bar.update(1)
                 for tel in settings:
-                    sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh),
-                                        seeds, tau)
+                    sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh), seeds, tau)
                     h = flood_length(tel)
                     if h not in by_flood:
                         by_flood[h] = predict_online(inst, None, tel, target=tau, evaluation=ev, fresh=fresh)
                     pred = by_flood[h]
                     fresh = pred.fresh_node if pred.fresh_node is not None else fresh
                     err = pred.coverage - sim
-                    rows.append({
-                        "instance": name, "load": frac, "intensity": frac * edge, "delay": tel.delay, "refresh": tel.refresh,
-                        "simulated": sim, "simulated_se": se, "predicted": pred.coverage, "error": err,
-                        "node_model": None if pred.node is None else pred.node.coverage,
-                        "fresh_node_model": None if pred.fresh_node is None else pred.fresh_node.coverage, "flood": h,
-                        "meanfield": pred.meanfield_coverage, "tier_rule": tier, "tier_rule_se": tier_se,
-                        "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se)),
-                    })
+                    rows.append(
+                        {
+                            "instance": name,
+                            "load": frac,
+                            "intensity": frac * edge,
+                            "delay": tel.delay,
+                            "refresh": tel.refresh,
+                            "simulated": sim,
+                            "simulated_se": se,
+                            "predicted": pred.coverage,
+                            "error": err,
+                            "node_model": None if pred.node is None else pred.node.coverage,
+                            "fresh_node_model": None if pred.fresh_node is None else pred.fresh_node.coverage,
+                            "flood": h,
+                            "meanfield": pred.meanfield_coverage,
+                            "tier_rule": tier,
+                            "tier_rule_se": tier_se,
+                            "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se)),
+                        }
+                    )
                     if log is not None:
                         log(rows[-1])
                     bar.update(1)
@@ -109,16 +121,21 @@ def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, w
 
 
 # label, margin z_δ, local accounting, power of d (0: every candidate), admission threshold ρ (inf: none)
-MITIGATIONS = (("none", 0.0, False, 0, math.inf), ("margin z=1", 1.0, False, 0, math.inf),
-               ("margin z=3", 3.0, False, 0, math.inf), ("local accounting", 0.0, True, 0, math.inf),
-               ("power of d=2", 0.0, False, 2, math.inf), ("power of d=3", 0.0, False, 3, math.inf),
-               ("admission ρ=1", 0.0, False, 0, 1.0), ("admission ρ=1.5", 0.0, False, 0, 1.5))
+MITIGATIONS = (
+    ("none", 0.0, False, 0, math.inf),
+    ("margin z=1", 1.0, False, 0, math.inf),
+    ("margin z=3", 3.0, False, 0, math.inf),
+    ("local accounting", 0.0, True, 0, math.inf),
+    ("power of d=2", 0.0, False, 2, math.inf),
+    ("power of d=3", 0.0, False, 3, math.inf),
+    ("admission ρ=1", 0.0, False, 0, 1.0),
+    ("admission ρ=1.5", 0.0, False, 0, 1.5),
+)
 
 
 def mitigation_router(margin: float, sample: int, admission: float):
     """The simulated router of one row of :data:`MITIGATIONS` (``k = 2`` candidates per profile)."""
-    online = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2, margin=margin,
-                          rho_high=admission, rho_low=admission)
+    online = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2, margin=margin, rho_high=admission, rho_low=admission)
     return SampledOnlineRouter(online, sample) if sample > 0 else online
 
 
@@ -139,14 +156,37 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
                 for label, margin, local, sample, admission in MITIGATIONS:
                     router = mitigation_router(margin, sample, admission)
                     sim, se = _simulate(inst, router, replace(spec, telemetry_delay=delay, local_accounting=local), seeds, tau)
-                    pred = predict_online(inst, None, Telemetry(delay=delay), target=tau, evaluation=ev, fresh=fresh,
-                                          margin=margin, local_accounting=local, sample=sample, admission=admission)
+                    pred = predict_online(
+                        inst,
+                        None,
+                        Telemetry(delay=delay),
+                        target=tau,
+                        evaluation=ev,
+                        fresh=fresh,
+                        margin=margin,
+                        local_accounting=local,
+                        sample=sample,
+                        admission=admission,
+                    )
                     fresh = pred.fresh_node if pred.fresh_node is not None else fresh
                     err = pred.coverage - sim
-                    rows.append({"instance": name, "load": frac, "intensity": frac * edge, "delay": delay, "refresh": 0.0,
-                                 "mitigation": label, "simulated": sim, "simulated_se": se, "predicted": pred.coverage,
-                                 "error": err, "meanfield": pred.meanfield_coverage, "tier_rule": float("nan"),
-                                 "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se))})
+                    rows.append(
+                        {
+                            "instance": name,
+                            "load": frac,
+                            "intensity": frac * edge,
+                            "delay": delay,
+                            "refresh": 0.0,
+                            "mitigation": label,
+                            "simulated": sim,
+                            "simulated_se": se,
+                            "predicted": pred.coverage,
+                            "error": err,
+                            "meanfield": pred.meanfield_coverage,
+                            "tier_rule": float("nan"),
+                            "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se)),
+                        }
+                    )
                     bar.update(1)
     return rows
 
@@ -178,26 +218,43 @@ def run_decision(name, load, delay, *, resolution, nodes, replications, horizon,
     spec = replace(_spec(inst, nodes, horizon, warmup), telemetry_delay=delay)
     router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
     seeds = np.random.SeedSequence(seed).spawn(replications)
-    pairs = np.array([[simulate_network(inst, m, router, spec, seed=np.random.default_rng(sd)).coverage(tau)
-                       for m in (fresh_mix[0], stale_mix[0])] for sd in seeds])
+    pairs = np.array(
+        [
+            [simulate_network(inst, m, router, spec, seed=np.random.default_rng(sd)).coverage(tau) for m in (fresh_mix[0], stale_mix[0])]
+            for sd in seeds
+        ]
+    )
     gain = pairs[:, 1] - pairs[:, 0]
-    return {"instance": name, "load": load, "intensity": float(inst.network.request_intensity), "delay": delay,
-            "mixes": len(scored), "fresh_mix": [float(v) for v in fresh_mix[0]], "stale_mix": [float(v) for v in stale_mix[0]],
-            "fresh_mix_predicted": fresh_mix[2], "stale_mix_predicted": stale_mix[2],
-            "fresh_mix_simulated": float(pairs[:, 0].mean()), "stale_mix_simulated": float(pairs[:, 1].mean()),
-            "gain": float(gain.mean()), "gain_se": float(gain.std(ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else float("nan")}
+    return {
+        "instance": name,
+        "load": load,
+        "intensity": float(inst.network.request_intensity),
+        "delay": delay,
+        "mixes": len(scored),
+        "fresh_mix": [float(v) for v in fresh_mix[0]],
+        "stale_mix": [float(v) for v in stale_mix[0]],
+        "fresh_mix_predicted": fresh_mix[2],
+        "stale_mix_predicted": stale_mix[2],
+        "fresh_mix_simulated": float(pairs[:, 0].mean()),
+        "stale_mix_simulated": float(pairs[:, 1].mean()),
+        "gain": float(gain.mean()),
+        "gain_se": float(gain.std(ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else float("nan"),
+    }
 
 
 def render(rows: list[dict]) -> str:
-    lines = [f"{'instance':<17}{'mitigation':<18}{'load':>5}{'Λ':>7}{'D':>5}{'Δt':>5}{'simulated':>10}{'± SE':>7}{'predicted':>10}"
-             f"{'error':>8}{'eq.(39)':>8}{'tier rule':>10}  ok"]
+    lines = [
+        f"{'instance':<17}{'mitigation':<18}{'load':>5}{'Λ':>7}{'D':>5}{'Δt':>5}{'simulated':>10}{'± SE':>7}{'predicted':>10}"
+        f"{'error':>8}{'eq.(39)':>8}{'tier rule':>10}  ok"
+    ]
     for r in rows:
-        lines.append(f"{r['instance']:<17}{r.get('mitigation', '—'):<18}{r['load']:>5.2f}{r['intensity']:>7.3f}{r['delay']:>5g}{r['refresh']:>5g}"
-                     f"{r['simulated']:>10.4f}{r['simulated_se']:>7.4f}{r['predicted']:>10.4f}{r['error']:>+8.4f}"
-                     f"{r['meanfield']:>8.4f}{r['tier_rule']:>10.4f}  {'yes' if r['passed'] else 'NO'}")
+        lines.append(
+            f"{r['instance']:<17}{r.get('mitigation', '—'):<18}{r['load']:>5.2f}{r['intensity']:>7.3f}{r['delay']:>5g}{r['refresh']:>5g}"
+            f"{r['simulated']:>10.4f}{r['simulated_se']:>7.4f}{r['predicted']:>10.4f}{r['error']:>+8.4f}"
+            f"{r['meanfield']:>8.4f}{r['tier_rule']:>10.4f}  {'yes' if r['passed'] else 'NO'}"
+        )
     passed = sum(r["passed"] for r in rows)
-    lines.append(f"{passed} of {len(rows)} cells within max({TOLERANCE}, 3 SE); "
-                 f"largest |error| {max(abs(r['error']) for r in rows):.4f}")
+    lines.append(f"{passed} of {len(rows)} cells within max({TOLERANCE}, 3 SE); largest |error| {max(abs(r['error']) for r in rows):.4f}")
     return "\n".join(lines)
 
 
@@ -215,8 +272,15 @@ def plot(rows: list[dict], path: Path) -> None:
             cell = [r for r in mine if r["load"] == frac]
             d = np.array([r["delay"] for r in cell])
             color = f"C{i}"
-            ax.errorbar(d, [r["simulated"] for r in cell], yerr=[3 * r["simulated_se"] for r in cell], fmt="o", color=color,
-                        capsize=3, label=f"{frac:.0%} of the edge: simulated (±3 SE)")
+            ax.errorbar(
+                d,
+                [r["simulated"] for r in cell],
+                yerr=[3 * r["simulated_se"] for r in cell],
+                fmt="o",
+                color=color,
+                capsize=3,
+                label=f"{frac:.0%} of the edge: simulated (±3 SE)",
+            )
             ax.plot(d, [r["predicted"] for r in cell], "-", color=color, label="predicted")
             ax.axhline(cell[0]["tier_rule"], color=color, ls=":", lw=1, label="tier rule (simulated)")
         ax.set_title(name)
@@ -243,25 +307,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--horizon", type=float, default=40.0, help="measured seconds (at least 15 mean occupancies)")
     parser.add_argument("--warmup", type=float, default=30.0, help="discarded seconds (at least 15 mean occupancies)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mitigations", action="store_true",
-                        help="instead: each mitigation on the first instance at --loads and --delays (no refresh)")
-    parser.add_argument("--decision", action="store_true",
-                        help="instead: the best mix for the first --delays value against the fresh-telemetry mix "
-                        "(first instance, first load; the 1/--resolution lattice)")
+    parser.add_argument(
+        "--mitigations", action="store_true", help="instead: each mitigation on the first instance at --loads and --delays (no refresh)"
+    )
+    parser.add_argument(
+        "--decision",
+        action="store_true",
+        help="instead: the best mix for the first --delays value against the fresh-telemetry mix "
+        "(first instance, first load; the 1/--resolution lattice)",
+    )
     parser.add_argument("--resolution", type=int, default=5)
     parser.add_argument("--out", default=None, metavar="DIR", help="write telemetry_age.json and telemetry_age.png here")
     args = parser.parse_args(argv)
     size = dict(nodes=args.nodes, replications=args.replications, horizon=args.horizon, warmup=args.warmup, seed=args.seed)
     if args.decision:
-        result = run_decision(args.instances.split(",")[0], _floats(args.loads)[0], _floats(args.delays)[0],
-                              resolution=args.resolution, **size)
+        result = run_decision(
+            args.instances.split(",")[0], _floats(args.loads)[0], _floats(args.delays)[0], resolution=args.resolution, **size
+        )
         print(json.dumps(result, indent=1))
         return 0
     if args.mitigations:
         rows = run_mitigations(args.instances.split(",")[0], _floats(args.loads), _floats(args.delays), **size)
     else:
-        rows = run_grid(args.instances.split(","), _floats(args.loads), _floats(args.delays), _floats(args.refresh), **size,
-                        log=lambda row: print(json.dumps(row), file=sys.stderr, flush=True))
+        rows = run_grid(
+            args.instances.split(","),
+            _floats(args.loads),
+            _floats(args.delays),
+            _floats(args.refresh),
+            **size,
+            log=lambda row: print(json.dumps(row), file=sys.stderr, flush=True),
+        )
     print(render(rows))
     if args.out is not None:
         out = Path(args.out)

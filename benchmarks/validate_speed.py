@@ -52,13 +52,20 @@ def measure(full: bool = False) -> dict[str, object]:
     argv = [] if full else list(REDUCED)
     loop_seconds, loop = _run(argv, fast=False)
     fast_seconds, fast = _run(argv, fast=True)
-    return {"arguments": " ".join(argv) or "(defaults)", "loop_cpu": loop_seconds, "fast_cpu": fast_seconds,
-            "ratio": loop_seconds / fast_seconds, "identical": loop == fast}
+    return {
+        "arguments": " ".join(argv) or "(defaults)",
+        "loop_cpu": loop_seconds,
+        "fast_cpu": fast_seconds,
+        "ratio": loop_seconds / fast_seconds,
+        "identical": loop == fast,
+    }
 
 
 def render(row: dict[str, object]) -> str:
-    return (f"edgeprefix validate {row['arguments']}: per-request loop {row['loop_cpu']:.1f} s CPU, fast path "
-            f"{row['fast_cpu']:.1f} s CPU, ratio {row['ratio']:.2f}×, reports identical: {row['identical']}")
+    return (
+        f"edgeprefix validate {row['arguments']}: per-request loop {row['loop_cpu']:.1f} s CPU, fast path "
+        f"{row['fast_cpu']:.1f} s CPU, ratio {row['ratio']:.2f}×, reports identical: {row['identical']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

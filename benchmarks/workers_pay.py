@@ -27,15 +27,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     tpe = ["solve", "--method", "tpe", "--budget", str(args.budget), "--json"]
     grid = ["solve", "--method", "grid", "--json"]
     start = os.getloadavg()[0]
-    study = measure({
-        "tpe, serial, no storage (reference)": tpe,
-        "tpe --storage study.db, serial": [*tpe, "--storage", "study.db"],
-        "tpe --workers 2 --storage study.db (automatic)": [*tpe, "--workers", "2", "--storage", "study.db"],
-    }, args.repeats)
-    lattice = measure({
-        "grid, serial (reference)": grid,
-        "grid --workers 2 (automatic)": [*grid, "--workers", "2"],
-    }, args.repeats)
+    study = measure(
+        {
+            "tpe, serial, no storage (reference)": tpe,
+            "tpe --storage study.db, serial": [*tpe, "--storage", "study.db"],
+            "tpe --workers 2 --storage study.db (automatic)": [*tpe, "--workers", "2", "--storage", "study.db"],
+        },
+        args.repeats,
+    )
+    lattice = measure(
+        {
+            "grid, serial (reference)": grid,
+            "grid --workers 2 (automatic)": [*grid, "--workers", "2"],
+        },
+        args.repeats,
+    )
     print(f"load average (1 min) at the start: {start:.2f}, at the end: {os.getloadavg()[0]:.2f}; cores: {os.cpu_count()}\n")
     print(table(f"solve --method tpe --budget {args.budget}", study, "tpe, serial, no storage (reference)"), end="\n\n")
     print(table("solve --method grid (1/20 lattice)", lattice, "grid, serial (reference)"))

@@ -37,28 +37,37 @@ PAGES = {
 }
 
 API_PAGES = {
-    "model": ("The model", [
-        "edgeprefix.placement.model.instance.load_instance",
-        "edgeprefix.placement.model.instance.Instance",
-        "edgeprefix.placement.model.evaluation.evaluate",
-        "edgeprefix.placement.model.evaluation.Evaluation",
-        "edgeprefix.placement.model.batch.evaluate_batch",
-        "edgeprefix.placement.model.sensitivity.sensitivity",
-    ]),
-    "problems": ("Problems", [
-        "edgeprefix.formulations.placement.placement_problem",
-        "edgeprefix.formulations.placement.PlacementProblem",
-        "edgeprefix.formulations.density.density_problem",
-        "edgeprefix.formulations.migration.load_migration",
-    ]),
-    "methods": ("Methods", [
-        "edgeprefix.solvers.api.solve",
-        "edgeprefix.solvers.result.Result",
-        "edgeprefix.solvers.polish.certify",
-        "edgeprefix.solvers.certificate.Certificate",
-        "edgeprefix.solvers.density.plan_density",
-        "edgeprefix.solvers.migration.solve_migration",
-    ]),
+    "model": (
+        "The model",
+        [
+            "edgeprefix.placement.model.instance.load_instance",
+            "edgeprefix.placement.model.instance.Instance",
+            "edgeprefix.placement.model.evaluation.evaluate",
+            "edgeprefix.placement.model.evaluation.Evaluation",
+            "edgeprefix.placement.model.batch.evaluate_batch",
+            "edgeprefix.placement.model.sensitivity.sensitivity",
+        ],
+    ),
+    "problems": (
+        "Problems",
+        [
+            "edgeprefix.formulations.placement.placement_problem",
+            "edgeprefix.formulations.placement.PlacementProblem",
+            "edgeprefix.formulations.density.density_problem",
+            "edgeprefix.formulations.migration.load_migration",
+        ],
+    ),
+    "methods": (
+        "Methods",
+        [
+            "edgeprefix.solvers.api.solve",
+            "edgeprefix.solvers.result.Result",
+            "edgeprefix.solvers.polish.certify",
+            "edgeprefix.solvers.certificate.Certificate",
+            "edgeprefix.solvers.density.plan_density",
+            "edgeprefix.solvers.migration.solve_migration",
+        ],
+    ),
 }
 
 
@@ -90,7 +99,7 @@ def model_chapters(text: str) -> list[Chapter]:
         title = mark.group(1).strip()
         number = re.match(r"§(\d+)", title)
         name = f"{int(number.group(1)):02d}" if number else slugify(title)[:40]
-        chapters.append(Chapter(f"model/{name}.md", title, text[mark.start():end]))
+        chapters.append(Chapter(f"model/{name}.md", title, text[mark.start() : end]))
     return chapters
 
 
@@ -123,7 +132,7 @@ def command_pages(readme: str) -> dict[str, str]:
     pages: dict[str, str] = {}
     for mark in COMMAND_LINE.finditer(readme):
         end = next(stop for stop in stops if stop > mark.start())
-        pages[mark.group(1)] = pages.get(mark.group(1), "") + readme[mark.start():end].rstrip() + "\n\n"
+        pages[mark.group(1)] = pages.get(mark.group(1), "") + readme[mark.start() : end].rstrip() + "\n\n"
     return pages
 
 

@@ -41,8 +41,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EXIT_BAD_INPUT = 2
 # what each command's --out names: checked before any work (empty, a file for a folder, a folder for a file)
 OUT_KINDS = {
-    "solve": "folder", "validate": "folder", "replay": "folder", "reproduce": "folder", "compare": "folder",
-    "profiles": "file", "epochs": "file", "benchmark-instance": "file",
+    "solve": "folder",
+    "validate": "folder",
+    "replay": "folder",
+    "reproduce": "folder",
+    "compare": "folder",
+    "profiles": "file",
+    "epochs": "file",
+    "benchmark-instance": "file",
 }
 
 

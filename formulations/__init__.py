@@ -41,15 +41,27 @@ if TYPE_CHECKING:
     )
 
 _MODULE_OF = {
-    "DensityPlanningProblem": "density", "build_density_model": "density", "density_problem": "density",
-    "LinearConstraints": "linear", "read_linear_constraints": "linear",
-    "Epoch": "migration", "EpochProblem": "migration", "MigrationPlan": "migration", "MigrationProblem": "migration",
-    "build_transport_model": "migration", "load_migration": "migration", "migration_plan": "migration",
+    "DensityPlanningProblem": "density",
+    "build_density_model": "density",
+    "density_problem": "density",
+    "LinearConstraints": "linear",
+    "read_linear_constraints": "linear",
+    "Epoch": "migration",
+    "EpochProblem": "migration",
+    "MigrationPlan": "migration",
+    "MigrationProblem": "migration",
+    "build_transport_model": "migration",
+    "load_migration": "migration",
+    "migration_plan": "migration",
     "transfer_bytes": "migration",
-    "JointMigrationProblem": "migration_joint", "build_joint_migration_model": "migration_joint",
+    "JointMigrationProblem": "migration_joint",
+    "build_joint_migration_model": "migration_joint",
     "joint_migration_problem": "migration_joint",
-    "CoverageObjective": "objective", "Score": "objective",
-    "PlacementProblem": "placement", "build_placement_model": "placement", "placement_problem": "placement",
+    "CoverageObjective": "objective",
+    "Score": "objective",
+    "PlacementProblem": "placement",
+    "build_placement_model": "placement",
+    "placement_problem": "placement",
 }
 
 __all__ = [

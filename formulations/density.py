@@ -102,9 +102,14 @@ class DensityPlanningProblem:
     def placement(self, density: float) -> PlacementProblem:
         """The §10.1 placement problem at ``λ_b = density`` (for the joint version)."""
         return placement_problem(
-            self.at_density(density), target=self.objective.target, policy=self.objective.policy, evaluator=self.objective.evaluator,
-            queue_model=self.objective.queue_model, differentiator=self.objective.differentiator,
-            max_overloaded_share=self.objective.max_overloaded_share, queue_law=self.objective.queue_law,
+            self.at_density(density),
+            target=self.objective.target,
+            policy=self.objective.policy,
+            evaluator=self.objective.evaluator,
+            queue_model=self.objective.queue_model,
+            differentiator=self.objective.differentiator,
+            max_overloaded_share=self.objective.max_overloaded_share,
+            queue_law=self.objective.queue_law,
         )
 
     def meets(self, score: Score) -> bool:
@@ -136,12 +141,31 @@ def density_problem(
     if not (0.0 < zeta < 1.0):
         raise ValueError(f"reliability ζ must lie in (0, 1), got {plain(reliability)}")
     pi = None if mix is None else instance.mix_vector(mix)
-    objective = CoverageObjective(instance, instance.placement.target if target is None else float(target), policy, evaluator,
-                                  queue_model, max_overloaded_share=max_overloaded_share, queue_law=queue_law)
+    objective = CoverageObjective(
+        instance,
+        instance.placement.target if target is None else float(target),
+        policy,
+        evaluator,
+        queue_model,
+        max_overloaded_share=max_overloaded_share,
+        queue_law=queue_law,
+    )
     if pi is None:
-        placement_problem(instance, target=objective.target, policy=policy, evaluator=evaluator, queue_model=queue_model,
-                          max_overloaded_share=max_overloaded_share, queue_law=queue_law)  # checks the polytope
+        placement_problem(
+            instance,
+            target=objective.target,
+            policy=policy,
+            evaluator=evaluator,
+            queue_model=queue_model,
+            max_overloaded_share=max_overloaded_share,
+            queue_law=queue_law,
+        )  # checks the polytope
     else:
         pi.setflags(write=False)
-    return DensityPlanningProblem(instance=instance, reliability=zeta, mix=pi, objective=objective,
-                                  build_model=lambda: build_density_model(instance, zeta, pi, objective))
+    return DensityPlanningProblem(
+        instance=instance,
+        reliability=zeta,
+        mix=pi,
+        objective=objective,
+        build_model=lambda: build_density_model(instance, zeta, pi, objective),
+    )

@@ -219,6 +219,14 @@ def read_linear_constraints(model: pyo.ConcreteModel, decision: Sequence[pyo.Var
     lower_bounds = [-np.inf if v.lb is None else float(v.lb) for v in order]
     upper_bounds = [np.inf if v.ub is None else float(v.ub) for v in order]
     return LinearConstraints(
-        A_eq=a_eq, b_eq=b_eq, A_ub=a_ub, b_ub=b_ub, lower=_frozen(lower_bounds), upper=_frozen(upper_bounds),
-        names=tuple(v.name for v in order), n_decision=n_decision, eq_names=eq_names, ub_names=ub_names,
+        A_eq=a_eq,
+        b_eq=b_eq,
+        A_ub=a_ub,
+        b_ub=b_ub,
+        lower=_frozen(lower_bounds),
+        upper=_frozen(upper_bounds),
+        names=tuple(v.name for v in order),
+        n_decision=n_decision,
+        eq_names=eq_names,
+        ub_names=ub_names,
     )

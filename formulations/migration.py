@@ -89,7 +89,8 @@ def build_transport_model(
     declare_flows(model, np.asarray(previous, dtype=float), change_budget, slack=BUDGET_SLACK)
     index = {s: i for i, s in enumerate(names)}
     model.cost = pyo.Objective(
-        expr=sum(cost[index[s], index[t]] * model.flow[s, t] for s in model.S for t in model.S), sense=pyo.minimize,
+        expr=sum(cost[index[s], index[t]] * model.flow[s, t] for s in model.S for t in model.S),
+        sense=pyo.minimize,
         doc="Σ cost_{s,t} m_{s→t}",
     )
     return model
@@ -131,7 +132,12 @@ def solve_transport(model: pyo.ConcreteModel) -> FloatArray:
 
 
 def migration_plan(
-    instance: Instance, previous: npt.ArrayLike, mix: npt.ArrayLike, *, change_budget: float | None = None, cost: npt.ArrayLike | None = None
+    instance: Instance,
+    previous: npt.ArrayLike,
+    mix: npt.ArrayLike,
+    *,
+    change_budget: float | None = None,
+    cost: npt.ArrayLike | None = None,
 ) -> MigrationPlan:
     """The optimal plan from ``previous`` to ``mix``: fewest bytes, then fewest moved nodes.
 
@@ -167,9 +173,14 @@ class Epoch:
             raise ValueError(f"epochs.weight: must be > 0, got {plain(self.weight)}")
         if (self.start is None) != (self.end is None):
             raise ValueError(f"epochs[{self.name}]: give both start and end of the window, or neither")
-        if self.start is not None and self.end is not None and not (np.isfinite(self.start) and np.isfinite(self.end) and self.start < self.end):
-            raise ValueError(f"epochs[{self.name}]: the window needs start < end (seconds), "
-                             f"got start={plain(self.start)}, end={plain(self.end)}")
+        if (
+            self.start is not None
+            and self.end is not None
+            and not (np.isfinite(self.start) and np.isfinite(self.end) and self.start < self.end)
+        ):
+            raise ValueError(
+                f"epochs[{self.name}]: the window needs start < end (seconds), got start={plain(self.start)}, end={plain(self.end)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -261,8 +272,12 @@ class MigrationProblem:
         instance = self.epoch_instance(e)
         previous = np.asarray(previous, dtype=float)
         objective = CoverageObjective(
-            instance, instance.placement.target if self.target is None else float(self.target), self.policy, self.evaluator,
-            self.queue_model, queue_law=self.queue_law,
+            instance,
+            instance.placement.target if self.target is None else float(self.target),
+            self.policy,
+            self.evaluator,
+            self.queue_model,
+            queue_law=self.queue_law,
         )
         model = pyo.ConcreteModel(name=f"migration_epoch[{e}]")
         declare_mix(model, instance)

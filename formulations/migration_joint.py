@@ -139,8 +139,9 @@ def joint_migration_problem(problem: MigrationProblem) -> JointMigrationProblem:
         instance = problem.epoch_instance(e)
         diagnose_infeasibility(instance)
         target = instance.placement.target if problem.target is None else float(problem.target)
-        objectives.append(CoverageObjective(instance, target, problem.policy, problem.evaluator, problem.queue_model,
-                                            queue_law=problem.queue_law))
+        objectives.append(
+            CoverageObjective(instance, target, problem.policy, problem.evaluator, problem.queue_model, queue_law=problem.queue_law)
+        )
     model = build_joint_migration_model(problem)
     built: dict[str, JointMigrationProblem] = {}  # the black box is the problem's own score, bound below
     model.objective_of = pyo.ExternalFunction(lambda *pi: built["problem"].score(np.array(pi)).value)

@@ -171,8 +171,15 @@ class CoverageObjective:
             return []
         from edgeprefix.placement.model.batch import evaluate_batch
 
-        batch = evaluate_batch(self.instance, np.asarray(mixes, dtype=float), self.policy, target=self.target, warm_start=warm_start,
-                               queue_model=self.queue_model, queue_law=self.queue_law)
+        batch = evaluate_batch(
+            self.instance,
+            np.asarray(mixes, dtype=float),
+            self.policy,
+            target=self.target,
+            warm_start=warm_start,
+            queue_model=self.queue_model,
+            queue_law=self.queue_law,
+        )
         return [self._scored(mix, ev, float(cov)) for mix, ev, cov in zip(mixes, batch.evaluations, batch.coverage)]
 
     def _scored(self, mix: FloatArray, ev: Any, coverage: float) -> Score:

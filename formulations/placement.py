@@ -65,12 +65,12 @@ def declare_mix(model: pyo.ConcreteModel, instance: Instance) -> None:
     slots = dict(zip(ids, instance.concurrency.tolist()))  # c_s
     plc = instance.placement
     model.S = pyo.Set(initialize=ids, ordered=True, doc="cache profiles s")
-    model.pi = pyo.Var(model.S, bounds=lambda m, s: (0.0, caps[s]), initialize=0.0, doc="share π_s of nodes with profile s, in [0, π_s^max]")
+    model.pi = pyo.Var(
+        model.S, bounds=lambda m, s: (0.0, caps[s]), initialize=0.0, doc="share π_s of nodes with profile s, in [0, π_s^max]"
+    )
     model.simplex = pyo.Constraint(expr=sum(model.pi[s] for s in model.S) == 1.0, doc="Σ_s π_s = 1")
     if plc.memory_budget is not None:
-        model.memory_budget = pyo.Constraint(
-            expr=sum(memory[s] * model.pi[s] for s in model.S) <= plc.memory_budget, doc="Σ_s π_s B_s ≤ B̄"
-        )
+        model.memory_budget = pyo.Constraint(expr=sum(memory[s] * model.pi[s] for s in model.S) <= plc.memory_budget, doc="Σ_s π_s B_s ≤ B̄")
     if plc.fallback is not None and plc.fallback_min > 0:
         model.fallback = pyo.Constraint(expr=model.pi[plc.fallback] >= plc.fallback_min, doc="π_0 ≥ π_min")
     idle = [s for s in ids if slots[s] < 1]
@@ -89,7 +89,9 @@ def build_placement_model(instance: Instance, objective: Callable[[FloatArray], 
     declare_mix(model, instance)
     if objective is not None:
         model.coverage_of = pyo.ExternalFunction(lambda *pi: float(objective(np.array(pi, dtype=float))))
-        model.coverage = pyo.Objective(expr=model.coverage_of(*[model.pi[s] for s in model.S]), sense=pyo.maximize, doc="P_cov(τ_0; π), black box")
+        model.coverage = pyo.Objective(
+            expr=model.coverage_of(*[model.pi[s] for s in model.S]), sense=pyo.maximize, doc="P_cov(τ_0; π), black box"
+        )
     return model
 
 
@@ -147,8 +149,18 @@ def placement_polytope(instance: Instance) -> LinearConstraints | None:
     upper = np.array([float(c) for c in caps])
     lower.setflags(write=False)
     upper.setflags(write=False)
-    return LinearConstraints(A_eq=a_eq, b_eq=b_eq, A_ub=a_ub, b_ub=b_ub, lower=lower, upper=upper,
-                             names=tuple(f"pi[{sid}]" for sid in ids), n_decision=n, eq_names=eq_names, ub_names=ub_names)
+    return LinearConstraints(
+        A_eq=a_eq,
+        b_eq=b_eq,
+        A_ub=a_ub,
+        b_ub=b_ub,
+        lower=lower,
+        upper=upper,
+        names=tuple(f"pi[{sid}]" for sid in ids),
+        n_decision=n,
+        eq_names=eq_names,
+        ub_names=ub_names,
+    )
 
 
 @dataclass(frozen=True)
@@ -173,9 +185,11 @@ class PlacementProblem:
     def __repr__(self) -> str:
         """One line: the instance by name and size, the objective's settings (not the whole instance)."""
         obj = self.objective
-        return (f"PlacementProblem(instance {self.instance.name!r}: {len(self.instance.profiles)} profiles, "
-                f"{len(self.instance.requests)} request types; target {obj.target:g} s, policy {obj.policy}, "
-                f"queue model {obj.queue_model})")
+        return (
+            f"PlacementProblem(instance {self.instance.name!r}: {len(self.instance.profiles)} profiles, "
+            f"{len(self.instance.requests)} request types; target {obj.target:g} s, policy {obj.policy}, "
+            f"queue model {obj.queue_model})"
+        )
 
     @property
     def variable_names(self) -> tuple[str, ...]:
@@ -304,8 +318,16 @@ def placement_problem(
     if simulation is not None:  # simulation in the loop (a reference for small instances)
         objective = SimulationObjective(instance, tau, policy, simulation, evaluator)
     else:
-        objective = CoverageObjective(instance, tau, policy, evaluator, queue_model, differentiator=differentiator,
-                                      max_overloaded_share=max_overloaded_share, queue_law=queue_law)
+        objective = CoverageObjective(
+            instance,
+            tau,
+            policy,
+            evaluator,
+            queue_model,
+            differentiator=differentiator,
+            max_overloaded_share=max_overloaded_share,
+            queue_law=queue_law,
+        )
 
     def build_model() -> pyo.ConcreteModel:
         return build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)

@@ -35,8 +35,10 @@ class SimulationSettings:
         if not self.seeds:
             raise ValueError("simulation seeds: at least one seed is needed")
         if not (self.nodes >= 10 and self.horizon > 0 and self.warmup >= 0):
-            raise ValueError(f"simulation settings: nodes >= 10, horizon > 0 and warmup >= 0 are needed, got "
-                             f"{plain(self.nodes)}, {plain(self.horizon)}, {plain(self.warmup)}")
+            raise ValueError(
+                f"simulation settings: nodes >= 10, horizon > 0 and warmup >= 0 are needed, got "
+                f"{plain(self.nodes)}, {plain(self.horizon)}, {plain(self.warmup)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,7 @@ class SimulationObjective:
         s = self.settings
         spec = SimulationSpec(horizon=s.horizon, warmup=s.warmup, layout=LayoutSpec(mean_nodes=s.nodes, counts="exact"))
         router = analytical_router(ev)
-        coverage = float(np.mean([simulate_network(self.instance, mix, router, spec, seed=seed).coverage(self.target)
-                                  for seed in s.seeds]))
+        coverage = float(np.mean([simulate_network(self.instance, mix, router, spec, seed=seed).coverage(self.target) for seed in s.seeds]))
         return Score(coverage, coverage, True, overload, mix, ev)
 
     def score_many(self, mixes, warm_start=None) -> list[Score]:

@@ -33,10 +33,10 @@ def knapsack_model(parent: npt.ArrayLike, weights: npt.ArrayLike, values: npt.Ar
     children = [int(i) for i in np.flatnonzero(p >= 0)]
     m.E = pyo.Set(initialize=children, doc="non-root vertices")
     m.ancestor = pyo.Constraint(m.E, rule=lambda m, i: m.x[i] <= m.x[int(p[i])], doc="x_v <= x_parent(v)")
-    m.budget = pyo.Constraint(expr=sum(float(w[i]) * m.x[i] for i in m.V) <= float(cap) * (1 + CAP_TOLERANCE),
-                              doc="Σ_v w_v x_v <= B_cap")
-    m.value = pyo.Objective(expr=sum(float(v[i]) * m.x[i] for i in m.V), sense=pyo.maximize,
-                            doc="Σ_v x_v Σ_q p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]")
+    m.budget = pyo.Constraint(expr=sum(float(w[i]) * m.x[i] for i in m.V) <= float(cap) * (1 + CAP_TOLERANCE), doc="Σ_v w_v x_v <= B_cap")
+    m.value = pyo.Objective(
+        expr=sum(float(v[i]) * m.x[i] for i in m.V), sense=pyo.maximize, doc="Σ_v x_v Σ_q p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]"
+    )
     return m
 
 

@@ -70,5 +70,7 @@ def huge_integer(text: str) -> str:
         return "an integer has too many digits to read (far beyond the largest value any field accepts, docs/model.md §20)"
     line = text.count("\n", 0, match.start(2)) + 1
     key = f" {match.group(1)!r}" if match.group(1) else ""
-    return (f"line {line}: field{key} is an integer of {len(match.group(2))} digits; "
-            "far beyond the largest value any field accepts (docs/model.md §20)")
+    return (
+        f"line {line}: field{key} is an integer of {len(match.group(2))} digits; "
+        "far beyond the largest value any field accepts (docs/model.md §20)"
+    )

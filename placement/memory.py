@@ -38,7 +38,6 @@ def check_memory(needed: float, field: str, what: str, fix: str) -> None:
         )
 
 
-
 # Fitted to the peak resident memory of ``evaluate --json`` above the import + load floor (docs/model.md §20,
 # (20.5); benchmarks/README.md, "The size guard"): a fixed part, the (S, S, Q) arrays, and a part that grows as
 # S^2.5 (the fixed point's and the report's per-pair work at many profiles).

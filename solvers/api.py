@@ -96,9 +96,14 @@ def run_solver(
         projections=calls,
         projection_seconds_per_call=(projector.seconds - seconds0) / calls if calls else 0.0,
     )
-    frozen = {key: np.array(values) for key, values in (
-        ("history", tracker.history), ("values", tracker.values), ("coverages", tracker.coverages),
-    )}
+    frozen = {
+        key: np.array(values)
+        for key, values in (
+            ("history", tracker.history),
+            ("values", tracker.values),
+            ("coverages", tracker.coverages),
+        )
+    }
     points = np.array(tracker.points, dtype=float).reshape(len(tracker.points), problem.dimension)
     feasible = np.array(tracker.feasible, dtype=bool)
     cert, note = certify_point(problem, best) if certificate else (None, "no certificate: not computed (certificate=False)")

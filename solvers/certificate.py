@@ -38,8 +38,11 @@ class Certificate:
     multipliers: tuple[float, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {"kkt_residual": self.residual, "active_constraints": list(self.active),
-                "multipliers": dict(zip(self.active, self.multipliers))}
+        return {
+            "kkt_residual": self.residual,
+            "active_constraints": list(self.active),
+            "multipliers": dict(zip(self.active, self.multipliers)),
+        }
 
 
 def kkt_certificate(

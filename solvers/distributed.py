@@ -64,8 +64,10 @@ def local_cluster_pays(workers: int | None, tasks: int, seconds_per_task: float)
     n = min(workers or cores, cores, tasks)
     serial = tasks * seconds_per_task
     if n < 2 or CLUSTER_START_SECONDS + serial / n >= serial:
-        return (f"{tasks} tasks × {seconds_per_task:.3g} s ≈ {serial:.1f} s here; {n} worker process(es) on {cores} cores "
-                f"cannot win back a local cluster's ≈{CLUSTER_START_SECONDS:.0f} s start-up")
+        return (
+            f"{tasks} tasks × {seconds_per_task:.3g} s ≈ {serial:.1f} s here; {n} worker process(es) on {cores} cores "
+            f"cannot win back a local cluster's ≈{CLUSTER_START_SECONDS:.0f} s start-up"
+        )
     return None
 
 
@@ -111,9 +113,11 @@ def local_workers_pay(workers: int, budget: int, seconds_per_evaluation: float) 
     serial = budget * seconds_per_evaluation
     parallel = WORKER_START_SECONDS + budget * (seconds_per_evaluation / max(n, 1) + SHARED_TRIAL_SECONDS)
     if n < 2 or parallel >= serial:
-        return (f"{budget} trials × {seconds_per_evaluation:.3g} s ≈ {serial:.2g} s here; {n} worker process(es) on {cores} "
-                f"cores would need ≈{parallel:.2g} s (start-up ≈{WORKER_START_SECONDS:g} s, shared storage "
-                f"≈{SHARED_TRIAL_SECONDS:g} s per trial)")
+        return (
+            f"{budget} trials × {seconds_per_evaluation:.3g} s ≈ {serial:.2g} s here; {n} worker process(es) on {cores} "
+            f"cores would need ≈{parallel:.2g} s (start-up ≈{WORKER_START_SECONDS:g} s, shared storage "
+            f"≈{SHARED_TRIAL_SECONDS:g} s per trial)"
+        )
     return None
 
 
@@ -145,8 +149,10 @@ def dask_client(address: str | None = None, workers: int | None = None) -> Itera
     n = (os.cpu_count() or 1) if workers is None else workers
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"workers must be a positive integer, got {plain(workers)}")
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 

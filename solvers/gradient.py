@@ -121,8 +121,11 @@ class GradientSolver(Solver):
                 raise ValueError(f"gradient option {key} must be an integer >= 1, got {value!r}")
         if not (np.isfinite(self.tol) and self.tol > 0):
             raise ValueError(f"gradient option tol must be > 0, got {self.tol!r}")
-        if self.certify_tol is not None and (isinstance(self.certify_tol, bool) or not isinstance(self.certify_tol, (int, float))
-                                             or not (np.isfinite(self.certify_tol) and self.certify_tol > 0)):
+        if self.certify_tol is not None and (
+            isinstance(self.certify_tol, bool)
+            or not isinstance(self.certify_tol, (int, float))
+            or not (np.isfinite(self.certify_tol) and self.certify_tol > 0)
+        ):
             raise ValueError(f"gradient option certify_tol must be a number > 0 or None, got {self.certify_tol!r}")
 
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
@@ -173,8 +176,9 @@ class GradientSolver(Solver):
         tracker.extras["best_kkt_residual"] = residual
         return residual <= self.certify_tol
 
-    def _descend(self, start: FloatArray, oracle: _Oracle, rows: list[LinearConstraint], bounds: Bounds,
-                 tracker: Tracker, messages: dict[str, int]) -> None:
+    def _descend(
+        self, start: FloatArray, oracle: _Oracle, rows: list[LinearConstraint], bounds: Bounds, tracker: Tracker, messages: dict[str, int]
+    ) -> None:
         """One SLSQP descent, restarted once from the best point if SLSQP ends abnormally."""
         for attempt in range(2):
             before = tracker.best_value
@@ -188,5 +192,12 @@ class GradientSolver(Solver):
     def _slsqp(self, start: FloatArray, oracle: _Oracle, rows: list[LinearConstraint], bounds: Bounds) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # SLSQP warns when its start sits on a bound
-            return minimize(oracle.fun, start, jac=oracle.jac, method="SLSQP", bounds=bounds, constraints=rows,
-                            options={"ftol": self.tol, "maxiter": self.max_iterations})
+            return minimize(
+                oracle.fun,
+                start,
+                jac=oracle.jac,
+                method="SLSQP",
+                bounds=bounds,
+                constraints=rows,
+                options={"ftol": self.tol, "maxiter": self.max_iterations},
+            )

@@ -147,11 +147,17 @@ def _solve_joint(problem: MigrationProblem, *, method: str, budget: int | None, 
     decisions = []
     for e, epoch in enumerate(problem.epochs):
         coverage = float(result.evaluation.coverages[e])
-        decisions.append(EpochDecision(
-            epoch.name, dict(zip(ids, mixes[e].tolist())), coverage,
-            epoch.weight * coverage - problem.byte_weight * plans[e].moved_bytes,
-            bool(result.evaluation.feasible[e]), plans[e], result,
-        ))
+        decisions.append(
+            EpochDecision(
+                epoch.name,
+                dict(zip(ids, mixes[e].tolist())),
+                coverage,
+                epoch.weight * coverage - problem.byte_weight * plans[e].moved_bytes,
+                bool(result.evaluation.feasible[e]),
+                plans[e],
+                result,
+            )
+        )
     return MigrationSolution(
         epochs=tuple(decisions),
         current=dict(zip(ids, problem.current.tolist())),

@@ -129,7 +129,9 @@ def open_rdb(url: str, cls: Any = None, **kwargs: Any) -> optuna.storages.RDBSto
         return (cls or optuna.storages.RDBStorage)(url, **kwargs)
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, OSError) as exc:
         reason = scrub(str(getattr(exc, "orig", None) or exc), url).strip().splitlines()
-        raise ValueError(f"storage {redact(url)!r}: cannot open the study database ({reason[0] if reason else type(exc).__name__})") from None
+        raise ValueError(
+            f"storage {redact(url)!r}: cannot open the study database ({reason[0] if reason else type(exc).__name__})"
+        ) from None
 
 
 def check_study_name(name: str) -> str:

@@ -153,9 +153,7 @@ class OptunaSolver(Solver):
         """
         return 1
 
-    def _loop(
-        self, study: optuna.Study, problem: Problem, projection: Projection, tracker: Tracker, after_trial: Any = None
-    ) -> Status:
+    def _loop(self, study: optuna.Study, problem: Problem, projection: Projection, tracker: Tracker, after_trial: Any = None) -> Status:
         space = self.search_space(problem, projection)
         tracker.extras["space"] = space.kind
         while tracker.remaining is None or tracker.remaining > 0:

@@ -203,8 +203,10 @@ def state_budget(study: optuna.Study, budget: int | None, resumed: int, where: s
         return
     before = study.user_attrs.get(BUDGET_ATTR)
     if resumed and resumed >= budget:
-        note(f"{where} already holds {resumed} trials, at least --budget {budget}: nothing new is evaluated "
-             "(a larger --budget extends the study)")
+        note(
+            f"{where} already holds {resumed} trials, at least --budget {budget}: nothing new is evaluated "
+            "(a larger --budget extends the study)"
+        )
     elif resumed and before is not None and before != budget:
         note(f"{where} was run with budget {before} and holds {resumed} trials: this run's budget {budget} adds {budget - resumed}")
     if before != budget and not (resumed and resumed >= budget):

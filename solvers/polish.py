@@ -86,8 +86,14 @@ def certify(
         result = dataclasses.replace(result, certificate=certificate, certificate_note=note)
     before = result.certificate
     facts: dict[str, Any] = {
-        "tolerance": float(tol), "residual_before": None if before is None else before.residual,
-        "coverage_before": result.coverage, "evaluations": 0, "gradient_solves": 0, "rounds": 0, "improved": False, "note": None,
+        "tolerance": float(tol),
+        "residual_before": None if before is None else before.residual,
+        "coverage_before": result.coverage,
+        "evaluations": 0,
+        "gradient_solves": 0,
+        "rounds": 0,
+        "improved": False,
+        "note": None,
     }
     if before is not None and before.residual <= tol:
         return dataclasses.replace(result, certified=True, polish=facts)
@@ -114,13 +120,16 @@ def certify(
     merged = _merge(result, runs, best, time.perf_counter() - start)
     certified = _meets(best, tol)
     facts.update(
-        evaluations=sum(r.nfev for r in runs), gradient_solves=sum(r.njev for r in runs), rounds=len(runs),
+        evaluations=sum(r.nfev for r in runs),
+        gradient_solves=sum(r.njev for r in runs),
+        rounds=len(runs),
         improved=best is not result,
     )
     if not certified:
         facts["note"] = (
             f"KKT residual {best.certificate.residual:.3g} > {tol:g} after {len(runs)} SLSQP descents and {facts['evaluations']} evaluations"
-            if best.certificate is not None else (best.certificate_note or "").removeprefix("no certificate: ")
+            if best.certificate is not None
+            else (best.certificate_note or "").removeprefix("no certificate: ")
         )
     return dataclasses.replace(merged, certified=certified, polish=facts)
 
@@ -142,8 +151,21 @@ def _merge(result: Result, runs: list[Result], best: Result, seconds: float) -> 
     if status is Status.NO_FEASIBLE_POINT and best.success:
         status = best.status
     return dataclasses.replace(
-        result, x=best.x, mix=best.mix, fun=best.fun, coverage=best.coverage, success=best.success, status=status,
-        message=status.message, nfev=sum(r.nfev for r in parts), nit=sum(r.nit for r in parts),
-        njev=sum(r.njev for r in parts), seconds=result.seconds + seconds, history=history, evaluation=best.evaluation,
-        certificate=best.certificate, certificate_note=best.certificate_note, **arrays,
+        result,
+        x=best.x,
+        mix=best.mix,
+        fun=best.fun,
+        coverage=best.coverage,
+        success=best.success,
+        status=status,
+        message=status.message,
+        nfev=sum(r.nfev for r in parts),
+        nit=sum(r.nit for r in parts),
+        njev=sum(r.njev for r in parts),
+        seconds=result.seconds + seconds,
+        history=history,
+        evaluation=best.evaluation,
+        certificate=best.certificate,
+        certificate_note=best.certificate_note,
+        **arrays,
     )

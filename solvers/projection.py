@@ -31,6 +31,7 @@ def _cvxpy() -> Any:
 
     return cvxpy
 
+
 FloatArray = npt.NDArray[np.float64]
 CLARABEL_OPTIONS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "max_iter": 200}
 METHODS = ("auto", "exact", "cvxpy")
@@ -60,7 +61,9 @@ class Projection:
         self.constraints = constraints
         n, k = constraints.n_variables, constraints.n_decision
         check_memory(  # the polish step (or the exact algorithm's breakpoint table) holds a few dense n × n matrices
-            8.0 * 4 * n * n, "profiles", f"projecting onto the feasible mixes of {k} profiles",
+            8.0 * 4 * n * n,
+            "profiles",
+            f"projecting onto the feasible mixes of {k} profiles",
             "use fewer profiles (e.g. prune dominated profiles, profiles --max-profiles)",
         )
         self._feasible_point = constraints.check_feasible()

@@ -138,8 +138,7 @@ class Result:
         """``kkt_residual`` (``None`` without a certificate), ``active_constraints``, ``multipliers``,
         ``kkt_note`` (why there is no certificate, else ``None``), ``certified`` and ``certify``."""
         cert = self.certificate
-        out: dict[str, Any] = cert.to_dict() if cert is not None else {
-            "kkt_residual": None, "active_constraints": [], "multipliers": {}}
+        out: dict[str, Any] = cert.to_dict() if cert is not None else {"kkt_residual": None, "active_constraints": [], "multipliers": {}}
         out["kkt_note"] = None if cert is not None else (self.certificate_note or "no certificate was computed")
         out["certified"] = self.certified
         out["certify"] = None if self.polish is None else dict(self.polish)
@@ -153,8 +152,15 @@ def history_csv(result: Result, names: tuple[str, ...]) -> str:
     writer.writerow(["evaluation", "objective", "coverage", "feasible", "best_objective", "best_coverage", *names])
     best_coverage = result.best_coverage_history
     for i in range(result.nfev):
-        writer.writerow([
-            i + 1, repr(float(result.values[i])), repr(float(result.coverages[i])), int(result.feasible[i]),
-            repr(float(result.history[i])), repr(float(best_coverage[i])), *(repr(float(v)) for v in result.points[i]),
-        ])
+        writer.writerow(
+            [
+                i + 1,
+                repr(float(result.values[i])),
+                repr(float(result.coverages[i])),
+                int(result.feasible[i]),
+                repr(float(result.history[i])),
+                repr(float(best_coverage[i])),
+                *(repr(float(v)) for v in result.points[i]),
+            ]
+        )
     return out.getvalue()

@@ -32,14 +32,19 @@ class TelemetryMix:
     mixes: int  # stable lattice mixes scored
 
     def to_dict(self) -> dict:
-        return {"telemetry": {"delay": float(self.telemetry.delay), "refresh": float(self.telemetry.refresh)},
-                "mix": list(self.mix), "coverage": self.coverage, "fresh_mix": list(self.fresh_mix),
-                "fresh_mix_coverage": self.fresh_mix_coverage, "fresh_mix_fresh_coverage": self.fresh_mix_fresh_coverage,
-                "gain": self.coverage - self.fresh_mix_coverage, "mixes": self.mixes}
+        return {
+            "telemetry": {"delay": float(self.telemetry.delay), "refresh": float(self.telemetry.refresh)},
+            "mix": list(self.mix),
+            "coverage": self.coverage,
+            "fresh_mix": list(self.fresh_mix),
+            "fresh_mix_coverage": self.fresh_mix_coverage,
+            "fresh_mix_fresh_coverage": self.fresh_mix_fresh_coverage,
+            "gain": self.coverage - self.fresh_mix_coverage,
+            "mixes": self.mixes,
+        }
 
 
-def mix_for_telemetry(instance, telemetry: Telemetry, *, resolution: int = 5, target: float | None = None,
-                      progress=None) -> TelemetryMix:
+def mix_for_telemetry(instance, telemetry: Telemetry, *, resolution: int = 5, target: float | None = None, progress=None) -> TelemetryMix:
     """Best lattice mix for the online router at ``telemetry`` (``progress``: called once per mix)."""
     from edgeprefix.formulations.placement import placement_problem
     from edgeprefix.solvers.grid import feasible_lattice
@@ -62,8 +67,16 @@ def mix_for_telemetry(instance, telemetry: Telemetry, *, resolution: int = 5, ta
     return TelemetryMix(telemetry, best[0], best[2], fresh[0], fresh[2], fresh[1], len(scored))
 
 
-def freshness_for(instance, mix, coverage: float, *, target: float | None = None, refresh: bool = False,
-                  upper: float | None = None, tolerance: float = 0.05) -> dict:
+def freshness_for(
+    instance,
+    mix,
+    coverage: float,
+    *,
+    target: float | None = None,
+    refresh: bool = False,
+    upper: float | None = None,
+    tolerance: float = 0.05,
+) -> dict:
     """Largest telemetry delay (``refresh``: refresh period) at which the predicted coverage is still ``≥ coverage``.
 
     ``upper``: the largest age searched (default 4 s of delay, 8 s of refresh: both an equivalent board of 8 s,

@@ -128,9 +128,13 @@ class Tracker:
             self.best = score
         if self.callback is not None:
             progress = Progress(
-                nfev=self.nfev, budget=self.budget, best_value=self.best_value,
-                best_coverage=self.best_coverage, best_x=self.best_x,
-                value=score.value, feasible=score.feasible,
+                nfev=self.nfev,
+                budget=self.budget,
+                best_value=self.best_value,
+                best_coverage=self.best_coverage,
+                best_x=self.best_x,
+                value=score.value,
+                feasible=score.feasible,
             )
             if self.callback(progress) is True:
                 raise StopSearch(Status.CALLBACK_STOP)

@@ -211,8 +211,11 @@ def fail_orphans(study: optuna.Study, job: Job, trials: Any = None) -> int:
     grace = datetime.timedelta(seconds=job.storage.grace_period)
     retry = retry_callback(job.storage.max_retry)
     failed = 0
-    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if trials is None else [
-        t for t in trials if t.state == TrialState.RUNNING]
+    running = (
+        study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if trials is None
+        else [t for t in trials if t.state == TrialState.RUNNING]
+    )
     for trial in running:
         if WORKER_ATTR in trial.user_attrs or trial.datetime_start is None or now - trial.datetime_start <= grace:
             continue
@@ -403,7 +406,9 @@ def _worker_main(job: Job, index: int) -> None:
 def start_workers(job: Job, n: int) -> list[multiprocessing.process.BaseProcess]:
     """Fork ``n`` worker processes (the problem is inherited, not pickled)."""
     context = multiprocessing.get_context("fork")
-    procs: list[multiprocessing.process.BaseProcess] = [context.Process(target=_worker_main, args=(job, i), name=f"edgeprefix-worker-{i}", daemon=False) for i in range(n)]
+    procs: list[multiprocessing.process.BaseProcess] = [
+        context.Process(target=_worker_main, args=(job, i), name=f"edgeprefix-worker-{i}", daemon=False) for i in range(n)
+    ]
     for proc in procs:
         proc.start()
     return procs
@@ -451,8 +456,12 @@ def run_shared(solver: OptunaSolver, problem: Problem, projection: Projection, t
             raise
         raise database_lost(exc, shared.url, codes) from None
     tracker.extras.update(
-        workers=solver.workers, study=solver.study_name, resumed_trials=earlier, worker_exit_codes=codes,
-        failed_trials=count[TrialState.FAIL], drained_trials=count[TrialState.PRUNED],
+        workers=solver.workers,
+        study=solver.study_name,
+        resumed_trials=earlier,
+        worker_exit_codes=codes,
+        failed_trials=count[TrialState.FAIL],
+        drained_trials=count[TrialState.PRUNED],
     )
     done = count[TrialState.COMPLETE] >= job.budget and not (job.fixed and (count[TrialState.WAITING] or count[TrialState.RUNNING]))
     if not done:
@@ -490,8 +499,15 @@ def run_here(solver: OptunaSolver, problem: Problem, projection: Projection, tra
                 best[0] = score
             if tracker.callback is None:
                 return False
-            progress = Progress(nfev=told.complete, budget=tracker.budget, best_value=best[0].value,
-                                best_coverage=best[0].coverage, best_x=best[0].mix, value=score.value, feasible=score.feasible)
+            progress = Progress(
+                nfev=told.complete,
+                budget=tracker.budget,
+                best_value=best[0].value,
+                best_coverage=best[0].coverage,
+                best_x=best[0].mix,
+                value=score.value,
+                feasible=score.feasible,
+            )
             stopped[0] = tracker.callback(progress) is True
             return stopped[0]
 

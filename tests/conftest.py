@@ -68,10 +68,22 @@ def figure_report(tmp_path_factory):
     from plot_checks import figure_problems
 
     def record(fig, path, *, dpi=120):
-        axes = [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(), "image": bool(ax.images),
-                 "legend": ax.get_legend() is not None} for ax in fig.axes]
-        texts[os.path.basename(str(path))] = {"suptitle": fig._suptitle.get_text() if fig._suptitle is not None else "",
-                                              "axes": axes, "legends": len(fig.legends), "problems": figure_problems(fig)}
+        axes = [
+            {
+                "title": ax.get_title(),
+                "xlabel": ax.get_xlabel(),
+                "ylabel": ax.get_ylabel(),
+                "image": bool(ax.images),
+                "legend": ax.get_legend() is not None,
+            }
+            for ax in fig.axes
+        ]
+        texts[os.path.basename(str(path))] = {
+            "suptitle": fig._suptitle.get_text() if fig._suptitle is not None else "",
+            "axes": axes,
+            "legends": len(fig.legends),
+            "problems": figure_problems(fig),
+        }
         real(fig, path, dpi=dpi)
 
     out = tmp_path_factory.mktemp("figures")

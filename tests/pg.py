@@ -61,8 +61,12 @@ def _private_cluster(folder: Path) -> tuple[str | None, str, list[str]]:
     try:
         subprocess.run([*as_user, initdb, "-D", str(data), "-U", "postgres", "--auth=trust"], check=True, capture_output=True, timeout=120)
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
-        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"could not start a private PostgreSQL cluster: {exc}", []
     return f"postgresql://postgres@127.0.0.1:{port}/postgres", "", [*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"]

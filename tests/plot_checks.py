@@ -116,8 +116,10 @@ def figure_problems(fig: Figure) -> list[str]:
             bad = ~(_inside(pts[:, 0], x0, x1) & _inside(pts[:, 1], y0, y1))
             if bad.any():
                 px, py = pts[bad][0]
-                problems.append(f"{name}: {what} has {int(bad.sum())} point(s) outside the limits "
-                                f"x {x0:.4g}..{x1:.4g}, y {y0:.4g}..{y1:.4g}, e.g. ({px:.4g}, {py:.4g})")
+                problems.append(
+                    f"{name}: {what} has {int(bad.sum())} point(s) outside the limits "
+                    f"x {x0:.4g}..{x1:.4g}, y {y0:.4g}..{y1:.4g}, e.g. ({px:.4g}, {py:.4g})"
+                )
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
     for legend in legends:
         if legend.get_visible():

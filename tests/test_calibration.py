@@ -94,8 +94,7 @@ def test_splitwise_groups_fit_and_default_constants() -> None:
 
 
 def test_kv_bytes_from_a_config_file(tmp_path: Path) -> None:
-    config = {"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
-              "hidden_size": 8192, "torch_dtype": "float16"}
+    config = {"num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192, "torch_dtype": "float16"}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     spec = model_spec_from_config(path)

@@ -51,7 +51,9 @@ def test_embedded_toml_is_the_shipped_parameter_vector():
     np.testing.assert_allclose(shipped.service_time, built.service_time, rtol=1e-9)
     np.testing.assert_allclose(shipped.mix_vector(None), built.mix_vector(None), atol=1e-12)
     for policy in ("load_aware", "prefix", "nearest"):
-        assert float(evaluate(shipped, None, policy).coverage(0.8)) == pytest.approx(float(evaluate(built, None, policy).coverage(0.8)), abs=1e-9)
+        assert float(evaluate(shipped, None, policy).coverage(0.8)) == pytest.approx(
+            float(evaluate(built, None, policy).coverage(0.8)), abs=1e-9
+        )
 
 
 def test_prefill_inside_the_splitwise_range():
@@ -69,10 +71,22 @@ def test_unit_cube_round_trip_and_bounds():
         np.testing.assert_allclose(Parameters.from_unit(u).to_unit(), u, atol=1e-12)
     nat = START.natural()
     again = Parameters.from_natural(
-        radio_scale=nat["ξ"], memory=nat["M"], deep_memory=nat["κ"] * nat["ℓ_tool"], linear=nat["a"], quadratic=nat["b"],
-        intercept=nat["g_0"], short_decode=nat["D_short"], long_decode=nat["D_long"], tool_depth=nat["ℓ_tool"],
-        system_depth=nat["ℓ_sys"], short_probability=nat["p_short"], mix=tuple(nat["mix"].values()),
-        memory_budget=nat["B̄"], deep_cap=nat["π_deep^max"], fallback_min=nat["π_min"])
+        radio_scale=nat["ξ"],
+        memory=nat["M"],
+        deep_memory=nat["κ"] * nat["ℓ_tool"],
+        linear=nat["a"],
+        quadratic=nat["b"],
+        intercept=nat["g_0"],
+        short_decode=nat["D_short"],
+        long_decode=nat["D_long"],
+        tool_depth=nat["ℓ_tool"],
+        system_depth=nat["ℓ_sys"],
+        short_probability=nat["p_short"],
+        mix=tuple(nat["mix"].values()),
+        memory_budget=nat["B̄"],
+        deep_cap=nat["π_deep^max"],
+        fallback_min=nat["π_min"],
+    )
     np.testing.assert_allclose(again.to_unit(), START.to_unit(), atol=1e-12)
     with pytest.raises(InstanceError, match="section6.intercept"):
         Parameters(**{**START.as_dict(), "intercept": 0.5})  # far above the Splitwise fits
@@ -117,8 +131,12 @@ def test_pareto_front_keeps_only_non_dominated_complete_records():
     def rec(trial, stage="fig10", **obj):
         return {"trial": trial, "stage": stage, "penalty": sum(obj.values()), "objectives": {k: obj.get(k, 0.0) for k in WEIGHTS}}
 
-    records = [rec(0, points=0.1, fig10=0.2), rec(1, points=0.2, fig10=0.1), rec(2, points=0.2, fig10=0.2),
-               rec(3, stage="points", points=0.0, fig10=0.0)]
+    records = [
+        rec(0, points=0.1, fig10=0.2),
+        rec(1, points=0.2, fig10=0.1),
+        rec(2, points=0.2, fig10=0.2),
+        rec(3, stage="points", points=0.0, fig10=0.0),
+    ]
     assert sorted(r["trial"] for r in pareto_front(records)) == [0, 1]
 
 
@@ -130,8 +148,10 @@ def test_check_command_reports_the_shipped_instance(capsys):
 
 def test_pareto_command_reads_a_log(tmp_path, capsys):
     log = tmp_path / "log.jsonl"
-    rows = [{"trial": i, "stage": "fig10", "penalty": float(i), "objectives": {k: float(i == j) for j, k in enumerate(WEIGHTS)}}
-            for i in range(3)]
+    rows = [
+        {"trial": i, "stage": "fig10", "penalty": float(i), "objectives": {k: float(i == j) for j, k in enumerate(WEIGHTS)}}
+        for i in range(3)
+    ]
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["--pareto", str(log), "--plot", str(tmp_path / "front.png")]) == 0
     assert "non-dominated" in capsys.readouterr().out

@@ -229,17 +229,20 @@ def test_staleness_sends_requests_to_nodes_that_changed():
 # ---------------------------------------------------------------------------------------------
 # The instance section
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("section,field", [
-    ({"bits": 0, "hashes": 1}, "catalogue.bits"),
-    ({"bits": 8.5, "hashes": 1}, "catalogue.bits"),
-    ({"bits": 8, "hashes": 0}, "catalogue.hashes"),
-    ({"bits": 8, "hashes": 1.5}, "catalogue.hashes"),
-    ({"bits": 8, "hashes": 1, "refresh": -1.0}, "catalogue.refresh"),
-    ({"bits": 8, "hashes": 1, "churn": float("nan")}, "catalogue.churn"),
-    ({"bits": 8}, "catalogue.hashes"),
-    ({"bits": 8, "hashes": 1, "period": 5.0}, "catalogue.period"),
-    ({"bits": True, "hashes": 1}, "catalogue.bits"),
-])
+@pytest.mark.parametrize(
+    "section,field",
+    [
+        ({"bits": 0, "hashes": 1}, "catalogue.bits"),
+        ({"bits": 8.5, "hashes": 1}, "catalogue.bits"),
+        ({"bits": 8, "hashes": 0}, "catalogue.hashes"),
+        ({"bits": 8, "hashes": 1.5}, "catalogue.hashes"),
+        ({"bits": 8, "hashes": 1, "refresh": -1.0}, "catalogue.refresh"),
+        ({"bits": 8, "hashes": 1, "churn": float("nan")}, "catalogue.churn"),
+        ({"bits": 8}, "catalogue.hashes"),
+        ({"bits": 8, "hashes": 1, "period": 5.0}, "catalogue.period"),
+        ({"bits": True, "hashes": 1}, "catalogue.bits"),
+    ],
+)
 def test_bad_catalogue_fields_name_their_field(section, field):
     data = instance_to_mapping(base())
     data["catalogue"] = section

@@ -25,11 +25,19 @@ FP_TOL = 1e-11  # fixed points of those differences (s)
 def _inputs(ev, tau):
     inst, act = ev.instance, ev.active
     net = inst.network
-    kw = dict(radio_scale=net.radio_scale, first_token=inst.first_token_time[act], servers=inst.concurrency[act].astype(float),
-              mean_service=ev.mean_service[act], service_scv=None if ev.service_scv is None else ev.service_scv[act])
-    args = {"lam": ev.densities[act], "offsets": ev.bias[act] / net.radio_scale,
-            "work": net.request_intensity * inst.probabilities[None, :] * inst.service_time[act],
-            "offered_load": (ev.arrival_rate * ev.mean_service)[act]}
+    kw = dict(
+        radio_scale=net.radio_scale,
+        first_token=inst.first_token_time[act],
+        servers=inst.concurrency[act].astype(float),
+        mean_service=ev.mean_service[act],
+        service_scv=None if ev.service_scv is None else ev.service_scv[act],
+    )
+    args = {
+        "lam": ev.densities[act],
+        "offsets": ev.bias[act] / net.radio_scale,
+        "work": net.request_intensity * inst.probabilities[None, :] * inst.service_time[act],
+        "offered_load": (ev.arrival_rate * ev.mean_service)[act],
+    }
     if kw["service_scv"] is not None:
         args["service_scv"] = kw.pop("service_scv")
     else:
@@ -44,10 +52,14 @@ def _coverage(inst, tau, kw, args):
     queue_free = None
     if alpha != 2.0:
         kernel, lam, b = AnalyticKernel(), args["lam"], args["offsets"]
-        queue_free = (kernel.truncated(lam, b, alpha, (tau - kw["first_token"]) / kw["radio_scale"], np.zeros_like(b))[0]
-                      if np.isfinite(tau) else kernel.association(lam, b, alpha))
-    pairs = cell_coverage_pairs(law, tau, offered_load=args["offered_load"], service_scv=args.get("service_scv"),
-                                queue_free=queue_free, **kw)
+        queue_free = (
+            kernel.truncated(lam, b, alpha, (tau - kw["first_token"]) / kw["radio_scale"], np.zeros_like(b))[0]
+            if np.isfinite(tau)
+            else kernel.association(lam, b, alpha)
+        )
+    pairs = cell_coverage_pairs(
+        law, tau, offered_load=args["offered_load"], service_scv=args.get("service_scv"), queue_free=queue_free, **kw
+    )
     return float((inst.probabilities * pairs).sum())
 
 
@@ -73,9 +85,17 @@ def _keeping_ties(b, cut, d):
 
 def _check(ev, tau):
     args, kw = _inputs(ev, tau)
-    grad = cell_coverage_gradient(args["lam"], args["offsets"], args["work"], tau, offered_load=args["offered_load"],
-                                  service_scv=args.get("service_scv"), weights=ev.instance.probabilities,
-                                  alpha=ev.instance.network.radio_exponent, **kw)
+    grad = cell_coverage_gradient(
+        args["lam"],
+        args["offsets"],
+        args["work"],
+        tau,
+        offered_load=args["offered_load"],
+        service_scv=args.get("service_scv"),
+        weights=ev.instance.probabilities,
+        alpha=ev.instance.network.radio_exponent,
+        **kw,
+    )
     assert grad.value == pytest.approx(_coverage(ev.instance, tau, kw, args), abs=1e-14)
     if np.isfinite(tau):
         assert grad.value == pytest.approx(ev.coverage(tau), abs=1e-14)
@@ -163,8 +183,10 @@ def _mix_differences(inst, pi, policy, h=1e-7):
     return out
 
 
-@pytest.mark.parametrize(("name", "policy"), [("paper_calibrated", "load_aware"), ("paper_calibrated", "prefix"),
-                                               ("paper_calibrated", "nearest"), ("medium_forest", "load_aware")])
+@pytest.mark.parametrize(
+    ("name", "policy"),
+    [("paper_calibrated", "load_aware"), ("paper_calibrated", "prefix"), ("paper_calibrated", "nearest"), ("medium_forest", "load_aware")],
+)
 def test_sensitivity_of_the_cell_coverage_in_the_mix(name, policy):
     """``∂P_cov/∂π_s`` under the cell model: the partials (14.10) chained through the mean-field fixed point.
 
@@ -205,8 +227,9 @@ def test_evaluate_gradient_with_the_cell_model_on_the_command_line(capsys):
 
 
 @pytest.mark.parametrize("alpha", [2.5, 3.5])
-@pytest.mark.parametrize(("policy", "intensity", "factor"), [("load_aware", 3.3, 1.0), ("prefix", 2.4, 2.0), ("load_aware", 3.3, np.inf),
-                                                             ("nearest", 1.0, 0.5)])
+@pytest.mark.parametrize(
+    ("policy", "intensity", "factor"), [("load_aware", 3.3, 1.0), ("prefix", 2.4, 2.0), ("load_aware", 3.3, np.inf), ("nearest", 1.0, 0.5)]
+)
 def test_cell_gradient_at_other_exponents_matches_central_differences(alpha, policy, intensity, factor):
     """α ≠ 2: the void exponent in closed form, the ray extents by the table inverse and ``P1`` by the kernel's quadrature."""
     inst = load_instance("paper_calibrated").with_network(request_intensity=intensity, radio_exponent=alpha)
@@ -221,7 +244,6 @@ def test_cell_gradient_at_the_ends_of_the_accepted_exponents(alpha, policy, inte
     inst = load_instance("paper_calibrated").with_network(request_intensity=intensity, radio_exponent=alpha)
     ev = evaluate(inst, None, policy, queue_model="cell")
     _check(ev, ev.target * factor)
-
 
 
 def _random_case(alpha, load, policy, seed):
@@ -254,6 +276,7 @@ def _random_case(alpha, load, policy, seed):
 
 def _mix_reference(instance, pi, policy, kernel, h=MIX_STEP):
     """4-point differences of the converged cell coverage in each ``π_s`` (one-sided at share 0)."""
+
     def value(s, step):
         mix = pi.copy()
         mix[s] += step

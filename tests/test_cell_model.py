@@ -53,8 +53,10 @@ def test_standard_nodes_are_the_bin_centroids_of_the_pearson_law():
         k = 4.0 / gamma**2
         law = stats.gamma(k)
         edges = law.ppf(np.linspace(0.0, 1.0, 9))
-        centroids = [8 * integrate.quad(lambda g: (g - k) / np.sqrt(k) * law.pdf(g), lo, hi, epsabs=1e-13)[0]
-                     for lo, hi in zip(edges[:-1], edges[1:])]
+        centroids = [
+            8 * integrate.quad(lambda g: (g - k) / np.sqrt(k) * law.pdf(g), lo, hi, epsabs=1e-13)[0]
+            for lo, hi in zip(edges[:-1], edges[1:])
+        ]
         np.testing.assert_allclose(z[row], centroids, atol=1e-8)
     normal = stats.norm.ppf(np.linspace(0.0, 1.0, 9))
     expected = 8 * (stats.norm.pdf(normal[:-1]) - stats.norm.pdf(normal[1:]))
@@ -83,7 +85,8 @@ def test_light_load_limit_is_the_mean_field(calibrated):
     light = calibrated.with_network(request_intensity=0.05)
     for policy in ("load_aware", "prefix", "nearest"):
         assert evaluate(light, policy=policy, queue_model="cell").coverage() == pytest.approx(
-            evaluate(light, policy=policy).coverage(), abs=2e-3)
+            evaluate(light, policy=policy).coverage(), abs=2e-3
+        )
 
 
 def test_cell_coverage_is_monotone_in_tau_and_smooth_in_the_mix(calibrated):
@@ -115,8 +118,22 @@ def test_json_echoes_the_queue_model(capsys):
     assert out["coverage"] == pytest.approx(evaluate(load_instance("paper_calibrated"), queue_model="cell").coverage())
     assert main(["solve", "paper_calibrated", "--queue-model", "cell", "--budget", "6", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["queue_model"] == "cell"
-    assert main(["plan-density", "paper_calibrated", "--reliability", "0.6", "--mix", "none=0.45,shallow=0.35,deep=0.2",
-                 "--queue-model", "cell", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan-density",
+                "paper_calibrated",
+                "--reliability",
+                "0.6",
+                "--mix",
+                "none=0.45,shallow=0.35,deep=0.2",
+                "--queue-model",
+                "cell",
+                "--json",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
     assert plan["queue_model"] == "cell" and plan["coverage"] >= 0.6
 
@@ -129,8 +146,7 @@ def test_cell_matches_the_network_simulation_where_the_mean_field_does_not(calib
     mf = evaluate(calibrated)
     cell = evaluate(calibrated, queue_model="cell")
     seeds = np.random.SeedSequence(7).spawn(4)
-    covs = [simulate_network(calibrated, None, analytical_router(mf), spec, seed=np.random.default_rng(s)).coverage(0.8)
-            for s in seeds]
+    covs = [simulate_network(calibrated, None, analytical_router(mf), spec, seed=np.random.default_rng(s)).coverage(0.8) for s in seeds]
     sim, se = float(np.mean(covs)), float(np.std(covs, ddof=1) / 2.0)
     assert abs(cell.coverage() - sim) <= 0.015 + 2.0 * se
     assert mf.coverage() - sim > 0.1
@@ -149,8 +165,26 @@ def test_simulation_objective_uses_common_random_numbers(calibrated):
 
 
 def test_solve_objective_simulation_cli(capsys):
-    assert main(["solve", "paper_calibrated", "--objective", "simulation", "--method", "grid", "--resolution", "5",
-                 "--sim-seeds", "0", "--sim-nodes", "60", "--json"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                "paper_calibrated",
+                "--objective",
+                "simulation",
+                "--method",
+                "grid",
+                "--resolution",
+                "5",
+                "--sim-seeds",
+                "0",
+                "--sim-nodes",
+                "60",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["scored_by"] == "simulation" and out["feasible"]
     assert main(["solve", "--objective", "oracle"]) == 2
@@ -161,8 +195,9 @@ def test_validation_benchmark_smoke():
     """One small cell of the benchmark: structure, and the control variate's estimate is a coverage."""
     from edgeprefix.benchmarks.cell_validation import benchmark_case, validate_case
 
-    rows = validate_case(benchmark_case("paper_calibrated"), se_target=0.05, max_reps=3, nodes=100.0,
-                         fractions=(0.35,), policies=("nearest",))
+    rows = validate_case(
+        benchmark_case("paper_calibrated"), se_target=0.05, max_reps=3, nodes=100.0, fractions=(0.35,), policies=("nearest",)
+    )
     (row,) = rows
     assert {"intensity", "policy", "simulated", "simulated_se", "meanfield", "cell"} <= set(row)
     assert 0.0 < row["simulated"] < 1.0 and row["replications"] == 3
@@ -170,8 +205,30 @@ def test_validation_benchmark_smoke():
 
 
 def test_validate_json_has_the_coverage_table(capsys):
-    assert main(["validate", "paper_calibrated", "--intensities", "2", "--samples", "2000", "--customers", "500",
-                 "--nodes", "60", "--horizon", "6", "--warmup", "3", "--replications", "1", "--json"]) == 0
+    assert (
+        main(
+            [
+                "validate",
+                "paper_calibrated",
+                "--intensities",
+                "2",
+                "--samples",
+                "2000",
+                "--customers",
+                "500",
+                "--nodes",
+                "60",
+                "--horizon",
+                "6",
+                "--warmup",
+                "3",
+                "--replications",
+                "1",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     table = report["coverage_table"]
     assert [row["policy"] for row in table] == ["load_aware", "prefix", "nearest"]
@@ -228,8 +285,11 @@ def test_voronoi_mean_is_the_poisson_voronoi_conditional_mean():
         with np.errstate(invalid="ignore", divide="ignore"):
             a1 = np.clip((d**2 + r1**2 - r2**2) / (2 * d * r1), -1, 1)
             a2 = np.clip((d**2 + r2**2 - r1**2) / (2 * d * r2), -1, 1)
-            lens = r1**2 * np.arccos(a1) + r2**2 * np.arccos(a2) - 0.5 * np.sqrt(
-                np.maximum((-d + r1 + r2) * (d + r1 - r2) * (d - r1 + r2) * (d + r1 + r2), 0.0))
+            lens = (
+                r1**2 * np.arccos(a1)
+                + r2**2 * np.arccos(a2)
+                - 0.5 * np.sqrt(np.maximum((-d + r1 + r2) * (d + r1 - r2) * (d - r1 + r2) * (d + r1 + r2), 0.0))
+            )
         lens = np.where(d <= np.abs(r1 - r2), np.pi * np.minimum(r1, r2) ** 2, lens)
         return float((np.exp(-(np.pi * r1**2 - lens)) * rr[:, None] * wr[:, None] * wt[None, :]).sum())
 

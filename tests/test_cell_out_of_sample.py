@@ -62,11 +62,23 @@ def test_a_drawn_mix_meets_its_cap_and_budget_and_the_cap_binds():
 
 
 def test_summary_names_the_worst_cell_and_counts_cells_over_the_limit():
-    base = {"alpha": 3.0, "profiles": 5, "types": 6, "active": 3, "cap_active": True, "budget_active": False,
-            "intensity": 1.0, "simulated_se": 0.002, "replications": 6, "meanfield": 0.9}
-    rows = [base | {"draw": 0, "load_fraction": 0.35, "simulated": 0.80, "cell": 0.79},
-            base | {"draw": 1, "alpha": 2.2, "load_fraction": 0.95, "simulated": 0.30, "cell": 0.27},
-            base | {"draw": 2, "load_fraction": 0.7, "max_utilization": 1.1}]  # unstable: not simulated
+    base = {
+        "alpha": 3.0,
+        "profiles": 5,
+        "types": 6,
+        "active": 3,
+        "cap_active": True,
+        "budget_active": False,
+        "intensity": 1.0,
+        "simulated_se": 0.002,
+        "replications": 6,
+        "meanfield": 0.9,
+    }
+    rows = [
+        base | {"draw": 0, "load_fraction": 0.35, "simulated": 0.80, "cell": 0.79},
+        base | {"draw": 1, "alpha": 2.2, "load_fraction": 0.95, "simulated": 0.30, "cell": 0.27},
+        base | {"draw": 2, "load_fraction": 0.7, "max_utilization": 1.1},
+    ]  # unstable: not simulated
     text = oos.render(rows)
     assert "draw 1, α = 2.200" in text and "load 0.95" in text and "1 of 2 cells over 0.015" in text
     assert "not simulated" in text and "c-" in text

@@ -23,9 +23,12 @@ def _closed_form_gradient(instance, mix: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "spec",
-    [ClassicalSpec(6, 2, zipf=0.9, reach=2.0), ClassicalSpec(5, 2, zipf=1.1, reach=3.0, fallback_min=0.2),
-     ClassicalSpec(6, 2, zipf=0.7, reach=2.5, sizes=(1, 2, 3, 1, 2, 3), memory_budget=0.5),
-     ClassicalSpec(5, 2, zipf=0.8, reach=3.0, max_share=0.12)],
+    [
+        ClassicalSpec(6, 2, zipf=0.9, reach=2.0),
+        ClassicalSpec(5, 2, zipf=1.1, reach=3.0, fallback_min=0.2),
+        ClassicalSpec(6, 2, zipf=0.7, reach=2.5, sizes=(1, 2, 3, 1, 2, 3), memory_budget=0.5),
+        ClassicalSpec(5, 2, zipf=0.8, reach=3.0, max_share=0.12),
+    ],
 )
 def test_residual_vanishes_at_the_known_optimum_and_not_nearby(spec: ClassicalSpec) -> None:
     inst = classical_instance(spec)

@@ -176,10 +176,13 @@ def test_solve_certifies_the_cell_model_at_alpha_3(tmp_path, capsys) -> None:
     assert out["coverage"] >= out["certify"]["coverage_before"]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--certify-tol", "1e-3"], "--certify-tol applies with --certify or --method gradient"),
-    (["--certify", "--certify-tol", "0"], "--certify-tol must be a positive number"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--certify-tol", "1e-3"], "--certify-tol applies with --certify or --method gradient"),
+        (["--certify", "--certify-tol", "0"], "--certify-tol must be a positive number"),
+    ],
+)
 def test_bad_certify_options_are_one_line_and_exit_2(argv, message, capsys) -> None:
     assert main(["solve", "--budget", "3", *argv]) == 2
     assert message in capsys.readouterr().err

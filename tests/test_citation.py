@@ -32,8 +32,22 @@ def test_the_required_keys_of_cff_1_2_0():
     assert data["title"] == "edgeprefix" and data["type"] == "software"
     assert _valid_authors(data["authors"])
     assert set(data) <= {
-        "cff-version", "message", "title", "authors", "type", "abstract", "license", "keywords",
-        "version", "date-released", "repository-code", "url", "doi", "identifiers", "preferred-citation", "references",
+        "cff-version",
+        "message",
+        "title",
+        "authors",
+        "type",
+        "abstract",
+        "license",
+        "keywords",
+        "version",
+        "date-released",
+        "repository-code",
+        "url",
+        "doi",
+        "identifiers",
+        "preferred-citation",
+        "references",
     }
 
 

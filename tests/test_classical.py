@@ -45,7 +45,9 @@ SPECS = [
 
 
 @pytest.mark.parametrize("alpha, tol", [(2.0, 1e-12), (1.5, 1e-7), (2.7, 1e-7), (3.5, 1e-7)])
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"J{s.files}K{s.cache}" + ("cap" if s.max_share else "") + ("mem" if s.memory_budget else ""))
+@pytest.mark.parametrize(
+    "spec", SPECS, ids=lambda s: f"J{s.files}K{s.cache}" + ("cap" if s.max_share else "") + ("mem" if s.memory_budget else "")
+)
 def test_evaluate_equals_the_closed_form_at_random_mixes(spec: ClassicalSpec, alpha: float, tol: float) -> None:
     inst = classical_instance(ClassicalSpec(**{**spec.__dict__, "alpha": alpha}))
     rng = np.random.default_rng(7)
@@ -57,7 +59,9 @@ def test_evaluate_equals_the_closed_form_at_random_mixes(spec: ClassicalSpec, al
         assert abs(ev.coverage_queue_free(inst.placement.target) - ev.coverage_at_target) <= tol  # queueing vanishes
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"J{s.files}K{s.cache}" + ("cap" if s.max_share else "") + ("mem" if s.memory_budget else ""))
+@pytest.mark.parametrize(
+    "spec", SPECS, ids=lambda s: f"J{s.files}K{s.cache}" + ("cap" if s.max_share else "") + ("mem" if s.memory_budget else "")
+)
 def test_known_optimum_is_attained_and_not_beaten(spec: ClassicalSpec) -> None:
     inst = classical_instance(spec)
     meta = inst.metadata
@@ -165,9 +169,14 @@ def test_large_instance_evaluates_to_its_optimum() -> None:
 
 @pytest.mark.parametrize(
     "kwargs, field",
-    [({"files": 1, "cache": 1}, "files"), ({"files": 5, "cache": 5}, "cache"), ({"files": 5, "cache": 2, "reach": 0.0}, "reach"),
-     ({"files": 5, "cache": 2, "sizes": (1, 2)}, "sizes"), ({"files": 5, "cache": 2, "node_capacity": 1.0}, "node_capacity"),
-     ({"files": 40, "cache": 5}, "C(J, K)")],
+    [
+        ({"files": 1, "cache": 1}, "files"),
+        ({"files": 5, "cache": 5}, "cache"),
+        ({"files": 5, "cache": 2, "reach": 0.0}, "reach"),
+        ({"files": 5, "cache": 2, "sizes": (1, 2)}, "sizes"),
+        ({"files": 5, "cache": 2, "node_capacity": 1.0}, "node_capacity"),
+        ({"files": 40, "cache": 5}, "C(J, K)"),
+    ],
 )
 def test_bad_specs_name_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=field.replace("(", r"\(").replace(")", r"\)")):
@@ -176,8 +185,9 @@ def test_bad_specs_name_the_field(kwargs: dict, field: str) -> None:
 
 def test_cli_writes_the_instance_and_reports_the_optimum(tmp_path, capsys) -> None:
     out = tmp_path / "classical.toml"
-    code = main(["benchmark-instance", "classical", "--files", "6", "--cache", "2", "--zipf", "0.9", "--reach", "2",
-                 "--out", str(out), "--json"])
+    code = main(
+        ["benchmark-instance", "classical", "--files", "6", "--cache", "2", "--zipf", "0.9", "--reach", "2", "--out", str(out), "--json"]
+    )
     captured = capsys.readouterr()
     assert code == 0 and f"wrote {out}" in captured.err
     payload = json.loads(captured.out)

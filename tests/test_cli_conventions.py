@@ -58,8 +58,23 @@ def test_parse_seeds_lists_ranges_and_errors():
 
 def test_sweep_seeds_list_and_json(capsys, tmp_path):
     out = tmp_path / "sweep.csv"
-    args = ["sweep", "--loads", "2", "--densities", "1", "--seeds", "0-1", "--method", "random", "--budget", "4",
-            "--serial", "--json", "--out", str(out)]
+    args = [
+        "sweep",
+        "--loads",
+        "2",
+        "--densities",
+        "1",
+        "--seeds",
+        "0-1",
+        "--method",
+        "random",
+        "--budget",
+        "4",
+        "--serial",
+        "--json",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     captured = capsys.readouterr()
     payload = json.loads(captured.out)
@@ -76,8 +91,23 @@ def test_sweep_seeds_list_and_json(capsys, tmp_path):
         ["evaluate"],
         ["solve", "--method", "random", "--budget", "5"],
         ["plan-density", "--reliability", "0.6", "--mix", "none=0.3,shallow=0.5,deep=0.2"],
-        ["validate", "--samples", "2000", "--customers", "500", "--intensities", "1", "--nodes", "40", "--horizon", "4",
-         "--warmup", "2", "--replications", "1"],
+        [
+            "validate",
+            "--samples",
+            "2000",
+            "--customers",
+            "500",
+            "--intensities",
+            "1",
+            "--nodes",
+            "40",
+            "--horizon",
+            "4",
+            "--warmup",
+            "2",
+            "--replications",
+            "1",
+        ],
     ],
     ids=lambda argv: argv[0],
 )

@@ -92,7 +92,10 @@ def test_closed_pipe_ends_quietly(tmp_path):
     proc = subprocess.run(
         f"{sys.executable} -m edgeprefix.cli evaluate --json | head -c 10",
         cwd=tmp_path,
-        shell=True, capture_output=True, text=True, check=False,
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.stdout.startswith("{")
     assert "Traceback" not in proc.stderr

@@ -85,7 +85,7 @@ def test_plan_density_bad_reliability(capsys):
 def test_migrate_json_and_table(tmp_path, capsys):
     epochs = tmp_path / "epochs.toml"
     epochs.write_text(
-        'current_mix = { none = 0.18, shallow = 0.54, deep = 0.28 }\nchange_budget = 0.15\n'
+        "current_mix = { none = 0.18, shallow = 0.54, deep = 0.28 }\nchange_budget = 0.15\n"
         '[[epochs]]\nname = "night"\nrequest_intensity = 2.0\n'
         '[[epochs]]\nname = "peak"\nrequest_intensity = 3.5\nprobabilities = { short = 0.6, long = 0.4 }\n'
     )

@@ -61,8 +61,15 @@ def test_evaluate_json_imports_no_heavy_library(tmp_path: Path) -> None:
     assert "edgeprefix.commands.solve" not in result["modules"]
 
 
-@pytest.mark.parametrize("argv", [["solve", "--budget", "3", "--json"], ["solve", "--method", "gradient", "--budget", "3", "--json"],
-                                  ["plan-density", "--reliability", "0.9", "--json"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["solve", "--budget", "3", "--json"],
+        ["solve", "--method", "gradient", "--budget", "3", "--json"],
+        ["plan-density", "--reliability", "0.9", "--json"],
+    ],
+    ids=" ".join,
+)
 def test_solve_and_plan_density_import_neither_cvxpy_nor_optuna(tmp_path: Path, argv: list[str]) -> None:
     result = _probe(argv, tmp_path)
     assert result["code"] == 0 and json.loads(result["stdout"])

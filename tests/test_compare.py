@@ -103,8 +103,24 @@ def test_best_so_far_ignores_infeasible_points():
 
 
 def test_cli_json_and_bad_method(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    code = cli_main(["compare", "--instances", "paper_baseline", "--methods", "random,grid", "--budgets", "4,8", "--seeds", "0,1",
-                     "--grid-limit", "50", "--json", "--out", str(tmp_path)])
+    code = cli_main(
+        [
+            "compare",
+            "--instances",
+            "paper_baseline",
+            "--methods",
+            "random,grid",
+            "--budgets",
+            "4,8",
+            "--seeds",
+            "0,1",
+            "--grid-limit",
+            "50",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0
     payload = json.loads(captured.out)

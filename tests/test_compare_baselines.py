@@ -17,8 +17,9 @@ BUDGETS = (10, 20)
 
 @pytest.fixture(scope="module")
 def comparison():
-    config = CompareConfig(instances=("paper_baseline",), methods=("gradient", "slsqp-fd", "de"), budgets=BUDGETS, seeds=2,
-                           grid_limit=1, loads=(0.5, 1.0))
+    config = CompareConfig(
+        instances=("paper_baseline",), methods=("gradient", "slsqp-fd", "de"), budgets=BUDGETS, seeds=2, grid_limit=1, loads=(0.5, 1.0)
+    )
     return run_comparison(config)
 
 

@@ -69,8 +69,26 @@ def test_known_optimum_replaces_the_grid_and_the_best_run(tmp_path: Path) -> Non
 
 
 def test_suite_end_to_end_nobody_beats_the_exact_optimum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli_main(["compare", "--suite", "classical", "--seed", "0", "--profiles", "6", "--methods", "gradient,slsqp-fd,de",
-                     "--budgets", "10,30", "--seeds", "0", "--json", "--out", str(tmp_path)])
+    code = cli_main(
+        [
+            "compare",
+            "--suite",
+            "classical",
+            "--seed",
+            "0",
+            "--profiles",
+            "6",
+            "--methods",
+            "gradient,slsqp-fd,de",
+            "--budgets",
+            "10,30",
+            "--seeds",
+            "0",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     payload = json.loads(captured.out)

@@ -49,7 +49,10 @@ def repository_files() -> list[Path]:
     try:
         out = subprocess.run(
             ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT, capture_output=True, text=True, check=True,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.split("\n")
         files = [ROOT / name for name in out if name.endswith(SUFFIXES)]
     except (OSError, subprocess.CalledProcessError):
@@ -95,7 +98,7 @@ def citations(path: Path) -> Iterator[tuple[int, str, str]]:
     bare = path.suffix == ".py" or path == MODEL
     for m in BARE_SECTION.finditer(text) if bare else ():
         # In code a bare § is the model reference, unless it follows a README's name.
-        if m.start(1) in seen or OTHER_FILE.search(text[max(0, m.start() - 60):m.start()]):
+        if m.start(1) in seen or OTHER_FILE.search(text[max(0, m.start() - 60) : m.start()]):
             continue
         for n in numbers(m.group(1)):
             yield line_of(text, m.start()), "section", n
@@ -132,13 +135,19 @@ def test_citation_parsing_sees_every_form(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
         '"""See docs/model.md §1–§5, §8, and ``docs/model.md`` §9.3(c); eqs. (19)–(20), eq. (6.12).\n'
-        "README §4 is another file's section; §10.1 is ours.\"\"\"\n",
+        'README §4 is another file\'s section; §10.1 is ours."""\n',
         encoding="utf-8",
     )
     found = [(kind, n) for _, kind, n in citations(sample)]
     assert found == [
-        ("section", "1"), ("section", "5"), ("section", "8"), ("section", "9.3"), ("section", "10.1"),
-        ("equation", "19"), ("equation", "20"), ("equation", "6.12"),
+        ("section", "1"),
+        ("section", "5"),
+        ("section", "8"),
+        ("section", "9.3"),
+        ("section", "10.1"),
+        ("equation", "19"),
+        ("equation", "20"),
+        ("equation", "6.12"),
     ]
 
 
@@ -185,7 +194,7 @@ def resolve(dotted: str) -> object:
             elif name in getattr(obj, "__dataclass_fields__", {}):
                 obj = obj.__dataclass_fields__[name]  # a dataclass field without a default
             else:
-                raise AttributeError(f"{dotted}: {'.'.join(parts[:parts.index(name)])} has no {name!r}")
+                raise AttributeError(f"{dotted}: {'.'.join(parts[: parts.index(name)])} has no {name!r}")
         return obj
     raise ModuleNotFoundError(dotted)
 

@@ -49,7 +49,9 @@ def test_model_anchors_point_at_the_chapter_that_holds_them(hooks) -> None:
 
 def test_links_are_rewritten_to_pages_or_named_as_paths(hooks) -> None:
     linker = hooks.Linker({}, set())
-    out = linker.rewrite("docs/model.md", "model/07.md", "see [the benchmarks](../benchmarks/README.md) and [a file](../placement/data/x.toml)")
+    out = linker.rewrite(
+        "docs/model.md", "model/07.md", "see [the benchmarks](../benchmarks/README.md) and [a file](../placement/data/x.toml)"
+    )
     assert "[the benchmarks](../benchmarks/index.md)" in out
     assert "a file (`placement/data/x.toml`)" in out
     assert linker.rewrite("README.md", "index.md", "[site](https://example.org/a)") == "[site](https://example.org/a)"

@@ -49,6 +49,7 @@ def test_batch_efficiency_terms_halve_the_held_out_prefill_error() -> None:
     """The two log-batch terms (docs/model.md §17.9) against the five-term model (both forced to zero),
     each configuration left out in turn: the median held-out ``prompt_time`` error drops from about 15 %
     to about 7 %, and the worst interior ``e2e_time`` error over all groups from 10.5 % to 9.2 %."""
+
     def prefill_errors(fit: Callable[[tuple[TimingRow, ...]], StepTime]) -> tuple[list[float], list[float]]:
         pre, worst = [], []
         for group in GROUPS:
@@ -58,7 +59,7 @@ def test_batch_efficiency_terms_halve_the_held_out_prefill_error() -> None:
             for i, r in enumerate(rows):
                 if any(getattr(r, k) == m for k, m in zip(("batch", "prompt", "tokens"), top)):
                     continue
-                model = fit(rows[:i] + rows[i + 1:])
+                model = fit(rows[:i] + rows[i + 1 :])
                 pre.append(abs(model(r.batch * r.prompt, r.batch * float(r.prompt) ** 2, 0, 0, r.batch) / r.prompt_time - 1))
                 e2e.append(abs(static_batch_e2e(model, r.batch, r.prompt, r.tokens) / r.e2e_time - 1))
             worst.append(max(e2e))
@@ -79,8 +80,19 @@ def test_the_engine_reproduces_its_static_batch_prediction() -> None:
     for r in rows:
         b = r.batch
         reqs = Requests([r.prompt] * b, [r.tokens] * b, [()] * b, [0] * b, 512, [[0.0] * b])
-        node = BatchingNode(0, 0, PrefixCache(10**8, 32, dynamic=False), reqs, lambda *a: None, model,
-                            token_budget=10**7, max_running=256, block_size=16, watermark=0.0, chunked=False)
+        node = BatchingNode(
+            0,
+            0,
+            PrefixCache(10**8, 32, dynamic=False),
+            reqs,
+            lambda *a: None,
+            model,
+            token_budget=10**7,
+            max_running=256,
+            block_size=16,
+            watermark=0.0,
+            chunked=False,
+        )
         node.arrive_many(list(range(b)), 0.0)
         node.advance(np.inf)
         e2e = max(reqs.finish)
@@ -114,8 +126,19 @@ def test_admission_never_evicts_the_requests_own_hit_blocks() -> None:
     for blocks in ([1, 2], [7, 8]):
         cache.release(cache.store(blocks, 0.0), 0.0)  # LRU, oldest first: 2, 1, 8, 7
     reqs = Requests([160], [4], [(1, 2, 3, 4, 5, 6, 9, 10, 11, 12)], [10], 16, [[0.0]])
-    node = BatchingNode(0, 0, cache, reqs, lambda *a: None, StepTime(base=0.01), token_budget=1000, max_running=4,
-                        block_size=16, watermark=0.0, chunked=True)
+    node = BatchingNode(
+        0,
+        0,
+        cache,
+        reqs,
+        lambda *a: None,
+        StepTime(base=0.01),
+        token_budget=1000,
+        max_running=4,
+        block_size=16,
+        watermark=0.0,
+        chunked=True,
+    )
     node.arrive(0, 0.0)  # 8 own blocks, 6 free: two free blocks must go
     assert reqs.blocks_hit[0] == 2 and reqs.held[0] == [1, 2]
     assert set(cache.refs) == {1, 2} and not cache.lru and not cache.holds(7) and not cache.holds(8)
@@ -272,8 +295,21 @@ def test_slot_limit_reproduces_the_network_simulation_within_its_standard_errors
     router = analytical_router(evaluate(inst))
     spec = SimulationSpec(horizon=200.0, warmup=60.0, service="deterministic", layout=LayoutSpec(mean_nodes=nodes, counts="exact"))
     net = np.array([np.mean(simulate_network(inst, None, router, spec, seed=r).ttft <= tau) for r in range(reps)])
-    (row,) = engine_rows(inst, None, (lam,), step=None, engine="slots", cache="planned", router="tier", telemetry=Telemetry(),
-                         requests=8000, replications=reps, nodes=nodes, seed=11, tau=tau)
+    (row,) = engine_rows(
+        inst,
+        None,
+        (lam,),
+        step=None,
+        engine="slots",
+        cache="planned",
+        router="tier",
+        telemetry=Telemetry(),
+        requests=8000,
+        replications=reps,
+        nodes=nodes,
+        seed=11,
+        tau=tau,
+    )
     se = np.hypot(net.std(ddof=1) / np.sqrt(reps), row["coverage_engine_se"])
     assert 0 < se < 0.05  # both sides measured something, with a useful precision
     assert abs(row["coverage_engine"] - net.mean()) <= 3 * se
@@ -306,8 +342,7 @@ def test_the_board_shows_loads_and_kv_events_as_old_as_the_telemetry() -> None:
     from edgeprefix.placement.model.telemetry import Telemetry
     from edgeprefix.placement.simulation.engine.board import Board
 
-    node = SimpleNamespace(cache=PrefixCache(10, 1), profile=0, history_t=[0.0, 1.0, 2.0], history_n=[0, 3, 7],
-                           history_q=[0, 1, 4])
+    node = SimpleNamespace(cache=PrefixCache(10, 1), profile=0, history_t=[0.0, 1.0, 2.0], history_n=[0, 3, 7], history_q=[0, 1, 4])
     events = [(1.0, 0, 5, 1), (2.0, 0, 6, 1), (3.0, 0, 5, -1)]
     board = Board([node], events, Telemetry(delay=1.0), [[0.0]], 512, [1024], [(5, 6)])
     board.sync(2.5)  # sees t = 1.5: block 5 stored, 6 not yet
@@ -321,8 +356,19 @@ def test_the_board_shows_loads_and_kv_events_as_old_as_the_telemetry() -> None:
 
 
 def _node(model, reqs, *, capacity=10**6, budget=512, chunked=True, max_running=256):
-    return BatchingNode(0, 0, PrefixCache(capacity, 32, dynamic=False), reqs, lambda *a: None, model,
-                        token_budget=budget, max_running=max_running, block_size=16, watermark=0.0, chunked=chunked)
+    return BatchingNode(
+        0,
+        0,
+        PrefixCache(capacity, 32, dynamic=False),
+        reqs,
+        lambda *a: None,
+        model,
+        token_budget=budget,
+        max_running=max_running,
+        block_size=16,
+        watermark=0.0,
+        chunked=chunked,
+    )
 
 
 def test_chunked_prefill_keeps_decoding_while_a_long_prompt_is_split() -> None:

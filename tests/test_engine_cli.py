@@ -58,23 +58,40 @@ def test_slots_and_planned_leave_every_number_as_it_was(instances, capsys) -> No
 
 @pytest.mark.parametrize("router", ["dynamo", "sglang", "llm-d", "vllm-prefix", "vllm-kv", "online"])
 def test_batching_engine_with_lru_reports_the_engine_keys(instances, capsys, router: str) -> None:
-    code, report, err = _run(capsys, "--instance", str(instances["engine"]), "--nodes", "6", "--engine", "batching",
-                             "--cache", "lru", "--router", router, "--telemetry-delay", "0.1", "--json")
+    code, report, err = _run(
+        capsys,
+        "--instance",
+        str(instances["engine"]),
+        "--nodes",
+        "6",
+        "--engine",
+        "batching",
+        "--cache",
+        "lru",
+        "--router",
+        router,
+        "--telemetry-delay",
+        "0.1",
+        "--json",
+    )
     assert code == 0, err
     assert ENGINE_KEYS <= set(report) and report["engine"] == "batching" and report["cache"] == "lru"
     assert report["router"] == router and 0 <= report["hit_rate_blocks"] <= 1
     assert report["ttft_p50"] <= report["ttft_p90"] <= report["ttft_p99"]
 
 
-@pytest.mark.parametrize(("instance", "argv", "needle"), [
-    ("plain", ["--router", "nginx"], "--router"),
-    ("plain", ["--engine", "turbo"], "--engine"),
-    ("plain", ["--cache", "fifo"], "--cache"),
-    ("plain", ["--engine", "batching"], "--engine batching"),
-    ("no_timings", ["--engine", "batching"], "engine.timings"),
-    ("bad_block", ["--engine", "batching"], "engine.block_size"),
-    ("plain", ["--telemetry-delay", "-1", "--router", "online"], "--telemetry-delay"),
-])
+@pytest.mark.parametrize(
+    ("instance", "argv", "needle"),
+    [
+        ("plain", ["--router", "nginx"], "--router"),
+        ("plain", ["--engine", "turbo"], "--engine"),
+        ("plain", ["--cache", "fifo"], "--cache"),
+        ("plain", ["--engine", "batching"], "--engine batching"),
+        ("no_timings", ["--engine", "batching"], "engine.timings"),
+        ("bad_block", ["--engine", "batching"], "engine.block_size"),
+        ("plain", ["--telemetry-delay", "-1", "--router", "online"], "--telemetry-delay"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_naming_the_field(instances, capsys, instance: str, argv: list[str], needle: str) -> None:
     with pytest.raises(SystemExit) as info:
         code = main(["replay", str(SAMPLE), "--instance", str(instances[instance]), "--nodes", "6", *argv])
@@ -84,18 +101,22 @@ def test_bad_input_exits_2_with_one_line_naming_the_field(instances, capsys, ins
     assert len(err) == 1 and needle in err[0]
 
 
-@pytest.mark.parametrize(("instance", "argv", "needle"), [
-    ("plain", ["--router", "nginx"], "--router"),
-    ("plain", ["--engine", "turbo"], "--engine"),
-    ("plain", ["--cache", "fifo"], "--cache"),
-    ("plain", ["--engine", "batching"], "--engine batching"),
-    ("no_timings", ["--engine", "batching"], "engine.timings"),
-    ("bad_block", ["--engine", "batching"], "engine.block_size"),
-    ("plain", ["--cache", "lru"], "--cache"),
-    ("plain", ["--router", "dynamo"], "--router dynamo"),
-])
-def test_validate_bad_engine_input_exits_2_with_one_line_before_any_replay(instances, capsys, monkeypatch, instance: str,
-                                                                           argv: list[str], needle: str) -> None:
+@pytest.mark.parametrize(
+    ("instance", "argv", "needle"),
+    [
+        ("plain", ["--router", "nginx"], "--router"),
+        ("plain", ["--engine", "turbo"], "--engine"),
+        ("plain", ["--cache", "fifo"], "--cache"),
+        ("plain", ["--engine", "batching"], "--engine batching"),
+        ("no_timings", ["--engine", "batching"], "engine.timings"),
+        ("bad_block", ["--engine", "batching"], "engine.block_size"),
+        ("plain", ["--cache", "lru"], "--cache"),
+        ("plain", ["--router", "dynamo"], "--router dynamo"),
+    ],
+)
+def test_validate_bad_engine_input_exits_2_with_one_line_before_any_replay(
+    instances, capsys, monkeypatch, instance: str, argv: list[str], needle: str
+) -> None:
     """The engine options are checked before the validation runs: a replay reached would fail the test."""
     from edgeprefix.commands import validate as validate_command
 
@@ -112,9 +133,36 @@ def test_validate_bad_engine_input_exits_2_with_one_line_before_any_replay(insta
 
 
 def test_validate_replays_the_model_workload_on_engine_nodes(instances, capsys) -> None:
-    code = main(["validate", str(instances["engine"]), "--samples", "500", "--customers", "500", "--intensities", "1",
-                 "--replications", "2", "--nodes", "20", "--horizon", "5", "--warmup", "2", "--no-online",
-                 "--engine", "batching", "--cache", "planned+lru", "--router", "llm-d", "--engine-requests", "400", "--json"])
+    code = main(
+        [
+            "validate",
+            str(instances["engine"]),
+            "--samples",
+            "500",
+            "--customers",
+            "500",
+            "--intensities",
+            "1",
+            "--replications",
+            "2",
+            "--nodes",
+            "20",
+            "--horizon",
+            "5",
+            "--warmup",
+            "2",
+            "--no-online",
+            "--engine",
+            "batching",
+            "--cache",
+            "planned+lru",
+            "--router",
+            "llm-d",
+            "--engine-requests",
+            "400",
+            "--json",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     eng = json.loads(out)["engine"]

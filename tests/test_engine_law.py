@@ -86,8 +86,16 @@ def test_degenerate_engine_has_kv_slots(mooncake):
 def test_alone_prefill_matches_the_engine_alone(mooncake):
     """``u`` is the first-token time of a request that meets an empty node."""
     step = default_step_time(mooncake)
-    case = NodeCase("one", np.array([1.0]), np.array([20000.0]), np.array([1.0]), np.zeros((1, 1)), np.zeros(1),
-                    _Gpu(10.0, mooncake.gpu.kv_per_token), mooncake.engine)
+    case = NodeCase(
+        "one",
+        np.array([1.0]),
+        np.array([20000.0]),
+        np.array([1.0]),
+        np.zeros((1, 1)),
+        np.zeros(1),
+        _Gpu(10.0, mooncake.gpu.kv_per_token),
+        mooncake.engine,
+    )
     res = run_node(case, step, 1e-4, 3, np.random.SeedSequence(0))
     expected = alone_prefill(step, np.array([20000.0]), np.array([0.0]), mooncake.engine.token_budget)[0]
     np.testing.assert_allclose(res["first"] - res["arrival"], expected, rtol=1e-12)
@@ -111,8 +119,12 @@ def test_monotone_in_load(params):
     below = a < edge
     law = engine_wait_law(a[below], c * ones[below], 2.0 * ones[below], EngineTiers(pi * ones[below], r * ones[below]), k)
     assert np.all(np.diff(law["mean"]) > 0) and np.all(np.diff(law["weight"]) > 0)
-    assert np.all(law["stable"]) and not engine_wait_law(a[~below], c * ones[~below], 2.0 * ones[~below],
-                                                         EngineTiers(pi * ones[~below], r * ones[~below]), k)["stable"].any()
+    assert (
+        np.all(law["stable"])
+        and not engine_wait_law(a[~below], c * ones[~below], 2.0 * ones[~below], EngineTiers(pi * ones[~below], r * ones[~below]), k)[
+            "stable"
+        ].any()
+    )
 
 
 def test_slopes_are_the_derivatives():
@@ -127,10 +139,14 @@ def test_slopes_are_the_derivatives():
         a = share * edge
         h = 1e-6 * edge
         wait, da, dm, _ = law.advertised(a, c, m, RHO_CLIP)
-        np.testing.assert_allclose(da, (law.advertised(a + h, c, m, RHO_CLIP)[0] - law.advertised(a - h, c, m, RHO_CLIP)[0]) / (2 * h),
-                                   rtol=1e-5)
-        np.testing.assert_allclose(dm, (law.advertised(a, c, m * (1 + 1e-6), RHO_CLIP)[0] - law.advertised(a, c, m * (1 - 1e-6), RHO_CLIP)[0])
-                                   / (2e-6 * m), rtol=1e-5)
+        np.testing.assert_allclose(
+            da, (law.advertised(a + h, c, m, RHO_CLIP)[0] - law.advertised(a - h, c, m, RHO_CLIP)[0]) / (2 * h), rtol=1e-5
+        )
+        np.testing.assert_allclose(
+            dm,
+            (law.advertised(a, c, m * (1 + 1e-6), RHO_CLIP)[0] - law.advertised(a, c, m * (1 - 1e-6), RHO_CLIP)[0]) / (2e-6 * m),
+            rtol=1e-5,
+        )
         if share < 1:
             w, up, down = law.wait_law(a, c, m), law.wait_law(a + h, c, m), law.wait_law(a - h, c, m)
             np.testing.assert_allclose(w.d_weight_da, (up.weight - down.weight) / (2 * h), rtol=1e-5, atol=1e-12)
@@ -211,6 +227,7 @@ def test_cli_queue_law(capsys, mooncake):
 
 # -- engine runs against the law ----------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("load", [0.25, 0.55])
 def test_law_against_single_node_engine_runs(mooncake, load):
@@ -222,8 +239,16 @@ def test_law_against_single_node_engine_runs(mooncake, load):
     to a = 0.55 (0.07 in probability, 10 % of the mean TTFT; docs/model.md §17.10)."""
     step = default_step_time(mooncake)
     p = np.asarray(mooncake.probabilities)
-    case = NodeCase("mooncake", p, np.asarray(mooncake.lengths), np.asarray(mooncake.decodes), np.zeros((1, p.size)), np.zeros(1),
-                    _Gpu(mooncake.gpu.memory, mooncake.gpu.kv_per_token), mooncake.engine)
+    case = NodeCase(
+        "mooncake",
+        p,
+        np.asarray(mooncake.lengths),
+        np.asarray(mooncake.decodes),
+        np.zeros((1, p.size)),
+        np.zeros(1),
+        _Gpu(mooncake.gpu.memory, mooncake.gpu.kv_per_token),
+        mooncake.engine,
+    )
     units = engine_units(case, step)
     w_bar = float(units.work[0] @ p)
     n, warm, batches = 8400, 400, 10
@@ -268,9 +293,37 @@ def test_validate_engine_columns(tmp_path, capsys):
     inst = load_instance("paper_baseline").replace(engine=EngineSection(step_time=steps))
     path = tmp_path / "engine.toml"
     write_instance(inst, path)
-    assert main(["validate", str(path), "--engine", "batching", "--queue-law", "engine", "--intensities", "1", "--samples", "500",
-                 "--customers", "500", "--nodes", "20", "--horizon", "10", "--warmup", "5", "--replications", "2",
-                 "--engine-requests", "200", "--no-online", "--json"]) == 0
+    assert (
+        main(
+            [
+                "validate",
+                str(path),
+                "--engine",
+                "batching",
+                "--queue-law",
+                "engine",
+                "--intensities",
+                "1",
+                "--samples",
+                "500",
+                "--customers",
+                "500",
+                "--nodes",
+                "20",
+                "--horizon",
+                "10",
+                "--warmup",
+                "5",
+                "--replications",
+                "2",
+                "--engine-requests",
+                "200",
+                "--no-online",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["queue_law"] == "engine"
     engine_row = report["engine"]["rows"][0]
@@ -345,8 +398,9 @@ def test_migration_scores_with_the_engine_law(mooncake):
     from edgeprefix.formulations.migration import Epoch, MigrationProblem
 
     mix = {"none": 0.5, "knapsack": 0.5}
-    problem = MigrationProblem(instance=mooncake, epochs=(Epoch("a", request_intensity=0.08), Epoch("b", request_intensity=0.12)),
-                               current=mix, queue_law="engine")
+    problem = MigrationProblem(
+        instance=mooncake, epochs=(Epoch("a", request_intensity=0.08), Epoch("b", request_intensity=0.12)), current=mix, queue_law="engine"
+    )
     pi = mooncake.mix_vector(mix)
     for e in range(2):
         objective = problem.epoch_problem(e, pi).objective

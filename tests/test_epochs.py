@@ -120,8 +120,7 @@ def test_epochs_command_json_contract(hand, tmp_path: Path, capsys: pytest.Captu
         lines.append(json.dumps({"timestamp": int(1000 * t), "input_length": length, "output_length": 5, "hash_ids": list(blocks)}))
     trace.write_text("\n".join(lines) + "\n")
     out = tmp_path / "epochs.toml"
-    code = main(["epochs", str(trace), "--instance", str(inst_path), "--window", "30", "--block-size", str(B),
-                 "--out", str(out), "--json"])
+    code = main(["epochs", str(trace), "--instance", str(inst_path), "--window", "30", "--block-size", str(B), "--out", str(out), "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["epochs"] and all({"start", "end", "intensity", "mix_of_types"} <= set(e) for e in report["epochs"])

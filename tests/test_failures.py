@@ -280,7 +280,9 @@ def test_ctrl_c_prints_and_saves_the_partial_result(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "edgeprefix.cli", "solve", "--method", "tpe", "--budget", "100000", "--out", str(out), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     while not (out / "study.journal").exists() and time.monotonic() < deadline:  # the search has started

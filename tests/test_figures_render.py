@@ -68,9 +68,24 @@ def test_readme_section_is_rewritten(tmp_path):
 def test_cli_all_json_and_readme_errors(capsys, tmp_path, monkeypatch):
     import edgeprefix.benchmarks.figures.report as report_module
 
-    fake = {"figures": [], "quick": True, "checks": [{"figure": 8, "instance": "i", "series": "s", "x": 1, "ours": 0.5,
-                                                     "paper": 0.52, "tolerance": 0.03, "relation": "≈", "holds": True}],
-            "targets": {"checked": 1, "hold": 1, "failing": []}}
+    fake = {
+        "figures": [],
+        "quick": True,
+        "checks": [
+            {
+                "figure": 8,
+                "instance": "i",
+                "series": "s",
+                "x": 1,
+                "ours": 0.5,
+                "paper": 0.52,
+                "tolerance": 0.03,
+                "relation": "≈",
+                "holds": True,
+            }
+        ],
+        "targets": {"checked": 1, "hold": 1, "failing": []},
+    }
     monkeypatch.setattr(report_module, "run_all", lambda *a, **k: fake)
     assert cli_main(["reproduce", "--all", "--json", "--quick"]) == 0
     assert json.loads(capsys.readouterr().out)["targets"] == {"checked": 1, "hold": 1, "failing": []}

@@ -10,8 +10,7 @@ import pytest
 
 from edgeprefix.cli import main
 
-VALIDATE_FAST = ["--samples", "2000", "--customers", "500", "--nodes", "40", "--horizon", "4", "--warmup", "2",
-                 "--replications", "1"]
+VALIDATE_FAST = ["--samples", "2000", "--customers", "500", "--nodes", "40", "--horizon", "4", "--warmup", "2", "--replications", "1"]
 
 
 def _code(argv: list[str]) -> int:
@@ -51,8 +50,15 @@ def test_the_mean_of_a_profile_without_nodes_warns_nothing(baseline):
         warnings.simplefilter("error")
         got = mean_over_runs(rows)
         spec = SimulationSpec(horizon=3.0, warmup=1.0, layout=LayoutSpec(mean_nodes=30.0, counts="exact"))
-        row = compare_coverage(baseline, {"none": 0.0, "shallow": 0.5, "deep": 0.5}, intensities=(1.0,),
-                               policies=("nearest",), spec=spec, replications=2, online=False)[0]
+        row = compare_coverage(
+            baseline,
+            {"none": 0.0, "shallow": 0.5, "deep": 0.5},
+            intensities=(1.0,),
+            policies=("nearest",),
+            spec=spec,
+            replications=2,
+            online=False,
+        )[0]
     np.testing.assert_allclose(got, [0.6, np.nan, 0.2])
     assert np.isnan(row.utilization_simulated[0]) and np.isfinite(row.utilization_simulated[1:]).all()
 
@@ -112,8 +118,21 @@ def test_replay_policy_is_a_choice(capsys):
     assert "--policy {load_aware,prefix,nearest}" in capsys.readouterr().out
 
 
-COMMANDS = ["evaluate", "solve", "plan-density", "migrate", "validate", "profiles", "reproduce", "compare", "sweep",
-            "instance", "benchmark-instance", "replay", "epochs"]
+COMMANDS = [
+    "evaluate",
+    "solve",
+    "plan-density",
+    "migrate",
+    "validate",
+    "profiles",
+    "reproduce",
+    "compare",
+    "sweep",
+    "instance",
+    "benchmark-instance",
+    "replay",
+    "epochs",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -155,10 +174,11 @@ def test_compare_plots_are_titled_labelled_once_and_tell_methods_apart():
     from edgeprefix.benchmarks.compare import CompareConfig, run_comparison
     from edgeprefix.benchmarks.compare_plots import curves_figure, ecdf_figure
 
-    config = CompareConfig(instances=("paper_baseline",), methods=("spsa", "random", "grid"), budgets=(4, 12),
-                           seed_values=(0, 1), grid_limit=1)
+    config = CompareConfig(
+        instances=("paper_baseline",), methods=("spsa", "random", "grid"), budgets=(4, 12), seed_values=(0, 1), grid_limit=1
+    )
     comparison = run_comparison(config)
-    (name, ref), = comparison.references.items()
+    ((name, ref),) = comparison.references.items()
     curves = curves_figure(name, comparison.runs, comparison.summaries, ref, config.methods)
     ecdf = ecdf_figure(comparison.runs, comparison.references, config.methods, comparison.summaries)
     assert ecdf._suptitle is not None and ecdf._suptitle.get_text()
@@ -195,8 +215,26 @@ def test_replay_epochs_draws_progress(tmp_path, monkeypatch, capsys):
 
     trace, inst_path, epochs = epochs_case(tmp_path)
     monkeypatch.setenv("EDGEPREFIX_PROGRESS", "1")
-    assert main(["replay", str(trace), "--instance", str(inst_path), "--block-size", str(B), "--epochs", str(epochs),
-                 "--resolution", "4", "--nodes", "8", "--json"]) == 0
+    assert (
+        main(
+            [
+                "replay",
+                str(trace),
+                "--instance",
+                str(inst_path),
+                "--block-size",
+                str(B),
+                "--epochs",
+                str(epochs),
+                "--resolution",
+                "4",
+                "--nodes",
+                "8",
+                "--json",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "replay --epochs:" in captured.err and "/4 [" in captured.err and "migrate:" in captured.err
     json.loads(captured.out)

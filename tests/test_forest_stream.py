@@ -18,8 +18,7 @@ from edgeprefix.placement.pipeline.traces import SkipLog, TraceError, TraceRecor
 B = 512
 
 
-def _reference(records: list[TraceRecord], *, skip_invalid: bool = False, log: SkipLog | None = None,
-               block_size: int = B) -> RadixForest:
+def _reference(records: list[TraceRecord], *, skip_invalid: bool = False, log: SkipLog | None = None, block_size: int = B) -> RadixForest:
     builder = ForestBuilder(block_size)
     builder.extend(records, skip_invalid=skip_invalid, log=log)
     builder.release_index()

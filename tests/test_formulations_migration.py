@@ -89,11 +89,16 @@ def test_infeasible_budget_is_reported_before_any_search(instance):
 
 def test_epochs_file_round_trip(tmp_path):
     path = tmp_path / "epochs.json"
-    path.write_text(json.dumps({
-        "current_mix": {"none": 0.2, "shallow": 0.5, "deep": 0.3},
-        "change_budget": 0.2, "byte_weight": 0.5,
-        "epochs": [{"name": "a", "request_intensity": 2.5}, {"probabilities": {"short": 0.5, "long": 0.5}}],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "current_mix": {"none": 0.2, "shallow": 0.5, "deep": 0.3},
+                "change_budget": 0.2,
+                "byte_weight": 0.5,
+                "epochs": [{"name": "a", "request_intensity": 2.5}, {"probabilities": {"short": 0.5, "long": 0.5}}],
+            }
+        )
+    )
     problem = load_migration(path)
     assert problem.change_budget == 0.2 and problem.byte_weight == 0.5
     assert problem.epochs[1].name == "epoch2"

@@ -63,5 +63,4 @@ def test_the_cell_models_void_exponents_in_blocks_of_rows_change_nothing(monkeyp
     monkeypatch.setattr(C, "VOID_BLOCK_ELEMENTS", 3 * 7 * 129)  # three rows of the 129-point tables per block
     blocked = evaluate(instance, queue_model="cell")
     assert abs(blocked.coverage() - whole_cov) <= 1e-14
-    np.testing.assert_allclose(S.sensitivity(blocked).gradients["coverage"], whole_grad, rtol=0,
-                               atol=1e-12 * np.abs(whole_grad).max())
+    np.testing.assert_allclose(S.sensitivity(blocked).gradients["coverage"], whole_grad, rtol=0, atol=1e-12 * np.abs(whole_grad).max())

@@ -91,8 +91,11 @@ def shipped_cases():
     medium = load_benchmark("medium_forest")
     uniform = np.full(len(medium.profiles), 1.0 / len(medium.profiles))
     yield "medium_forest α=2.5", medium.with_network(radio_exponent=2.5), uniform
-    twin = dataclasses.replace(medium, profiles=medium.profiles + (dataclasses.replace(medium.profiles[1], id="twin"),),
-                               placement=dataclasses.replace(medium.placement, mix=None))
+    twin = dataclasses.replace(
+        medium,
+        profiles=medium.profiles + (dataclasses.replace(medium.profiles[1], id="twin"),),
+        placement=dataclasses.replace(medium.placement, mix=None),
+    )
     mix = np.full(len(twin.profiles), 1.0 / len(twin.profiles))
     yield "medium_forest with an exchangeable twin α=3.5", twin.with_network(radio_exponent=3.5), mix
     yield "scale 30×8 α=3.5", scale_instance(8, 30, alpha=3.5), None

@@ -29,10 +29,19 @@ SHARE_TABLES = {"placement.max_share", "placement.mix"}  # checked by the mix ru
 # sub-types a `lengths` table expands into are checked as requests[].length and .decode); listed so that a
 # new numeric field without a range fails below.
 WITHOUT_RANGE = {
-    "requests[].lengths.input[]", "requests[].lengths.decode[]", "requests[].lengths.weight[]",
-    "engine.token_budget", "engine.max_running", "engine.block_size", "engine.watermark", "engine.timings.tensor_parallel",
-    "engine.step_time.base", "engine.step_time.per_prefill_token", "engine.step_time.per_attention",
-    "engine.step_time.per_sequence", "engine.step_time.per_context_token",
+    "requests[].lengths.input[]",
+    "requests[].lengths.decode[]",
+    "requests[].lengths.weight[]",
+    "engine.token_budget",
+    "engine.max_running",
+    "engine.block_size",
+    "engine.watermark",
+    "engine.timings.tensor_parallel",
+    "engine.step_time.base",
+    "engine.step_time.per_prefill_token",
+    "engine.step_time.per_attention",
+    "engine.step_time.per_sequence",
+    "engine.step_time.per_context_token",
 }
 
 
@@ -195,8 +204,13 @@ def test_slow_decompression_under_the_cell_model_is_finite(baseline_mapping):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("option", [["--density", "1e30", "--method", "gradient"],  # the cell model's exact gradient
-                                    ["--intensity", "1e7", "--method", "random", "--budget", "4"]])
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--density", "1e30", "--method", "gradient"],  # the cell model's exact gradient
+        ["--intensity", "1e7", "--method", "random", "--budget", "4"],
+    ],
+)
 def test_solve_with_the_cell_model_at_extreme_load_exits_cleanly(capsys, option):
     code = main(["solve", *option, "--queue-model", "cell", "--json"])
     out = capsys.readouterr()
@@ -257,8 +271,9 @@ def test_validate_refuses_numpy_errors_as_range_errors(tmp_path, capsys, baselin
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("section,key,value", [("requests", "decode", 1e30), ("prefill", "intercept", 1e30),
-                                               ("compression", "decompress_per_token", 1e30)])
+@pytest.mark.parametrize(
+    "section,key,value", [("requests", "decode", 1e30), ("prefill", "intercept", 1e30), ("compression", "decompress_per_token", 1e30)]
+)
 def test_validate_on_an_extreme_but_accepted_instance_prints_no_nan(tmp_path, capsys, baseline_mapping, section, key, value):
     data = copy.deepcopy(baseline_mapping)
     if section == "requests":
@@ -269,8 +284,27 @@ def test_validate_on_an_extreme_but_accepted_instance_prints_no_nan(tmp_path, ca
         data[section][key] = value
     path = tmp_path / "x.toml"
     path.write_text(tomli_w.dumps(data), encoding="utf-8")
-    code = main(["validate", str(path), "--nodes", "50", "--horizon", "5", "--warmup", "1", "--samples", "2000",
-                 "--customers", "2000", "--replications", "1", "--intensities", "1", "--no-online"])
+    code = main(
+        [
+            "validate",
+            str(path),
+            "--nodes",
+            "50",
+            "--horizon",
+            "5",
+            "--warmup",
+            "1",
+            "--samples",
+            "2000",
+            "--customers",
+            "2000",
+            "--replications",
+            "1",
+            "--intensities",
+            "1",
+            "--no-online",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "nan" not in (out.out + out.err).lower() and "Warning" not in out.err and "Traceback" not in out.err

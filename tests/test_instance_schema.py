@@ -129,11 +129,18 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
     instance_from_mapping(variant)  # both are valid
     extended = copy.deepcopy(base)  # every field of the serving extensions (docs/model.md §19)
     extended["gpu"]["tiers"] = [{"name": "dram", "capacity": 0.3, "bandwidth": 50.0, "latency": 0.002, "pipelined": True}]
-    extended["remote"] = {"prefixes": ["sys"], "bandwidth": 5.0, "latency": 0.01, "per_node": True, "interference": 0.2,
-                          "pipelined": False}
+    extended["remote"] = {"prefixes": ["sys"], "bandwidth": 5.0, "latency": 0.01, "per_node": True, "interference": 0.2, "pipelined": False}
     extended["compression"] = {"ratio": 2.0, "decompress_per_token": 1e-6, "quality_loss": 0.01}
-    extended["serving"] = {"mode": "disaggregated", "decode_slots": 8.0, "handoff_bandwidth": 100.0, "handoff_latency": 0.001,
-                           "queue": "mgc", "chunk_size": 512.0, "chunk_overhead": 0.005, "decode_scv": 0.5}
+    extended["serving"] = {
+        "mode": "disaggregated",
+        "decode_slots": 8.0,
+        "handoff_bandwidth": 100.0,
+        "handoff_latency": 0.001,
+        "queue": "mgc",
+        "chunk_size": 512.0,
+        "chunk_overhead": 0.005,
+        "decode_scv": 0.5,
+    }
     extended["catalogue"] = {"bits": 64, "hashes": 2, "refresh": 5.0, "churn": 0.01}
     extended["telemetry"] = {"delay": 1.0, "refresh": 2.0}
     instance_from_mapping(extended)
@@ -166,8 +173,22 @@ def _mutations(base: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             container, key = _locate(data, steps)  # type: ignore[misc]
             container[key] = True
             yield f"boolean {field.path}", data
-    for where in ("", "network", "gpu", "prefill", "placement", "prefixes[]", "requests[]", "profiles[]",
-                  "gpu.tiers[]", "remote", "compression", "serving", "catalogue", "telemetry"):
+    for where in (
+        "",
+        "network",
+        "gpu",
+        "prefill",
+        "placement",
+        "prefixes[]",
+        "requests[]",
+        "profiles[]",
+        "gpu.tiers[]",
+        "remote",
+        "compression",
+        "serving",
+        "catalogue",
+        "telemetry",
+    ):
         data = copy.deepcopy(base)
         node: Any = data
         for step in _split(where) if where else []:
@@ -189,12 +210,24 @@ def test_the_mutations_cover_every_field_of_the_example():
     assert "retype prefixes[].parent" in names and "boolean prefill.linear" in names
     assert {"table: drop prefill.table.seconds", "table: retype prefill.table.tokens", "table: boolean prefixes[].kv_per_token"} <= names
     assert len(MUTATIONS) > 120
-    assert {"serving: drop gpu.tiers[].bandwidth", "serving: boolean remote.latency", "serving: retype serving.mode",
-            "serving: unknown field in gpu.tiers[]", "serving: retype remote.per_node"} <= names
-    assert {"serving: retype serving.queue", "serving: boolean serving.chunk_size", "serving: retype serving.decode_scv",
-            "serving: drop catalogue.bits", "serving: drop catalogue.hashes", "serving: boolean catalogue.refresh",
-            "serving: unknown field in catalogue", "serving: retype telemetry.delay",
-            "serving: unknown field in telemetry"} <= names
+    assert {
+        "serving: drop gpu.tiers[].bandwidth",
+        "serving: boolean remote.latency",
+        "serving: retype serving.mode",
+        "serving: unknown field in gpu.tiers[]",
+        "serving: retype remote.per_node",
+    } <= names
+    assert {
+        "serving: retype serving.queue",
+        "serving: boolean serving.chunk_size",
+        "serving: retype serving.decode_scv",
+        "serving: drop catalogue.bits",
+        "serving: drop catalogue.hashes",
+        "serving: boolean catalogue.refresh",
+        "serving: unknown field in catalogue",
+        "serving: retype telemetry.delay",
+        "serving: unknown field in telemetry",
+    } <= names
 
 
 @pytest.mark.parametrize("name,data", MUTATIONS, ids=[name for name, _ in MUTATIONS])

@@ -43,9 +43,7 @@ def _modules() -> dict[str, Path]:
 
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _imports(module: str, path: Path, known: set[str]) -> set[str]:
@@ -97,9 +95,7 @@ def _layer(module: str) -> int:
 
 
 def test_imports_point_down_the_layers(graph: dict[str, set[str]]) -> None:
-    upward = sorted(
-        f"{m} → {d}" for m, deps in graph.items() for d in deps if _layer(d) > _layer(m)
-    )
+    upward = sorted(f"{m} → {d}" for m, deps in graph.items() for d in deps if _layer(d) > _layer(m))
     assert upward == [], "imports must point down (model ← problems ← methods ← benchmarks ← CLI):\n" + "\n".join(upward)
 
 

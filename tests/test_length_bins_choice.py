@@ -13,8 +13,10 @@ B = 512
 
 def _records(lengths: list[int]) -> list[TraceRecord]:
     # one shared block, then private ones: every request of one type, its own input length
-    return [TraceRecord(i + 1, float(i), n, 100, (0,) + tuple(range(10**6 + 100 * i, 10**6 + 100 * i + n // B - 1)))
-            for i, n in enumerate(lengths)]
+    return [
+        TraceRecord(i + 1, float(i), n, 100, (0,) + tuple(range(10**6 + 100 * i, 10**6 + 100 * i + n // B - 1)))
+        for i, n in enumerate(lengths)
+    ]
 
 
 def test_one_length_is_reproduced_exactly() -> None:

@@ -31,8 +31,11 @@ def with_lengths(lengths: dict, q: int = 0, **changes) -> dict:
     return data
 
 
-RESOLVED = with_lengths({"input": [820.0, 1000.0, 1400.0], "decode": [1.5, 2.25, 3.0], "weight": [0.3, 0.4, 0.3]},
-                        length=0.3 * 820 + 0.4 * 1000 + 0.3 * 1400, decode=2.25)
+RESOLVED = with_lengths(
+    {"input": [820.0, 1000.0, 1400.0], "decode": [1.5, 2.25, 3.0], "weight": [0.3, 0.4, 0.3]},
+    length=0.3 * 820 + 0.4 * 1000 + 0.3 * 1400,
+    decode=2.25,
+)
 
 
 def test_a_single_bin_is_the_scalar_model_bit_for_bit():
@@ -96,16 +99,19 @@ def test_files_round_trip_and_show_the_declared_types(tmp_path, capsys):
     assert set(out["association"]) == {"short", "long"} and set(out["types"]) == {"short", "long"}
 
 
-@pytest.mark.parametrize("lengths,changes,field", [
-    ({"input": [900.0, 1148.0]}, {"length": 1000.0}, "requests[0].length"),
-    ({"input": [900.0, 1148.0], "decode": [1.0, 2.0]}, {}, "requests[0].decode"),
-    ({"input": [900.0, 1148.0], "weight": [1.0]}, {}, "requests[0].lengths.weight"),
-    ({"input": [900.0, 1148.0], "weight": [-1.0, 2.0]}, {"length": 1396.0}, "requests[0].lengths.weight"),
-    ({"input": [500.0, 1548.0]}, {}, "requests[0].lengths.input[0]"),  # shorter than the path's 800 tokens
-    ({"input": []}, {}, "requests[0].lengths.input"),
-    ({"input": [1024.0], "output": [3]}, {}, "requests[0].lengths.output"),
-    ({"decode": [1.0]}, {}, "requests[0].lengths.input"),
-])
+@pytest.mark.parametrize(
+    "lengths,changes,field",
+    [
+        ({"input": [900.0, 1148.0]}, {"length": 1000.0}, "requests[0].length"),
+        ({"input": [900.0, 1148.0], "decode": [1.0, 2.0]}, {}, "requests[0].decode"),
+        ({"input": [900.0, 1148.0], "weight": [1.0]}, {}, "requests[0].lengths.weight"),
+        ({"input": [900.0, 1148.0], "weight": [-1.0, 2.0]}, {"length": 1396.0}, "requests[0].lengths.weight"),
+        ({"input": [500.0, 1548.0]}, {}, "requests[0].lengths.input[0]"),  # shorter than the path's 800 tokens
+        ({"input": []}, {}, "requests[0].lengths.input"),
+        ({"input": [1024.0], "output": [3]}, {}, "requests[0].lengths.output"),
+        ({"decode": [1.0]}, {}, "requests[0].lengths.input"),
+    ],
+)
 def test_bad_lengths_name_the_field(lengths, changes, field):
     with pytest.raises(InstanceError) as err:
         instance_from_mapping(with_lengths(lengths, **changes))

@@ -101,6 +101,5 @@ def test_replay_takes_its_router_from_the_instance(trace_instance, tmp_path, cap
     online.write_text(text)
     report = json.loads(_run(capsys, ["replay", str(SAMPLE), "--instance", str(online), "--nodes", "10", "--json"])[0])
     assert report["router"] == "online" and report["queue_model"] == "meanfield"
-    report = json.loads(_run(capsys, ["replay", str(SAMPLE), "--instance", str(online), "--nodes", "10", "--router", "tier",
-                                      "--json"])[0])
+    report = json.loads(_run(capsys, ["replay", str(SAMPLE), "--instance", str(online), "--nodes", "10", "--router", "tier", "--json"])[0])
     assert report["router"] == "tier" and report["queue_model"] == "cell"

@@ -203,13 +203,15 @@ def test_a_calibration_point_that_divided_zero_by_zero():
     """Found by the Sec. VI calibration search: an overloaded point whose Newton trials passed through
     a subnormal row of ``A`` (``1/μ_s = 0``, then ``W/(1/μ) = 0/0``) and a subnormal load (NaN wait)."""
     data = {
-        "name": "paper_section6", "network": {"edge_density": 1.0, "request_intensity": 6.0,
-                                               "radio_scale": 0.18605688985825478, "radio_exponent": 2.0},
+        "name": "paper_section6",
+        "network": {"edge_density": 1.0, "request_intensity": 6.0, "radio_scale": 0.18605688985825478, "radio_exponent": 2.0},
         "gpu": {"memory": 13.740194804187158, "runtime_per_sequence": 1.0, "kv_per_token": 0.003125},
         "prefill": {"linear": 7.061251403816377e-05, "quadratic": 2.235396366537687e-08, "intercept": 0.029209875468146646},
         "prefixes": [{"id": "sys", "depth": 1002.54}, {"id": "tool", "depth": 3840.0, "parent": "sys"}],
-        "requests": [{"id": "short", "probability": 0.7, "length": 1024.0, "decode": 0.05000000000000001, "path": ["sys"]},
-                     {"id": "long", "probability": 0.3, "length": 4096.0, "decode": 4.999999999999998, "path": ["sys", "tool"]}],
+        "requests": [
+            {"id": "short", "probability": 0.7, "length": 1024.0, "decode": 0.05000000000000001, "path": ["sys"]},
+            {"id": "long", "probability": 0.3, "length": 4096.0, "decode": 4.999999999999998, "path": ["sys", "tool"]},
+        ],
         "profiles": [{"id": "none", "prefixes": []}, {"id": "shallow", "prefixes": ["sys"]}, {"id": "deep", "prefixes": ["sys", "tool"]}],
         "placement": {"target": 0.8, "mix": {"none": 0.0, "shallow": 0.5, "deep": 0.5}},
     }

@@ -51,12 +51,15 @@ def test_busy_best_candidates_change_the_choice():
     assert live.wait.mean() < nearest_only.wait.mean()
 
 
-@pytest.mark.parametrize("router,spec", [
-    (OnlineRouter("load_aware", "telemetry", rho_high=0.9, rho_low=0.5), SPEC),
-    (ROUTERS[0], SimulationSpec(refresh_period=0.5, layout=SPEC.layout)),
-    (ROUTERS[0], SimulationSpec(telemetry_delay=0.2, layout=SPEC.layout)),
-    (PowerOfTwo(), SPEC),
-])
+@pytest.mark.parametrize(
+    "router,spec",
+    [
+        (OnlineRouter("load_aware", "telemetry", rho_high=0.9, rho_low=0.5), SPEC),
+        (ROUTERS[0], SimulationSpec(refresh_period=0.5, layout=SPEC.layout)),
+        (ROUTERS[0], SimulationSpec(telemetry_delay=0.2, layout=SPEC.layout)),
+        (PowerOfTwo(), SPEC),
+    ],
+)
 def test_the_loop_keeps_what_the_fast_path_does_not_implement(router, spec):
     assert not online_fast.applies(router, spec)
 

@@ -103,8 +103,10 @@ def test_solve_plan_density_and_migrate_report_the_shares(tmp_path, capsys):
     assert capped["overloaded_node_share"] <= 0.005 and capped["stable"] is True
     assert capped["edge_density"] > free["edge_density"]
     epochs = tmp_path / "epochs.toml"
-    epochs.write_text('current_mix = { none = 0.18, shallow = 0.54, deep = 0.28 }\n'
-                      '[[epochs]]\nname = "night"\nrequest_intensity = 2.0\n[[epochs]]\nname = "peak"\nrequest_intensity = 3.5\n')
+    epochs.write_text(
+        "current_mix = { none = 0.18, shallow = 0.54, deep = 0.28 }\n"
+        '[[epochs]]\nname = "night"\nrequest_intensity = 2.0\n[[epochs]]\nname = "peak"\nrequest_intensity = 3.5\n'
+    )
     assert main(["migrate", str(epochs), "--resolution", "10", "--queue-model", "cell", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert all(KEYS <= set(e) for e in data["epochs"])

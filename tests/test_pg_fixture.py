@@ -40,9 +40,17 @@ def test_readme_test_command_reaches_postgresql_without_the_variable():
     _need_binaries()
     env = {k: v for k, v in os.environ.items() if k != pg.ENV}
     env["CI"] = "true"
-    tests = ["tests/test_output_sets.py::test_single_process_postgresql_storage",
-             "tests/test_failures.py::test_unauthorised_database_is_one_line"]
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    tests = [
+        "tests/test_output_sets.py::test_single_process_postgresql_storage",
+        "tests/test_failures.py::test_unauthorised_database_is_one_line",
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "2 passed" in run.stdout

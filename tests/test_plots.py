@@ -62,8 +62,24 @@ def test_checker_flags_missing_labels_clipping_markup_and_a_covering_legend():
 
 # -- validate ---------------------------------------------------------------------------------
 
-FAST = ["--samples", "20000", "--customers", "5000", "--intensities", "1,2", "--nodes", "80",
-        "--horizon", "8", "--warmup", "4", "--replications", "1", "--seed", "3"]
+FAST = [
+    "--samples",
+    "20000",
+    "--customers",
+    "5000",
+    "--intensities",
+    "1,2",
+    "--nodes",
+    "80",
+    "--horizon",
+    "8",
+    "--warmup",
+    "4",
+    "--replications",
+    "1",
+    "--seed",
+    "3",
+]
 
 
 def test_validate_plots(capsys):
@@ -85,10 +101,11 @@ def test_compare_plots_fit_their_data():
     from edgeprefix.benchmarks.compare import CompareConfig, run_comparison
     from edgeprefix.benchmarks.compare_plots import curves_figure, ecdf_figure
 
-    config = CompareConfig(instances=("paper_baseline",), methods=("spsa", "random", "grid"), budgets=(4, 12), seed_values=(0, 1),
-                           grid_limit=1)
+    config = CompareConfig(
+        instances=("paper_baseline",), methods=("spsa", "random", "grid"), budgets=(4, 12), seed_values=(0, 1), grid_limit=1
+    )
     comparison = run_comparison(config)
-    (name, ref), = comparison.references.items()
+    ((name, ref),) = comparison.references.items()
     fig = curves_figure(name, comparison.runs, comparison.summaries, ref, config.methods)
     assert_readable(fig)  # includes: the early, low part of the curves lies inside the y-range
     assert_readable(ecdf_figure(comparison.runs, comparison.references, config.methods, comparison.summaries))

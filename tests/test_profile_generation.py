@@ -63,12 +63,14 @@ def test_knapsack_model_is_pure_and_documented() -> None:
 
 
 def _hand_forest():
-    return build_forest([
-        TraceRecord(1, 0.0, 4 * B, 10, (1, 2, 3, 4)),
-        TraceRecord(2, 1.0, 3 * B - 100, 20, (1, 2, 5)),
-        TraceRecord(3, 2.0, 5 * B, 30, (1, 2, 3, 4, 6)),
-        TraceRecord(4, 3.0, 2 * B, 40, (1, 2)),
-    ])
+    return build_forest(
+        [
+            TraceRecord(1, 0.0, 4 * B, 10, (1, 2, 3, 4)),
+            TraceRecord(2, 1.0, 3 * B - 100, 20, (1, 2, 5)),
+            TraceRecord(3, 2.0, 5 * B, 30, (1, 2, 3, 4, 6)),
+            TraceRecord(4, 3.0, 2 * B, 40, (1, 2)),
+        ]
+    )
 
 
 def test_value_score_and_marginal_values_add_up_to_the_saving() -> None:
@@ -106,8 +108,9 @@ def _synthetic_forest():
 def test_generated_profiles_are_closed_within_cap_and_supported() -> None:
     forest = _synthetic_forest()
     cap, k_min = 0.3, 5
-    ps = generate_profiles(forest, G, kappa=KAPPA, gpu_memory=8.0, cap=cap, decode_per_token=0.04,
-                           k_min=k_min, max_profiles=5, knapsack=solve_knapsack)
+    ps = generate_profiles(
+        forest, G, kappa=KAPPA, gpu_memory=8.0, cap=cap, decode_per_token=0.04, k_min=k_min, max_profiles=5, knapsack=solve_knapsack
+    )
     assert ps.profiles[0].id == FALLBACK_ID and ps.vertices[0] == ()
     assert 2 <= len(ps.profiles) <= 5
     for verts, memory in zip(ps.vertices, ps.memory):
@@ -183,8 +186,17 @@ def test_pruning_removes_exactly_the_dominated_profiles() -> None:
 def test_mooncake_profiles_closed_and_within_cap() -> None:
     forest = build_forest(read_trace(MOONCAKE))
     gpu_memory, cap = 33.5, 2.0
-    ps = generate_profiles(forest, G, kappa=KAPPA, gpu_memory=gpu_memory, cap=cap, decode_per_token=0.0445,
-                           ladder=(1.0, 0.5), n_families=1, knapsack=solve_knapsack)
+    ps = generate_profiles(
+        forest,
+        G,
+        kappa=KAPPA,
+        gpu_memory=gpu_memory,
+        cap=cap,
+        decode_per_token=0.0445,
+        ladder=(1.0, 0.5),
+        n_families=1,
+        knapsack=solve_knapsack,
+    )
     assert ps.profiles[0].id == FALLBACK_ID
     for verts, memory in zip(ps.vertices, ps.memory):
         assert is_ancestor_closed(forest, verts) and memory <= cap * (1 + 1e-9)

@@ -61,8 +61,20 @@ def test_sample_trace_writes_an_instance_that_round_trips_and_solves(tmp_path: P
 
 def test_text_report_and_calibration_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "t.toml"
-    code, text, _ = _run(capsys, "sample", "--calibration", str(SPLITWISE), "--tensor-parallel", "2",
-                         "--prefill-law", "table", "--out", str(out), "--max-profiles", "3")
+    code, text, _ = _run(
+        capsys,
+        "sample",
+        "--calibration",
+        str(SPLITWISE),
+        "--tensor-parallel",
+        "2",
+        "--prefill-law",
+        "table",
+        "--out",
+        str(out),
+        "--max-profiles",
+        "3",
+    )
     assert code == 0 and "requests by leaf depth" in text and "RMS relative error" in text
     instance = load_instance(out)
     assert isinstance(instance.prefill, PiecewiseLinearPrefill) and len(instance.profiles) <= 3
@@ -84,8 +96,7 @@ def test_bad_options_exit_2(argv: list[str], needle: str, capsys: pytest.Capture
 
 
 def test_malformed_trace_names_the_line_or_is_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    good = [json.dumps({"timestamp": i, "input_length": 1200, "output_length": 9, "hash_ids": [0, 1 + i % 2, 10 + i]})
-            for i in range(6)]
+    good = [json.dumps({"timestamp": i, "input_length": 1200, "output_length": 9, "hash_ids": [0, 1 + i % 2, 10 + i]}) for i in range(6)]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(good[:3] + ['{"timestamp": 1, "input_length": 1200}'] + good[3:]) + "\n")
     code, _, err = _run(capsys, str(path))

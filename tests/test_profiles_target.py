@@ -39,7 +39,8 @@ def test_a_percentile_target_is_that_quantile_of_the_no_cache_prefill(tmp_path, 
     assert lam["trace_requests"] == prefill.size and lam["request_intensity"] == inst.network.request_intensity
     assert lam["utilisation"] == 0.6
     assert lam["request_intensity"] == pytest.approx(
-        lam["utilisation"] * lam["edge_density"] * lam["fallback_concurrency"] / lam["mean_occupancy_s"], rel=1e-12)
+        lam["utilisation"] * lam["edge_density"] * lam["fallback_concurrency"] / lam["mean_occupancy_s"], rel=1e-12
+    )
     assert lam["trace_rate_per_s"] == pytest.approx((prefill.size - 1) / lam["trace_span_s"])
 
 

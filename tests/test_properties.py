@@ -38,20 +38,54 @@ def extensions(draw):
     if kind == "mgc":
         return {"serving": {"queue": "mgc", "decode_scv": draw(st.floats(0.0, 3.0))}}
     if kind == "chunked":
-        return {"serving": {"queue": draw(st.sampled_from(["mmc", "mgc"])), "chunk_size": draw(st.floats(64.0, 2048.0)),
-                            "chunk_overhead": draw(st.floats(0.0, 0.02)), "decode_scv": draw(st.floats(0.0, 3.0))}}
+        return {
+            "serving": {
+                "queue": draw(st.sampled_from(["mmc", "mgc"])),
+                "chunk_size": draw(st.floats(64.0, 2048.0)),
+                "chunk_overhead": draw(st.floats(0.0, 0.02)),
+                "decode_scv": draw(st.floats(0.0, 3.0)),
+            }
+        }
     if kind == "disaggregated":
-        return {"serving": {"mode": "disaggregated", "decode_slots": draw(st.floats(1.0, 20.0)),
-                            "handoff_bandwidth": draw(st.floats(1.0, 100.0)), "handoff_latency": draw(st.floats(0.0, 0.01))}}
+        return {
+            "serving": {
+                "mode": "disaggregated",
+                "decode_slots": draw(st.floats(1.0, 20.0)),
+                "handoff_bandwidth": draw(st.floats(1.0, 100.0)),
+                "handoff_latency": draw(st.floats(0.0, 0.01)),
+            }
+        }
     if kind == "compression":
-        return {"compression": {"ratio": draw(st.floats(1.0, 8.0)), "decompress_per_token": draw(st.floats(0.0, 1e-4)),
-                                "quality_loss": draw(st.floats(0.0, 0.05))}}
+        return {
+            "compression": {
+                "ratio": draw(st.floats(1.0, 8.0)),
+                "decompress_per_token": draw(st.floats(0.0, 1e-4)),
+                "quality_loss": draw(st.floats(0.0, 0.05)),
+            }
+        }
     if kind == "remote":
-        return {"remote": {"prefixes": ["sys", "tool"], "bandwidth": draw(st.floats(1.0, 100.0)), "latency": draw(st.floats(0.0, 0.01)),
-                           "per_node": draw(st.booleans()), "interference": draw(st.floats(0.0, 1.0)), "pipelined": draw(st.booleans())}}
+        return {
+            "remote": {
+                "prefixes": ["sys", "tool"],
+                "bandwidth": draw(st.floats(1.0, 100.0)),
+                "latency": draw(st.floats(0.0, 0.01)),
+                "per_node": draw(st.booleans()),
+                "interference": draw(st.floats(0.0, 1.0)),
+                "pipelined": draw(st.booleans()),
+            }
+        }
     if kind == "tiers":
-        return {"tiers": [{"name": "dram", "capacity": draw(st.floats(0.5, 5.0)), "bandwidth": draw(st.floats(10.0, 500.0)),
-                           "latency": draw(st.floats(0.0, 0.005)), "pipelined": draw(st.booleans())}]}
+        return {
+            "tiers": [
+                {
+                    "name": "dram",
+                    "capacity": draw(st.floats(0.5, 5.0)),
+                    "bandwidth": draw(st.floats(10.0, 500.0)),
+                    "latency": draw(st.floats(0.0, 0.005)),
+                    "pipelined": draw(st.booleans()),
+                }
+            ]
+        }
     return {}
 
 
@@ -81,24 +115,41 @@ def instances(draw, alpha=None, extended=False, profiles=(2, 4)):
     for j in range(q_count):
         path = draw(st.sampled_from([[], ["sys"], ["sys", "tool"]]))
         floor = {0: 1.0, 1: root, 2: child}[len(path)]
-        requests.append({"id": f"q{j}", "probability": weights[j] / sum(weights), "length": floor + draw(st.floats(0, 4000)),
-                         "decode": draw(st.floats(1e-3, 3.0)), "path": path})
+        requests.append(
+            {
+                "id": f"q{j}",
+                "probability": weights[j] / sum(weights),
+                "length": floor + draw(st.floats(0, 4000)),
+                "decode": draw(st.floats(1e-3, 3.0)),
+                "path": path,
+            }
+        )
     total = sum(q["probability"] for q in requests)
     requests[-1]["probability"] += 1.0 - total
-    profiles = [{"id": "none", "prefixes": []}, {"id": "shallow", "prefixes": ["sys"]}, {"id": "deep", "prefixes": ["sys", "tool"]},
-                {"id": "deep2", "prefixes": ["sys", "tool"]}][: draw(st.integers(*profiles))]
-    return _build({
-        "name": "random",
-        "network": {"edge_density": draw(st.floats(0.2, 5.0)), "request_intensity": draw(st.floats(0.05, 6.0)),
-                    "radio_scale": draw(st.floats(0.02, 2.0)),
-                    "radio_exponent": alpha if alpha is not None else draw(st.sampled_from([1.0, 2.0, 2.0, 3.0, 4.0, 6.0]))},
-        "gpu": {"memory": draw(st.floats(3.0, 40.0)), "runtime_per_sequence": 1.0, "kv_per_token": draw(st.floats(1e-5, 5e-4))},
-        "prefill": {"linear": draw(st.floats(1e-5, 3e-4)), "quadratic": draw(st.one_of(st.just(0.0), st.floats(1e-10, 1e-7)))},
-        "prefixes": [{"id": "sys", "depth": root}, {"id": "tool", "depth": child, "parent": "sys"}],
-        "requests": requests,
-        "profiles": profiles,
-        "placement": {"target": draw(st.floats(0.2, 3.0))},
-    }, draw(extensions()) if extended else {})
+    profiles = [
+        {"id": "none", "prefixes": []},
+        {"id": "shallow", "prefixes": ["sys"]},
+        {"id": "deep", "prefixes": ["sys", "tool"]},
+        {"id": "deep2", "prefixes": ["sys", "tool"]},
+    ][: draw(st.integers(*profiles))]
+    return _build(
+        {
+            "name": "random",
+            "network": {
+                "edge_density": draw(st.floats(0.2, 5.0)),
+                "request_intensity": draw(st.floats(0.05, 6.0)),
+                "radio_scale": draw(st.floats(0.02, 2.0)),
+                "radio_exponent": alpha if alpha is not None else draw(st.sampled_from([1.0, 2.0, 2.0, 3.0, 4.0, 6.0])),
+            },
+            "gpu": {"memory": draw(st.floats(3.0, 40.0)), "runtime_per_sequence": 1.0, "kv_per_token": draw(st.floats(1e-5, 5e-4))},
+            "prefill": {"linear": draw(st.floats(1e-5, 3e-4)), "quadratic": draw(st.one_of(st.just(0.0), st.floats(1e-10, 1e-7)))},
+            "prefixes": [{"id": "sys", "depth": root}, {"id": "tool", "depth": child, "parent": "sys"}],
+            "requests": requests,
+            "profiles": profiles,
+            "placement": {"target": draw(st.floats(0.2, 3.0))},
+        },
+        draw(extensions()) if extended else {},
+    )
 
 
 @st.composite

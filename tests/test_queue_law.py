@@ -94,8 +94,7 @@ def test_the_advertised_delay_is_continuous_increasing_and_its_slopes_are_exact(
     kinks = np.abs(a - 0.99 * c) < 2 * h  # ρ_clip: one-sided slopes differ in the last digits
     np.testing.assert_allclose(fd[~kinks], slope[~kinks], rtol=2e-5, atol=1e-12)
     hs = 1e-6
-    fd_s = (mgc_advertised_wait(a, c, 1.3, scv + hs) - mgc_advertised_wait(a, c, 1.3, max(scv - hs, 0.0))) / (
-        scv + hs - max(scv - hs, 0.0))
+    fd_s = (mgc_advertised_wait(a, c, 1.3, scv + hs) - mgc_advertised_wait(a, c, 1.3, max(scv - hs, 0.0))) / (scv + hs - max(scv - hs, 0.0))
     np.testing.assert_allclose(fd_s, d_scv, rtol=1e-4, atol=1e-9)
     np.testing.assert_allclose(mgc_advertised_wait(a, c, 2.6, scv), 2.0 * wait, rtol=1e-13)  # linear in 1/μ
 
@@ -107,8 +106,9 @@ def test_mean_wait_derivatives_match_finite_differences():
     h = 1e-6
     np.testing.assert_allclose(dw_da, (mgc_mean_wait(a + h, c, m, s) - mgc_mean_wait(a - h, c, m, s)) / (2 * h), rtol=1e-6)
     np.testing.assert_allclose(dw_dm, (mgc_mean_wait(a, c, m + h, s) - mgc_mean_wait(a, c, m - h, s)) / (2 * h), rtol=1e-6)
-    np.testing.assert_allclose(dw_ds, (mgc_mean_wait(a, c, m, s + h) - mgc_mean_wait(a, c, m, np.maximum(s - h, 0))) /
-                               (s + h - np.maximum(s - h, 0)), rtol=1e-5)
+    np.testing.assert_allclose(
+        dw_ds, (mgc_mean_wait(a, c, m, s + h) - mgc_mean_wait(a, c, m, np.maximum(s - h, 0))) / (s + h - np.maximum(s - h, 0)), rtol=1e-5
+    )
     with pytest.raises(ValueError, match="offered_load"):
         mgc_mean_wait_and_derivatives(5.0, 4.0, 1.0, 0.5)
 
@@ -160,9 +160,16 @@ def test_two_point_single_server_matches_pollaczek_khinchine():
     assert res.approx_mean_wait == pytest.approx(closed["mean_wait"], rel=1e-12)
 
 
-@pytest.mark.parametrize("law", [ServiceLaw("deterministic", 1.5, 0.0), ServiceLaw("two_point", 1.5, 0.5),
-                                 ServiceLaw("two_point", 1.5, 3.0), ServiceLaw("lognormal", 1.5, 2.0),
-                                 ServiceLaw("exponential", 1.5, 1.0)])
+@pytest.mark.parametrize(
+    "law",
+    [
+        ServiceLaw("deterministic", 1.5, 0.0),
+        ServiceLaw("two_point", 1.5, 0.5),
+        ServiceLaw("two_point", 1.5, 3.0),
+        ServiceLaw("lognormal", 1.5, 2.0),
+        ServiceLaw("exponential", 1.5, 1.0),
+    ],
+)
 def test_service_laws_have_their_mean_and_scv(law):
     n = 400_000
     x = law.sample(n, np.random.default_rng(1))
@@ -204,8 +211,9 @@ def test_chunked_prefill_by_hand():
     inst = base()
     g = inst.prefill
     chunked = ChunkedPrefill(g, 512.0, 0.008)
-    np.testing.assert_allclose(chunked([0.0, 1.0, 512.0, 513.0, 1846.0]),
-                               [0.0, g(1.0) + 0.008, g(512.0) + 0.008, g(513.0) + 0.016, g(1846.0) + 4 * 0.008])
+    np.testing.assert_allclose(
+        chunked([0.0, 1.0, 512.0, 513.0, 1846.0]), [0.0, g(1.0) + 0.008, g(512.0) + 0.008, g(513.0) + 0.016, g(1846.0) + 4 * 0.008]
+    )
     served = inst.replace(serving=Serving(chunk_size=512.0, chunk_overhead=0.008))
     deep, long = inst.profile_ids.index("deep"), inst.request_ids.index("long")
     assert served.first_token_time[deep, long] == pytest.approx(g(4096 - 2250) + 4 * 0.008)
@@ -235,8 +243,7 @@ def test_the_service_scv_and_the_waits_of_evaluate_by_hand():
     np.testing.assert_allclose(ev.mean_service[act], mean, rtol=1e-13)
     np.testing.assert_allclose(ev.service_scv[act], second / mean**2 - 1.0, rtol=1e-10)
     work = ev.utilization[act] * inst.concurrency[act]
-    np.testing.assert_allclose(ev.mean_wait[act], mgc_mean_wait(work, inst.concurrency[act], mean, ev.service_scv[act]),
-                               rtol=1e-12)
+    np.testing.assert_allclose(ev.mean_wait[act], mgc_mean_wait(work, inst.concurrency[act], mean, ev.service_scv[act]), rtol=1e-12)
     np.testing.assert_allclose(ev.decay[act], ev.wait_probability[act] / ev.mean_wait[act], rtol=1e-12)
     assert ev.fixed_point.converged and ev.fixed_point.method == "robust:newton"
     report = ev.to_dict()["serving"]
@@ -267,8 +274,11 @@ def test_newton_sees_the_exact_jacobian_of_the_mgc_fixed_point(monkeypatch):
         return original(fn, start, **kwargs)
 
     monkeypatch.setattr(evaluation_module, "solve_fixed_point", spy)
-    inst = base().with_network(request_intensity=4.0).replace(serving=Serving(queue="mgc", decode_scv=0.5, chunk_size=512.0,
-                                                                               chunk_overhead=0.008))
+    inst = (
+        base()
+        .with_network(request_intensity=4.0)
+        .replace(serving=Serving(queue="mgc", decode_scv=0.5, chunk_size=512.0, chunk_overhead=0.008))
+    )
     ev = evaluate(inst)
     fn, jac = captured["fn"], captured["jacobian"]
     w = ev.advertised_wait[ev.active] * 1.3 + 0.01  # away from the operating point
@@ -279,14 +289,17 @@ def test_newton_sees_the_exact_jacobian_of_the_mgc_fixed_point(monkeypatch):
     np.testing.assert_allclose(matrix, fd, rtol=2e-5, atol=1e-8)
 
 
-@pytest.mark.parametrize("section,field", [
-    ({"queue": "mg1"}, "serving.queue"),
-    ({"queue": "mgc", "chunk_size": 0.0}, "serving.chunk_size"),
-    ({"chunk_overhead": 0.01}, "serving.chunk_overhead"),
-    ({"queue": "mgc", "decode_scv": -1.0}, "serving.decode_scv"),
-    ({"queue": 3}, "serving.queue"),
-    ({"chunk": 512}, "serving.chunk"),
-])
+@pytest.mark.parametrize(
+    "section,field",
+    [
+        ({"queue": "mg1"}, "serving.queue"),
+        ({"queue": "mgc", "chunk_size": 0.0}, "serving.chunk_size"),
+        ({"chunk_overhead": 0.01}, "serving.chunk_overhead"),
+        ({"queue": "mgc", "decode_scv": -1.0}, "serving.decode_scv"),
+        ({"queue": 3}, "serving.queue"),
+        ({"chunk": 512}, "serving.chunk"),
+    ],
+)
 def test_bad_serving_fields_name_their_field(section, field):
     data = instance_to_mapping(base())
     data["serving"] = section

@@ -35,8 +35,7 @@ def _workload(hand, n: int, seed: int = 0, gaps: np.ndarray | None = None) -> Tr
     shapes = [((1, 2, 3, 4), 16), ((1, 2, 99), 10), ((1, 5), 7), ((8,), 3)]
     pick = rng.integers(0, len(shapes), size=n)
     t = np.cumsum(rng.exponential(1.0, n) if gaps is None else gaps)
-    records = [record(i + 1, shapes[k][0], shapes[k][1], output=int(rng.integers(0, 20)), t=float(t[i]))
-               for i, k in enumerate(pick)]
+    records = [record(i + 1, shapes[k][0], shapes[k][1], output=int(rng.integers(0, 20)), t=float(t[i])) for i, k in enumerate(pick)]
     return trace_workload(records, block_catalogue(hand, B))
 
 
@@ -161,8 +160,9 @@ def test_a_schedule_switches_mixes_at_the_epoch_starts(hand) -> None:
     w = _workload(hand, 400)
     start = float(w.time[200])
     both = {"none": 0.5, "deep": 0.5}
-    schedule = MixSchedule((float(w.time[0]), start), (hand, hand.with_network(request_intensity=1.0)),
-                           (both, {"none": 0.5, "full": 0.5}), ("a", "b"))
+    schedule = MixSchedule(
+        (float(w.time[0]), start), (hand, hand.with_network(request_intensity=1.0)), (both, {"none": 0.5, "full": 0.5}), ("a", "b")
+    )
     r = replay(hand, w, None, ReplaySpec(decode_per_token=0.01, nodes=10, warmup=0.0), schedule=schedule, seed=0)
     assert r.changed == (0, 5) and r.epoch.tolist() == [0] * 200 + [1] * 200
     used = {e: set(hand.profile_ids[s] for s in r.profile[r.epoch == e]) for e in (0, 1)}
@@ -173,8 +173,13 @@ def test_a_schedule_switches_mixes_at_the_epoch_starts(hand) -> None:
 
 
 def test_bad_options_name_the_option(hand) -> None:
-    for kwargs, match in [({"router": "fastest"}, "--router"), ({"nodes": 0}, "--nodes"), ({"warmup": 1.0}, "--warmup"),
-                          ({"policy": "best"}, "policy"), ({"decode_per_token": -1.0}, "--decode-per-token")]:
+    for kwargs, match in [
+        ({"router": "fastest"}, "--router"),
+        ({"nodes": 0}, "--nodes"),
+        ({"warmup": 1.0}, "--warmup"),
+        ({"policy": "best"}, "policy"),
+        ({"decode_per_token": -1.0}, "--decode-per-token"),
+    ]:
         with pytest.raises(ValueError, match=match):
             ReplaySpec(**{"decode_per_token": 0.01, **kwargs})
     with pytest.raises(ValueError, match="--intensity"):

@@ -15,8 +15,17 @@ from edgeprefix.cli import main
 from edgeprefix.placement.model.instance import instance_from_mapping, load_instance, write_instance
 from edgeprefix.placement.pipeline.trace_workload import load_trace_workload
 
-CONTRACT = {"requests", "coverage_replayed", "coverage_predicted", "mean_ttft_replayed", "mean_ttft_predicted",
-            "hit_depth_replayed", "hit_depth_predicted", "router", "split"}
+CONTRACT = {
+    "requests",
+    "coverage_replayed",
+    "coverage_predicted",
+    "mean_ttft_replayed",
+    "mean_ttft_predicted",
+    "hit_depth_replayed",
+    "hit_depth_predicted",
+    "router",
+    "split",
+}
 SAMPLE = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
 
 
@@ -35,8 +44,9 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | st
 
 @pytest.mark.parametrize("router", ["tier", "online"])
 def test_json_contract_and_the_prediction_of_the_same_mix(sample_instance: Path, capsys, router: str) -> None:
-    code, report, _ = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--router", router, "--nodes", "10",
-                           "--warm-start", "none", "--json")
+    code, report, _ = _run(
+        capsys, str(SAMPLE), "--instance", str(sample_instance), "--router", router, "--nodes", "10", "--warm-start", "none", "--json"
+    )
     assert code == 0 and CONTRACT <= set(report)
     assert report["router"] == router and report["split"] == 0.0 and report["requests"] == 180  # 200 minus 10 % warm-up
     assert report["warm_start"].startswith("none") and "no finite-horizon prediction" in report["warm_start"]
@@ -54,8 +64,9 @@ def test_json_contract_and_the_prediction_of_the_same_mix(sample_instance: Path,
 
 def test_split_reports_the_generalisation_gap_and_writes_files(sample_instance: Path, capsys, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    code, report, err = _run(capsys, str(SAMPLE), "--instance", str(sample_instance), "--split", "0.5", "--nodes", "8",
-                             "--ablation", "--out", str(out), "--json")
+    code, report, err = _run(
+        capsys, str(SAMPLE), "--instance", str(sample_instance), "--split", "0.5", "--nodes", "8", "--ablation", "--out", str(out), "--json"
+    )
     assert f"wrote {out / 'replay.json'}" in err and f"wrote {out / 'requests.csv'}" in err
     # warm start (default with --split): the training part fills the queues, all 100 replayed requests are measured
     assert code == 0 and report["split"] == 0.5 and report["requests_train"] == 100 and report["requests"] == 100
@@ -83,8 +94,21 @@ def test_text_output_puts_replayed_beside_predicted(sample_instance: Path, capsy
 
 def test_epochs_replay_reports_gain_and_bytes(tmp_path: Path, capsys) -> None:
     trace, inst_path, epochs = epochs_case(tmp_path)
-    code, report, _ = _run(capsys, str(trace), "--instance", str(inst_path), "--block-size", str(B), "--epochs", str(epochs),
-                           "--resolution", "4", "--nodes", "8", "--json")
+    code, report, _ = _run(
+        capsys,
+        str(trace),
+        "--instance",
+        str(inst_path),
+        "--block-size",
+        str(B),
+        "--epochs",
+        str(epochs),
+        "--resolution",
+        "4",
+        "--nodes",
+        "8",
+        "--json",
+    )
     assert code == 0 and CONTRACT <= set(report)
     plan = report["epoch_plan"]
     assert len(plan["epochs"]) == 3 and plan["gain"] == pytest.approx(plan["coverage_migrated"] - plan["coverage_static"])
@@ -92,13 +116,16 @@ def test_epochs_replay_reports_gain_and_bytes(tmp_path: Path, capsys) -> None:
     assert sum(plan["static_mix"].values()) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize(("extra", "needle"), [
-    (["--split", "1.5"], "--split"),
-    (["--router", "fastest"], "--router"),
-    (["--policy", "best"], "policy"),
-    (["--block-size", "64"], "--block-size"),
-    (["--mix", "nope=1"], "nope"),
-])
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--split", "1.5"], "--split"),
+        (["--router", "fastest"], "--router"),
+        (["--policy", "best"], "policy"),
+        (["--block-size", "64"], "--block-size"),
+        (["--mix", "nope=1"], "nope"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_option(sample_instance: Path, capsys, extra: list[str], needle: str) -> None:
     try:
         code = main(["replay", str(SAMPLE), "--instance", str(sample_instance), *extra])

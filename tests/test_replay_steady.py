@@ -18,8 +18,14 @@ from edgeprefix.placement.pipeline.trace_workload import TraceWorkload, load_tra
 from edgeprefix.placement.simulation.replay import ReplaySpec, prepend, replay, warm_part
 
 SAMPLE = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
-KEYS = {"stationary", "warm_start", "measured_service_times", "overloaded_node_share_replayed",
-        "overloaded_node_share_predicted", "coverage_predicted_replayed_stats"}
+KEYS = {
+    "stationary",
+    "warm_start",
+    "measured_service_times",
+    "overloaded_node_share_replayed",
+    "overloaded_node_share_predicted",
+    "coverage_predicted_replayed_stats",
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +47,7 @@ def test_warm_parts_arrive_at_the_replayed_parts_rate(sample):
         gap = np.diff(test.time).mean()
         assert np.diff(both.time[: prefix.requests]).mean() == pytest.approx(gap, rel=1e-9)
         assert both.time[prefix.requests] - both.time[prefix.requests - 1] == pytest.approx(gap)
-        np.testing.assert_array_equal(both.kind[prefix.requests:], test.kind)
+        np.testing.assert_array_equal(both.kind[prefix.requests :], test.kind)
     with pytest.raises(ValueError, match="--split"):
         warm_part(test, "train", None, np.random.default_rng(0))
 
@@ -74,8 +80,14 @@ def test_the_trend_test_sees_growing_waits_and_passes_a_light_load(sample):
     _, inst, w = sample
     k = 20  # the sample 20 times over (200 requests span one mean service time: no queue could build up)
     span = w.time[-1] - w.time[0] + np.diff(w.time).mean()
-    long = TraceWorkload(np.concatenate([w.time + i * span for i in range(k)]), np.tile(w.length, k), np.tile(w.output, k),
-                         np.tile(w.hit, (1, k)), np.tile(w.kind, k), np.tile(w.matched, k))
+    long = TraceWorkload(
+        np.concatenate([w.time + i * span for i in range(k)]),
+        np.tile(w.length, k),
+        np.tile(w.output, k),
+        np.tile(w.hit, (1, k)),
+        np.tile(w.kind, k),
+        np.tile(w.matched, k),
+    )
     lam = inst.network.request_intensity
     spec = ReplaySpec(decode_per_token=0.0445, nodes=10, warm_start="none", warmup=0.0)
     heavy = replay(inst, long, None, spec, intensity=2 * lam, seed=0)  # utilisation 1.2 of an all-fallback network

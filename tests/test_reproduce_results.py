@@ -24,8 +24,12 @@ def series(payload, name):
 
 
 def test_every_checked_claim_holds(payloads):
-    failing = [(n, p["series"], p["x"], p["ours"], p["paper"]) for n, payload in payloads.items()
-               for p in payload["points"] if "holds" in p and not p["holds"]]
+    failing = [
+        (n, p["series"], p["x"], p["ours"], p["paper"])
+        for n, payload in payloads.items()
+        for p in payload["points"]
+        if "holds" in p and not p["holds"]
+    ]
     assert failing == []
     assert all(payload["targets"]["checked"] >= 1 for n, payload in payloads.items() if n != 1)
 

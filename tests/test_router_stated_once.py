@@ -111,7 +111,9 @@ def test_a_note_when_the_other_routers_prediction_differs(capsys, baseline):
 
 def test_no_note_when_the_two_routers_agree(capsys, baseline):
     light = baseline.with_network(request_intensity=1.0)
-    gap = abs(evaluate(light, None, queue_model="meanfield").coverage_at_target - evaluate(light, None, queue_model="cell").coverage_at_target)
+    gap = abs(
+        evaluate(light, None, queue_model="meanfield").coverage_at_target - evaluate(light, None, queue_model="cell").coverage_at_target
+    )
     assert gap < DISAGREEMENT
     payload, err = _json(capsys, ["evaluate", "--intensity", "1", "--json"])
     assert "note:" not in err and abs(payload["other_router"]["difference"]) == pytest.approx(gap, rel=1e-9)

@@ -61,8 +61,11 @@ def test_the_paper_instances_evaluate_bit_for_bit_as_before(reference, key, sour
     assert summary.pop("router") == "online"  # the router the mean-field coverage predicts for (added later)
     assert summary.pop("queue_law") == "slots"  # the slot law, not the engine's (added later, docs/model.md §17.10)
     assert 0.0 <= summary.pop("overloaded_node_share") <= summary.pop("overloaded_request_share") <= 1.0  # added later (§14.9)
-    now = {"dict": summary, "ttft_quantile_0.9": ev.ttft_quantile(0.9),
-           "coverage_curve": np.asarray(ev.coverage(np.linspace(0.1, 3.0, 7))).tolist()}
+    now = {
+        "dict": summary,
+        "ttft_quantile_0.9": ev.ttft_quantile(0.9),
+        "coverage_curve": np.asarray(ev.coverage(np.linspace(0.1, 3.0, 7))).tolist(),
+    }
     # every float as before to 1e-12 relative: the association skips empty segments since (docs/model.md §6),
     # which reorders the sums of the mean distances by at most an ulp; everything else is still bit for bit
     _assert_close(json.loads(json.dumps(now)), reference[key])
@@ -123,7 +126,9 @@ def test_an_infinitely_fast_tier_is_a_bigger_hbm_for_the_states(capacity):
     tiered = with_tier(plain, capacity, math.inf, 0.0)
     gpu = plain.gpu
     np.testing.assert_array_equal(tiered.hbm_memory, np.maximum(plain.memory - capacity, 0.0))
-    np.testing.assert_array_equal(tiered.concurrency, concurrency(np.maximum(plain.memory - capacity, 0.0), gpu.memory, gpu.runtime_per_sequence))
+    np.testing.assert_array_equal(
+        tiered.concurrency, concurrency(np.maximum(plain.memory - capacity, 0.0), gpu.memory, gpu.runtime_per_sequence)
+    )
     np.testing.assert_array_equal(tiered.first_token_time, plain.residual_prefill)
     np.testing.assert_array_equal(tiered.service_time, plain.service_time)
     # where every profile's states exceed C, it is exactly an HBM of M + C
@@ -272,18 +277,21 @@ def _mapping(**sections):
     return data
 
 
-@pytest.mark.parametrize("sections,field", [
-    ({"remote": {"prefixes": ["sys"], "bandwidth": 1.0}}, "remote.density"),
-    ({"remote": {"prefixes": ["sys"], "bandwidth": 1.0, "per_node": True, "density": 1.0}}, "remote.density"),
-    ({"remote": {"prefixes": ["sys"], "bandwidth": 1.0, "per_node": False}}, "remote.per_node"),
-    ({"remote": {"prefixes": ["tool"], "bandwidth": 1.0, "per_node": True}}, "remote.prefixes"),
-    ({"remote": {"prefixes": ["nope"], "bandwidth": 1.0, "per_node": True}}, "remote.prefixes"),
-    ({"compression": {"ratio": 0.5}}, "compression.ratio"),
-    ({"compression": {"ratio": 2.0, "quality_loss": 1.5}}, "compression.quality_loss"),
-    ({"serving": {"mode": "disaggregated", "handoff_bandwidth": 1.0}}, "serving.decode_slots"),
-    ({"serving": {"mode": "colocated", "decode_slots": 4.0}}, "serving.mode"),
-    ({"serving": {"mode": "split"}}, "serving.mode"),
-])
+@pytest.mark.parametrize(
+    "sections,field",
+    [
+        ({"remote": {"prefixes": ["sys"], "bandwidth": 1.0}}, "remote.density"),
+        ({"remote": {"prefixes": ["sys"], "bandwidth": 1.0, "per_node": True, "density": 1.0}}, "remote.density"),
+        ({"remote": {"prefixes": ["sys"], "bandwidth": 1.0, "per_node": False}}, "remote.per_node"),
+        ({"remote": {"prefixes": ["tool"], "bandwidth": 1.0, "per_node": True}}, "remote.prefixes"),
+        ({"remote": {"prefixes": ["nope"], "bandwidth": 1.0, "per_node": True}}, "remote.prefixes"),
+        ({"compression": {"ratio": 0.5}}, "compression.ratio"),
+        ({"compression": {"ratio": 2.0, "quality_loss": 1.5}}, "compression.quality_loss"),
+        ({"serving": {"mode": "disaggregated", "handoff_bandwidth": 1.0}}, "serving.decode_slots"),
+        ({"serving": {"mode": "colocated", "decode_slots": 4.0}}, "serving.mode"),
+        ({"serving": {"mode": "split"}}, "serving.mode"),
+    ],
+)
 def test_bad_sections_name_their_field(sections, field):
     with pytest.raises(InstanceError) as err:
         instance_from_mapping(_mapping(**sections))
@@ -328,8 +336,24 @@ def test_the_simulator_serves_with_the_extended_times(name):
 
 
 def test_validate_runs_on_an_extension_instance(capsys):
-    fast = ["--samples", "20000", "--customers", "5000", "--intensities", "5", "--nodes", "80",
-            "--horizon", "8", "--warmup", "4", "--replications", "1", "--seed", "3"]
+    fast = [
+        "--samples",
+        "20000",
+        "--customers",
+        "5000",
+        "--intensities",
+        "5",
+        "--nodes",
+        "80",
+        "--horizon",
+        "8",
+        "--warmup",
+        "4",
+        "--replications",
+        "1",
+        "--seed",
+        "3",
+    ]
     assert main(["validate", str(INSTANCES / "serving_disaggregated.toml"), *fast, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["instance"] == "serving_disaggregated"

@@ -87,11 +87,23 @@ def _command(argv: list[str], out: Path, err: Path, cwd: Path) -> None:
     os._exit(code)
 
 
-def _run_at_once(n: int, storage: str, study: str, cwd: Path, extra: tuple[list[str], ...] = (),
-                 where: list[str] | None = None) -> list[subprocess.CompletedProcess]:
+def _run_at_once(
+    n: int, storage: str, study: str, cwd: Path, extra: tuple[list[str], ...] = (), where: list[str] | None = None
+) -> list[subprocess.CompletedProcess]:
     """``n`` plain commands (and one per ``extra`` argument list) started at once, each in its own process."""
-    argv = ["solve", "--method", "tpe", "--budget", str(BUDGET), *(where or ["--storage", storage, "--study", study]),
-            "--heartbeat", "1", "--grace", "3", "--json"]
+    argv = [
+        "solve",
+        "--method",
+        "tpe",
+        "--budget",
+        str(BUDGET),
+        *(where or ["--storage", storage, "--study", study]),
+        "--heartbeat",
+        "1",
+        "--grace",
+        "3",
+        "--json",
+    ]
     context = multiprocessing.get_context("fork")
     runs = []
     for i, more in enumerate([[]] * n + list(extra)):

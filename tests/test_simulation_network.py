@@ -110,11 +110,26 @@ def test_router_skips_closed_tiers_and_falls_back():
     def view(open_):
         k = 3
         return CandidateView(
-            q=0, length=1000.0, now=0.0, target=1.0, node=np.arange(k), profile=np.array([0, 1, 2]),
-            distance=np.ones(k), radio=np.array([0.3, 0.2, 0.1]), hit=np.array([0.0, 500.0, 900.0]),
-            prefill=np.array([0.5, 0.2, 0.05]), in_system=np.zeros(k), servers=np.ones(k), open=np.array(open_),
-            fetch=np.zeros(k), per_server=np.ones(k), age=np.zeros(k), memory=np.zeros(k),
-            runtime_per_sequence=1.0, gpu_memory=10.0, staleness=0.0,
+            q=0,
+            length=1000.0,
+            now=0.0,
+            target=1.0,
+            node=np.arange(k),
+            profile=np.array([0, 1, 2]),
+            distance=np.ones(k),
+            radio=np.array([0.3, 0.2, 0.1]),
+            hit=np.array([0.0, 500.0, 900.0]),
+            prefill=np.array([0.5, 0.2, 0.05]),
+            in_system=np.zeros(k),
+            servers=np.ones(k),
+            open=np.array(open_),
+            fetch=np.zeros(k),
+            per_server=np.ones(k),
+            age=np.zeros(k),
+            memory=np.zeros(k),
+            runtime_per_sequence=1.0,
+            gpu_memory=10.0,
+            staleness=0.0,
         )
 
     rng = np.random.default_rng(0)
@@ -166,8 +181,7 @@ def test_same_seed_same_result(baseline):
 def test_stale_telemetry_runs_and_is_not_better(baseline):
     inst = baseline.with_network(request_intensity=4.0)
     fresh = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"), SMALL, seed=2)
-    stale = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"),
-                             dataclasses.replace(SMALL, refresh_period=5.0), seed=2)
+    stale = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"), dataclasses.replace(SMALL, refresh_period=5.0), seed=2)
     assert stale.coverage(0.8) <= fresh.coverage(0.8) + 0.01
 
 
@@ -220,8 +234,10 @@ def test_hotspot_prefix_overloads_deep_tier(baseline):
 
     inst = baseline.with_network(request_intensity=4.0)
     spec = SimulationSpec(horizon=40.0, warmup=40.0, layout=LayoutSpec(mean_nodes=300.0, counts="exact"))
-    res = {p: simulate_network(inst, None, analytical_router(evaluate(inst, None, p)), spec, seed=6)
-           for p in ("load_aware", "prefix", "nearest")}
+    res = {
+        p: simulate_network(inst, None, analytical_router(evaluate(inst, None, p)), spec, seed=6)
+        for p in ("load_aware", "prefix", "nearest")
+    }
     cov = {p: r.coverage(0.8) for p, r in res.items()}
     assert cov["prefix"] < cov["nearest"] < cov["load_aware"]
     assert res["prefix"].tier_utilization()[2] > res["load_aware"].tier_utilization()[2]
@@ -231,6 +247,5 @@ def test_local_accounting_limits_herding_on_stale_telemetry(baseline):
     inst = baseline.with_network(request_intensity=4.0)
     stale = dataclasses.replace(SMALL, refresh_period=8.0)
     herd = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"), stale, seed=2)
-    acct = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"),
-                            dataclasses.replace(stale, local_accounting=True), seed=2)
+    acct = simulate_network(inst, None, OnlineRouter("load_aware", "telemetry"), dataclasses.replace(stale, local_accounting=True), seed=2)
     assert acct.coverage(0.8) > herd.coverage(0.8) + 0.05

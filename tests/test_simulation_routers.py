@@ -22,12 +22,26 @@ def make_view(hit, in_system, *, length=1000.0, servers=4.0, radio=None, prefill
     hit = np.asarray(hit, dtype=float)
     k = hit.size
     return CandidateView(
-        q=0, length=length, now=0.0, target=target, node=np.arange(k), profile=np.arange(k) % 3,
-        distance=np.ones(k), radio=np.zeros(k) if radio is None else np.asarray(radio, dtype=float), hit=hit,
+        q=0,
+        length=length,
+        now=0.0,
+        target=target,
+        node=np.arange(k),
+        profile=np.arange(k) % 3,
+        distance=np.ones(k),
+        radio=np.zeros(k) if radio is None else np.asarray(radio, dtype=float),
+        hit=hit,
         prefill=(length - hit) * 1e-4 if prefill is None else np.asarray(prefill, dtype=float),
-        in_system=np.asarray(in_system, dtype=float), servers=np.full(k, servers), open=np.ones(k, dtype=bool),
-        fetch=np.zeros(k), per_server=np.full(k, 0.25), age=np.zeros(k), memory=np.zeros(k),
-        runtime_per_sequence=1.0, gpu_memory=10.0, staleness=0.0,
+        in_system=np.asarray(in_system, dtype=float),
+        servers=np.full(k, servers),
+        open=np.ones(k, dtype=bool),
+        fetch=np.zeros(k),
+        per_server=np.full(k, 0.25),
+        age=np.zeros(k),
+        memory=np.zeros(k),
+        runtime_per_sequence=1.0,
+        gpu_memory=10.0,
+        staleness=0.0,
     )
 
 

@@ -40,8 +40,14 @@ def random_polytope(rng: np.random.Generator) -> LinearConstraints:
         a_eq.append(row)
         b_eq.append(0.0)
     return LinearConstraints(
-        A_eq=np.array(a_eq), b_eq=np.array(b_eq), A_ub=np.array(a_ub).reshape(-1, n), b_ub=np.array(b_ub),
-        lower=np.zeros(n), upper=upper, names=tuple(f"pi[{i}]" for i in range(n)), n_decision=n,
+        A_eq=np.array(a_eq),
+        b_eq=np.array(b_eq),
+        A_ub=np.array(a_ub).reshape(-1, n),
+        b_ub=np.array(b_ub),
+        lower=np.zeros(n),
+        upper=upper,
+        names=tuple(f"pi[{i}]" for i in range(n)),
+        n_decision=n,
     )
 
 
@@ -130,8 +136,14 @@ def test_other_structures_go_to_cvxpy_and_exact_refuses_them():
     n = 4
     rows = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0]])
     cons = LinearConstraints(
-        A_eq=np.ones((1, n)), b_eq=np.ones(1), A_ub=rows, b_ub=np.array([0.8, 0.9]),
-        lower=np.zeros(n), upper=np.ones(n), names=tuple(f"pi[{i}]" for i in range(n)), n_decision=n,
+        A_eq=np.ones((1, n)),
+        b_eq=np.ones(1),
+        A_ub=rows,
+        b_ub=np.array([0.8, 0.9]),
+        lower=np.zeros(n),
+        upper=np.ones(n),
+        names=tuple(f"pi[{i}]" for i in range(n)),
+        n_decision=n,
     )
     assert CappedSimplex.from_constraints(cons) is None  # two knapsack rows
     assert Projection(cons).method == "cvxpy"
@@ -145,8 +157,14 @@ def test_knapsack_proportional_to_the_simplex_row_is_dropped():
     cons = placement_problem(baseline(), evaluator=StubModel()).constraints
     n = cons.n_decision
     flat = LinearConstraints(
-        A_eq=cons.A_eq, b_eq=cons.b_eq, A_ub=np.full((1, n), 2.0), b_ub=np.array([3.0]),
-        lower=cons.lower, upper=cons.upper, names=cons.names, n_decision=n,
+        A_eq=cons.A_eq,
+        b_eq=cons.b_eq,
+        A_ub=np.full((1, n), 2.0),
+        b_ub=np.array([3.0]),
+        lower=cons.lower,
+        upper=cons.upper,
+        names=cons.names,
+        n_decision=n,
     )
     simplex = CappedSimplex.from_constraints(flat)
     assert simplex is not None and simplex.knapsack is None

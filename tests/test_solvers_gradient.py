@@ -21,8 +21,15 @@ def frank_wolfe_gap(problem, x):
     """``max_{y ∈ polytope} ∇P_cov(x)·(y − x)``: 0 exactly at a KKT point of the linear constraints."""
     grad = problem.score(x, gradient=True).gradient
     cons = problem.constraints
-    lp = linprog(-grad, A_ub=cons.A_ub if len(cons.b_ub) else None, b_ub=cons.b_ub if len(cons.b_ub) else None,
-                 A_eq=cons.A_eq, b_eq=cons.b_eq, bounds=list(zip(cons.lower, cons.upper)), method="highs")
+    lp = linprog(
+        -grad,
+        A_ub=cons.A_ub if len(cons.b_ub) else None,
+        b_ub=cons.b_ub if len(cons.b_ub) else None,
+        A_eq=cons.A_eq,
+        b_eq=cons.b_eq,
+        bounds=list(zip(cons.lower, cons.upper)),
+        method="highs",
+    )
     return float(-lp.fun - grad @ x)
 
 
@@ -52,7 +59,9 @@ def test_restarts_from_the_corners_find_the_better_of_two_local_maxima():
 
 def test_a_problem_without_gradients_is_refused():
     instance = load_instance("paper_baseline")
-    epoch = MigrationProblem(instance, (Epoch("a"),), instance.mix_vector(None), change_budget=0.1).epoch_problem(0, instance.mix_vector(None))
+    epoch = MigrationProblem(instance, (Epoch("a"),), instance.mix_vector(None), change_budget=0.1).epoch_problem(
+        0, instance.mix_vector(None)
+    )
     with pytest.raises(ValueError, match="method 'gradient' needs exact gradients, but EpochProblem does not provide them"):
         solve(epoch, "gradient", budget=10)
     with pytest.raises(ValueError, match="gradient option starts must be an integer >= 1"):

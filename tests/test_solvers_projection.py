@@ -46,7 +46,7 @@ def kkt_brute_force(cons: LinearConstraints, z):
                 continue
             lam = np.linalg.solve(e @ e.T, e @ z - f)
             x = z - e.T @ lam
-            if np.all(lam[len(cons.b_eq):] >= -1e-12) and cons.violation(x) <= 1e-12:
+            if np.all(lam[len(cons.b_eq) :] >= -1e-12) and cons.violation(x) <= 1e-12:
                 if best is None or np.sum((x - z) ** 2) < np.sum((best - z) ** 2):
                     best = x
     return best
@@ -69,16 +69,27 @@ def test_equals_scipy_slsqp_on_a_random_five_profile_polytope():
     n = 5
     a_ub = rng.uniform(0, 1, size=(2, n))
     cons = LinearConstraints(
-        A_eq=np.ones((1, n)), b_eq=np.ones(1), A_ub=a_ub, b_ub=a_ub.mean(axis=1) + 0.05,
-        lower=np.zeros(n), upper=np.full(n, 0.6), names=tuple(f"pi[{i}]" for i in range(n)), n_decision=n,
+        A_eq=np.ones((1, n)),
+        b_eq=np.ones(1),
+        A_ub=a_ub,
+        b_ub=a_ub.mean(axis=1) + 0.05,
+        lower=np.zeros(n),
+        upper=np.full(n, 0.6),
+        names=tuple(f"pi[{i}]" for i in range(n)),
+        n_decision=n,
     )
     projection = Projection(cons)
     for z in random_points(n, 15, seed=4):
         reference = minimize(
-            lambda x: np.sum((x - z) ** 2), np.full(n, 1 / n), jac=lambda x: 2 * (x - z), method="SLSQP",
+            lambda x: np.sum((x - z) ** 2),
+            np.full(n, 1 / n),
+            jac=lambda x: 2 * (x - z),
+            method="SLSQP",
             bounds=list(zip(cons.lower, cons.upper)),
-            constraints=[{"type": "eq", "fun": lambda x: cons.A_eq @ x - cons.b_eq},
-                         {"type": "ineq", "fun": lambda x: cons.b_ub - cons.A_ub @ x}],
+            constraints=[
+                {"type": "eq", "fun": lambda x: cons.A_eq @ x - cons.b_eq},
+                {"type": "ineq", "fun": lambda x: cons.b_ub - cons.A_ub @ x},
+            ],
             options={"ftol": 1e-14, "maxiter": 500},
         )
         x = projection(z)
@@ -89,8 +100,14 @@ def test_equals_scipy_slsqp_on_a_random_five_profile_polytope():
 
 def test_empty_polytope_raises_a_clear_error():
     cons = LinearConstraints(
-        A_eq=np.ones((1, 3)), b_eq=np.ones(1), A_ub=np.zeros((0, 3)), b_ub=np.zeros(0),
-        lower=np.zeros(3), upper=np.full(3, 0.2), names=("pi[a]", "pi[b]", "pi[c]"), n_decision=3,
+        A_eq=np.ones((1, 3)),
+        b_eq=np.ones(1),
+        A_ub=np.zeros((0, 3)),
+        b_ub=np.zeros(0),
+        lower=np.zeros(3),
+        upper=np.full(3, 0.2),
+        names=("pi[a]", "pi[b]", "pi[c]"),
+        n_decision=3,
     )
     with pytest.raises(InfeasibleConstraintsError, match="admit no point"):
         Projection(cons)
@@ -101,7 +118,9 @@ def test_per_call_time_is_measured(projection):
     for z in random_points(3, 20, seed=5):
         projection(z)
     assert projection.calls == before + 20
-    assert projection.mean_seconds == pytest.approx(projection.seconds / projection.calls) and projection.mean_seconds > 0  # per-call time: benchmarks/timings.py
+    assert (
+        projection.mean_seconds == pytest.approx(projection.seconds / projection.calls) and projection.mean_seconds > 0
+    )  # per-call time: benchmarks/timings.py
 
 
 def test_rejects_points_of_the_wrong_shape(projection):

@@ -65,7 +65,9 @@ def test_callback_sees_progress_and_can_stop(problem, method):
 
 
 def test_unknown_method_and_option_list_the_valid_ones(problem):
-    with pytest.raises(ValueError, match=r"unknown method 'nelder' \(valid: \['gradient', 'spsa', 'tpe', 'cmaes', 'qmc', 'grid', 'random'\]\)"):
+    with pytest.raises(
+        ValueError, match=r"unknown method 'nelder' \(valid: \['gradient', 'spsa', 'tpe', 'cmaes', 'qmc', 'grid', 'random'\]\)"
+    ):
         solve(problem, "nelder", budget=10)
     with pytest.raises(ValueError, match=r"unknown option 'step' for method 'spsa' \(valid: \['a', 'A', 'c'"):
         solve(problem, "spsa", budget=10, step=0.1)

@@ -81,8 +81,18 @@ def test_the_catchments_share_out_every_request(calibrated, k):
     v, wv = _radial(float(lam_s.sum()))
     radio = inst.network.radio_scale * v
     type_rate = inst.network.request_intensity * np.asarray(inst.probabilities)
-    rates, _ = _catchment(beta, shown, lam_s, np.asarray(inst.first_token_time), radio, wv, inst.network.radio_scale,
-                          inst.network.radio_exponent, type_rate, k)
+    rates, _ = _catchment(
+        beta,
+        shown,
+        lam_s,
+        np.asarray(inst.first_token_time),
+        radio,
+        wv,
+        inst.network.radio_scale,
+        inst.network.radio_exponent,
+        type_rate,
+        k,
+    )
     served = sum(lam_s[s] * rates[s] @ beta[s] for s in range(c.size))
     assert served == pytest.approx(type_rate, rel=3e-4)  # Gauss–Legendre across the kinks of max(0, ·)
 
@@ -163,14 +173,32 @@ def test_a_negative_telemetry_option_is_a_one_line_error(capsys):
 
 
 def test_validate_rows_carry_the_online_prediction(capsys):
-    argv = ["validate", "paper_calibrated", "--samples", "2000", "--customers", "1000", "--intensities", "2",
-            "--nodes", "80", "--horizon", "10", "--warmup", "5", "--replications", "1", "--telemetry-delay", "2", "--json"]
+    argv = [
+        "validate",
+        "paper_calibrated",
+        "--samples",
+        "2000",
+        "--customers",
+        "1000",
+        "--intensities",
+        "2",
+        "--nodes",
+        "80",
+        "--horizon",
+        "10",
+        "--warmup",
+        "5",
+        "--replications",
+        "1",
+        "--telemetry-delay",
+        "2",
+        "--json",
+    ]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["telemetry"] == {"delay": 2.0, "refresh": 0.0}
     rows = {r["policy"]: r for r in report["coverage_table"]}
-    expected = predict_online(load_instance("paper_calibrated").with_network(request_intensity=2.0), None,
-                              Telemetry(delay=2.0)).coverage
+    expected = predict_online(load_instance("paper_calibrated").with_network(request_intensity=2.0), None, Telemetry(delay=2.0)).coverage
     assert rows["load_aware"]["online_predicted"] == expected
     assert rows["load_aware"]["online"] is not None and rows["load_aware"]["online_se"] is not None
     assert rows["nearest"]["online_predicted"] is None
@@ -248,8 +276,19 @@ def test_power_of_d_catchments_share_out_every_request(calibrated, sample):
     type_rate = inst.network.request_intensity * np.asarray(inst.probabilities)
     k_all = 2 * c.size
     assert sample < k_all
-    rates, _ = _catchment(beta, shown, lam_s, np.asarray(inst.first_token_time), radio, wv, inst.network.radio_scale,
-                          inst.network.radio_exponent, type_rate, 2, sample)
+    rates, _ = _catchment(
+        beta,
+        shown,
+        lam_s,
+        np.asarray(inst.first_token_time),
+        radio,
+        wv,
+        inst.network.radio_scale,
+        inst.network.radio_exponent,
+        type_rate,
+        2,
+        sample,
+    )
     served = sum(lam_s[s] * rates[s] @ beta[s] for s in range(c.size))
     assert served == pytest.approx(type_rate, rel=1.5e-3)
 
@@ -262,7 +301,7 @@ def test_mitigation_limits_of_the_model(calibrated):
     assert node_model(inst, ev, 2.0, 0.8, sample=6).coverage == plain.coverage
     assert node_model(inst, ev, 2.0, 0.8, sample=99).coverage == plain.coverage
     closed = node_model(inst, ev, 0.0, 0.8, admission=1.0)  # fresh: a node shown with n >= c gets no arrivals
-    assert all(float(b[int(cs) + 1:].sum()) < 1e-6 for b, cs in zip(closed.shown, inst.concurrency))
+    assert all(float(b[int(cs) + 1 :].sum()) < 1e-6 for b, cs in zip(closed.shown, inst.concurrency))
     with pytest.raises(ValueError, match="sample"):
         node_model(inst, ev, 2.0, 0.8, sample=-1)
     with pytest.raises(ValueError, match="admission"):

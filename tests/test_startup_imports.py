@@ -27,8 +27,7 @@ print(json.dumps({"code": code, "loaded": [m for m in ABSENT if m in sys.modules
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("argv", [["solve"], ["evaluate", "--json"], ["plan-density", "--reliability", "0.9"]],
-                         ids=lambda argv: argv[0])
+@pytest.mark.parametrize("argv", [["solve"], ["evaluate", "--json"], ["plan-density", "--reliability", "0.9"]], ids=lambda argv: argv[0])
 def test_default_commands_do_not_import_what_they_do_not_use(argv, tmp_path):
     done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=tmp_path, capture_output=True, text=True, check=True)
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -38,9 +37,11 @@ def test_default_commands_do_not_import_what_they_do_not_use(argv, tmp_path):
 
 def test_the_probe_sees_a_loaded_module(tmp_path):
     """The check itself: a command that builds the Pyomo model is seen importing Pyomo and scipy.stats."""
-    code = PROBE.replace("code = main(sys.argv[1:])",
-                         "code = main(sys.argv[1:]); from edgeprefix.formulations.placement import build_placement_model; "
-                         "from edgeprefix.placement.model.instance import default_instance; build_placement_model(default_instance())")
+    code = PROBE.replace(
+        "code = main(sys.argv[1:])",
+        "code = main(sys.argv[1:]); from edgeprefix.formulations.placement import build_placement_model; "
+        "from edgeprefix.placement.model.instance import default_instance; build_placement_model(default_instance())",
+    )
     done = subprocess.run([sys.executable, "-c", code, "evaluate", "--json"], cwd=tmp_path, capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout.strip().splitlines()[-1])["loaded"]
     assert "pyomo" in loaded and "scipy.stats" in loaded

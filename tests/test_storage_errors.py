@@ -96,16 +96,36 @@ def private_postgres():
 
 
 # ``solve`` with its cost probe overruled: the workers are forked even for the stub's short trials
-FORKING_SOLVE = ("import sys; import edgeprefix.commands.solve as s; s._study_workers_pay = lambda *args: True; "
-                 "from edgeprefix.cli import main; sys.exit(main(sys.argv[1:]))")
+FORKING_SOLVE = (
+    "import sys; import edgeprefix.commands.solve as s; s._study_workers_pay = lambda *args: True; "
+    "from edgeprefix.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [["--workers", "2"], []])
 def test_a_database_outage_is_one_line_and_exit_3(private_postgres, tmp_path, workers):
     url, stop = private_postgres
-    command = [sys.executable, "-c", FORKING_SOLVE, "solve", "--method", "tpe", "--budget", "2000", "--storage", url,
-               "--study", "outage", *workers, "--heartbeat", "1", "--grace", "3", "--json"]
+    command = [
+        sys.executable,
+        "-c",
+        FORKING_SOLVE,
+        "solve",
+        "--method",
+        "tpe",
+        "--budget",
+        "2000",
+        "--storage",
+        url,
+        "--study",
+        "outage",
+        *workers,
+        "--heartbeat",
+        "1",
+        "--grace",
+        "3",
+        "--json",
+    ]
     errors = tmp_path / "stderr.txt"
     with open(errors, "w") as err:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, "EDGEPREFIX_PROGRESS": "0"})

@@ -51,8 +51,9 @@ def test_a_renamed_instance_or_new_metadata_resumes_the_study(tmp_path, capsys):
     code, payload, err = _solve(capsys, renamed, "--budget", "4", "--out", out)
     assert code == 0, err
     assert payload["extras"]["resumed_trials"] == 3 and payload["evaluations"] == 4
-    changed = _instance_file(tmp_path / "c.toml", name="renamed", placement={**instance_to_mapping(default_instance())["placement"],
-                                                                              "target": 0.7})
+    changed = _instance_file(
+        tmp_path / "c.toml", name="renamed", placement={**instance_to_mapping(default_instance())["placement"], "target": 0.7}
+    )
     code, _, err = _solve(capsys, changed, "--budget", "5", "--out", out)
     assert code == 2 and "problem_hash: stored" in err  # a change of content is still another problem
 

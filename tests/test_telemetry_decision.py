@@ -41,8 +41,10 @@ def test_cli_freshness_and_telemetry_mix(capsys):
     assert main(["evaluate", "paper_calibrated", "--intensity", "0.5", "--freshness-for", "0.99", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["freshness"]["delay"]["max_age"] is None and out["freshness"]["refresh"]["max_age"] is None
-    assert main(["solve", "paper_calibrated", "--intensity", "3", "--method", "grid", "--resolution", "2",
-                 "--for-telemetry", "2", "--json"]) == 0
+    assert (
+        main(["solve", "paper_calibrated", "--intensity", "3", "--method", "grid", "--resolution", "2", "--for-telemetry", "2", "--json"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     block = out["telemetry_mix"]
     assert block["gain"] == 0.0 and block["mix"] == block["fresh_mix"]

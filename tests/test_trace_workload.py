@@ -47,12 +47,15 @@ def test_block_level_hit_depth_matches_a_hand_computed_example() -> None:
     ]
     w = trace_workload(records, catalogue)
     #                  a    b    c    d    e    f    g
-    expected = np.array([
-        [0, 0, 0, 0, 0, 0, 0],  # none
-        [8, 12, 0, 11, 0, 12, 4],  # deep = {h1, h3}
-        [4, 4, 0, 4, 0, 4, 4],  # shallow = {h1}
-        [8, 12, 0, 11, 0, 15, 6],  # full
-    ], dtype=float)
+    expected = np.array(
+        [
+            [0, 0, 0, 0, 0, 0, 0],  # none
+            [8, 12, 0, 11, 0, 12, 4],  # deep = {h1, h3}
+            [4, 4, 0, 4, 0, 4, 4],  # shallow = {h1}
+            [8, 12, 0, 11, 0, 15, 6],  # full
+        ],
+        dtype=float,
+    )
     np.testing.assert_array_equal(w.hit, expected)
     ids = np.array(instance.request_ids)
     # types: the deepest retained vertex passed completely (h3 has no type: its deepest typed ancestor is h1)
@@ -105,8 +108,10 @@ def test_catalogue_rejects_missing_blocks_and_a_wrong_block_size() -> None:
 
 
 def test_load_trace_workload_reads_the_file_once_per_pass(tmp_path: Path) -> None:
-    lines = [json.dumps({"timestamp": 1000 * i, "input_length": 4 * len(b), "output_length": 5, "hash_ids": list(b)})
-             for i, b in enumerate([(1, 2, 3), (1, 5), (1, 2, 3, 4), (9,)])]
+    lines = [
+        json.dumps({"timestamp": 1000 * i, "input_length": 4 * len(b), "output_length": 5, "hash_ids": list(b)})
+        for i, b in enumerate([(1, 2, 3), (1, 5), (1, 2, 3, 4), (9,)])
+    ]
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(lines) + "\n")
     instance, w = load_trace_workload(trace, instance_from_mapping(hand_mapping()), block_size=B)

@@ -8,8 +8,24 @@ import pytest
 
 from edgeprefix.cli import main
 
-FAST = ["--samples", "20000", "--customers", "5000", "--intensities", "1", "--nodes", "80",
-        "--horizon", "8", "--warmup", "4", "--replications", "1", "--seed", "3"]
+FAST = [
+    "--samples",
+    "20000",
+    "--customers",
+    "5000",
+    "--intensities",
+    "1",
+    "--nodes",
+    "80",
+    "--horizon",
+    "8",
+    "--warmup",
+    "4",
+    "--replications",
+    "1",
+    "--seed",
+    "3",
+]
 
 
 def test_validate_json_and_plots(tmp_path, capsys):
@@ -42,11 +58,14 @@ def test_validate_baselines_table(capsys):
     assert {row["local_accounting"] for row in report["staleness"]} == {False, True}
 
 
-@pytest.mark.parametrize("argv", [
-    ["validate", "--intensities", "abc"],
-    ["validate", "--mix", "none=2"],
-    ["validate", "--samples", "0"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "--intensities", "abc"],
+        ["validate", "--mix", "none=2"],
+        ["validate", "--samples", "0"],
+    ],
+)
 def test_validate_bad_input_exits_2(argv, capsys):
     assert main(argv) == 2
     assert "edgeprefix validate: error:" in capsys.readouterr().err

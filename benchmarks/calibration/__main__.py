@@ -30,10 +30,24 @@ from edgeprefix.benchmarks.calibration.targets import FIG12_INTENSITY, TOLERANCE
 from edgeprefix.placement.model.instance import atomic_write_text
 
 # The start of the last search round (README.md, "Search") and the shipped result.
-START = Parameters(radio_scale=0.221241, linear=3.23043e-4, quadratic=1.60031e-9, short_decode=0.959503,
-                   long_decode=0.250055, short_probability=0.397346, tool_depth=2609.06)
-SHIPPED = Parameters(radio_scale=0.220581, linear=3.24560e-4, quadratic=1.00147e-9, short_decode=0.959177,
-                     long_decode=0.250001, short_probability=0.389478, tool_depth=2630.23)  # README.md, "Result"
+START = Parameters(
+    radio_scale=0.221241,
+    linear=3.23043e-4,
+    quadratic=1.60031e-9,
+    short_decode=0.959503,
+    long_decode=0.250055,
+    short_probability=0.397346,
+    tool_depth=2609.06,
+)
+SHIPPED = Parameters(
+    radio_scale=0.220581,
+    linear=3.24560e-4,
+    quadratic=1.00147e-9,
+    short_decode=0.959177,
+    long_decode=0.250001,
+    short_probability=0.389478,
+    tool_depth=2630.23,
+)  # README.md, "Result"
 TOML_PATH = Path(__file__).resolve().parents[2] / "placement" / "data" / "paper_calibrated.toml"
 
 HEADER = """\
@@ -71,16 +85,22 @@ def search(start: Parameters, budget: int) -> Parameters:
             return 10.0
         return loss(p)
 
-    res = minimize(objective, x0, method="Nelder-Mead",
-                   options={"maxfev": budget, "xatol": 1e-5, "fatol": 1e-9, "adaptive": True, "initial_simplex": None})
+    res = minimize(
+        objective,
+        x0,
+        method="Nelder-Mead",
+        options={"maxfev": budget, "xatol": 1e-5, "fatol": 1e-9, "adaptive": True, "initial_simplex": None},
+    )
     return Parameters(**dict(zip(names, np.exp(res.x).tolist())))
 
 
 def report(p: Parameters) -> tuple[str, bool]:
     """The table of calibrated points and comparisons, and whether everything holds."""
     m = measure(p)
-    lines = ["parameters: " + ", ".join(f"{k}={v:.6g}" for k, v in p.as_dict().items()),
-             f"{'figure':<7}{'series':<12}{'x':>6}{'ours':>9}{'paper':>8}{'diff':>9}"]
+    lines = [
+        "parameters: " + ", ".join(f"{k}={v:.6g}" for k, v in p.as_dict().items()),
+        f"{'figure':<7}{'series':<12}{'x':>6}{'ours':>9}{'paper':>8}{'diff':>9}",
+    ]
     ok = True
     for (fig, series, x), (ours, paper) in m.points.items():
         flag = "" if abs(ours - paper) <= TOLERANCE else "  ✗"
@@ -107,8 +127,10 @@ def write(p: Parameters, path: Path = TOML_PATH) -> None:
 
 def legacy_main(argv: list[str] | None = None) -> int:
     """The ``paper_calibrated`` calibration (Nelder–Mead, seven parameters)."""
-    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.calibration --legacy",
-                                     description="calibrate paper_calibrated (seven parameters, Nelder–Mead)")
+    parser = argparse.ArgumentParser(
+        prog="python -m edgeprefix.benchmarks.calibration --legacy",
+        description="calibrate paper_calibrated (seven parameters, Nelder–Mead)",
+    )
     parser.add_argument("--check", action="store_true", help="report the shipped parameters without searching")
     parser.add_argument("--budget", type=int, default=600, help="Nelder–Mead loss evaluations (default 600)")
     parser.add_argument("--from-start", action="store_true", help="search from START (the last round's start) instead of SHIPPED")

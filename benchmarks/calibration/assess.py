@@ -95,8 +95,13 @@ class Assessment:
         light, moderate, high = self.loads.get("fig10", (1.0, 2.0, 4.0))
         top = high + FIG11_EXTRA
         fig11 = tuple(sorted({light, moderate, high, *np.arange(light, top + 1e-9, 0.5).tolist()}))
-        return FigureLoads(fig7=tuple(self.loads.get("fig7", (1.0, 3.0, 4.0))), fig9=self.loads.get("fig9", 2.0),
-                           fig10=(light, moderate, high), fig11=fig11, fig12=self.loads.get("fig12", 3.0))
+        return FigureLoads(
+            fig7=tuple(self.loads.get("fig7", (1.0, 3.0, 4.0))),
+            fig9=self.loads.get("fig9", 2.0),
+            fig10=(light, moderate, high),
+            fig11=fig11,
+            fig12=self.loads.get("fig12", 3.0),
+        )
 
 
 class _Counter:
@@ -195,8 +200,13 @@ def stage_points(base: Instance, out: Assessment, counter: _Counter) -> float:
     shape += fig12_shape(base, demand, counter)
     out.shortfalls["points"] = s_points
     out.shortfalls["shape"] = shape
-    out.details.update(misses=misses, coverage={f"{k[0]} Λ={k[1]:g}": v for k, v in cov.items()},
-                       fig3_collapse_wait=collapse_wait, fig4_deep_long=float(a[deep, 1]), fig4_spread=float(spread))
+    out.details.update(
+        misses=misses,
+        coverage={f"{k[0]} Λ={k[1]:g}": v for k, v in cov.items()},
+        fig3_collapse_wait=collapse_wait,
+        fig4_deep_long=float(a[deep, 1]),
+        fig4_spread=float(spread),
+    )
     return s_points
 
 
@@ -236,9 +246,13 @@ def depth_grid(instance: Instance, steps: int) -> np.ndarray:
 def fig7_summary(depths: np.ndarray, coverage: np.ndarray) -> dict[str, float]:
     """Optimum depth, its coverage, the largest drop past it and the gain over no cache."""
     k = int(np.argmax(coverage))
-    past = coverage[k + 1:]
-    return {"depth": float(depths[k]), "coverage": float(coverage[k]),
-            "drop": float(coverage[k] - past.min()) if past.size else 0.0, "gain": float(coverage[k] - coverage[0])}
+    past = coverage[k + 1 :]
+    return {
+        "depth": float(depths[k]),
+        "coverage": float(coverage[k]),
+        "drop": float(coverage[k] - past.min()) if past.size else 0.0,
+        "gain": float(coverage[k] - coverage[0]),
+    }
 
 
 def plateau_ends(slots: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -309,8 +323,12 @@ def stage_fig7(base: Instance, out: Assessment, counter: _Counter) -> float:
         moderate = 0.5 * (loads[0] + loads[heavy])
     out.loads["fig7"] = (loads[0], moderate, loads[heavy])
     out.shortfalls["fig7"] = s7
-    out.details["fig7"] = {"light": light["full"], "heavy": summary(heavy, full), "moderate_load": moderate,
-                           "evaluated_depths": int(needed.size)}
+    out.details["fig7"] = {
+        "light": light["full"],
+        "heavy": summary(heavy, full),
+        "moderate_load": moderate,
+        "evaluated_depths": int(needed.size),
+    }
     return s7
 
 
@@ -436,8 +454,10 @@ def stage_fig10(base: Instance, out: Assessment, counter: _Counter) -> float:
         out.shortfalls.update(fig10=CAPS["fig10"], fig11=CAPS["fig11"])
         out.details["fig10"] = {"candidates": len(lattice), "reason": "the paper's mixes are not candidates"}
         return CAPS["fig10"]
-    at = {load: _LatticeAtLoad(base.with_network(request_intensity=load), lattice, counter)
-          for load in sorted({FIG10_LIGHT, *FIG10_MODERATE, *FIG10_HIGH})}
+    at = {
+        load: _LatticeAtLoad(base.with_network(request_intensity=load), lattice, counter)
+        for load in sorted({FIG10_LIGHT, *FIG10_MODERATE, *FIG10_HIGH})
+    }
     m_light = at[FIG10_LIGHT].global_margin(light_region)
     light_best = at[FIG10_LIGHT].best()
     s_light = max(0.0, MIX_MARGIN - m_light) + max(0.0, lattice[light_best, shallow] - 0.45)  # room to expand shallow
@@ -475,8 +495,13 @@ def stage_fig10(base: Instance, out: Assessment, counter: _Counter) -> float:
     out.loads["fig10"] = (FIG10_LIGHT, moderate, high)
     out.shortfalls["fig10"] = s10
     out.shortfalls["fig11"] = s11
-    out.details["fig10"] = {"candidates": len(lattice), "scope": scope, "light_best": lattice[light_best].tolist(),
-                            "margin": {"light": m_light, "moderate": m_mod, "high": m_high}, "gain": gain}
+    out.details["fig10"] = {
+        "candidates": len(lattice),
+        "scope": scope,
+        "light_best": lattice[light_best].tolist(),
+        "margin": {"light": m_light, "moderate": m_mod, "high": m_high},
+        "gain": gain,
+    }
     return s10 + s11
 
 

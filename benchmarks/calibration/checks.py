@@ -56,8 +56,7 @@ class Check:
 
     def fields(self) -> dict[str, Any]:
         """The keys a figure point gets for this check (``paper`` non-null)."""
-        return {"paper": self.paper, "tolerance": self.tolerance, "relation": self.relation, "holds": self.holds,
-                "claim": self.claim}
+        return {"paper": self.paper, "tolerance": self.tolerance, "relation": self.relation, "holds": self.holds, "claim": self.claim}
 
 
 def approx(figure: int, claim: str, x: Any, ours: float | None, paper: float, tolerance: float = TOLERANCE) -> Check:

@@ -59,7 +59,9 @@ class Parameters:
         if not self.short_probability < 1:
             raise InstanceError("calibration.short_probability", f"must lie in (0, 1), got {plain(self.short_probability)}")
         if not self.tool_depth * SYSTEM_SHARE <= SHORT_TOKENS and self.tool_depth < LONG_TOKENS:
-            raise InstanceError("calibration.tool_depth", f"ℓ_sys = ℓ_tool/3 must be <= {SHORT_TOKENS}, got ℓ_tool = {plain(self.tool_depth)}")
+            raise InstanceError(
+                "calibration.tool_depth", f"ℓ_sys = ℓ_tool/3 must be <= {SHORT_TOKENS}, got ℓ_tool = {plain(self.tool_depth)}"
+            )
 
     @property
     def system_depth(self) -> float:
@@ -81,8 +83,13 @@ def instance_mapping(p: Parameters, *, intensity: float = 3.0, density: float = 
         "prefixes": [{"id": "sys", "depth": p.system_depth}, {"id": "tool", "depth": p.tool_depth, "parent": "sys"}],
         "requests": [
             {"id": "short", "probability": p.short_probability, "length": SHORT_TOKENS, "decode": p.short_decode, "path": ["sys"]},
-            {"id": "long", "probability": 1.0 - p.short_probability, "length": LONG_TOKENS, "decode": p.long_decode,
-             "path": ["sys", "tool"]},
+            {
+                "id": "long",
+                "probability": 1.0 - p.short_probability,
+                "length": LONG_TOKENS,
+                "decode": p.long_decode,
+                "path": ["sys", "tool"],
+            },
         ],
         "profiles": [
             {"id": "none", "prefixes": []},

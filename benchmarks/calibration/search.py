@@ -44,18 +44,26 @@ class SearchResult:
 
 def record(a: Assessment, trial: int, round_: int) -> dict[str, Any]:
     """The JSON-ready log record of one assessment."""
-    return {"trial": trial, "round": round_, "penalty": a.penalty(), "stage": a.stage, "evaluations": a.evaluations,
-            "objectives": a.objectives(), "loads": {k: list(v) if isinstance(v, tuple) else v for k, v in a.loads.items()},
-            "unit": [round(float(x), 6) for x in a.params.to_unit()],
-            "fig10": {k: v for k, v in a.details.get("fig10", {}).items() if k in ("margin", "gain", "light_best", "scope")}}
+    return {
+        "trial": trial,
+        "round": round_,
+        "penalty": a.penalty(),
+        "stage": a.stage,
+        "evaluations": a.evaluations,
+        "objectives": a.objectives(),
+        "loads": {k: list(v) if isinstance(v, tuple) else v for k, v in a.loads.items()},
+        "unit": [round(float(x), 6) for x in a.params.to_unit()],
+        "fig10": {k: v for k, v in a.details.get("fig10", {}).items() if k in ("margin", "gain", "light_best", "scope")},
+    }
 
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def search(start: Parameters, *, seed: int, budget: int, restarts: int = 1, log: Path | None = None,
-           sigma0: float = SIGMA0, verbose: bool = True) -> SearchResult:
+def search(
+    start: Parameters, *, seed: int, budget: int, restarts: int = 1, log: Path | None = None, sigma0: float = SIGMA0, verbose: bool = True
+) -> SearchResult:
     """``restarts`` CMA-ES rounds sharing ``budget`` assessments; progress on stderr.
 
     Parameters
@@ -79,8 +87,13 @@ def search(start: Parameters, *, seed: int, budget: int, restarts: int = 1, log:
             mean = start.to_unit()
             bounds = np.tile([0.0, 1.0], (len(names), 1))
             for round_, n in enumerate(per_round):
-                cma = CMA(mean=mean.copy(), sigma=sigma0, bounds=bounds, seed=seed + round_,
-                          population_size=(4 + int(3 * np.log(len(names)))) * 2**round_)
+                cma = CMA(
+                    mean=mean.copy(),
+                    sigma=sigma0,
+                    bounds=bounds,
+                    seed=seed + round_,
+                    population_size=(4 + int(3 * np.log(len(names)))) * 2**round_,
+                )
                 done = 0
                 while done < n and not (best is not None and best.penalty() == 0.0):
                     told = []
@@ -101,8 +114,11 @@ def search(start: Parameters, *, seed: int, budget: int, restarts: int = 1, log:
                             best = a
                             bar.set_postfix_str(f"best {value:.4f}")
                             if verbose:
-                                _say(f"[calibration] candidate {trial}/{budget} round {round_}: penalty {value:.5f} "
-                                     + " ".join(f"{k}={v:.4f}" for k, v in a.objectives().items()) + f" loads={rec['loads']}")
+                                _say(
+                                    f"[calibration] candidate {trial}/{budget} round {round_}: penalty {value:.5f} "
+                                    + " ".join(f"{k}={v:.4f}" for k, v in a.objectives().items())
+                                    + f" loads={rec['loads']}"
+                                )
                     cma.tell(told)
                     if cma.should_stop():
                         break

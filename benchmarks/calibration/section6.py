@@ -162,25 +162,67 @@ class Parameters:
 
     def natural(self) -> dict[str, Any]:
         """The instance-level numbers of this point (what the TOML and the README report)."""
-        return {"ξ": self.radio_scale, "M": self.memory, "m_run": 1.0, "κ": self.kv_per_token, "a": self.linear,
-                "b": self.quadratic, "g_0": self.intercept, "D_short": self.short_decode, "D_long": self.long_decode,
-                "ℓ_sys": self.system_depth, "ℓ_tool": self.tool_depth, "p_short": self.short_probability,
-                "mix": self.mix, "B̄": self.memory_budget, "π_deep^max": self.deep_cap, "π_min": self.fallback_min}
+        return {
+            "ξ": self.radio_scale,
+            "M": self.memory,
+            "m_run": 1.0,
+            "κ": self.kv_per_token,
+            "a": self.linear,
+            "b": self.quadratic,
+            "g_0": self.intercept,
+            "D_short": self.short_decode,
+            "D_long": self.long_decode,
+            "ℓ_sys": self.system_depth,
+            "ℓ_tool": self.tool_depth,
+            "p_short": self.short_probability,
+            "mix": self.mix,
+            "B̄": self.memory_budget,
+            "π_deep^max": self.deep_cap,
+            "π_min": self.fallback_min,
+        }
 
     @classmethod
-    def from_natural(cls, *, radio_scale: float, memory: float, deep_memory: float, linear: float, quadratic: float,
-                     intercept: float, short_decode: float, long_decode: float, tool_depth: float, system_depth: float,
-                     short_probability: float, mix: tuple[float, float, float], memory_budget: float, deep_cap: float,
-                     fallback_min: float) -> Parameters:
+    def from_natural(
+        cls,
+        *,
+        radio_scale: float,
+        memory: float,
+        deep_memory: float,
+        linear: float,
+        quadratic: float,
+        intercept: float,
+        short_decode: float,
+        long_decode: float,
+        tool_depth: float,
+        system_depth: float,
+        short_probability: float,
+        mix: tuple[float, float, float],
+        memory_budget: float,
+        deep_cap: float,
+        fallback_min: float,
+    ) -> Parameters:
         """The point with these instance-level numbers (``mix`` = none, shallow, deep)."""
         none, shallow, deep = mix
         kappa = deep_memory / tool_depth
         b8 = shallow * kappa * system_depth + deep * deep_memory
-        return cls(radio_scale=radio_scale, memory=memory, deep_memory=deep_memory, linear=linear, quadratic=quadratic,
-                   intercept=intercept, short_decode=short_decode, long_decode=long_decode, tool_depth=tool_depth,
-                   system_share=system_depth / min(tool_depth, SHORT_TOKENS - 1.0), short_probability=short_probability,
-                   mix_deep=deep, mix_none_share=none / (1.0 - deep), budget_slack=(memory_budget - b8) / (deep_memory - b8),
-                   cap_slack=(deep_cap - deep) / (1.0 - deep), fallback_share=fallback_min / none)
+        return cls(
+            radio_scale=radio_scale,
+            memory=memory,
+            deep_memory=deep_memory,
+            linear=linear,
+            quadratic=quadratic,
+            intercept=intercept,
+            short_decode=short_decode,
+            long_decode=long_decode,
+            tool_depth=tool_depth,
+            system_share=system_depth / min(tool_depth, SHORT_TOKENS - 1.0),
+            short_probability=short_probability,
+            mix_deep=deep,
+            mix_none_share=none / (1.0 - deep),
+            budget_slack=(memory_budget - b8) / (deep_memory - b8),
+            cap_slack=(deep_cap - deep) / (1.0 - deep),
+            fallback_share=fallback_min / none,
+        )
 
     def rounded(self, digits: int = 6) -> Parameters:
         """Every coordinate to ``digits`` significant digits (kept inside the box)."""
@@ -303,8 +345,13 @@ def instance_mapping(p: Parameters, *, intensity: float = 3.0, density: float = 
         "prefixes": [{"id": "sys", "depth": p.system_depth}, {"id": "tool", "depth": p.tool_depth, "parent": "sys"}],
         "requests": [
             {"id": "short", "probability": p.short_probability, "length": SHORT_TOKENS, "decode": p.short_decode, "path": ["sys"]},
-            {"id": "long", "probability": 1.0 - p.short_probability, "length": LONG_TOKENS, "decode": p.long_decode,
-             "path": ["sys", "tool"]},
+            {
+                "id": "long",
+                "probability": 1.0 - p.short_probability,
+                "length": LONG_TOKENS,
+                "decode": p.long_decode,
+                "path": ["sys", "tool"],
+            },
         ],
         "profiles": [{"id": "none", "prefixes": []}, {"id": "shallow", "prefixes": ["sys"]}, {"id": "deep", "prefixes": ["sys", "tool"]}],
         "placement": {
@@ -328,7 +375,19 @@ def build_instance(p: Parameters, *, intensity: float = 3.0, density: float = 1.
 # but not at uncached ones (residual prefill 0.43, 0.70, 0.94 s); deep caching costs two slots
 # (c = 9, 8, 7); the deep cap is Fig. 8's deep share, so Fig. 10's candidates keep at most 20 % deep.
 START = Parameters.from_natural(
-    radio_scale=0.2874, memory=9.979, deep_memory=2.218, linear=1.389e-4, quadratic=2.034e-8, intercept=0.03406,
-    short_decode=0.2571, long_decode=0.3500, tool_depth=1931.0, system_depth=799.3, short_probability=0.3587,
-    mix=(0.7342, 0.0474, 0.2184), memory_budget=0.7937, deep_cap=0.2184, fallback_min=0.32,
+    radio_scale=0.2874,
+    memory=9.979,
+    deep_memory=2.218,
+    linear=1.389e-4,
+    quadratic=2.034e-8,
+    intercept=0.03406,
+    short_decode=0.2571,
+    long_decode=0.3500,
+    tool_depth=1931.0,
+    system_depth=799.3,
+    short_probability=0.3587,
+    mix=(0.7342, 0.0474, 0.2184),
+    memory_budget=0.7937,
+    deep_cap=0.2184,
+    fallback_min=0.32,
 )

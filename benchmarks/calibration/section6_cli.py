@@ -42,9 +42,11 @@ HEADER = """\
 
 def report(a: Assessment) -> str:
     """Every target of one assessment: shortfall (0 = met with the search margin), loads, misses."""
-    lines = ["parameters: " + ", ".join(f"{k}={v:.6g}" for k, v in a.params.as_dict().items()),
-             "instance: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a.params.natural().items()),
-             f"stage reached: {a.stage or 'invalid'} ({a.evaluations} model evaluations)"]
+    lines = [
+        "parameters: " + ", ".join(f"{k}={v:.6g}" for k, v in a.params.as_dict().items()),
+        "instance: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a.params.natural().items()),
+        f"stage reached: {a.stage or 'invalid'} ({a.evaluations} model evaluations)",
+    ]
     if "invalid" in a.details:
         lines.append(f"invalid: {a.details['invalid']}")
     lines.append(f"{'target':<10}{'weight':>8}{'shortfall':>12}")
@@ -79,9 +81,11 @@ def write(a: Assessment, command: str, search_meta: dict[str, Any], path: Path =
 def pareto_table(records: list[dict[str, Any]]) -> str:
     keys = tuple(WEIGHTS)
     front = pareto_front(records, keys)
-    lines = [f"{len(front)} non-dominated of {sum(r['stage'] == 'fig10' for r in records)} complete assessments "
-             f"({len(records)} logged); objectives = capped shortfalls {dict(CAPS)}",
-             "  ".join(f"{k:>9}" for k in ("trial", *keys))]
+    lines = [
+        f"{len(front)} non-dominated of {sum(r['stage'] == 'fig10' for r in records)} complete assessments "
+        f"({len(records)} logged); objectives = capped shortfalls {dict(CAPS)}",
+        "  ".join(f"{k:>9}" for k in ("trial", *keys)),
+    ]
     for r in sorted(front, key=lambda r: r["penalty"]):
         lines.append("  ".join([f"{r['trial']:>9}"] + [f"{r['objectives'][k]:>9.4f}" for k in keys]))
     return "\n".join(lines)
@@ -133,15 +137,20 @@ def search_command(args: argparse.Namespace) -> str:
 
 
 def section6_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m edgeprefix.benchmarks.calibration",
-                                     description="joint calibration of paper_section6 (CMA-ES over 16 free parameters); "
-                                                 "--legacy for paper_calibrated")
+    parser = argparse.ArgumentParser(
+        prog="python -m edgeprefix.benchmarks.calibration",
+        description="joint calibration of paper_section6 (CMA-ES over 16 free parameters); --legacy for paper_calibrated",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
     parser.add_argument("--budget", type=int, default=1500, help="assessed candidates, rounded up to whole generations (default 1500)")
     parser.add_argument("--restarts", type=int, default=2, help="CMA-ES rounds (IPOP: the population doubles each round; default 2)")
     parser.add_argument("--sigma", type=float, default=0.02, help="initial CMA-ES step in the unit cube (default 0.02)")
-    parser.add_argument("--start", choices=("design", "shipped"), default="design",
-                        help="search from the documented design point (default) or from the shipped parameters")
+    parser.add_argument(
+        "--start",
+        choices=("design", "shipped"),
+        default="design",
+        help="search from the documented design point (default) or from the shipped parameters",
+    )
     parser.add_argument("--log", type=Path, default=None, help="append one JSON line per assessed candidate")
     parser.add_argument("--write", action="store_true", help=f"write {TOML_PATH.name} and the figure loads")
     parser.add_argument("--check", action="store_true", help="report the shipped paper_section6 without searching")
@@ -171,8 +180,20 @@ def section6_main(argv: list[str]) -> int:
     print(f"search: {result.trials} candidates in {result.seconds:.0f} s")
     if args.write:
         command = search_command(args)
-        write(best, command, {"command": command, "seed": args.seed, "budget": args.budget, "restarts": args.restarts,
-                              "sigma": args.sigma, "start": args.start, "candidates": result.trials, "penalty": best.penalty()})
+        write(
+            best,
+            command,
+            {
+                "command": command,
+                "seed": args.seed,
+                "budget": args.budget,
+                "restarts": args.restarts,
+                "sigma": args.sigma,
+                "start": args.start,
+                "candidates": result.trials,
+                "penalty": best.penalty(),
+            },
+        )
         print(f"wrote {TOML_PATH} and the figure loads")
     return 0 if best.penalty() == 0.0 else 1
 

@@ -17,8 +17,9 @@ from edgeprefix.placement.model.instance import Instance
 FIGURES: dict[int, str] = {n: f"edgeprefix.benchmarks.figures.fig{n}" for n in (1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)}
 
 
-def run_figure(number: int, quick: bool = False, out: Path | str | None = None,
-               instance: Instance | str | None = None, *, echo: bool = True) -> dict[str, Any]:
+def run_figure(
+    number: int, quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, echo: bool = True
+) -> dict[str, Any]:
     """Run figure ``number`` (one of :data:`FIGURES`)."""
     if number not in FIGURES:
         raise ValueError(f"figure: unknown figure {number!r} (valid: {sorted(FIGURES)})")

@@ -90,8 +90,12 @@ def result(figure: int, title: str, points: Iterable[Point], **extra: Any) -> di
     """
     rows = list(points)
     checked = [p for p in rows if "holds" in p]
-    out: dict[str, Any] = {"figure": int(figure), "title": title, "points": rows,
-                           "targets": {"checked": len(checked), "hold": sum(bool(p["holds"]) for p in checked)}}
+    out: dict[str, Any] = {
+        "figure": int(figure),
+        "title": title,
+        "points": rows,
+        "targets": {"checked": len(checked), "hold": sum(bool(p["holds"]) for p in checked)},
+    }
     out.update(extra)
     return out
 
@@ -101,8 +105,7 @@ def table(payload: Mapping[str, Any]) -> str:
     points = payload["points"]
     ws = min(46, max([28, *(len(str(p["series"])) + 2 for p in points)]))
     wx = max([12, *(len(_cell(p["x"])) + 2 for p in points)])
-    lines = [f"Fig. {payload['figure']}: {payload['title']}",
-             f"{'series':<{ws}}{'x':>{wx}}{'ours':>12}{'paper':>10}{'diff':>11}  holds"]
+    lines = [f"Fig. {payload['figure']}: {payload['title']}", f"{'series':<{ws}}{'x':>{wx}}{'ours':>12}{'paper':>10}{'diff':>11}  holds"]
     for p in points:
         ours, paper = p["ours"], p["paper"]
         diff = ours - paper if isinstance(ours, (int, float)) and isinstance(paper, (int, float)) else None
@@ -173,8 +176,16 @@ def coverage_along(instances: Iterable[Instance], policies: Iterable[str], targe
     return out
 
 
-def coverage_curves(points: list[dict[str, Any]], policies: Iterable[str], paper: Mapping[tuple[str, float], float],
-                    *, xlabel: str, title: str, target: float, plateau: float | None = None) -> Plot:
+def coverage_curves(
+    points: list[dict[str, Any]],
+    policies: Iterable[str],
+    paper: Mapping[tuple[str, float], float],
+    *,
+    xlabel: str,
+    title: str,
+    target: float,
+    plateau: float | None = None,
+) -> Plot:
     """A ``draw(fig)`` for coverage vs one swept parameter: one line per policy, the paper's
     values as crosses, an optional horizontal plateau (Figs. 8 and 12)."""
 
@@ -197,8 +208,9 @@ def coverage_curves(points: list[dict[str, Any]], policies: Iterable[str], paper
     return draw
 
 
-def finish(payload: dict[str, Any], out: Path | str | None, draw: Plot | None, *, echo: bool = True,
-           size: tuple[float, float] = (7.0, 4.5)) -> dict[str, Any]:
+def finish(
+    payload: dict[str, Any], out: Path | str | None, draw: Plot | None, *, echo: bool = True, size: tuple[float, float] = (7.0, 4.5)
+) -> dict[str, Any]:
     """Print the table (when ``echo``), write ``figN.csv`` and ``figN.png`` into ``out`` (if given)."""
     if echo:
         print(table(payload))

@@ -48,8 +48,9 @@ def served_map(instance: Instance, bias: np.ndarray, layout: Any, grid: int) -> 
     return np.stack(out)
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, seed: int = 1, echo: bool = True) -> dict[str, Any]:
+def run(
+    quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, seed: int = 1, echo: bool = True
+) -> dict[str, Any]:
     inst = resolve_instance(instance)
     ev = evaluate(inst, None, "load_aware")
     layout = sample_layout(inst, ev.mix, LayoutSpec(mean_nodes=NODES, counts="exact"), seed=seed)
@@ -65,9 +66,15 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             share = float(np.mean(prof == s))
             area[qid][sid] = share
             points.append(point(f"area share/{qid}", sid, share, None, theorem1=float(ev.association[s, q])))
-    payload = result(FIGURE, "sampled network: region each request type sends to each profile", points,
-                     instance=inst.name, nodes=layout.nodes, area_share=area,
-                     notes=["ours = share of the map routed to the profile; theorem1 = A_{s,q} (one small sample)"])
+    payload = result(
+        FIGURE,
+        "sampled network: region each request type sends to each profile",
+        points,
+        instance=inst.name,
+        nodes=layout.nodes,
+        area_share=area,
+        notes=["ours = share of the map routed to the profile; theorem1 = A_{s,q} (one small sample)"],
+    )
 
     def draw(fig) -> None:
         colors = np.array([[0.6, 0.6, 0.6], [0.35, 0.6, 0.95], [0.9, 0.35, 0.3], [0.4, 0.8, 0.4], [0.8, 0.6, 0.2]])
@@ -90,7 +97,6 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         handles, labels = fig.axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
         load = f"Λ = {inst.network.request_intensity:g}, λ_b = {inst.network.edge_density:g}, {layout.nodes} nodes, seed {seed}"
-        fig.suptitle(f"Fig. 1: region each request type sends to each profile (load-aware router)\n{subtitle(inst, load)}",
-                     fontsize=10)
+        fig.suptitle(f"Fig. 1: region each request type sends to each profile (load-aware router)\n{subtitle(inst, load)}", fontsize=10)
 
     return finish(payload, out, draw, echo=echo, size=(10.0, 5.8))

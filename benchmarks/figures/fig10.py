@@ -55,8 +55,14 @@ def unconstrained(instance: Instance) -> Instance:
     return instance.replace(placement=dataclasses.replace(instance.placement, memory_budget=None, max_share=()))
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, resolution: int | None = None, echo: bool = True) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    out: Path | str | None = None,
+    instance: Instance | str | None = None,
+    *,
+    resolution: int | None = None,
+    echo: bool = True,
+) -> dict[str, Any]:
     """Best mix per load label (``light``/``moderate``/``high``); ``best`` maps label → mix.
 
     The loads are the instance's calibrated ``FigureLoads.fig10``.  Checked claims: each share
@@ -74,14 +80,19 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         for sid, share in mix.items():
             row = point(f"{sid} share", f"{label} (Λ={load:g})", share, FIG10_PAPER.get(label, {}).get(sid))
             if row["paper"] is not None:
-                add_check_fields(row, checks.approx(FIGURE, f"{label}: {sid} share", row["x"], share, row["paper"],
-                                                    checks.MIX_TOLERANCE))
+                add_check_fields(row, checks.approx(FIGURE, f"{label}: {sid} share", row["x"], share, row["paper"], checks.MIX_TOLERANCE))
             points.append(row)
         points.append(point("coverage", f"{label} (Λ={load:g})", coverage))
-    for sid, relation, claim in (("deep", "<", "deep share: high − light (falls)"), ("shallow", ">", "shallow share: high − light (expands)")):
+    for sid, relation, claim in (
+        ("deep", "<", "deep share: high − light (falls)"),
+        ("shallow", ">", "shallow share: high − light (expands)"),
+    ):
         if sid in inst.profile_ids:
-            points.append(check_point(checks.Check(FIGURE, claim, "high vs light", best["high"]["mix"][sid] - best["light"]["mix"][sid],
-                                                   0.0, relation)))
+            points.append(
+                check_point(
+                    checks.Check(FIGURE, claim, "high vs light", best["high"]["mix"][sid] - best["light"]["mix"][sid], 0.0, relation)
+                )
+            )
     variant = unconstrained(decode_heavy(inst))
     best_variant: dict[str, dict[str, Any] | None] = {}
     for label, load in DECODE_HEAVY_LOADS.items():
@@ -93,8 +104,16 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         best_variant[label] = {"load": load, "mix": mix, "coverage": coverage, "candidates": scored}
         for sid, share in mix.items():
             points.append(point(f"decode-heavy {sid} share", f"{label} (Λ={load:g})", share))
-    payload = result(FIGURE, f"best mix among the 1/{k} candidates vs load", points, instance=inst.name, best=best,
-                     best_decode_heavy=best_variant, resolution=k, loads=loads)
+    payload = result(
+        FIGURE,
+        f"best mix among the 1/{k} candidates vs load",
+        points,
+        instance=inst.name,
+        best=best,
+        best_decode_heavy=best_variant,
+        resolution=k,
+        loads=loads,
+    )
 
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
@@ -121,8 +140,7 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         caps = ", ".join(f"π_{sid} ≤ {cap:.3g}" for sid, cap in plc.max_share)
         budget = "no budget" if plc.memory_budget is None else f"B̄ = {plc.memory_budget:.3g}"
         constraints = f"{budget}, π_min = {plc.fallback_min:.3g}" + (f", {caps}" if caps else "")
-        ax.set_title(f"Fig. 10: best mix among the 1/{k} candidates\n{subtitle(inst, 'loads on the x-axis; ' + constraints)}",
-                     fontsize=9)
+        ax.set_title(f"Fig. 10: best mix among the 1/{k} candidates\n{subtitle(inst, 'loads on the x-axis; ' + constraints)}", fontsize=9)
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
     return finish(payload, out, draw, echo=echo, size=(8.5, 5.0))

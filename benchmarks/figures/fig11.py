@@ -34,8 +34,7 @@ VARIANT_LOADS = (1.0, 2.0, 2.5, 3.0, 3.5, 4.0)
 QUICK_VARIANT_LOADS = (1.0, 3.0, 4.0)
 
 
-def compare(instance: Instance, loads: tuple[float, ...], k: int,
-            light: float | None = None) -> tuple[dict[str, float], dict, dict, dict]:
+def compare(instance: Instance, loads: tuple[float, ...], k: int, light: float | None = None) -> tuple[dict[str, float], dict, dict, dict]:
     """Fixed (the best mix at ``light``, default ``loads[0]``) vs adaptive coverage along ``loads``:
     (fixed mix, adaptive, held, mixes); a load where no candidate is stable is left out."""
     fixed, _, _ = best_mix(instance, loads[0] if light is None else light, k)
@@ -50,8 +49,7 @@ def compare(instance: Instance, loads: tuple[float, ...], k: int,
     return fixed, adaptive, held, mixes
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, echo: bool = True) -> dict[str, Any]:
+def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, echo: bool = True) -> dict[str, Any]:
     """Coverage of the adaptive and the fixed (light-load) mix; ``gain`` is adaptive − fixed per load.
 
     The loads are the instance's calibrated ``FigureLoads.fig11`` (quick: Fig. 10's light,
@@ -77,14 +75,24 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             points.append(point(f"{prefix}adaptive", load, ad[load]))
             points.append(point(f"{prefix}fixed", load, he[load]))
     gain = {load: adaptive[load] - held[load] for load in adaptive}
-    points.append(check_point(checks.Check(FIGURE, "adaptive − fixed at high load", high, gain.get(high),
-                                           checks.GAIN_THRESHOLD, ">")))
-    points.append(check_point(checks.Check(FIGURE, "adaptive − fixed, smallest over the loads", "all",
-                                           min(gain.values()), -1e-9, "≥")))
-    payload = result(FIGURE, "adaptive vs fixed (light-load) mix across load", points, instance=inst.name,
-                     fixed_mix=fixed, adaptive_mix=mixes, gain=gain, resolution=k, high_load=high,
-                     decode_heavy={"fixed_mix": v_fixed, "adaptive_mix": v_mixes,
-                                   "gain": {load: v_adaptive[load] - v_held[load] for load in v_adaptive}})
+    points.append(check_point(checks.Check(FIGURE, "adaptive − fixed at high load", high, gain.get(high), checks.GAIN_THRESHOLD, ">")))
+    points.append(check_point(checks.Check(FIGURE, "adaptive − fixed, smallest over the loads", "all", min(gain.values()), -1e-9, "≥")))
+    payload = result(
+        FIGURE,
+        "adaptive vs fixed (light-load) mix across load",
+        points,
+        instance=inst.name,
+        fixed_mix=fixed,
+        adaptive_mix=mixes,
+        gain=gain,
+        resolution=k,
+        high_load=high,
+        decode_heavy={
+            "fixed_mix": v_fixed,
+            "adaptive_mix": v_mixes,
+            "gain": {load: v_adaptive[load] - v_held[load] for load in v_adaptive},
+        },
+    )
 
     def draw(fig) -> None:
         left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
@@ -107,7 +115,9 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         right.legend(fontsize=8)
         right.set_title("(b) gain of adapting the mix", fontsize=10)
         fixed_text = ", ".join(f"{key}={v:.2f}" for key, v in fixed.items())
-        fig.suptitle(f"Fig. 11: adaptive vs fixed mix\n{subtitle(inst, f'fixed = {fixed_text} (best at Λ = {light:g}); high load Λ = {high:g} dotted')}",
-                     fontsize=11)
+        fig.suptitle(
+            f"Fig. 11: adaptive vs fixed mix\n{subtitle(inst, f'fixed = {fixed_text} (best at Λ = {light:g}); high load Λ = {high:g} dotted')}",
+            fontsize=11,
+        )
 
     return finish(payload, out, draw, echo=echo, size=(11.0, 4.6))

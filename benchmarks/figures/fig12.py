@@ -39,14 +39,21 @@ QUICK_DENSITIES = (0.5, 1.0, 2.0, 3.0)
 POLICIES = ("load_aware", "prefix", "nearest")
 
 
-def sweep(instance: Instance, densities: tuple[float, ...], intensity: float,
-          target: float = TARGET) -> dict[str, list[float]]:
+def sweep(instance: Instance, densities: tuple[float, ...], intensity: float, target: float = TARGET) -> dict[str, list[float]]:
     """Coverage per policy along ``λ_b`` at demand ``Λ = intensity``."""
-    return coverage_along((instance.with_network(edge_density=density, request_intensity=intensity) for density in densities), POLICIES, target)
+    return coverage_along(
+        (instance.with_network(edge_density=density, request_intensity=intensity) for density in densities), POLICIES, target
+    )
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, intensity: float | None = None, echo: bool = True) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    out: Path | str | None = None,
+    instance: Instance | str | None = None,
+    *,
+    intensity: float | None = None,
+    echo: bool = True,
+) -> dict[str, Any]:
     inst = resolve_instance(instance)
     intensity = loads_of(inst).fig12 if intensity is None else intensity
     densities = QUICK_DENSITIES if quick else DENSITIES
@@ -61,14 +68,29 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     rise = float(np.min(np.diff(cov["load_aware"])))
     points += [
         check_point(checks.Check(FIGURE, "load-aware rises with density (smallest step)", "all", rise, 0.0, ">")),
-        check_point(checks.Check(FIGURE, "nearest saturates (|last step|)", densities[-1],
-                                 abs(cov["nearest"][-1] - cov["nearest"][-2]), checks.SATURATION, "<")),
+        check_point(
+            checks.Check(
+                FIGURE,
+                "nearest saturates (|last step|)",
+                densities[-1],
+                abs(cov["nearest"][-1] - cov["nearest"][-2]),
+                checks.SATURATION,
+                "<",
+            )
+        ),
     ]
-    payload = result(FIGURE, f"coverage at τ = {TARGET} s vs edge density λ_b (Λ = {intensity:g})", points,
-                     instance=inst.name, intensity=intensity)
+    payload = result(
+        FIGURE, f"coverage at τ = {TARGET} s vs edge density λ_b (Λ = {intensity:g})", points, instance=inst.name, intensity=intensity
+    )
 
-    draw = coverage_curves(points, POLICIES, FIG12_PAPER, xlabel="edge density λ_b [nodes / unit area]",
-                           title=f"Fig. 12: coverage vs edge density (× = paper)\n{subtitle(inst, f'fixed demand Λ = {intensity:g}')}",
-                           target=TARGET, plateau=NEAREST_PLATEAU)
+    draw = coverage_curves(
+        points,
+        POLICIES,
+        FIG12_PAPER,
+        xlabel="edge density λ_b [nodes / unit area]",
+        title=f"Fig. 12: coverage vs edge density (× = paper)\n{subtitle(inst, f'fixed demand Λ = {intensity:g}')}",
+        target=TARGET,
+        plateau=NEAREST_PLATEAU,
+    )
 
     return finish(payload, out, draw, echo=echo)

@@ -45,8 +45,7 @@ def collapse_wait(instance: Instance) -> float:
     return float(boundary(instance, np.array([0.0]), 0.0)[0] ** instance.network.radio_exponent * instance.network.radio_scale)
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, echo: bool = True) -> dict[str, Any]:
+def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, echo: bool = True) -> dict[str, Any]:
     """Boundaries for deep-node delays ``W̄_t`` from 0 to the TTFT target ``τ`` (five curves).
 
     A queue delay beyond ``τ`` misses the target wherever the node is, so ``[0, τ]`` is the range
@@ -66,10 +65,16 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             points.append(point(f"W_deep={w:g}s", float(r), float(rt)))
     advantage = {w: float(boundary(inst, np.array([0.0]), w)[0]) for w in waits}
     collapse = collapse_wait(inst)
-    points.append(check_point(checks.Check(FIGURE, "deep advantage collapses at W̄_t (within [0, τ])", "r_s = 0",
-                                           collapse, tau, "≤")))
-    payload = result(FIGURE, "eq. (46) boundary: farthest preferred deep node r_t* vs fallback node distance r_s",
-                     points, instance=inst.name, advantage_at_zero=advantage, collapse_wait=collapse, waits=list(waits))
+    points.append(check_point(checks.Check(FIGURE, "deep advantage collapses at W̄_t (within [0, τ])", "r_s = 0", collapse, tau, "≤")))
+    payload = result(
+        FIGURE,
+        "eq. (46) boundary: farthest preferred deep node r_t* vs fallback node distance r_s",
+        points,
+        instance=inst.name,
+        advantage_at_zero=advantage,
+        collapse_wait=collapse,
+        waits=list(waits),
+    )
 
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
@@ -81,8 +86,11 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         ax.set_xlim(0, r_max)
         ax.set_ylim(0, None)
         ax.grid(alpha=0.3)
-        ax.set_title(f"Fig. 3: deep node preferred below each curve; advantage gone at $\\bar W_t$ = {collapse:.2f} s\n"
-                     f"{subtitle(inst, 'no load: deep-node delay swept, fallback delay 0')}", fontsize=9)
+        ax.set_title(
+            f"Fig. 3: deep node preferred below each curve; advantage gone at $\\bar W_t$ = {collapse:.2f} s\n"
+            f"{subtitle(inst, 'no load: deep-node delay swept, fallback delay 0')}",
+            fontsize=9,
+        )
         ax.legend(fontsize=8)
 
     return finish(payload, out, draw, echo=echo)

@@ -34,8 +34,9 @@ QUICK_SAMPLES = 50_000
 PAPER_MAX_ERROR = 1e-3
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, seed: int = 4, echo: bool = True) -> dict[str, Any]:
+def run(
+    quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, seed: int = 4, echo: bool = True
+) -> dict[str, Any]:
     """Analysis vs Monte Carlo association bars; ``max_abs_error`` is ``max |A − Â|``."""
     inst = resolve_instance(instance)
     ev = evaluate(inst, None, "load_aware")
@@ -48,21 +49,47 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         for s, sid in enumerate(inst.profile_ids):
             points.append(point(f"analysis/{qid} ({length} tok)", sid, float(ev.association[s, q])))
             points.append(point(f"monte_carlo/{qid} ({length} tok)", sid, float(mc.association[s, q])))
-    points.append(add_check_fields(point("max_abs_error", "all", error, PAPER_MAX_ERROR),
-                                   checks.Check(FIGURE, "max |A − Â|", "all", error, PAPER_MAX_ERROR, "≤")))
+    points.append(
+        add_check_fields(
+            point("max_abs_error", "all", error, PAPER_MAX_ERROR), checks.Check(FIGURE, "max |A − Â|", "all", error, PAPER_MAX_ERROR, "≤")
+        )
+    )
     q_long, q_short = int(np.argmax(inst.lengths)), int(np.argmin(inst.lengths))
     deepest = int(np.argmax(inst.hit_depth[:, q_long]))
     a = ev.association
     others = [s for s in range(len(inst.profile_ids)) if s != deepest]
     points += [
-        check_point(checks.Check(FIGURE, "longest type: share of the deepest profile (strong preference)", inst.request_ids[q_long],
-                                 float(a[deepest, q_long]), checks.STRONG_PREFERENCE, ">")),
-        check_point(checks.Check(FIGURE, "shortest − longest type: share of the other profiles", "spread",
-                                 float(a[others, q_short].sum() - a[others, q_long].sum()), 0.0, ">")),
+        check_point(
+            checks.Check(
+                FIGURE,
+                "longest type: share of the deepest profile (strong preference)",
+                inst.request_ids[q_long],
+                float(a[deepest, q_long]),
+                checks.STRONG_PREFERENCE,
+                ">",
+            )
+        ),
+        check_point(
+            checks.Check(
+                FIGURE,
+                "shortest − longest type: share of the other profiles",
+                "spread",
+                float(a[others, q_short].sum() - a[others, q_long].sum()),
+                0.0,
+                ">",
+            )
+        ),
     ]
-    payload = result(FIGURE, "association A_{s,q}: Theorem 1 vs Monte Carlo", points, instance=inst.name,
-                     samples=samples, max_abs_error=error, intensity=inst.network.request_intensity, preferred_profile={
-                         qid: inst.profile_ids[int(np.argmax(ev.association[:, q]))] for q, qid in enumerate(inst.request_ids)})
+    payload = result(
+        FIGURE,
+        "association A_{s,q}: Theorem 1 vs Monte Carlo",
+        points,
+        instance=inst.name,
+        samples=samples,
+        max_abs_error=error,
+        intensity=inst.network.request_intensity,
+        preferred_profile={qid: inst.profile_ids[int(np.argmax(ev.association[:, q]))] for q, qid in enumerate(inst.request_ids)},
+    )
 
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
@@ -75,8 +102,11 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         ax.set_xticks(x, inst.profile_ids)
         ax.set_xlabel("cache profile s")
         ax.set_ylabel("association probability $A_{s,q}$")
-        ax.set_title(f"Fig. 4: analytical association vs Monte Carlo, max |error| = {error:.1e} ({samples} samples)\n"
-                     f"{subtitle(inst, f'load-aware, Λ = {inst.network.request_intensity:g}, default mix')}", fontsize=9)
+        ax.set_title(
+            f"Fig. 4: analytical association vs Monte Carlo, max |error| = {error:.1e} ({samples} samples)\n"
+            f"{subtitle(inst, f'load-aware, Λ = {inst.network.request_intensity:g}, default mix')}",
+            fontsize=9,
+        )
         ax.legend(fontsize=8)
 
     return finish(payload, out, draw, echo=echo)

@@ -21,8 +21,9 @@ CUSTOMERS = 1_000_000
 QUICK_CUSTOMERS = 100_000
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, seed: int = 5, echo: bool = True) -> dict[str, Any]:
+def run(
+    quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, seed: int = 5, echo: bool = True
+) -> dict[str, Any]:
     """Analytical ``F_W(w) = 1 − P^W e^{−(cμ − λq) w}`` against the simulated empirical CDF.
 
     ``instance`` is accepted for a uniform signature and ignored (the queue is the paper's M/M/9).
@@ -43,12 +44,21 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     points += [
         point("P^W erlang_c", "P(W>0)", pw),
         point("P^W simulation", "P(W>0)", sim.wait_probability),
-        add_check_fields(point("kolmogorov distance", "sup|F̂−F|", sim.kolmogorov),
-                         checks.Check(FIGURE, "sup |F̂ − F| (simulation vs Erlang C)", "sup|F̂−F|", sim.kolmogorov, checks.KOLMOGOROV, "≤")),
+        add_check_fields(
+            point("kolmogorov distance", "sup|F̂−F|", sim.kolmogorov),
+            checks.Check(FIGURE, "sup |F̂ − F| (simulation vs Erlang C)", "sup|F̂−F|", sim.kolmogorov, checks.KOLMOGOROV, "≤"),
+        ),
     ]
-    payload = result(FIGURE, f"M/M/{SERVERS} waiting-time CDF at ρ = {UTILIZATION}", points, customers=customers,
-                     kolmogorov=sim.kolmogorov, utilization=UTILIZATION, servers=SERVERS,
-                     notes=["time in units of the mean service time 1/μ"])
+    payload = result(
+        FIGURE,
+        f"M/M/{SERVERS} waiting-time CDF at ρ = {UTILIZATION}",
+        points,
+        customers=customers,
+        kolmogorov=sim.kolmogorov,
+        utilization=UTILIZATION,
+        servers=SERVERS,
+        notes=["time in units of the mean service time 1/μ"],
+    )
 
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
@@ -57,8 +67,11 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         ax.step(fine, np.searchsorted(waits, fine, side="right") / waits.size, where="post", ls="--", label="event simulation")
         ax.set_xlabel("waiting time w [1/μ]")
         ax.set_ylabel("$F_W(w)$")
-        ax.set_title(f"Fig. 5: M/M/{SERVERS} at ρ = {UTILIZATION}, KS = {sim.kolmogorov:.1e} ({customers} customers)\n"
-                     "instance-independent (the paper's M/M/9); load ρ = 0.82", fontsize=9)
+        ax.set_title(
+            f"Fig. 5: M/M/{SERVERS} at ρ = {UTILIZATION}, KS = {sim.kolmogorov:.1e} ({customers} customers)\n"
+            "instance-independent (the paper's M/M/9); load ρ = 0.82",
+            fontsize=9,
+        )
         ax.legend()
 
     return finish(payload, out, draw, echo=echo)

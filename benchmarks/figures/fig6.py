@@ -71,8 +71,14 @@ def robust_path(instance: Instance, intensity: float) -> tuple[list[FloatArray],
     return [xi * b[:, 0] - g for b in kernel.calls], ev
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, intensity: float = INTENSITY, echo: bool = True) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    out: Path | str | None = None,
+    instance: Instance | str | None = None,
+    *,
+    intensity: float = INTENSITY,
+    echo: bool = True,
+) -> dict[str, Any]:
     """Damped vs robust iterates of ``W̄_s``; ``iterations`` reports both counts."""
     inst = resolve_instance(instance).with_network(request_intensity=intensity)
     damped = evaluate(inst, None, "load_aware", method="damped", record_history=True)
@@ -93,16 +99,35 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     deepest = inst.profile_ids[int(np.argmax(inst.memory))]
     rivals = [w for sid, w in final_robust.items() if sid != deepest]
     if deepest in final_robust and rivals:
-        points.append(check_point(checks.Check(FIGURE, f"{deepest} tier's delay − largest other tier's", "final",
-                                               final_robust[deepest] - max(rivals), 0.0, ">")))
-    points.append(check_point(checks.Check(FIGURE, "damped vs robust fixed point: max |ΔW̄|", "final",
-                                           max(abs(final_damped[s] - final_robust[s]) for s in ids), 1e-6, "≤")))
+        points.append(
+            check_point(
+                checks.Check(
+                    FIGURE, f"{deepest} tier's delay − largest other tier's", "final", final_robust[deepest] - max(rivals), 0.0, ">"
+                )
+            )
+        )
+    points.append(
+        check_point(
+            checks.Check(
+                FIGURE,
+                "damped vs robust fixed point: max |ΔW̄|",
+                "final",
+                max(abs(final_damped[s] - final_robust[s]) for s in ids),
+                1e-6,
+                "≤",
+            )
+        )
+    )
     payload = result(
-        FIGURE, f"mean wait per tier across fixed-point iterations (Λ = {intensity:g})", points,
-        instance=inst.name, intensity=intensity,
+        FIGURE,
+        f"mean wait per tier across fixed-point iterations (Λ = {intensity:g})",
+        points,
+        instance=inst.name,
+        intensity=intensity,
         iterations={"damped": damped.fixed_point.iterations, "robust": ev.fixed_point.evaluations},
         converged={"damped": damped.fixed_point.converged, "robust": ev.fixed_point.converged},
-        final_wait={"damped": final_damped, "robust": final_robust}, peak_wait_damped=peak,
+        final_wait={"damped": final_damped, "robust": final_robust},
+        peak_wait_damped=peak,
     )
 
     def draw(fig) -> None:
@@ -112,8 +137,10 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             right.plot([w[i] for w in robust], marker="o", label=sid)
         left.set_title(f"(a) damped η = 0.3: {damped.fixed_point.iterations} iterations", fontsize=9)
         right.set_title(f"(b) robust: {ev.fixed_point.evaluations} evaluations", fontsize=9)
-        fig.suptitle(f"Fig. 6: per-tier mean wait across fixed-point iterations\n{subtitle(inst, f'load-aware, Λ = {intensity:g}, default mix')}",
-                     fontsize=10)
+        fig.suptitle(
+            f"Fig. 6: per-tier mean wait across fixed-point iterations\n{subtitle(inst, f'load-aware, Λ = {intensity:g}, default mix')}",
+            fontsize=10,
+        )
         for ax in (left, right):
             ax.set_xlabel("iteration")
             ax.set_ylabel("advertised $\\bar W_s$ [s]")

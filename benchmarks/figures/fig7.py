@@ -63,8 +63,9 @@ def uniform_instance(instance: Instance, cached: float) -> Instance:
     requests = tuple(dataclasses.replace(q, path=tuple(ids[h] for h in levels if h <= hits[q.id])) for q in instance.requests)
     profile = Profile("uniform", tuple(p.id for p in prefixes))
     placement = PlacementSpec(target=instance.placement.target, mix=(("uniform", 1.0),))
-    return instance.replace(name=f"{instance.name}@uniform{cached:g}", prefixes=prefixes, requests=requests,
-                            profiles=(profile,), placement=placement)
+    return instance.replace(
+        name=f"{instance.name}@uniform{cached:g}", prefixes=prefixes, requests=requests, profiles=(profile,), placement=placement
+    )
 
 
 def decode_heavy(instance: Instance, decodes: dict[str, float] = DECODE_HEAVY) -> Instance:
@@ -83,13 +84,19 @@ def depth_curve(instance: Instance, depths: np.ndarray, load: float, target: flo
             rows.append({"depth": float(d), "coverage": 0.0, "concurrency": c, "utilization": float("inf"), "mean_wait": float("inf")})
             continue
         ev = evaluate(inst, None, "nearest", target=target)
-        rows.append({"depth": float(d), "coverage": float(ev.coverage(target)), "concurrency": c,
-                     "utilization": float(ev.utilization[0]), "mean_wait": float(ev.mean_wait[0])})
+        rows.append(
+            {
+                "depth": float(d),
+                "coverage": float(ev.coverage(target)),
+                "concurrency": c,
+                "utilization": float(ev.utilization[0]),
+                "mean_wait": float(ev.mean_wait[0]),
+            }
+        )
     return rows
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, echo: bool = True) -> dict[str, Any]:
+def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, echo: bool = True) -> dict[str, Any]:
     """Coverage vs uniform depth per load; ``optimum[variant][label]`` is each best depth.
 
     The checked claims: the heavy-load optimum is strictly shallower than the light-load one,
@@ -110,24 +117,60 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         for label, load in variant_loads.items():
             rows = depth_curve(model, depths, load)
             best = max(rows, key=lambda r: r["coverage"])
-            optimum[variant][label] = {"load": load, "depth": best["depth"], "coverage": best["coverage"],
-                                       "concurrency": best["concurrency"]}
+            optimum[variant][label] = {
+                "load": load,
+                "depth": best["depth"],
+                "coverage": best["coverage"],
+                "concurrency": best["concurrency"],
+            }
             past[variant][label] = min((r["coverage"] for r in rows if r["depth"] > best["depth"]), default=None)
             for r in rows:
-                points.append(point(f"{variant} {label} (Λ={load:g})", r["depth"], r["coverage"], None,
-                                    concurrency=r["concurrency"], utilization=r["utilization"], mean_wait=r["mean_wait"]))
+                points.append(
+                    point(
+                        f"{variant} {label} (Λ={load:g})",
+                        r["depth"],
+                        r["coverage"],
+                        None,
+                        concurrency=r["concurrency"],
+                        utilization=r["utilization"],
+                        mean_wait=r["mean_wait"],
+                    )
+                )
     opt = optimum["calibrated"]
     drop = opt["heavy"]["coverage"] - past["calibrated"]["heavy"] if past["calibrated"]["heavy"] is not None else 0.0
     points += [
-        check_point(checks.Check(FIGURE, "optimum depth: heavy − light", f"Λ={loads['heavy']:g} vs {loads['light']:g}",
-                                 opt["heavy"]["depth"] - opt["light"]["depth"], 0.0, "<")),
-        check_point(checks.Check(FIGURE, "optimum depth: moderate − light", f"Λ={loads['moderate']:g} vs {loads['light']:g}",
-                                 opt["moderate"]["depth"] - opt["light"]["depth"], 0.0, "≤")),
-        check_point(checks.Check(FIGURE, "collapse past the heavy-load optimum", f"Λ={loads['heavy']:g}", drop,
-                                 checks.COLLAPSE_DROP, "≥")),
+        check_point(
+            checks.Check(
+                FIGURE,
+                "optimum depth: heavy − light",
+                f"Λ={loads['heavy']:g} vs {loads['light']:g}",
+                opt["heavy"]["depth"] - opt["light"]["depth"],
+                0.0,
+                "<",
+            )
+        ),
+        check_point(
+            checks.Check(
+                FIGURE,
+                "optimum depth: moderate − light",
+                f"Λ={loads['moderate']:g} vs {loads['light']:g}",
+                opt["moderate"]["depth"] - opt["light"]["depth"],
+                0.0,
+                "≤",
+            )
+        ),
+        check_point(checks.Check(FIGURE, "collapse past the heavy-load optimum", f"Λ={loads['heavy']:g}", drop, checks.COLLAPSE_DROP, "≥")),
     ]
-    payload = result(FIGURE, "coverage vs uniform cached depth d", points, instance=inst.name, optimum=optimum,
-                     worst_past_optimum=past, decode_heavy=DECODE_HEAVY, loads=loads)
+    payload = result(
+        FIGURE,
+        "coverage vs uniform cached depth d",
+        points,
+        instance=inst.name,
+        optimum=optimum,
+        worst_past_optimum=past,
+        decode_heavy=DECODE_HEAVY,
+        loads=loads,
+    )
 
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
@@ -149,8 +192,10 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
         ax.set_ylabel(f"TTFT coverage $P_{{cov}}({TARGET}\\,s)$")
         ax.set_ylim(0, 1.08)
         ax.grid(alpha=0.3)
-        ax.set_title(f"Fig. 7: coverage vs uniform cached depth (★ = optimum)\n{subtitle(inst, 'nearest routing, one tier; loads in legend')}",
-                     fontsize=10)
+        ax.set_title(
+            f"Fig. 7: coverage vs uniform cached depth (★ = optimum)\n{subtitle(inst, 'nearest routing, one tier; loads in legend')}",
+            fontsize=10,
+        )
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="load", title_fontsize=8)
 
     return finish(payload, out, draw, echo=echo, size=(9.0, 5.0))

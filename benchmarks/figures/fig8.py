@@ -44,14 +44,14 @@ def paper_value(policy: str, load: float) -> float | None:
     return FIG8_PAPER.get((policy, load))
 
 
-def sweep(instance: Instance, loads: tuple[float, ...], policies: tuple[str, ...] = POLICIES,
-          target: float = TARGET) -> dict[str, list[float]]:
+def sweep(
+    instance: Instance, loads: tuple[float, ...], policies: tuple[str, ...] = POLICIES, target: float = TARGET
+) -> dict[str, list[float]]:
     """Coverage ``P_cov(τ)`` per policy along ``loads`` (load-aware warm-started)."""
     return coverage_along((instance.with_network(request_intensity=load) for load in loads), policies, target)
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, echo: bool = True) -> dict[str, Any]:
+def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None, *, echo: bool = True) -> dict[str, Any]:
     inst = resolve_instance(instance)
     loads = QUICK_LOADS if quick else LOADS
     cov = sweep(inst, loads)
@@ -65,16 +65,39 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     at = {(policy, load): value for policy in POLICIES for load, value in zip(loads, cov[policy])}
     light, heavy = loads[loads.index(1.0)], 4.0
     points += [
-        check_point(checks.Check(FIGURE, "light load: |load-aware − prefix|", light,
-                                 abs(at[("load_aware", light)] - at[("prefix", light)]), checks.SAME_AT_LIGHT, "≤")),
-        check_point(checks.Check(FIGURE, "Λ = 4: prefix − nearest (cache-aware worse than nearest)", heavy,
-                                 at[("prefix", heavy)] - at[("nearest", heavy)], 0.0, "<")),
+        check_point(
+            checks.Check(
+                FIGURE,
+                "light load: |load-aware − prefix|",
+                light,
+                abs(at[("load_aware", light)] - at[("prefix", light)]),
+                checks.SAME_AT_LIGHT,
+                "≤",
+            )
+        ),
+        check_point(
+            checks.Check(
+                FIGURE,
+                "Λ = 4: prefix − nearest (cache-aware worse than nearest)",
+                heavy,
+                at[("prefix", heavy)] - at[("nearest", heavy)],
+                0.0,
+                "<",
+            )
+        ),
     ]
-    payload = result(FIGURE, f"coverage at τ = {TARGET} s vs request intensity Λ", points, instance=inst.name,
-                     edge_density=inst.network.edge_density)
+    payload = result(
+        FIGURE, f"coverage at τ = {TARGET} s vs request intensity Λ", points, instance=inst.name, edge_density=inst.network.edge_density
+    )
 
-    draw = coverage_curves(points, POLICIES, FIG8_PAPER, xlabel="request intensity Λ [requests / unit area / s]",
-                           title=f"Fig. 8: coverage vs load (× = paper)\n{subtitle(inst, f'λ_b = {inst.network.edge_density:g}, mix = default')}",
-                           target=TARGET, plateau=NEAREST_PLATEAU)
+    draw = coverage_curves(
+        points,
+        POLICIES,
+        FIG8_PAPER,
+        xlabel="request intensity Λ [requests / unit area / s]",
+        title=f"Fig. 8: coverage vs load (× = paper)\n{subtitle(inst, f'λ_b = {inst.network.edge_density:g}, mix = default')}",
+        target=TARGET,
+        plateau=NEAREST_PLATEAU,
+    )
 
     return finish(payload, out, draw, echo=echo)

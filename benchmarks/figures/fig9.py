@@ -39,13 +39,21 @@ def with_long_probability(instance: Instance, p_long: float) -> Instance:
     """The instance with ``p`` of the longest type set to ``p_long`` and the rest rescaled."""
     q_long = int(np.argmax(instance.lengths))
     rest = 1.0 - instance.probabilities[q_long]
-    probs = {qid: (p_long if q == q_long else (1.0 - p_long) * float(instance.probabilities[q]) / rest)
-             for q, qid in enumerate(instance.request_ids)}
+    probs = {
+        qid: (p_long if q == q_long else (1.0 - p_long) * float(instance.probabilities[q]) / rest)
+        for q, qid in enumerate(instance.request_ids)
+    }
     return instance.with_probabilities(probs)
 
 
-def run(quick: bool = False, out: Path | str | None = None, instance: Instance | str | None = None,
-        *, load: float | None = None, echo: bool = True) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    out: Path | str | None = None,
+    instance: Instance | str | None = None,
+    *,
+    load: float | None = None,
+    echo: bool = True,
+) -> dict[str, Any]:
     """The sweep at ``Λ = load`` (default: the instance's calibrated ``FigureLoads.fig9``).
 
     Checked claims: the share of all requests served by the fallback rises with ``p_long``
@@ -73,14 +81,22 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
     share = series_xy(points, "fallback share")[1]
     offload = series_xy(points, "offload ratio")[1]
     points += [
-        check_point(checks.Check(FIGURE, "fallback share rises with p_long (smallest step)", "all",
-                                 float(np.min(np.diff(share))), 0.0, ">")),
-        check_point(checks.Check(FIGURE, "offloading ratio falls with p_long (largest step)", "all",
-                                 float(np.max(np.diff(offload))), 0.0, "<")),
+        check_point(
+            checks.Check(FIGURE, "fallback share rises with p_long (smallest step)", "all", float(np.min(np.diff(share))), 0.0, ">")
+        ),
+        check_point(
+            checks.Check(FIGURE, "offloading ratio falls with p_long (largest step)", "all", float(np.max(np.diff(offload))), 0.0, "<")
+        ),
     ]
     fallback_id = inst.profile_ids[fallback]
-    payload = result(FIGURE, f"growing long-request probability at a fixed mix (Λ = {load:g})", points,
-                     instance=inst.name, load=load, fallback=fallback_id)
+    payload = result(
+        FIGURE,
+        f"growing long-request probability at a fixed mix (Λ = {load:g})",
+        points,
+        instance=inst.name,
+        load=load,
+        fallback=fallback_id,
+    )
 
     def draw(fig) -> None:
         axes = [fig.add_subplot(2, 2, i + 1) for i in range(4)]
@@ -102,7 +118,6 @@ def run(quick: bool = False, out: Path | str | None = None, instance: Instance |
             ax.set_xlabel("long-request probability $p_{long}$")
             ax.grid(alpha=0.3)
         mix = ", ".join(f"{k}={v:.2f}" for k, v in zip(inst.profile_ids, inst.mix_vector(None)))
-        fig.suptitle(f"Fig. 9: growing long-request probability at a fixed mix\n{subtitle(inst, f'Λ = {load:g}, mix {mix}')}",
-                     fontsize=10)
+        fig.suptitle(f"Fig. 9: growing long-request probability at a fixed mix\n{subtitle(inst, f'Λ = {load:g}, mix {mix}')}", fontsize=10)
 
     return finish(payload, out, draw, echo=echo, size=(10.0, 7.0))

@@ -28,9 +28,16 @@ def run_all(quick: bool = False, out: Path | str | None = None, instance: Instan
         payloads.append(run_figure(number, quick, out, instance, echo=False))
     rows = [{"figure": p["figure"], "instance": p.get("instance"), **point} for p in payloads for point in p["points"] if "holds" in point]
     failing = [r for r in rows if not r["holds"]]
-    return {"figures": payloads, "checks": rows, "quick": quick,
-            "targets": {"checked": len(rows), "hold": len(rows) - len(failing),
-                        "failing": [{k: r[k] for k in ("figure", "series", "x", "ours", "paper")} for r in failing]}}
+    return {
+        "figures": payloads,
+        "checks": rows,
+        "quick": quick,
+        "targets": {
+            "checked": len(rows),
+            "hold": len(rows) - len(failing),
+            "failing": [{k: r[k] for k in ("figure", "series", "x", "ours", "paper")} for r in failing],
+        },
+    }
 
 
 def _number(value: Any) -> str:

@@ -124,9 +124,13 @@ def add_mix_arguments(parser: argparse.ArgumentParser, help: str) -> None:
     """``--mix PAIRS`` and ``--mix-from FILE`` (one of the two; read by :func:`mix_from_args`)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--mix", default=None, help=help + "; the line solve prints (none=0.1000  deep=0.9000, quoted) works too")
-    group.add_argument("--mix-from", default=None, metavar="FILE",
-                       help="take the mix from FILE: a solve result.json, the JSON of solve/evaluate/replay/validate --json, "
-                       "or an instance file (its placement.mix)")
+    group.add_argument(
+        "--mix-from",
+        default=None,
+        metavar="FILE",
+        help="take the mix from FILE: a solve result.json, the JSON of solve/evaluate/replay/validate --json, "
+        "or an instance file (its placement.mix)",
+    )
 
 
 def mix_from_args(args: argparse.Namespace) -> dict[str, float] | None:
@@ -215,13 +219,14 @@ def queue_law_from_args(args: argparse.Namespace, instance: Any) -> str:
     engine = getattr(instance, "engine", None)
     value = getattr(args, "queue_law", None) or getattr(engine, "queue_law", None) or "slots"  # engine.queue_law: the default
     if value == "engine" and engine is None:
-        raise ValueError(f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} has no [engine] section; add "
-                         "[engine.timings] (model, hardware, tensor_parallel; docs/instances.md) or use --queue-law slots")
+        raise ValueError(
+            f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} has no [engine] section; add "
+            "[engine.timings] (model, hardware, tensor_parallel; docs/instances.md) or use --queue-law slots"
+        )
     return value
 
 
-def add_router_argument(parser: argparse.ArgumentParser, default: str = "online",
-                        choices: tuple[str, ...] = PREDICTION_ROUTERS) -> None:
+def add_router_argument(parser: argparse.ArgumentParser, default: str = "online", choices: tuple[str, ...] = PREDICTION_ROUTERS) -> None:
     """``--router tier|online``: the router the prediction is for (docs/model.md §14)."""
     parser.add_argument(
         "--router",
@@ -252,8 +257,9 @@ def queue_model_from_args(args: argparse.Namespace) -> str:
     return value
 
 
-def prediction_from_args(args: argparse.Namespace, instance: Instance | None, default: str = "online",
-                         use_router_option: bool = True) -> tuple[str, str]:
+def prediction_from_args(
+    args: argparse.Namespace, instance: Instance | None, default: str = "online", use_router_option: bool = True
+) -> tuple[str, str]:
     """``(router, queue_model)`` of a command's prediction (docs/model.md §14).
 
     ``--router`` wins, then ``--queue-model`` (the router it predicts for), then the instance's
@@ -268,8 +274,10 @@ def prediction_from_args(args: argparse.Namespace, instance: Instance | None, de
     if model is not None:
         model = queue_model_from_args(args)
     if router is not None and model is not None and QUEUE_MODEL_OF_ROUTER[router] != model:
-        raise ValueError(f"--router {router} is predicted by --queue-model {QUEUE_MODEL_OF_ROUTER[router]}, not {model}: "
-                         "give one of the two options (or make them agree)")
+        raise ValueError(
+            f"--router {router} is predicted by --queue-model {QUEUE_MODEL_OF_ROUTER[router]}, not {model}: "
+            "give one of the two options (or make them agree)"
+        )
     if router is None:
         if model is not None:
             router = ROUTER_OF_QUEUE_MODEL[model]
@@ -288,11 +296,18 @@ def router_note(router: str, value: float | None, other_value: float | None, wha
         return None
     note = None
     if abs(other_value - value) > DISAGREEMENT:
-        note = (f"note: the {other} router's prediction of the {what} is {other_value:.4f}, not {value:.4f} "
-                f"(differs by {abs(other_value - value):.3f} > {DISAGREEMENT:g}); state --router {other} (or network.router) "
-                "if that is the router you run")
-    return {"router": other, "queue_model": QUEUE_MODEL_OF_ROUTER[other], "coverage": other_value,
-            "difference": other_value - value, "note": note}
+        note = (
+            f"note: the {other} router's prediction of the {what} is {other_value:.4f}, not {value:.4f} "
+            f"(differs by {abs(other_value - value):.3f} > {DISAGREEMENT:g}); state --router {other} (or network.router) "
+            "if that is the router you run"
+        )
+    return {
+        "router": other,
+        "queue_model": QUEUE_MODEL_OF_ROUTER[other],
+        "coverage": other_value,
+        "difference": other_value - value,
+        "note": note,
+    }
 
 
 def print_router_note(entry: dict[str, Any] | None) -> None:

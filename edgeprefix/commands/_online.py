@@ -20,8 +20,15 @@ def online_prediction(instance, mix, telemetry: Telemetry, *, target: float | No
     """
     from edgeprefix.placement.model.stale_router import predict_online
 
-    reuse = evaluation if (evaluation is not None and getattr(evaluation, "policy", "") == "load_aware"
-                           and getattr(evaluation, "queue_model", "meanfield") == "meanfield") else None
+    reuse = (
+        evaluation
+        if (
+            evaluation is not None
+            and getattr(evaluation, "policy", "") == "load_aware"
+            and getattr(evaluation, "queue_model", "meanfield") == "meanfield"
+        )
+        else None
+    )
     if reuse is not None and target is not None and float(reuse.target) != float(target):
         reuse = None
     return predict_online(instance, mix, telemetry, target=target, evaluation=reuse).to_dict()
@@ -34,9 +41,13 @@ def online_line(block: dict) -> str:
     note = ""
     if region.get("near_edge"):
         lo, hi = region["bias_measured"]
-        note = (f"; near the stability edge (busiest tier at {region['max_utilization']:.2f}) eq. (39) was measured "
-                f"{lo:+.2f}…{hi:+.2f} above the simulated fresh router, docs/model.md (11.17)")
+        note = (
+            f"; near the stability edge (busiest tier at {region['max_utilization']:.2f}) eq. (39) was measured "
+            f"{lo:+.2f}…{hi:+.2f} above the simulated fresh router, docs/model.md (11.17)"
+        )
     if tel["delay"] == 0 and tel["refresh"] == 0:
         return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (the mean-field model, docs/model.md §11{note})"
-    return (f"online router, telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s: coverage "
-            f"{block['coverage']:.4f} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11{note})")
+    return (
+        f"online router, telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s: coverage "
+        f"{block['coverage']:.4f} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11{note})"
+    )

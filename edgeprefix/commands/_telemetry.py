@@ -10,10 +10,20 @@ from edgeprefix.placement.model.telemetry import Telemetry
 def add_telemetry_options(parser: argparse.ArgumentParser) -> None:
     """Add the two telemetry options (docs/model.md §11); both default to the instance's setting (fresh)."""
     group = parser.add_argument_group("telemetry (how old the queue information routers act on is)")
-    group.add_argument("--telemetry-delay", type=float, default=None, metavar="SECONDS",
-                       help="every router sees each node's queue as it was SECONDS ago (default 0: fresh)")
-    group.add_argument("--telemetry-refresh", type=float, default=None, metavar="SECONDS",
-                       help="queue reports are refreshed every SECONDS (default 0: continuous)")
+    group.add_argument(
+        "--telemetry-delay",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="every router sees each node's queue as it was SECONDS ago (default 0: fresh)",
+    )
+    group.add_argument(
+        "--telemetry-refresh",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="queue reports are refreshed every SECONDS (default 0: continuous)",
+    )
 
 
 def telemetry_from_args(args: argparse.Namespace, default: Telemetry | None = None) -> Telemetry:

@@ -37,19 +37,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     classical.add_argument("--files", type=int, required=True, metavar="J", help="number of files (J >= 2)")
     classical.add_argument("--cache", type=int, required=True, metavar="K", help="files held by each node (1 <= K < J)")
     classical.add_argument("--zipf", type=float, default=0.8, metavar="s", help="Zipf exponent of the popularity (default: 0.8)")
-    classical.add_argument("--reach", type=float, default=2.0, metavar="c",
-                           help="mean number of nodes within the reach radius (default: 2)")
+    classical.add_argument(
+        "--reach", type=float, default=2.0, metavar="c", help="mean number of nodes within the reach radius (default: 2)"
+    )
     classical.add_argument("--alpha", type=float, default=2.0, metavar="α", help="radio exponent (default: 2)")
-    classical.add_argument("--fallback-min", type=float, default=None, metavar="π_min",
-                           help="add an empty fallback profile with at least this share")
-    classical.add_argument("--sizes", type=_sizes, default=None, metavar="W1,W2,...",
-                           help="relative file sizes (J numbers; default: all 1)")
-    classical.add_argument("--memory-budget", type=float, default=None, metavar="FRACTION",
-                           help="fleet memory budget as a fraction of what the K largest files need on every node")
-    classical.add_argument("--max-share", type=float, default=None, metavar="u",
-                           help="cap every cached profile's share (optimum by a convex program, not in closed form)")
-    classical.add_argument("--node-capacity", type=float, default=None, metavar="C",
-                           help="largest total relative size per node; bigger subsets get no share (convex program)")
+    classical.add_argument(
+        "--fallback-min", type=float, default=None, metavar="π_min", help="add an empty fallback profile with at least this share"
+    )
+    classical.add_argument(
+        "--sizes", type=_sizes, default=None, metavar="W1,W2,...", help="relative file sizes (J numbers; default: all 1)"
+    )
+    classical.add_argument(
+        "--memory-budget",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="fleet memory budget as a fraction of what the K largest files need on every node",
+    )
+    classical.add_argument(
+        "--max-share",
+        type=float,
+        default=None,
+        metavar="u",
+        help="cap every cached profile's share (optimum by a convex program, not in closed form)",
+    )
+    classical.add_argument(
+        "--node-capacity",
+        type=float,
+        default=None,
+        metavar="C",
+        help="largest total relative size per node; bigger subsets get no share (convex program)",
+    )
     classical.add_argument("--name", default=None, help="instance name (default: classical_J<J>_K<K>)")
     classical.add_argument("--out", default=None, metavar="FILE", help="write the instance (.toml or .json)")
     classical.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
@@ -62,9 +80,16 @@ def run(args: argparse.Namespace) -> int:
     from edgeprefix.placement.model.instance import load_instance, write_instance
 
     spec = ClassicalSpec(
-        files=args.files, cache=args.cache, zipf=args.zipf, reach=args.reach, alpha=args.alpha,
-        fallback_min=args.fallback_min, sizes=args.sizes, memory_budget=args.memory_budget,
-        max_share=args.max_share, node_capacity=args.node_capacity,
+        files=args.files,
+        cache=args.cache,
+        zipf=args.zipf,
+        reach=args.reach,
+        alpha=args.alpha,
+        fallback_min=args.fallback_min,
+        sizes=args.sizes,
+        memory_budget=args.memory_budget,
+        max_share=args.max_share,
+        node_capacity=args.node_capacity,
     )
     instance = classical_instance(spec, name=args.name)
     meta = instance.metadata

@@ -43,7 +43,8 @@ def _seeds(text: str) -> tuple[int, ...]:
     if text.strip().isdigit() and int(text) > 1:
         n = int(text)
         raise argparse.ArgumentTypeError(
-            f"seed values are expected, not a count: write --seeds 0-{n - 1} for {n} seeds (the one seed {n}: --seeds {n}-{n})")
+            f"seed values are expected, not a count: write --seeds 0-{n - 1} for {n} seeds (the one seed {n}: --seeds {n}-{n})"
+        )
     return seeds_argument(text)
 
 
@@ -64,30 +65,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         DEFAULT_METHODS,
     )
 
-    parser.add_argument("--instances", type=_csv_list, default=None, metavar="A,B",
-                        help=f"benchmark names or instance files (default: {','.join(DEFAULT_INSTANCES)})")
-    parser.add_argument("--methods", type=_csv_list, default=None, metavar="M,N",
-                        help=f"solvers, scipy baselines slsqp-fd, de, or an Optuna method in another search space, e.g. cmaes:box "
-                             f"(default: {','.join(DEFAULT_METHODS)})")
-    parser.add_argument("--budgets", type=_budgets, default=None, metavar="B1,B2",
-                        help=f"evaluation budgets (default: {','.join(map(str, DEFAULT_BUDGETS))})")
-    parser.add_argument("--seeds", type=_seeds, default=None, metavar="SEEDS",
-                        help="seed values of every stochastic method: a list (0,3,7), an inclusive range (0-9) or both "
-                        "(default: 0-9; --quick: 0-1)")
-    parser.add_argument("--loads", type=_loads, default=None, metavar="X1,X2",
-                        help="multiples of each instance's request intensity Λ to compare at (default: 1)")
+    parser.add_argument(
+        "--instances",
+        type=_csv_list,
+        default=None,
+        metavar="A,B",
+        help=f"benchmark names or instance files (default: {','.join(DEFAULT_INSTANCES)})",
+    )
+    parser.add_argument(
+        "--methods",
+        type=_csv_list,
+        default=None,
+        metavar="M,N",
+        help=f"solvers, scipy baselines slsqp-fd, de, or an Optuna method in another search space, e.g. cmaes:box "
+        f"(default: {','.join(DEFAULT_METHODS)})",
+    )
+    parser.add_argument(
+        "--budgets",
+        type=_budgets,
+        default=None,
+        metavar="B1,B2",
+        help=f"evaluation budgets (default: {','.join(map(str, DEFAULT_BUDGETS))})",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=None,
+        metavar="SEEDS",
+        help="seed values of every stochastic method: a list (0,3,7), an inclusive range (0-9) or both (default: 0-9; --quick: 0-1)",
+    )
+    parser.add_argument(
+        "--loads",
+        type=_loads,
+        default=None,
+        metavar="X1,X2",
+        help="multiples of each instance's request intensity Λ to compare at (default: 1)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default: 1)")
     add_queue_model_argument(parser)
-    parser.add_argument("--grid-limit", type=int, default=None,
-                        help="largest feasible 1/20 lattice searched exhaustively for the reference P* (default: 5000; --quick: 500)")
-    parser.add_argument("--suite", choices=("classical",), default=None,
-                        help="add the known-optimum suite (classical geographic caching, 6 to 300 profiles) to --instances; "
-                             "success is then measured against the exact P* (defaults: methods gradient,slsqp-fd,de,cmaes,spsa,random, "
-                             "budgets 30,100,300)")
+    parser.add_argument(
+        "--grid-limit",
+        type=int,
+        default=None,
+        help="largest feasible 1/20 lattice searched exhaustively for the reference P* (default: 5000; --quick: 500)",
+    )
+    parser.add_argument(
+        "--suite",
+        choices=("classical",),
+        default=None,
+        help="add the known-optimum suite (classical geographic caching, 6 to 300 profiles) to --instances; "
+        "success is then measured against the exact P* (defaults: methods gradient,slsqp-fd,de,cmaes,spsa,random, "
+        "budgets 30,100,300)",
+    )
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed drawing the suite's Zipf exponents and reaches (default: 0)")
-    parser.add_argument("--profiles", type=_budgets, default=None, metavar="N1,N2",
-                        help="only the suite members with these numbers of profiles (of 6,15,45,120,300)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: paper_baseline + medium_forest, budgets 10,20, 2 seeds, grid limit 500")
+    parser.add_argument(
+        "--profiles",
+        type=_budgets,
+        default=None,
+        metavar="N1,N2",
+        help="only the suite members with these numbers of profiles (of 6,15,45,120,300)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: paper_baseline + medium_forest, budgets 10,20, 2 seeds, grid limit 500"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--out", type=Path, default=None, help="folder for runs.csv, summary.csv/json and PNG figures")
 
@@ -106,8 +146,10 @@ def config_from_args(args: argparse.Namespace, suite: tuple[str, ...] = ()) -> C
     from edgeprefix.benchmarks.compare_classical import SUITE_BUDGETS, SUITE_METHODS
 
     if getattr(args, "queue_law", None) == "engine":
-        raise ValueError("--queue-law engine: compare runs its benchmark instances on the slot law; use --queue-law slots "
-                         "(or evaluate/solve an instance with an [engine] section)")
+        raise ValueError(
+            "--queue-law engine: compare runs its benchmark instances on the slot law; use --queue-law slots "
+            "(or evaluate/solve an instance with an [engine] section)"
+        )
     quick = bool(args.quick)
     if suite:
         instances, methods, budgets = (*suite, *(args.instances or ())), SUITE_METHODS, SUITE_BUDGETS
@@ -162,10 +204,12 @@ def header(config: CompareConfig) -> str:
     """The settings of the run, on the first line of the text output."""
     from edgeprefix.benchmarks.compare_runs import instance_label
 
-    return (f"compare  instances {','.join(instance_label(name) for name in config.instances)}  methods {','.join(config.methods)}  "
-            f"budgets {','.join(map(str, config.budgets))}  seeds {_seed_text(config.seed_list)}  "
-            f"reference grid limit {config.grid_limit}  workers {config.jobs}"
-            + ("" if config.loads == (1.0,) else f"  loads ×{','.join(f'{x:g}' for x in config.loads)}"))
+    return (
+        f"compare  instances {','.join(instance_label(name) for name in config.instances)}  methods {','.join(config.methods)}  "
+        f"budgets {','.join(map(str, config.budgets))}  seeds {_seed_text(config.seed_list)}  "
+        f"reference grid limit {config.grid_limit}  workers {config.jobs}"
+        + ("" if config.loads == (1.0,) else f"  loads ×{','.join(f'{x:g}' for x in config.loads)}")
+    )
 
 
 def _seed_text(seeds: tuple[int, ...]) -> str:
@@ -175,7 +219,8 @@ def _seed_text(seeds: tuple[int, ...]) -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("compare", help="compare the optimisers on the benchmark instances",
-                                   description=plain_text(__doc__.splitlines()[0]))
+    parser = subparsers.add_parser(
+        "compare", help="compare the optimisers on the benchmark instances", description=plain_text(__doc__.splitlines()[0])
+    )
     add_arguments(parser)
     parser.set_defaults(handler=handle)

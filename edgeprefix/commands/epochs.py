@@ -24,9 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--instance", required=True, metavar="INST", help="instance built from the trace (edgeprefix profiles)")
     parser.add_argument("--window", type=float, required=True, metavar="SECONDS", help="epoch length on the trace's clock")
     parser.add_argument("--split", type=float, default=0.0, metavar="F", help="cut only the requests after the first F (default: 0)")
-    parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="intensity of the trace's mean rate (default: the instance's)")
+    parser.add_argument(
+        "--intensity", type=float, default=None, metavar="Λ", help="intensity of the trace's mean rate (default: the instance's)"
+    )
     parser.add_argument("--current-mix", default=None, metavar="MIX", help="π^0 as id=share,... (default: the instance's mix)")
-    parser.add_argument("--change-budget", type=float, default=None, metavar="m_max", help="share of nodes that may change profile per epoch")
+    parser.add_argument(
+        "--change-budget", type=float, default=None, metavar="m_max", help="share of nodes that may change profile per epoch"
+    )
     parser.add_argument("--byte-weight", type=float, default=0.0, metavar="γ", help="objective cost per byte moved (default: 0)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ_0 (default: the instance's)")
     trace = parser.add_argument_group("trace format")
@@ -50,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.byte_weight >= 0:
         raise ValueError(f"--byte-weight γ must be >= 0, got {args.byte_weight!r}")
     log = SkipLog()
-    instance, workload = load_trace_workload(args.trace, load_instance(args.instance), fmt=args.format,
-                                             block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    instance, workload = load_trace_workload(
+        args.trace, load_instance(args.instance), fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log
+    )
     part = workload.part(slice(split_index(workload.requests, args.split), None))
     cut = cut_epochs(part, instance, args.window, intensity=args.intensity)
     current = parse_mix(args.current_mix, "--current-mix")
@@ -59,13 +64,24 @@ def run(args: argparse.Namespace) -> int:
         instance.mix_vector(current, field_name="--current-mix")
     report: dict[str, Any] = {
         "epochs": [e.to_dict() for e in cut.epochs],
-        "window": cut.window, "mean_rate": cut.mean_rate, "reference_intensity": cut.reference_intensity,
-        "dropped_empty": cut.dropped_empty, "requests": part.requests, "split": args.split,
-        "skipped_lines": log.skipped, "out": args.out,
+        "window": cut.window,
+        "mean_rate": cut.mean_rate,
+        "reference_intensity": cut.reference_intensity,
+        "dropped_empty": cut.dropped_empty,
+        "requests": part.requests,
+        "split": args.split,
+        "skipped_lines": log.skipped,
+        "out": args.out,
     }
     if args.out is not None:
-        mapping = epochs_mapping(cut, instance_reference(args.instance, args.out), current_mix=current,
-                                 change_budget=args.change_budget, byte_weight=args.byte_weight, target=args.target)
+        mapping = epochs_mapping(
+            cut,
+            instance_reference(args.instance, args.out),
+            current_mix=current,
+            change_budget=args.change_budget,
+            byte_weight=args.byte_weight,
+            target=args.target,
+        )
         write_epochs(args.out, mapping)
     if args.out is not None:
         wrote(args.out)
@@ -78,10 +94,12 @@ def run(args: argparse.Namespace) -> int:
 
 def render(r: dict[str, Any], intensity_given: bool = False) -> str:
     lam = f"Λ = {r['reference_intensity']:.4g}" + (" (--intensity)" if intensity_given else "")
-    lines = [f"{len(r['epochs'])} epochs of {r['window']:g} s over {r['requests']} requests (mean rate {r['mean_rate']:.4g}/s ↔ "
-             f"{lam}); {r['dropped_empty']} empty windows dropped", "",
-             f"{'epoch':<16}{'start':>9}{'end':>9}{'requests':>9}{'intensity':>10}{'mean L':>8}{'p90 L':>8}"
-             "   most likely request types"]
+    lines = [
+        f"{len(r['epochs'])} epochs of {r['window']:g} s over {r['requests']} requests (mean rate {r['mean_rate']:.4g}/s ↔ "
+        f"{lam}); {r['dropped_empty']} empty windows dropped",
+        "",
+        f"{'epoch':<16}{'start':>9}{'end':>9}{'requests':>9}{'intensity':>10}{'mean L':>8}{'p90 L':>8}   most likely request types",
+    ]
     for e in r["epochs"]:
         declared: dict[str, float] = {}  # length sub-types q~k summed into their type q (docs/model.md §2.3)
         for q, p in e["mix_of_types"].items():
@@ -90,9 +108,11 @@ def render(r: dict[str, Any], intensity_given: bool = False) -> str:
             declared[key] = declared.get(key, 0.0) + p
         top = sorted(declared.items(), key=lambda kv: -kv[1])[:3]
         size = e.get("lengths", {})
-        lines.append(f"{e['name']:<16}{e['start']:>9.0f}{e['end']:>9.0f}{e['requests']:>9d}{e['intensity']:>10.4f}"
-                     f"{size.get('mean_input', float('nan')):>8.0f}{size.get('p90_input', float('nan')):>8.0f}   "
-                     + "  ".join(f"{q}={p:.3f}" for q, p in top))
+        lines.append(
+            f"{e['name']:<16}{e['start']:>9.0f}{e['end']:>9.0f}{e['requests']:>9d}{e['intensity']:>10.4f}"
+            f"{size.get('mean_input', float('nan')):>8.0f}{size.get('p90_input', float('nan')):>8.0f}   "
+            + "  ".join(f"{q}={p:.3f}" for q, p in top)
+        )
     if not r["out"]:
         lines.append("epochs file not written (use --out FILE)")
     return "\n".join(lines)

@@ -51,11 +51,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_router_argument(parser)
     add_queue_model_argument(parser)
     add_telemetry_options(parser)
-    parser.add_argument("--freshness-for", type=float, default=None, metavar="ZETA",
-                        help="also find the oldest telemetry (a continuous delay, and a refresh period) at which the online "
-                        "router's predicted coverage still reaches ZETA (docs/model.md (11.18)); JSON key freshness")
-    parser.add_argument("--gradient", action="store_true",
-                        help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)")
+    parser.add_argument(
+        "--freshness-for",
+        type=float,
+        default=None,
+        metavar="ZETA",
+        help="also find the oldest telemetry (a continuous delay, and a refresh period) at which the online "
+        "router's predicted coverage still reaches ZETA (docs/model.md (11.18)); JSON key freshness",
+    )
+    parser.add_argument(
+        "--gradient",
+        action="store_true",
+        help="also print ∂P_cov(τ)/∂π_s per profile (exact, other shares held fixed; one-sided at share 0)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.set_defaults(handler=run)
 
@@ -66,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
     mix = mix_from_args(args)
     telemetry = run_telemetry(args, instance)
     queue_law = queue_law_from_args(args, instance)
-    ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model,
-                  queue_law=queue_law)
+    ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=queue_model, queue_law=queue_law)
     fp = ev.fixed_point
     converged = fp is None or fp.converged
     gradient = None
@@ -86,8 +93,10 @@ def run(args: argparse.Namespace) -> int:
         from edgeprefix.solvers.telemetry_mix import freshness_for
 
         try:
-            freshness = {kind: freshness_for(instance, mix, args.freshness_for, target=args.target, refresh=kind == "refresh")
-                         for kind in ("delay", "refresh")}
+            freshness = {
+                kind: freshness_for(instance, mix, args.freshness_for, target=args.target, refresh=kind == "refresh")
+                for kind in ("delay", "refresh")
+            }
         except ValueError as exc:
             raise ValueError(f"--freshness-for: {str(exc).split(': ', 1)[-1]}") from None
     if args.json:
@@ -142,9 +151,11 @@ def overload_text(ev: Evaluation) -> str:
     load = np.where(ev.active, np.nan_to_num(ev.utilization, nan=0.0, posinf=np.inf), 0.0)
     s = int(np.argmax(load))
     net = ev.instance.network
-    return (f"the network is overloaded: profile {ev.instance.profile_ids[s]!r} has load ρ = {load[s]:.3g} >= 1 "
-            f"(Λ = {net.request_intensity:g}, λ_b = {net.edge_density:g}), so no coverage holds in steady state; "
-            "lower --intensity, raise --density or give a mix with more nodes on the loaded profiles")
+    return (
+        f"the network is overloaded: profile {ev.instance.profile_ids[s]!r} has load ρ = {load[s]:.3g} >= 1 "
+        f"(Λ = {net.request_intensity:g}, λ_b = {net.edge_density:g}), so no coverage holds in steady state; "
+        "lower --intensity, raise --density or give a mix with more nodes on the loaded profiles"
+    )
 
 
 def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = None, gradient: dict[str, float] | None = None) -> str:
@@ -152,10 +163,19 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
     d = ev.to_dict()
     fp = d["fixed_point"]
     lines = [
-        "  ".join(filter(None, [f"instance {d['instance']}", network, f"policy {d['policy']}",
-                                target_text("τ", d["target"], args or argparse.Namespace()),
-                                f"queue model {d['queue_model']}" if d["queue_model"] != "meanfield" else "",
-                                "queue law engine (docs/model.md §17.10)" if d.get("queue_law") == "engine" else ""])),
+        "  ".join(
+            filter(
+                None,
+                [
+                    f"instance {d['instance']}",
+                    network,
+                    f"policy {d['policy']}",
+                    target_text("τ", d["target"], args or argparse.Namespace()),
+                    f"queue model {d['queue_model']}" if d["queue_model"] != "meanfield" else "",
+                    "queue law engine (docs/model.md §17.10)" if d.get("queue_law") == "engine" else "",
+                ],
+            )
+        ),
         "mix      " + "  ".join(f"{k}={v:g}" for k, v in d["mix"].items()),
         "",
         f"TTFT coverage at τ          {fmt(d['coverage'])}",
@@ -166,13 +186,18 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
         f"offloading ratio            {fmt(d['offload_ratio'])}",
         f"mean reused prefix [tokens] {fmt(d['mean_prefix_depth'], 1)}",
         f"mean serving distance       {fmt(d['mean_distance'])}",
-        (f"stable (every load < 1)     {d['stable']}" if d["queue_model"] != "cell" else
-         f"stable (tiers and nodes)    {d['stable']}"),
+        (f"stable (every load < 1)     {d['stable']}" if d["queue_model"] != "cell" else f"stable (tiers and nodes)    {d['stable']}"),
         "  overloaded nodes (load >= 1 under the cell law): "
-        + ("not computed (no converged fixed point)" if d["overloaded_node_share"] is None else
-           f"{100 * d['overloaded_node_share']:.1f} % of nodes, {100 * d['overloaded_request_share']:.1f} % of requests"
-           + ("; counted in stable (at most 1 % allowed)" if d["queue_model"] == "cell" else
-              "; the online router balances them (docs/model.md §14.9)")),
+        + (
+            "not computed (no converged fixed point)"
+            if d["overloaded_node_share"] is None
+            else f"{100 * d['overloaded_node_share']:.1f} % of nodes, {100 * d['overloaded_request_share']:.1f} % of requests"
+            + (
+                "; counted in stable (at most 1 % allowed)"
+                if d["queue_model"] == "cell"
+                else "; the online router balances them (docs/model.md §14.9)"
+            )
+        ),
         f"fixed point                 {fp['method']}: converged={fp['converged']} iterations={fp['iterations']} "
         f"residual={fp['residual']:.2e}",
         "",
@@ -185,13 +210,16 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
             f"{fmt(t['mean_wait'], 4):>14}"
         )
     profiles = list(d["mix"])
-    lines += ["", "association: share of each request type served by each profile",
-              f"{'type':<12}" + "".join(f"{p:>12}" for p in profiles)]
+    lines += ["", "association: share of each request type served by each profile", f"{'type':<12}" + "".join(f"{p:>12}" for p in profiles)]
     for q, row in d["association"].items():
         lines.append(f"{q:<12}" + "".join(f"{row[p]:>12.4f}" for p in profiles))
     if gradient is not None:
-        lines += ["", "∂P_cov(τ)/∂π_s (other shares held fixed; one-sided at share 0)",
-                  "".join(f"{p:>12}" for p in profiles), "".join(f"{gradient[p]:>12.5f}" for p in profiles)]
+        lines += [
+            "",
+            "∂P_cov(τ)/∂π_s (other shares held fixed; one-sided at share 0)",
+            "".join(f"{p:>12}" for p in profiles),
+            "".join(f"{gradient[p]:>12.5f}" for p in profiles),
+        ]
     return "\n".join(lines)
 
 
@@ -199,11 +227,16 @@ def freshness_line(block: dict) -> str:
     """One line for ``--freshness-for``."""
     first = block["delay"]
     if first["max_age"] is None:
-        return (f"telemetry: coverage {first['coverage']:g} is out of reach even with fresh telemetry "
-                f"({first['fresh_coverage']:.4f}; docs/model.md (11.18))")
+        return (
+            f"telemetry: coverage {first['coverage']:g} is out of reach even with fresh telemetry "
+            f"({first['fresh_coverage']:.4f}; docs/model.md (11.18))"
+        )
     parts = []
     for kind, word in (("delay", "a delay"), ("refresh", "a refresh period")):
         age = block[kind]["max_age"]
         parts.append(f"{word} of at most {age:g} s" + (" (or more: the search stops there)" if age >= block[kind]["upper"] else ""))
-    return (f"telemetry: the online router keeps coverage {first['coverage']:g} with " + " or ".join(parts)
-            + f" (fresh: {first['fresh_coverage']:.4f}; docs/model.md (11.18))")
+    return (
+        f"telemetry: the online router keeps coverage {first['coverage']:g} with "
+        + " or ".join(parts)
+        + f" (fresh: {first['fresh_coverage']:.4f}; docs/model.md (11.18))"
+    )

@@ -72,16 +72,21 @@ def run(args: argparse.Namespace) -> int:
     args.method = args.method or ("spsa" if args.joint else "grid")
     if args.method != "grid" and args.budget is None and not args.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per epoch)")
-    solution = solve_migration(
-        problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args)
-    )
+    solution = solve_migration(problem, method=args.method, budget=args.budget, seed=args.seed, joint=args.joint, **search_options(args))
     other = _other_router(problem, solution, router) if queue_law == "slots" else None  # the engine law has no cell model
-    nodes = [node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model, queue_law)
-             for e, d in enumerate(solution.epochs)]
+    nodes = [
+        node_overload(problem.epoch_instance(e), d.mix, args.policy, None, queue_model, queue_law) for e, d in enumerate(solution.epochs)
+    ]
     online = _online_by_epoch(args, problem, solution)
     if args.json:
-        payload = {**solution.to_dict(), "queue_model": queue_model, "queue_law": queue_law, "router": ROUTER_OF_QUEUE_MODEL[queue_model],
-                   **({"other_router": other} if other is not None else {}), **online}
+        payload = {
+            **solution.to_dict(),
+            "queue_model": queue_model,
+            "queue_law": queue_law,
+            "router": ROUTER_OF_QUEUE_MODEL[queue_model],
+            **({"other_router": other} if other is not None else {}),
+            **online,
+        }
         payload["epochs"] = [{**row, **shares} for row, shares in zip(payload["epochs"], nodes)]
         print_json(payload)
     else:
@@ -91,8 +96,11 @@ def run(args: argparse.Namespace) -> int:
         print(router_line(queue_model))
         tel = online["telemetry"]
         if tel["delay"] or tel["refresh"]:
-            print(f"online router at telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s, coverage per epoch: "
-                  + " ".join(f"{c:.4f}" for c in online["online_predicted"]) + " (docs/model.md §11)")
+            print(
+                f"online router at telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s, coverage per epoch: "
+                + " ".join(f"{c:.4f}" for c in online["online_predicted"])
+                + " (docs/model.md §11)"
+            )
     print_router_note(other)
     return 0
 
@@ -126,8 +134,10 @@ def _online_by_epoch(args: argparse.Namespace, problem, solution) -> dict:
     telemetry = run_telemetry(args, problem.instance)
     if telemetry.fresh:
         return {"telemetry": {"delay": 0.0, "refresh": 0.0}, "online_predicted": None}
-    covs = [online_prediction(problem.epoch_instance(e), decision["mix"], telemetry)["coverage"]
-            for e, decision in enumerate(solution.to_dict()["epochs"])]
+    covs = [
+        online_prediction(problem.epoch_instance(e), decision["mix"], telemetry)["coverage"]
+        for e, decision in enumerate(solution.to_dict()["epochs"])
+    ]
     return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": covs}
 
 

@@ -56,31 +56,59 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.density is not None:
-        raise ValueError("--density does not apply to plan-density: the edge density λ_b is what it plans "
-                         "(drop --density)")
+        raise ValueError("--density does not apply to plan-density: the edge density λ_b is what it plans (drop --density)")
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
     queue_law = queue_law_from_args(args, instance)
-    problem = density_problem(instance, args.reliability, mix=mix_from_args(args), target=args.target, policy=args.policy,
-                              queue_model=queue_model, max_overloaded_share=args.max_overload, queue_law=queue_law)
+    problem = density_problem(
+        instance,
+        args.reliability,
+        mix=mix_from_args(args),
+        target=args.target,
+        policy=args.policy,
+        queue_model=queue_model,
+        max_overloaded_share=args.max_overload,
+        queue_law=queue_law,
+    )
     if args.method != "grid" and args.budget is None and problem.joint:
         raise ValueError(f"--method {args.method} needs --budget N (evaluations per density)")
     plan = plan_density(problem, method=args.method, budget=args.budget, seed=args.seed, rtol=args.rtol, **search_options(args))
     other = _other_router(instance, plan, args.policy, problem.objective.target, router) if queue_law == "slots" else None
-    nodes = node_overload(problem.at_density(plan.edge_density), plan.mix, args.policy, problem.objective.target, queue_model,
-                          queue_law)
+    nodes = node_overload(problem.at_density(plan.edge_density), plan.mix, args.policy, problem.objective.target, queue_model, queue_law)
     telemetry = run_telemetry(args, instance)
     planned = plan.to_dict()
-    online = None if planned.get("mix") is None or planned.get("edge_density") is None else online_prediction(
-        instance.with_network(edge_density=float(planned["edge_density"])), planned["mix"], telemetry,
-        target=problem.objective.target)
+    online = (
+        None
+        if planned.get("mix") is None or planned.get("edge_density") is None
+        else online_prediction(
+            instance.with_network(edge_density=float(planned["edge_density"])), planned["mix"], telemetry, target=problem.objective.target
+        )
+    )
     extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
     if args.json:
-        print_json({**planned, "queue_model": queue_model, "queue_law": queue_law, "router": ROUTER_OF_QUEUE_MODEL[queue_model], **nodes,
-                    "max_overload": args.max_overload, **({"other_router": other} if other is not None else {}), **extra})
+        print_json(
+            {
+                **planned,
+                "queue_model": queue_model,
+                "queue_law": queue_law,
+                "router": ROUTER_OF_QUEUE_MODEL[queue_model],
+                **nodes,
+                "max_overload": args.max_overload,
+                **({"other_router": other} if other is not None else {}),
+                **extra,
+            }
+        )
     else:
-        print(render(instance.name, problem.objective.target, plan, network_text(instance, args), args,
-                     prediction=f"router {router} (queue model {queue_model})"))
+        print(
+            render(
+                instance.name,
+                problem.objective.target,
+                plan,
+                network_text(instance, args),
+                args,
+                prediction=f"router {router} (queue model {queue_model})",
+            )
+        )
         print(overload_line(nodes, queue_model))
         print(router_line(queue_model))
         if online is not None and not telemetry.fresh:
@@ -96,22 +124,36 @@ def _other_router(instance, plan: DensityPlan, policy: str, target: float, route
 
     if plan.coverage is None or not plan.mix:
         return None
-    other = evaluate(instance.with_network(edge_density=plan.edge_density), plan.mix, policy, target=target,
-                     queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    other = evaluate(
+        instance.with_network(edge_density=plan.edge_density),
+        plan.mix,
+        policy,
+        target=target,
+        queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)],
+    )
     return router_note(router, float(plan.coverage), float(other.coverage()))
 
 
-def render(name: str, target: float, plan: DensityPlan, network: str = "", args: argparse.Namespace | None = None,
-           prediction: str = "") -> str:
+def render(
+    name: str, target: float, plan: DensityPlan, network: str = "", args: argparse.Namespace | None = None, prediction: str = ""
+) -> str:
     """The text output; the header names the run's settings (``prediction``: the router and queue model)
     and the options that overrode the instance."""
     how = f"joint with the mix ({plan.method})" if plan.joint else "for the given mix"
-    head = [f"instance {name}", network, f"reliability ζ = {plan.reliability:g}",
-            target_text("τ_0", target, args or argparse.Namespace()), prediction, how]
-    return "\n".join([
-        "  ".join(filter(None, head)),
-        f"edge density λ_b   {plan.edge_density:.4f}   (misses ζ at {plan.lower:.4f})",
-        f"coverage           {fmt(plan.coverage)}",
-        "mix                " + "  ".join(f"{k}={v:.4f}" for k, v in plan.mix.items()),
-        f"densities tried {plan.steps}  evaluations {plan.evaluations}  seconds {plan.seconds:.2f}",
-    ])
+    head = [
+        f"instance {name}",
+        network,
+        f"reliability ζ = {plan.reliability:g}",
+        target_text("τ_0", target, args or argparse.Namespace()),
+        prediction,
+        how,
+    ]
+    return "\n".join(
+        [
+            "  ".join(filter(None, head)),
+            f"edge density λ_b   {plan.edge_density:.4f}   (misses ζ at {plan.lower:.4f})",
+            f"coverage           {fmt(plan.coverage)}",
+            "mix                " + "  ".join(f"{k}={v:.4f}" for k, v in plan.mix.items()),
+            f"densities tried {plan.steps}  evaluations {plan.evaluations}  seconds {plan.seconds:.2f}",
+        ]
+    )

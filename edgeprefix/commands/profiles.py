@@ -84,40 +84,63 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Exit code 2 on bad input (a malformed line names its number).",
         epilog=TRACE_FIELDS,
     )
-    parser.add_argument("trace", nargs="?", default=None, metavar="TRACE",
-                        help="JSONL trace (.gz allowed); default: the embedded 200-request sample")
+    parser.add_argument(
+        "trace", nargs="?", default=None, metavar="TRACE", help="JSONL trace (.gz allowed); default: the embedded 200-request sample"
+    )
     parser.add_argument("--format", choices=FORMATS, default="mooncake", help="trace format (default: mooncake)")
     parser.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="tokens per block (default: 512)")
     parser.add_argument("--skip-invalid", action="store_true", help="skip malformed lines and count them")
     parser.add_argument("--max-profiles", type=int, default=6, metavar="K", help="profiles kept, fallback included (default: 6)")
-    parser.add_argument("--memory-cap", default=DEFAULT_CAP, metavar="B_cap",
-                        help="profile memory cap: normalised units or a percentage of M (default: 25%%)")
+    parser.add_argument(
+        "--memory-cap",
+        default=DEFAULT_CAP,
+        metavar="B_cap",
+        help="profile memory cap: normalised units or a percentage of M (default: 25%%)",
+    )
     parser.add_argument("--min-support", type=int, default=2, metavar="k", help="k_min: fewest requests per placed prefix (default: 2)")
     parser.add_argument("--families", type=int, default=2, help="profiles for the most requested families (default: 2)")
     parser.add_argument("--length-quantile", type=float, default=None, metavar="Q", help="L_q as this quantile instead of the mean")
-    parser.add_argument("--length-bins", type=int, default=DEFAULT_LENGTH_BINS, metavar="K",
-                        help="length sub-types per request type: K quantile bins of its input lengths, each at its "
-                        f"conditional mean (docs/model.md §2.3); 1 = one mean length per type (default: {DEFAULT_LENGTH_BINS})")
+    parser.add_argument(
+        "--length-bins",
+        type=int,
+        default=DEFAULT_LENGTH_BINS,
+        metavar="K",
+        help="length sub-types per request type: K quantile bins of its input lengths, each at its "
+        f"conditional mean (docs/model.md §2.3); 1 = one mean length per type (default: {DEFAULT_LENGTH_BINS})",
+    )
     cal = parser.add_argument_group("calibration")
     cal.add_argument("--calibration", default=None, metavar="FILE", help="CSV of prefill timings (tokens,seconds or a Splitwise profile)")
     cal.add_argument("--model", default=DEFAULT_CALIBRATION[0], help="Splitwise model filter (default: llama2-70b)")
     cal.add_argument("--hardware", default=DEFAULT_CALIBRATION[1], help="Splitwise hardware filter (default: a100-80gb)")
     cal.add_argument("--tensor-parallel", type=int, default=DEFAULT_CALIBRATION[2], help="GPUs per replica (default: 4)")
-    cal.add_argument("--prefill-law", choices=("quadratic", "intercept", "table"), default="intercept",
-                     help="fitted g: a n + b n², with g_0, or a piecewise-linear table (default: intercept)")
+    cal.add_argument(
+        "--prefill-law",
+        choices=("quadratic", "intercept", "table"),
+        default="intercept",
+        help="fitted g: a n + b n², with g_0, or a piecewise-linear table (default: intercept)",
+    )
     cal.add_argument("--decode-per-token", type=float, default=None, metavar="SECONDS", help="decode seconds per output token")
     cal.add_argument("--config", default=None, metavar="CONFIG_JSON", help="Hugging Face config.json for κ (needs --weights-gb)")
     cal.add_argument("--weights-gb", type=float, default=None, help="model weights in GB (default: 140 for Llama-2-70B)")
     cal.add_argument("--gpu-memory-gb", type=float, default=None, help="GPU memory per replica in GB (default: 80 × TP)")
     cal.add_argument("--sequence-tokens", type=float, default=16384.0, help="per-sequence KV budget m_run in tokens (default: 16384)")
     net = parser.add_argument_group("network")
-    net.add_argument("--target", default=None, metavar="SECONDS|pNN",
-                     help="τ_0 in seconds, or pNN: the NN-th percentile of the training requests' no-cache prefill g(L_i) "
-                     "(e.g. p50); default: g of the mean input length")
+    net.add_argument(
+        "--target",
+        default=None,
+        metavar="SECONDS|pNN",
+        help="τ_0 in seconds, or pNN: the NN-th percentile of the training requests' no-cache prefill g(L_i) "
+        "(e.g. p50); default: g of the mean input length",
+    )
     net.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION, help="load of an all-fallback network (default: 0.6)")
     net.add_argument("--edge-density", type=float, default=1.0, help="λ_b (default: 1)")
-    parser.add_argument("--split", type=float, default=1.0, metavar="F",
-                        help="build from the first F of the requests only, e.g. 0.5 to replay the rest (default: 1, all)")
+    parser.add_argument(
+        "--split",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="build from the first F of the requests only, e.g. 0.5 to replay the rest (default: 1, all)",
+    )
     parser.add_argument("--name", default=None, help="instance name (default: the trace's file stem)")
     parser.add_argument("--out", default=None, metavar="FILE", help="write the instance (.toml or .json)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -180,8 +203,14 @@ def _deployment(args: argparse.Namespace) -> Deployment:
     if args.weights_gb is not None:
         if not args.weights_gb >= 0:
             raise ValueError(f"--weights-gb must be >= 0, got {args.weights_gb!r}")
-        spec = ModelSpec(spec.layers, spec.kv_heads, spec.head_dim, spec.dtype_bytes,
-                         parameters=args.weights_gb * 1e9 / spec.dtype_bytes or None, name=spec.name)
+        spec = ModelSpec(
+            spec.layers,
+            spec.kv_heads,
+            spec.head_dim,
+            spec.dtype_bytes,
+            parameters=args.weights_gb * 1e9 / spec.dtype_bytes or None,
+            name=spec.name,
+        )
     gpu_gb = args.gpu_memory_gb if args.gpu_memory_gb is not None else 80.0 * args.tensor_parallel
     return Deployment(gpu_bytes=gpu_gb * 1e9, model=spec, sequence_tokens=args.sequence_tokens)
 
@@ -215,15 +244,24 @@ def run(args: argparse.Namespace) -> int:
     gpu = Gpu(**gpu_numbers)
     cap = _memory_cap(args.memory_cap, gpu.memory)
     profile_set = generate_profiles(
-        forest, g, kappa=gpu.kv_per_token, gpu_memory=gpu.memory, cap=cap, decode_per_token=decode,
-        max_profiles=args.max_profiles, k_min=args.min_support, n_families=args.families,
-        length_quantile=args.length_quantile, knapsack=solve_knapsack,
+        forest,
+        g,
+        kappa=gpu.kv_per_token,
+        gpu_memory=gpu.memory,
+        cap=cap,
+        decode_per_token=decode,
+        max_profiles=args.max_profiles,
+        k_min=args.min_support,
+        n_families=args.families,
+        length_quantile=args.length_quantile,
+        knapsack=solve_knapsack,
         length_bins=None if args.length_quantile is not None or args.length_bins == 1 else args.length_bins,
     )
     name = args.name or Path(str(path)).name.split(".")[0]
     target, target_info = _target(args.target, g, seen)
-    instance = instance_from_profiles(profile_set, g, gpu, name=name, target=target,
-                                      utilisation=args.utilisation, edge_density=args.edge_density)
+    instance = instance_from_profiles(
+        profile_set, g, gpu, name=name, target=target, utilisation=args.utilisation, edge_density=args.edge_density
+    )
     target_info |= _target_placement(instance.placement.target, g, seen)
     intensity_info = _intensity(instance, profile_set, args, seen)
     instance = instance.replace(metadata={**instance.metadata, "target": target_info, "intensity": intensity_info})
@@ -242,9 +280,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-NAMES = ("q_h<b> is the request type whose prefix path ends at the forest vertex whose last trace block id is <b>, "
-         "family_h<b> the profile of the family below that vertex; a type's blocks are its trace block ids from the root "
-         "(JSON: first_blocks, last_block); the same trace gives the same ids")
+NAMES = (
+    "q_h<b> is the request type whose prefix path ends at the forest vertex whose last trace block id is <b>, "
+    "family_h<b> the profile of the family below that vertex; a type's blocks are its trace block ids from the root "
+    "(JSON: first_blocks, last_block); the same trace gives the same ids"
+)
 FIRST_BLOCKS = 4
 
 
@@ -328,15 +368,21 @@ def _intensity(instance: Any, ps: Any, args: argparse.Namespace, seen: _Seen) ->
     occupancy = float(instance.probabilities @ (instance.full_prefill + instance.decodes))
     out: dict[str, Any] = {
         "rule": "Λ = u λ_b c_0 / Σ_q p_q (g(L_q) + D_q): an all-fallback network at utilisation u",
-        "utilisation": float(args.utilisation), "edge_density": float(args.edge_density), "fallback_concurrency": c0,
-        "mean_occupancy_s": occupancy, "request_intensity": float(instance.network.request_intensity),
+        "utilisation": float(args.utilisation),
+        "edge_density": float(args.edge_density),
+        "fallback_concurrency": c0,
+        "mean_occupancy_s": occupancy,
+        "request_intensity": float(instance.network.request_intensity),
     }
     times = np.frombuffer(seen.times, dtype=float)
     out["trace_requests"] = int(times.size)
     if times.size >= 2 and times[-1] > times[0]:
         span = float(times[-1] - times[0])
-        out |= {"trace_span_s": span, "trace_rate_per_s": (times.size - 1) / span,
-                "trace_utilisation_per_node": (times.size - 1) / span * occupancy / c0}
+        out |= {
+            "trace_span_s": span,
+            "trace_rate_per_s": (times.size - 1) / span,
+            "trace_utilisation_per_node": (times.size - 1) / span * occupancy / c0,
+        }
     return out
 
 
@@ -360,23 +406,37 @@ def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total,
         "forest": forest.summary(),
         "skipped": {"lines": log.skipped, "by_field": dict(log.by_field), "examples": log.examples},
         "calibration": cal_info,
-        "deployment": {"gpu_bytes": deployment.gpu_bytes, "weight_bytes": deployment.weight_bytes,
-                       "kv_bytes_per_token": deployment.kappa_bytes, "sequence_tokens": deployment.sequence_tokens,
-                       **deployment.normalised()},
+        "deployment": {
+            "gpu_bytes": deployment.gpu_bytes,
+            "weight_bytes": deployment.weight_bytes,
+            "kv_bytes_per_token": deployment.kappa_bytes,
+            "sequence_tokens": deployment.sequence_tokens,
+            **deployment.normalised(),
+        },
         "memory_cap": cap,
         "min_support": args.min_support,
         "profiles": profiles,
         "pruned": list(ps.pruned),
         "infeasible": list(ps.dropped),
         "requests": [
-            {"id": q["id"], "probability": q["probability"], "length": q["length"], "decode": q["decode"],
-             "path_length": len(q["path"]), **_blocks_entry(_path_blocks(instance, q["path"]))}
+            {
+                "id": q["id"],
+                "probability": q["probability"],
+                "length": q["length"],
+                "decode": q["decode"],
+                "path_length": len(q["path"]),
+                **_blocks_entry(_path_blocks(instance, q["path"])),
+            }
             | ({"lengths": q["lengths"]} if "lengths" in q else {})
             for q in requests_entries(ps.requests)
         ],
         "names": NAMES,
-        "network": {"edge_density": instance.network.edge_density, "request_intensity": instance.network.request_intensity,
-                    "radio_scale": instance.network.radio_scale, "target": instance.placement.target},
+        "network": {
+            "edge_density": instance.network.edge_density,
+            "request_intensity": instance.network.request_intensity,
+            "radio_scale": instance.network.radio_scale,
+            "target": instance.placement.target,
+        },
         "instance": args.out,
         "seconds": {"ingest": ingest, "total": total},
     }
@@ -385,8 +445,7 @@ def _report(forest, log, ps, instance, cap, cal_info, deployment, ingest, total,
 def _time_line(t: dict[str, Any]) -> str:
     if t["first"] is None:
         return "time: no timestamps read"
-    return (f"time: span {t['span']:.6g} s, timestamps {t['first']:.6g} … {t['last']:.6g} s "
-            f"(the file's timestamps read as {t['unit']})")
+    return f"time: span {t['span']:.6g} s, timestamps {t['first']:.6g} … {t['last']:.6g} s (the file's timestamps read as {t['unit']})"
 
 
 def _render(r: dict[str, Any]) -> str:
@@ -419,7 +478,9 @@ def _render(r: dict[str, Any]) -> str:
         "",
     ]
     w = max(len(p["id"]) for p in r["profiles"]) + 2
-    lines.append(f"{'profile':<{w}}{'prefixes':>9}{'tokens':>10}{'memory':>9}{'servers':>8}   cached prefix tokens of the 3 most likely request types")
+    lines.append(
+        f"{'profile':<{w}}{'prefixes':>9}{'tokens':>10}{'memory':>9}{'servers':>8}   cached prefix tokens of the 3 most likely request types"
+    )
     top = sorted(r["requests"], key=lambda q: -q["probability"])[:3]
     for p in r["profiles"]:
         hits = "  ".join(f"{q['id']}:{p['hit_depth'][q['id']]:.0f}" for q in top)
@@ -427,28 +488,39 @@ def _render(r: dict[str, Any]) -> str:
     if r["pruned"] or r["infeasible"]:
         lines.append(f"pruned as dominated: {r['pruned'] or '-'}; infeasible (no room for one request): {r['infeasible'] or '-'}")
     wq = max(len(q["id"]) for q in r["requests"]) + 2
-    lines += ["", f"{len(r['requests'])} request types (the 5 most likely):",
-              f"{'type':<{wq}}{'share':>9}{'tokens':>10}{'decode [s]':>11}   first trace blocks"]
+    lines += [
+        "",
+        f"{len(r['requests'])} request types (the 5 most likely):",
+        f"{'type':<{wq}}{'share':>9}{'tokens':>10}{'decode [s]':>11}   first trace blocks",
+    ]
     for q in top + sorted(r["requests"], key=lambda q: -q["probability"])[3:5]:
         head = _blocks_text(q["first_blocks"], q["last_block"], q["blocks"])
         lines.append(f"{q['id']:<{wq}}{q['probability']:>9.4f}{q['length']:>10.0f}{q['decode']:>11.2f}   {head}")
     lines.append("names: " + r["names"])
     n = r["network"]
-    lines += ["", f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, "
-                  f"τ_0 = {n['target']:.3f} s"]
+    lines += [
+        "",
+        f"network: λ_b = {n['edge_density']:g}, Λ = {n['request_intensity']:.4g}, ξ = {n['radio_scale']:.4g}, τ_0 = {n['target']:.3f} s",
+    ]
     t, lam = r["target"], r["intensity"]
     lines.append(f"target τ_0 = {t['seconds']:.3f} s: {t['rule']}")
     if "prefill_quantiles" in t:
         qs = "  ".join(f"{k} {v:.2f}" for k, v in t["prefill_quantiles"].items())
-        lines.append(f"  no-cache prefill g(L_i) of the requests [s]: {qs}; "
-                     f"{100 * t['share_prefill_within_target']:.1f} % within τ_0 before radio and queueing")
-    lines.append(f"intensity Λ = {lam['request_intensity']:.4g} per unit area per s: {lam['rule']} "
-                 f"(u = {lam['utilisation']:g}, λ_b = {lam['edge_density']:g}, c_0 = {lam['fallback_concurrency']}, "
-                 f"Σ p (g + D) = {lam['mean_occupancy_s']:.3f} s)")
+        lines.append(
+            f"  no-cache prefill g(L_i) of the requests [s]: {qs}; "
+            f"{100 * t['share_prefill_within_target']:.1f} % within τ_0 before radio and queueing"
+        )
+    lines.append(
+        f"intensity Λ = {lam['request_intensity']:.4g} per unit area per s: {lam['rule']} "
+        f"(u = {lam['utilisation']:g}, λ_b = {lam['edge_density']:g}, c_0 = {lam['fallback_concurrency']}, "
+        f"Σ p (g + D) = {lam['mean_occupancy_s']:.3f} s)"
+    )
     if "trace_rate_per_s" in lam:
-        lines.append(f"  the trace: {lam['trace_requests']} requests over {lam['trace_span_s']:.0f} s = "
-                     f"{lam['trace_rate_per_s']:.3g} per s; one fallback node would run at {lam['trace_utilisation_per_node']:.2f} "
-                     "of its c_0 slots at that rate")
+        lines.append(
+            f"  the trace: {lam['trace_requests']} requests over {lam['trace_span_s']:.0f} s = "
+            f"{lam['trace_rate_per_s']:.3g} per s; one fallback node would run at {lam['trace_utilisation_per_node']:.2f} "
+            "of its c_0 slots at that rate"
+        )
     if not r["instance"]:
         lines.append("instance not written (use --out FILE)")
     return "\n".join(lines)

@@ -42,48 +42,89 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--instance", required=True, metavar="INST", help="instance built from the trace (edgeprefix profiles)")
     add_mix_arguments(parser, "profile mix π as id=share,... (default: the instance's mix)")
     parser.add_argument("--policy", choices=POLICIES, default="load_aware", help="routing policy (default: load_aware)")
-    parser.add_argument("--router", choices=ROUTERS, default=None,
-                        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry; sglang, dynamo, "
-                        "llm-d, vllm-prefix, vllm-kv: production routers on the nodes' live caches, radio ignored "
-                        "(docs/model.md §17) (default: the instance's network.router, else tier); the prediction is the "
-                        "router's own (docs/model.md §14)")
-    parser.add_argument("--engine", choices=ENGINES, default="slots",
-                        help="slots: c_s FCFS slots per node; batching: the instance's [engine], a continuous-batching engine "
-                        "(docs/model.md §17) (default: slots)")
-    parser.add_argument("--cache", choices=CACHES, default="planned",
-                        help="planned: the profile pinned; lru: a dynamic LRU prefix cache in the same memory; planned+lru: "
-                        "the profile pinned and an LRU over the free KV blocks (default: planned)")
-    parser.add_argument("--split", type=float, default=0.0, metavar="F",
-                        help="the first F of the requests trained the instance: replay the rest (default: 0, replay all)")
-    parser.add_argument("--intensity", type=float, default=None, metavar="Λ", help="requests per unit area per second (default: the instance's)")
+    parser.add_argument(
+        "--router",
+        choices=ROUTERS,
+        default=None,
+        help="tier: Theorem 1's rule with the instance's biases; online: per-node telemetry; sglang, dynamo, "
+        "llm-d, vllm-prefix, vllm-kv: production routers on the nodes' live caches, radio ignored "
+        "(docs/model.md §17) (default: the instance's network.router, else tier); the prediction is the "
+        "router's own (docs/model.md §14)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="slots",
+        help="slots: c_s FCFS slots per node; batching: the instance's [engine], a continuous-batching engine "
+        "(docs/model.md §17) (default: slots)",
+    )
+    parser.add_argument(
+        "--cache",
+        choices=CACHES,
+        default="planned",
+        help="planned: the profile pinned; lru: a dynamic LRU prefix cache in the same memory; planned+lru: "
+        "the profile pinned and an LRU over the free KV blocks (default: planned)",
+    )
+    parser.add_argument(
+        "--split",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="the first F of the requests trained the instance: replay the rest (default: 0, replay all)",
+    )
+    parser.add_argument(
+        "--intensity", type=float, default=None, metavar="Λ", help="requests per unit area per second (default: the instance's)"
+    )
     parser.add_argument("--nodes", type=float, default=50.0, metavar="N", help="nodes of the sampled torus (default: 50)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
     parser.add_argument("--replications", type=int, default=1, metavar="R", help="independent network draws, averaged (default: 1)")
-    parser.add_argument("--warmup", type=float, default=0.1, metavar="F",
-                        help="with --warm-start none: share of the replayed requests that only fill the queues (default: 0.1)")
-    parser.add_argument("--warm-start", choices=WARM_STARTS, default="auto",
-                        help="fill the queues before measuring: train (replay the training part first), resample (a "
-                        "bootstrap of the replayed part first), none (start empty, discard --warmup); auto: train with "
-                        "--split, else resample (docs/model.md §17.7)")
-    parser.add_argument("--candidates", type=int, default=2, metavar="K", help="nearest nodes per profile the online router compares (default: 2)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="with --warm-start none: share of the replayed requests that only fill the queues (default: 0.1)",
+    )
+    parser.add_argument(
+        "--warm-start",
+        choices=WARM_STARTS,
+        default="auto",
+        help="fill the queues before measuring: train (replay the training part first), resample (a "
+        "bootstrap of the replayed part first), none (start empty, discard --warmup); auto: train with "
+        "--split, else resample (docs/model.md §17.7)",
+    )
+    parser.add_argument(
+        "--candidates", type=int, default=2, metavar="K", help="nearest nodes per profile the online router compares (default: 2)"
+    )
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
-    parser.add_argument("--decode-per-token", type=float, default=None, metavar="SECONDS",
-                        help="decode seconds per output token (default: the instance's, Σ p_q D_q over the training part's mean output)")
+    parser.add_argument(
+        "--decode-per-token",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="decode seconds per output token (default: the instance's, Σ p_q D_q over the training part's mean output)",
+    )
     trace = parser.add_argument_group("trace format")
     trace.add_argument("--format", default="mooncake", help="trace format: mooncake (default) or tokens")
     trace.add_argument("--block-size", type=int, default=512, help="tokens per block (default: 512)")
     trace.add_argument("--skip-invalid", action="store_true", help="skip malformed lines and count them")
     study = parser.add_argument_group("analysis")
     study.add_argument("--ablation", action="store_true", help="also replay with Poisson arrivals, per-type hits, per-type lengths")
-    study.add_argument("--epochs", default=None, metavar="EPOCHS_FILE", help="epochs file with windows (edgeprefix epochs): plan and replay")
+    study.add_argument(
+        "--epochs", default=None, metavar="EPOCHS_FILE", help="epochs file with windows (edgeprefix epochs): plan and replay"
+    )
     study.add_argument("--method", default="grid", help="search method of the epoch plan and the static mix (default: grid)")
     study.add_argument("--budget", type=int, default=None, metavar="N", help="evaluations per search (needed unless --method grid)")
     study.add_argument("--resolution", type=int, default=None, metavar="K", help="grid step 1/K (with --method grid)")
-    parser.add_argument("--queue-model", default=None, metavar="MODEL",
-                        help="queue model of the prediction: meanfield or cell (default: the router's own — cell for "
-                        "the tier rule, meanfield for the online router; docs/model.md §14). Unlike the planning "
-                        "commands, replay allows a queue model that is not the router's: the replayed router is "
-                        "compared with the other router's prediction")
+    parser.add_argument(
+        "--queue-model",
+        default=None,
+        metavar="MODEL",
+        help="queue model of the prediction: meanfield or cell (default: the router's own — cell for "
+        "the tier rule, meanfield for the online router; docs/model.md §14). Unlike the planning "
+        "commands, replay allows a queue model that is not the router's: the replayed router is "
+        "compared with the other router's prediction",
+    )
     from edgeprefix.commands._common import add_queue_law_argument
 
     add_queue_law_argument(parser)
@@ -108,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_policy(args.policy)
     log = SkipLog()
-    instance, workload = load_trace_workload(args.trace, load_instance(args.instance), fmt=args.format,
-                                             block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
+    instance, workload = load_trace_workload(
+        args.trace, load_instance(args.instance), fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log
+    )
     from edgeprefix.commands._common import queue_law_from_args
 
     queue_law = queue_law_from_args(args, instance)
@@ -127,9 +169,20 @@ def run(args: argparse.Namespace) -> int:
     engine_room = args.engine != "slots" or args.cache != "planned" or router in PRODUCTION_ROUTERS
     if args.warm_start == "auto" and (args.epochs is not None or engine_room):
         warm_start = "none"  # the epochs' windows start the replay; the engine room replays from empty nodes
-    spec = ReplaySpec(decode_per_token=decode, router=router, policy=args.policy, nodes=args.nodes, warmup=args.warmup,
-                      candidates=args.candidates, target=args.target, queue_model=args.queue_model, engine=args.engine,
-                      cache=args.cache, telemetry=telemetry_from_args(args), warm_start=warm_start)
+    spec = ReplaySpec(
+        decode_per_token=decode,
+        router=router,
+        policy=args.policy,
+        nodes=args.nodes,
+        warmup=args.warmup,
+        candidates=args.candidates,
+        target=args.target,
+        queue_model=args.queue_model,
+        engine=args.engine,
+        cache=args.cache,
+        telemetry=telemetry_from_args(args),
+        warm_start=warm_start,
+    )
     mix = mix_from_args(args)
     common: dict[str, Any] = {"replications": args.replications, "seed": args.seed}
     warm = {"warm": train} if cut else {}
@@ -155,14 +208,23 @@ def run(args: argparse.Namespace) -> int:
 
             pred = first.prediction
             law = evaluate(pred.instance, pred.mix, pred.policy, target=pred.target, queue_law="engine")
-            report["engine_law"] = {"coverage": float(law.coverage()),
-                                    "mean_ttft": float(law.mean_ttft) if float(law.mean_ttft) < float("inf") else None}
+            report["engine_law"] = {
+                "coverage": float(law.coverage()),
+                "mean_ttft": float(law.mean_ttft) if float(law.mean_ttft) < float("inf") else None,
+            }
     report["queue_law"] = queue_law
-    report.update({
-        "split": args.split, "trace": args.trace, "instance": args.instance, "requests_trace": workload.requests,
-        "requests_train": train.requests, "unmatched": float((~test.matched).mean()) if test.requests else 0.0,
-        "skipped_lines": log.skipped, "burstiness": burstiness(test.time),
-    })
+    report.update(
+        {
+            "split": args.split,
+            "trace": args.trace,
+            "instance": args.instance,
+            "requests_trace": workload.requests,
+            "requests_train": train.requests,
+            "unmatched": float((~test.matched).mean()) if test.requests else 0.0,
+            "skipped_lines": log.skipped,
+            "burstiness": burstiness(test.time),
+        }
+    )
     if args.out is not None:
         _write(Path(args.out), report, first)
     if args.json:
@@ -189,8 +251,13 @@ def _other_router(prediction: Any, report: dict[str, Any], queue_model: str | No
         router = report["router"]
     if router not in QUEUE_MODEL_OF_ROUTER:  # a production router: no prediction of its own to compare
         return None
-    other = evaluate(prediction.instance, prediction.mix, prediction.policy, target=prediction.target,
-                     queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)])
+    other = evaluate(
+        prediction.instance,
+        prediction.mix,
+        prediction.policy,
+        target=prediction.target,
+        queue_model=QUEUE_MODEL_OF_ROUTER[other_router(router)],
+    )
     return router_note(router, float(report["coverage_predicted"]), float(other.coverage()))
 
 
@@ -204,14 +271,19 @@ def _engine_inputs(args: argparse.Namespace, instance: Any, spec: Any, cut: int)
         return None
     for flag, used in (("--epochs", args.epochs is not None), ("--ablation", args.ablation), ("--split", cut > 0)):
         if used:
-            raise ValueError(f"{flag}: not available with --engine {spec.engine} --cache {spec.cache} --router {spec.router} "
-                             "(the engine room replays one part of one trace)")
-    out: dict[str, Any] = {"blocks": read_block_trace(args.trace, instance, fmt=args.format, block_size=args.block_size,
-                                                      skip_invalid=args.skip_invalid)}
+            raise ValueError(
+                f"{flag}: not available with --engine {spec.engine} --cache {spec.cache} --router {spec.router} "
+                "(the engine room replays one part of one trace)"
+            )
+    out: dict[str, Any] = {
+        "blocks": read_block_trace(args.trace, instance, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid)
+    }
     if spec.engine == "batching":
         if instance.engine is None:
-            raise ValueError("--engine batching: the instance has no [engine] section with timings "
-                             "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+            raise ValueError(
+                "--engine batching: the instance has no [engine] section with timings "
+                "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)"
+            )
         from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
 
         out["step"] = step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
@@ -284,16 +356,18 @@ def render(r: dict[str, Any], overridden: AbstractSet[str] = frozenset()) -> str
         *(["mix      " + "  ".join(f"{k}={v:.4f}" for k, v in r["mix"].items())] if r.get("mix") else []),
         "",
         f"{'metric':<18}{'replayed':>11}{'predicted':>11}",
-        f"{'coverage':<18}{_f(r['coverage_replayed']):>11}{_f(r['coverage_predicted']):>11}   "
-        f"(replayed ± {_f(r['coverage_se'])} SE)",
+        f"{'coverage':<18}{_f(r['coverage_replayed']):>11}{_f(r['coverage_predicted']):>11}   (replayed ± {_f(r['coverage_se'])} SE)",
         f"{'mean TTFT [s]':<18}{_f(r['mean_ttft_replayed'], 3):>11}{_f(r['mean_ttft_predicted'], 3):>11}",
         f"{'hit depth [tok]':<18}{_f(r['hit_depth_replayed'], 1):>11}{_f(r['hit_depth_predicted'], 1):>11}",
         f"{'offload ratio':<18}{_f(r['offload_ratio_replayed']):>11}{_f(r['offload_ratio_predicted']):>11}",
     ]
     if r.get("engine", "slots") != "slots" or r.get("cache", "planned") != "planned" or r["router"] in PRODUCTION_ROUTERS:
-        lines += ["", f"engine {r['engine']}, cache {r['cache']} (docs/model.md §17.9): block hit rate {_f(r['hit_rate_blocks'])}, "
-                  f"TTFT p50/p90/p99 {_f(r['ttft_p50'], 2)} / {_f(r['ttft_p90'], 2)} / {_f(r['ttft_p99'], 2)} s, "
-                  f"preemptions {r['preemptions']:.0f}, node load CV {_f(r['node_load_cv'], 3)}"]
+        lines += [
+            "",
+            f"engine {r['engine']}, cache {r['cache']} (docs/model.md §17.9): block hit rate {_f(r['hit_rate_blocks'])}, "
+            f"TTFT p50/p90/p99 {_f(r['ttft_p50'], 2)} / {_f(r['ttft_p90'], 2)} / {_f(r['ttft_p99'], 2)} s, "
+            f"preemptions {r['preemptions']:.0f}, node load CV {_f(r['node_load_cv'], 3)}",
+        ]
     if "stationary" in r and r.get("prediction_replayed_stats") is not None:
         stats = r["prediction_replayed_stats"]
         lines += [
@@ -307,34 +381,52 @@ def render(r: dict[str, Any], overridden: AbstractSet[str] = frozenset()) -> str
         ]
     if r["burstiness"]:
         lines.append("")
-        lines.append("arrival burstiness (index of dispersion; Poisson: 1 ± sd): " + ", ".join(
-            f"{b['window_requests']:.0f} req/window {b['index_of_dispersion']:.2f} (± {b['poisson_sd']:.2f})" for b in r["burstiness"]))
+        lines.append(
+            "arrival burstiness (index of dispersion; Poisson: 1 ± sd): "
+            + ", ".join(
+                f"{b['window_requests']:.0f} req/window {b['index_of_dispersion']:.2f} (± {b['poisson_sd']:.2f})" for b in r["burstiness"]
+            )
+        )
     gen = r.get("generalisation")
     if gen:
-        lines += ["", f"{'generalisation':<18}{'predicted':>11}{'train':>11}{'test':>11}{'gap':>11}",
-                  f"{'hit depth [tok]':<18}{gen['hit_depth_predicted']:>11.1f}{gen['hit_depth_train']:>11.1f}"
-                  f"{gen['hit_depth_test']:>11.1f}{gen['gap_hit_depth']:>11.1f}",
-                  f"{'coverage':<18}{gen['coverage_predicted']:>11.4f}{gen['coverage_train']:>11.4f}"
-                  f"{gen['coverage_test']:>11.4f}{gen['gap_coverage']:>11.4f}",
-                  f"type-mix drift (total variation) {gen['type_mix_drift']:.4f}; prediction with the test part's mix: coverage "
-                  f"{gen['prediction_test_mix']['coverage']:.4f}, hit depth {gen['prediction_test_mix']['hit_depth']:.1f}"]
+        lines += [
+            "",
+            f"{'generalisation':<18}{'predicted':>11}{'train':>11}{'test':>11}{'gap':>11}",
+            f"{'hit depth [tok]':<18}{gen['hit_depth_predicted']:>11.1f}{gen['hit_depth_train']:>11.1f}"
+            f"{gen['hit_depth_test']:>11.1f}{gen['gap_hit_depth']:>11.1f}",
+            f"{'coverage':<18}{gen['coverage_predicted']:>11.4f}{gen['coverage_train']:>11.4f}"
+            f"{gen['coverage_test']:>11.4f}{gen['gap_coverage']:>11.4f}",
+            f"type-mix drift (total variation) {gen['type_mix_drift']:.4f}; prediction with the test part's mix: coverage "
+            f"{gen['prediction_test_mix']['coverage']:.4f}, hit depth {gen['prediction_test_mix']['hit_depth']:.1f}",
+        ]
     if r.get("ablation"):
         lines += ["", f"{'ablation':<30}{'coverage':>10}{'mean TTFT':>11}{'wait':>9}{'hit depth':>11}"]
         for row in r["ablation"]:
-            lines.append(f"{row['name']:<30}{_f(row['coverage_replayed']):>10}{_f(row['mean_ttft_replayed'], 3):>11}"
-                         f"{_f(row['mean_wait_replayed'], 3):>9}{_f(row['hit_depth_replayed'], 1):>11}")
-        lines.append(f"{'prediction':<30}{_f(r['coverage_predicted']):>10}{_f(r['mean_ttft_predicted'], 3):>11}"
-                     f"{'':>9}{_f(r['hit_depth_predicted'], 1):>11}")
+            lines.append(
+                f"{row['name']:<30}{_f(row['coverage_replayed']):>10}{_f(row['mean_ttft_replayed'], 3):>11}"
+                f"{_f(row['mean_wait_replayed'], 3):>9}{_f(row['hit_depth_replayed'], 1):>11}"
+            )
+        lines.append(
+            f"{'prediction':<30}{_f(r['coverage_predicted']):>10}{_f(r['mean_ttft_predicted'], 3):>11}"
+            f"{'':>9}{_f(r['hit_depth_predicted'], 1):>11}"
+        )
     plan = r.get("epoch_plan")
     if plan:
-        lines += ["", "static mix " + "  ".join(f"{k}={v:.3f}" for k, v in plan["static_mix"].items() if v > 0),
-                  f"{'epoch':<16}{'requests':>9}{'intensity':>10}{'migrated':>10}{'static':>8}{'gain':>8}{'predicted gain':>15}"
-                  f"{'moved share':>12}{'moved bytes':>12}"]
+        lines += [
+            "",
+            "static mix " + "  ".join(f"{k}={v:.3f}" for k, v in plan["static_mix"].items() if v > 0),
+            f"{'epoch':<16}{'requests':>9}{'intensity':>10}{'migrated':>10}{'static':>8}{'gain':>8}{'predicted gain':>15}"
+            f"{'moved share':>12}{'moved bytes':>12}",
+        ]
         for row in plan["epochs"]:
-            lines.append(f"{row['name']:<16}{row['requests']:>9d}{row['intensity']:>10.3f}{_f(row['coverage_migrated']):>10}"
-                         f"{_f(row['coverage_static']):>8}{_f(row['gain']):>8}{_f(row['predicted_gain']):>15}"
-                         f"{row['moved_share']:>12.3f}{row['moved_bytes']:>12.3g}")
-        lines.append(f"{'all epochs':<16}{r['requests']:>9d}{'':>10}{_f(plan['coverage_migrated']):>10}{_f(plan['coverage_static']):>8}"
-                     f"{_f(plan['gain']):>8}{_f(plan['predicted_migrated'] - plan['predicted_static']):>15}{'':>12}"
-                     f"{plan['moved_bytes']:>12.3g}")
+            lines.append(
+                f"{row['name']:<16}{row['requests']:>9d}{row['intensity']:>10.3f}{_f(row['coverage_migrated']):>10}"
+                f"{_f(row['coverage_static']):>8}{_f(row['gain']):>8}{_f(row['predicted_gain']):>15}"
+                f"{row['moved_share']:>12.3f}{row['moved_bytes']:>12.3g}"
+            )
+        lines.append(
+            f"{'all epochs':<16}{r['requests']:>9d}{'':>10}{_f(plan['coverage_migrated']):>10}{_f(plan['coverage_static']):>8}"
+            f"{_f(plan['gain']):>8}{_f(plan['predicted_migrated'] - plan['predicted_static']):>15}{'':>12}"
+            f"{plan['moved_bytes']:>12.3g}"
+        )
     return "\n".join(lines)

@@ -27,16 +27,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "instance and print ours beside the paper's values.  Exit code 2 on bad input.",
     )
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--figure", type=int, choices=sorted(FIGURES), metavar="N",
-                       help=f"figure number, one of {sorted(FIGURES)}")
+    which.add_argument("--figure", type=int, choices=sorted(FIGURES), metavar="N", help=f"figure number, one of {sorted(FIGURES)}")
     which.add_argument("--all", action="store_true", help="every figure, then the table of paper targets and how many hold")
     parser.add_argument("--quick", action="store_true", help="reduced smoke run (fewer samples and points)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--out", default=None, metavar="DIR", help="write figN.csv and figN.png into DIR")
-    parser.add_argument("--instance", default=None, metavar="NAME_OR_FILE",
-                        help="embedded instance name or instance file (default: paper_section6)")
-    parser.add_argument("--readme", default=None, metavar="FILE",
-                        help="with --all: rewrite the targets table between the 'reproduce --all' markers of FILE")
+    parser.add_argument(
+        "--instance", default=None, metavar="NAME_OR_FILE", help="embedded instance name or instance file (default: paper_section6)"
+    )
+    parser.add_argument(
+        "--readme", default=None, metavar="FILE", help="with --all: rewrite the targets table between the 'reproduce --all' markers of FILE"
+    )
     parser.set_defaults(handler=run)
 
 

@@ -82,27 +82,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_queue_model_argument(parser)
     add_overload_argument(parser)
     add_telemetry_options(parser)
-    parser.add_argument("--for-telemetry", type=int, default=None, metavar="K",
-                        help="also choose the mix for the online router at the telemetry age: every mix of the 1/K lattice "
-                        "scored by the prediction at --telemetry-delay/--telemetry-refresh (docs/model.md (11.18)); "
-                        "JSON key telemetry_mix")
-    parser.add_argument("--objective", default="coverage", metavar="OBJ",
-                        help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
-                        "--sim-nodes nodes, common random numbers: a slow reference for small instances)")
+    parser.add_argument(
+        "--for-telemetry",
+        type=int,
+        default=None,
+        metavar="K",
+        help="also choose the mix for the online router at the telemetry age: every mix of the 1/K lattice "
+        "scored by the prediction at --telemetry-delay/--telemetry-refresh (docs/model.md (11.18)); "
+        "JSON key telemetry_mix",
+    )
+    parser.add_argument(
+        "--objective",
+        default="coverage",
+        metavar="OBJ",
+        help="coverage (the model, default) or simulation (mean simulated coverage over --sim-seeds on "
+        "--sim-nodes nodes, common random numbers: a slow reference for small instances)",
+    )
     parser.add_argument("--sim-seeds", default="0-3", metavar="SEEDS", help="seeds of --objective simulation (default 0-3)")
     parser.add_argument("--sim-nodes", type=float, default=300.0, metavar="N", help="nodes of --objective simulation (default 300)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write result.json, history.csv and best_so_far.png here")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text")
-    parser.add_argument("--instance-out", default=None, metavar="FILE",
-                        help="also write the instance (with --intensity/--density applied) to FILE (.toml or .json) with "
-                        "the best mix as its placement.mix, and --router as its network.router when given, so that "
-                        "evaluate/validate/replay FILE use that mix by default")
-    parser.add_argument("--certify", action="store_true",
-                        help="polish the returned mix with the gradient method until its KKT residual is at most "
-                        "--certify-tol (docs/model.md §18.6); says so when it cannot")
-    parser.add_argument("--certify-tol", type=float, default=None, metavar="TOL",
-                        help=f"tolerance of --certify on the KKT residual (default: {DEFAULT_TOLERANCE:g}); with --method "
-                        "gradient also where its restarts stop (docs/model.md §18.6)")
+    parser.add_argument(
+        "--instance-out",
+        default=None,
+        metavar="FILE",
+        help="also write the instance (with --intensity/--density applied) to FILE (.toml or .json) with "
+        "the best mix as its placement.mix, and --router as its network.router when given, so that "
+        "evaluate/validate/replay FILE use that mix by default",
+    )
+    parser.add_argument(
+        "--certify",
+        action="store_true",
+        help="polish the returned mix with the gradient method until its KKT residual is at most "
+        "--certify-tol (docs/model.md §18.6); says so when it cannot",
+    )
+    parser.add_argument(
+        "--certify-tol",
+        type=float,
+        default=None,
+        metavar="TOL",
+        help=f"tolerance of --certify on the KKT residual (default: {DEFAULT_TOLERANCE:g}); with --method "
+        "gradient also where its restarts stop (docs/model.md §18.6)",
+    )
     add_distributed_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -110,16 +131,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
     """``--storage``, ``--study``, ``--workers``, ``--dask``, ``--heartbeat`` and ``--grace``."""
     group = parser.add_argument_group("many processes and machines (docs/distributed.md)")
-    group.add_argument("--storage", default=None, metavar="URL",
-                       help="Optuna study storage: SQLite file (*.db), sqlite:///... or postgresql://user@host/db "
-                            "(default: $EDGEPREFIX_STORAGE, else DIR/study.journal with --out; keep passwords in the variable)")
+    group.add_argument(
+        "--storage",
+        default=None,
+        metavar="URL",
+        help="Optuna study storage: SQLite file (*.db), sqlite:///... or postgresql://user@host/db "
+        "(default: $EDGEPREFIX_STORAGE, else DIR/study.journal with --out; keep passwords in the variable)",
+    )
     group.add_argument("--study", default=None, metavar="NAME", help="study name in the storage (default: edgeprefix)")
-    group.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="N worker processes here: Optuna methods share the --storage study, grid runs on a Dask LocalCluster")
+    group.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="N worker processes here: Optuna methods share the --storage study, grid runs on a Dask LocalCluster",
+    )
     group.add_argument("--dask", default=None, metavar="ADDRESS", help="run the grid on the Dask scheduler at ADDRESS")
     group.add_argument("--heartbeat", type=int, default=None, metavar="SECONDS", help="heartbeat interval of running trials (default: 5)")
-    group.add_argument("--grace", type=int, default=None, metavar="SECONDS",
-                       help="seconds without heartbeat before a trial is retried elsewhere (default: 20)")
+    group.add_argument(
+        "--grace",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="seconds without heartbeat before a trial is retried elsewhere (default: 20)",
+    )
 
 
 def distributed_options(args: argparse.Namespace, options: dict[str, Any]) -> bool:
@@ -135,8 +170,13 @@ def distributed_options(args: argparse.Namespace, options: dict[str, Any]) -> bo
         return args.method == "grid" and (args.workers is not None or args.dask is not None)
     if args.dask is not None:
         raise ValueError(f"--dask applies to --method grid (Optuna workers share --storage instead), got --method {args.method}")
-    for key, value in (("storage", args.storage), ("study_name", args.study), ("workers", args.workers),
-                       ("heartbeat_interval", args.heartbeat), ("grace_period", args.grace)):
+    for key, value in (
+        ("storage", args.storage),
+        ("study_name", args.study),
+        ("workers", args.workers),
+        ("heartbeat_interval", args.heartbeat),
+        ("grace_period", args.grace),
+    ):
         if value is not None:
             options[key] = value
     return False
@@ -252,8 +292,15 @@ def run(args: argparse.Namespace) -> int:
     queue_law = queue_law_from_args(args, instance)
     if queue_law != "slots" and simulation is not None:
         raise ValueError("--queue-law engine sets the model's node law: drop it with --objective simulation")
-    problem = placement_problem(instance, target=args.target, policy=args.policy, queue_model=queue_model, simulation=simulation,
-                                max_overloaded_share=args.max_overload, queue_law=queue_law)
+    problem = placement_problem(
+        instance,
+        target=args.target,
+        policy=args.policy,
+        queue_model=queue_model,
+        simulation=simulation,
+        max_overloaded_share=args.max_overload,
+        queue_law=queue_law,
+    )
     options = search_options(args)
     budget = args.budget
     if budget is None and SOLVERS[args.method].NEEDS_BUDGET:
@@ -274,7 +321,9 @@ def run(args: argparse.Namespace) -> int:
     callback, bar = progress_callback(budget, args.method)
     stop = Interrupt(callback)
     try:
-        with stop if not options.get("workers") else contextlib.nullcontext(stop):  # workers: Ctrl-C ends them, the study keeps their trials
+        with (
+            stop if not options.get("workers") else contextlib.nullcontext(stop)
+        ):  # workers: Ctrl-C ends them, the study keeps their trials
             if on_dask:
                 with dask_client(args.dask, args.workers) as client:
                     result = grid_search(problem, client=client, budget=budget, callback=stop, **options)
@@ -293,13 +342,22 @@ def run(args: argparse.Namespace) -> int:
         finally:
             bar.close()
     overrides = {k: v for k, v in (("request_intensity", args.intensity), ("edge_density", args.density)) if v is not None}
-    payload = {"instance": instance.name, "target": problem.target, "policy": args.policy, "queue_model": queue_model,
-               "queue_law": queue_law,
-               "router": ROUTER_OF_QUEUE_MODEL[queue_model],
-               "scored_by": "simulation" if simulation is not None else "model", "seed": args.seed,
-               "overrides": overrides, **result.to_dict(),
-               "fingerprint": problem_fingerprint(problem, args.method), "interrupted": stop.hit,
-               "max_overload": args.max_overload, **_nodes(problem, result, args.policy, queue_model, queue_law)}
+    payload = {
+        "instance": instance.name,
+        "target": problem.target,
+        "policy": args.policy,
+        "queue_model": queue_model,
+        "queue_law": queue_law,
+        "router": ROUTER_OF_QUEUE_MODEL[queue_model],
+        "scored_by": "simulation" if simulation is not None else "model",
+        "seed": args.seed,
+        "overrides": overrides,
+        **result.to_dict(),
+        "fingerprint": problem_fingerprint(problem, args.method),
+        "interrupted": stop.hit,
+        "max_overload": args.max_overload,
+        **_nodes(problem, result, args.policy, queue_model, queue_law),
+    }
     if simulation is None and result.success and queue_law == "slots":  # the engine law has no cell model
         payload["other_router"] = _other_router(instance, result.mix, args.policy, problem.target, router, result.coverage)
     payload.update(_online_at_best(args, instance, payload, problem.target))
@@ -340,9 +398,11 @@ def telemetry_mix_line(block: dict) -> str:
     mix = ", ".join(f"{k}={v:g}" for k, v in block["mix"].items())
     fresh = ", ".join(f"{k}={v:g}" for k, v in block["fresh_mix"].items())
     tel = block["telemetry"]
-    return (f"mix for telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s ({block['mixes']} lattice mixes): "
-            f"{mix}, online coverage {block['coverage']:.4f}; the fresh-telemetry mix {fresh} gives "
-            f"{block['fresh_mix_coverage']:.4f} there ({block['fresh_mix_fresh_coverage']:.4f} fresh; docs/model.md (11.18))")
+    return (
+        f"mix for telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s ({block['mixes']} lattice mixes): "
+        f"{mix}, online coverage {block['coverage']:.4f}; the fresh-telemetry mix {fresh} gives "
+        f"{block['fresh_mix_coverage']:.4f} there ({block['fresh_mix_fresh_coverage']:.4f} fresh; docs/model.md (11.18))"
+    )
 
 
 def _router_stated(args: argparse.Namespace, instance: Any) -> bool:
@@ -401,8 +461,11 @@ def certify_line(result: Result) -> str:
     if not result.certified:
         return f"not certified: {facts.get('note')}"
     spent = facts.get("evaluations", 0)
-    how = (f"after {spent} polishing evaluations (coverage {result.coverage - facts['coverage_before']:+.2e})" if spent
-           else "as returned (no polishing needed)")
+    how = (
+        f"after {spent} polishing evaluations (coverage {result.coverage - facts['coverage_before']:+.2e})"
+        if spent
+        else "as returned (no polishing needed)"
+    )
     return f"certified: KKT residual {result.certificate.residual:.2e} <= {facts['tolerance']:g} {how}"
 
 
@@ -459,8 +522,19 @@ def render(payload: dict[str, Any], result: Result, network: str = "", target: s
     """The text output: a header with the settings (overrides marked), the best mix, its coverage."""
     extras = result.extras
     lines = [
-        "  ".join(filter(None, [f"instance {payload['instance']}", network, f"method {result.method}", f"seed {payload['seed']}",
-                                f"policy {payload['policy']}", target])),
+        "  ".join(
+            filter(
+                None,
+                [
+                    f"instance {payload['instance']}",
+                    network,
+                    f"method {result.method}",
+                    f"seed {payload['seed']}",
+                    f"policy {payload['policy']}",
+                    target,
+                ],
+            )
+        ),
         "best mix  " + "  ".join(f"{k}={v:.4f}" for k, v in result.mix.items()),
         f"TTFT coverage at τ_0 = {payload['target']:g} s   {fmt(result.coverage)}   feasible {result.success}",
         f"evaluations {result.nfev}  seconds {result.seconds:.2f}  status {result.status.value}",
@@ -524,5 +598,3 @@ def write_outputs(folder: Path, payload: dict[str, Any], result: Result, names: 
     body = json.dumps(json_ready({**payload, "files": digest}), indent=2, allow_nan=False) + "\n"
     write_output_set(folder, {"result.json": body.encode("utf-8"), **files}, keep=STUDY_FILES)
     return [folder / name for name in OUTPUT_FILES]
-
-

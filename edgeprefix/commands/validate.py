@@ -94,17 +94,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--samples", type=int, default=200_000, metavar="N", help="Monte Carlo association samples (default 200000)")
     parser.add_argument("--customers", type=int, default=200_000, metavar="N", help="customers per M/M/c run (default 200000)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
-    parser.add_argument("--intensities", default=None, metavar="Λ,...",
-                        help="request intensities of the coverage table (default: 1/3, 2/3 and 1 times the instance's "
-                        "network.request_intensity, e.g. 1,2,3 for paper_baseline)")
-    parser.add_argument("--nodes", type=float, default=VALIDATION_SPEC.layout.mean_nodes, metavar="N",
-                        help=f"nodes on the simulated torus (default {VALIDATION_SPEC.layout.mean_nodes:g})")
+    parser.add_argument(
+        "--intensities",
+        default=None,
+        metavar="Λ,...",
+        help="request intensities of the coverage table (default: 1/3, 2/3 and 1 times the instance's "
+        "network.request_intensity, e.g. 1,2,3 for paper_baseline)",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=float,
+        default=VALIDATION_SPEC.layout.mean_nodes,
+        metavar="N",
+        help=f"nodes on the simulated torus (default {VALIDATION_SPEC.layout.mean_nodes:g})",
+    )
     parser.add_argument("--horizon", type=float, default=VALIDATION_SPEC.horizon, metavar="SECONDS", help="measured seconds (default 80)")
     parser.add_argument("--warmup", type=float, default=VALIDATION_SPEC.warmup, metavar="SECONDS", help="discarded seconds (default 60)")
     parser.add_argument("--replications", type=int, default=2, help="independent networks per table cell (default 2)")
     parser.add_argument("--target", type=float, default=None, metavar="SECONDS", help="TTFT target τ (default: the instance's)")
-    parser.add_argument("--no-online", action="store_true",
-                        help="skip the online router (per-node telemetry at the run's age) on the load-aware rows of the coverage table")
+    parser.add_argument(
+        "--no-online",
+        action="store_true",
+        help="skip the online router (per-node telemetry at the run's age) on the load-aware rows of the coverage table",
+    )
     add_router_argument(parser, choices=ROUTERS)
     add_queue_model_argument(parser)
     add_telemetry_options(parser)
@@ -120,8 +132,9 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     from edgeprefix.commands.replay import CACHES, ENGINES
 
     group = parser.add_argument_group("engine nodes (docs/model.md §17.9): the model workload replayed on engine nodes")
-    group.add_argument("--engine", choices=ENGINES, default=None,
-                       help="also replay the model workload on slots or on the instance's [engine] (batching)")
+    group.add_argument(
+        "--engine", choices=ENGINES, default=None, help="also replay the model workload on slots or on the instance's [engine] (batching)"
+    )
     group.add_argument("--cache", choices=CACHES, default="planned", help="node cache of that replay (default: planned)")
     group.add_argument("--engine-requests", type=int, default=3000, metavar="N", help="requests per replay (default 3000)")
 
@@ -138,11 +151,15 @@ def _engine_step(args: argparse.Namespace, instance, router: str) -> tuple[bool,
     if args.engine != "batching":
         return True, None
     if instance.engine is None:
-        raise ValueError("--engine batching: the instance has no [engine] section with timings "
-                         "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+        raise ValueError(
+            "--engine batching: the instance has no [engine] section with timings "
+            "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)"
+        )
     if 16 % instance.engine.block_size:
-        raise ValueError(f"engine.block_size: {instance.engine.block_size} tokens does not divide the model "
-                         "workload's block size 16: pick 1, 2, 4, 8 or 16")
+        raise ValueError(
+            f"engine.block_size: {instance.engine.block_size} tokens does not divide the model "
+            "workload's block size 16: pick 1, 2, 4, 8 or 16"
+        )
     from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
     from edgeprefix.placement.simulation.engine.step_time import step_time_from_section
 
@@ -154,9 +171,21 @@ def _engine_report(args: argparse.Namespace, instance, mix, intensities, tau: fl
     from edgeprefix.commands._telemetry import telemetry_from_args
     from edgeprefix.placement.simulation.engine.model_workload import engine_rows
 
-    return engine_rows(instance, mix, intensities, step=step, engine=args.engine, cache=args.cache, router=router,
-                       telemetry=telemetry_from_args(args), requests=args.engine_requests, replications=args.replications,
-                       nodes=min(args.nodes, 100.0), seed=args.seed, tau=tau)
+    return engine_rows(
+        instance,
+        mix,
+        intensities,
+        step=step,
+        engine=args.engine,
+        cache=args.cache,
+        router=router,
+        telemetry=telemetry_from_args(args),
+        requests=args.engine_requests,
+        replications=args.replications,
+        nodes=min(args.nodes, 100.0),
+        seed=args.seed,
+        tau=tau,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,8 +198,12 @@ def run(args: argparse.Namespace) -> int:
             f"{args.samples}, {args.customers}, {args.replications}"
         )
     at_least(args, 0, "--seed")
-    check_memory(8.0 * args.samples * (3 * len(instance.profiles) + 3 * len(instance.requests)), "--samples",
-                 f"a Monte Carlo association of {args.samples} samples", "lower --samples")
+    check_memory(
+        8.0 * args.samples * (3 * len(instance.profiles) + 3 * len(instance.requests)),
+        "--samples",
+        f"a Monte Carlo association of {args.samples} samples",
+        "lower --samples",
+    )
     if args.intensities is None:
         intensities = tuple(round(share * instance.network.request_intensity, 6) for share in DEFAULT_INTENSITY_SHARES)
     else:
@@ -184,20 +217,32 @@ def run(args: argparse.Namespace) -> int:
     engine_asked, engine_step = _engine_step(args, instance, engine_router)
     tau = float(instance.placement.target if args.target is None else args.target)
     telemetry = run_telemetry(args, instance)
-    spec = replace(VALIDATION_SPEC, horizon=args.horizon, warmup=args.warmup,
-                   layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"),
-                   telemetry_delay=telemetry.delay, refresh_period=telemetry.refresh)  # read by the online router only
+    spec = replace(
+        VALIDATION_SPEC,
+        horizon=args.horizon,
+        warmup=args.warmup,
+        layout=LayoutSpec(mean_nodes=args.nodes, counts="exact"),
+        telemetry_delay=telemetry.delay,
+        refresh_period=telemetry.refresh,
+    )  # read by the online router only
     small = replace(spec, layout=LayoutSpec(mean_nodes=min(args.nodes, 300.0), counts="exact"))
     cells = [(lam, policy) for lam in intensities for policy in ANALYTICAL_POLICIES]
     steps = len(ANALYTICAL_POLICIES) + 2 + len(cells) + (len(intensities) + len(STALENESS_PERIODS) if args.baselines else 0)
     queue_law = queue_law_from_args(args, instance)
     if queue_law == "engine" and args.engine != "batching":
-        raise ValueError("--queue-law engine: validate compares the engine law with the batching-engine network; "
-                         "add --engine batching")
-    report: dict = {"instance": instance.name, "target": tau, "queue_model": queue_model, "queue_law": queue_law, "router": router,
-                    "intensities": list(intensities), "mix": dict(zip(instance.profile_ids, instance.mix_vector(mix).tolist())),
-                    "telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}}
+        raise ValueError("--queue-law engine: validate compares the engine law with the batching-engine network; add --engine batching")
+    report: dict = {
+        "instance": instance.name,
+        "target": tau,
+        "queue_model": queue_model,
+        "queue_law": queue_law,
+        "router": router,
+        "intensities": list(intensities),
+        "mix": dict(zip(instance.profile_ids, instance.mix_vector(mix).tolist())),
+        "telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh},
+    }
     with progress_bar(total=steps, desc="validate", unit="step") as bar:
+
         def step(label: str) -> None:
             bar.set_postfix_str(label, refresh=False)
             bar.update(1)
@@ -211,19 +256,33 @@ def run(args: argparse.Namespace) -> int:
         report["coverage"] = []
         report["coverage_table"] = []  # the JSON contract: both queue models side by side
         for lam, policy in cells:
-            rows = compare_coverage(instance, mix, intensities=(lam,), policies=(policy,), spec=spec,
-                                    replications=args.replications, tau=tau, seed=args.seed, online=not args.no_online)
-            predicted = None if policy != "load_aware" or args.no_online else online_prediction(
-                instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau)["coverage"]
+            rows = compare_coverage(
+                instance,
+                mix,
+                intensities=(lam,),
+                policies=(policy,),
+                spec=spec,
+                replications=args.replications,
+                tau=tau,
+                seed=args.seed,
+                online=not args.no_online,
+            )
+            predicted = (
+                None
+                if policy != "load_aware" or args.no_online
+                else online_prediction(instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau)["coverage"]
+            )
             report["coverage"] += [{**row.to_dict(), "online_predicted": predicted} for row in rows]
-            report["coverage_table"] += [{**{key: row.to_dict()[key] for key in COVERAGE_TABLE_KEYS},
-                                          "online_predicted": predicted} for row in rows]
+            report["coverage_table"] += [
+                {**{key: row.to_dict()[key] for key in COVERAGE_TABLE_KEYS}, "online_predicted": predicted} for row in rows
+            ]
             step(f"coverage Λ = {lam:g} {policy}")
         if args.baselines:
             report["policies"] = []
             for lam in intensities:
-                report["policies"] += policy_table(instance, mix, intensities=(lam,), spec=small, tau=tau, seed=args.seed,
-                                                   queue_model=queue_model)
+                report["policies"] += policy_table(
+                    instance, mix, intensities=(lam,), spec=small, tau=tau, seed=args.seed, queue_model=queue_model
+                )
                 step(f"policies Λ = {lam:g}")
             report["staleness"] = []
             heavy = instance.with_network(request_intensity=max(intensities))
@@ -303,8 +362,9 @@ def _association(instance, mix, samples: int, seed: int, tau: float, step=lambda
             "binomial_se": float(mc.standard_error().max()),
             "seconds": elapsed,
             "mean_distance_analytical": float(ev.mean_distance),
-            "mean_distance_simulated": float(np.nansum(
-                np.asarray(instance.probabilities)[None, :] * mc.association * np.nan_to_num(mc.mean_distance()))),
+            "mean_distance_simulated": float(
+                np.nansum(np.asarray(instance.probabilities)[None, :] * mc.association * np.nan_to_num(mc.mean_distance()))
+            ),
         }
         step(f"association {policy}")
     return out
@@ -318,8 +378,7 @@ def _edge_effect(instance, mix, layout_spec: LayoutSpec, seed: int) -> dict:
     ks = edge_effect_check(layout, lam, seed=seed)
     counts = np.bincount(layout.profile, minlength=pi.size)
     return {
-        sid: {"kolmogorov": float(ks[s]), "nodes": int(counts[s]),
-              "reference": float(1.36 / np.sqrt(counts[s])) if counts[s] else None}
+        sid: {"kolmogorov": float(ks[s]), "nodes": int(counts[s]), "reference": float(1.36 / np.sqrt(counts[s])) if counts[s] else None}
         for s, sid in enumerate(instance.profile_ids)
     }
 
@@ -335,83 +394,129 @@ def _queues(instance, mix, customers: int, seed: int, tau: float) -> list[dict]:
         c = int(instance.concurrency[s])
         start = time.perf_counter()
         res = simulate_mmc(lam, mu, c, customers, seed=seed + s)
-        rows.append({
-            "profile": sid,
-            "servers": c,
-            "utilization": res.utilization,
-            "wait_probability_erlang": res.erlang_wait_probability,
-            "wait_probability_simulated": res.wait_probability,
-            "mean_wait_erlang": res.erlang_mean_wait,
-            "mean_wait_simulated": res.mean_wait,
-            "mean_wait_se": res.mean_wait_standard_error(),
-            "kolmogorov": res.kolmogorov,
-            "customers": customers,
-            "seconds": time.perf_counter() - start,
-        })
+        rows.append(
+            {
+                "profile": sid,
+                "servers": c,
+                "utilization": res.utilization,
+                "wait_probability_erlang": res.erlang_wait_probability,
+                "wait_probability_simulated": res.wait_probability,
+                "mean_wait_erlang": res.erlang_mean_wait,
+                "mean_wait_simulated": res.mean_wait,
+                "mean_wait_se": res.mean_wait_standard_error(),
+                "kolmogorov": res.kolmogorov,
+                "customers": customers,
+                "seconds": time.perf_counter() - start,
+            }
+        )
     return rows
 
 
 def render(report: dict, instance, network: str = "") -> str:
     """The text report: one table per check, in plain words."""
-    head = "  ".join(filter(None, [f"instance {report['instance']}", network, f"target τ = {report['target']:g} s",
-                                   f"router {report['router']} (queue model {report['queue_model']})"]))
+    head = "  ".join(
+        filter(
+            None,
+            [
+                f"instance {report['instance']}",
+                network,
+                f"target τ = {report['target']:g} s",
+                f"router {report['router']} (queue model {report['queue_model']})",
+            ],
+        )
+    )
     mix = "mix      " + "  ".join(f"{k}={v:.4f}" for k, v in report["mix"].items())
-    lines = [head, mix, "", "association (share of each request type served by each profile): Monte Carlo vs analysis",
-             f"{'policy':<12}{'max error':>11}{'binom. SE':>11}{'mean distance':>15}{'simulated':>11}{'seconds':>9}"]
+    lines = [
+        head,
+        mix,
+        "",
+        "association (share of each request type served by each profile): Monte Carlo vs analysis",
+        f"{'policy':<12}{'max error':>11}{'binom. SE':>11}{'mean distance':>15}{'simulated':>11}{'seconds':>9}",
+    ]
     for policy, d in report["association"].items():
-        lines.append(f"{policy:<12}{d['max_abs_error']:>11.2e}{d['binomial_se']:>11.2e}"
-                     f"{fmt(d['mean_distance_analytical']):>15}{fmt(d['mean_distance_simulated']):>11}{d['seconds']:>9.3f}")
-    lines += ["", "queue tail at the load-aware operating point: FCFS M/M/c simulation vs Erlang C",
-              f"{'profile':<10}{'servers':>8}{'load':>7}{'wait prob. (Erlang C)':>22}{'simulated':>10}{'mean wait [s] (Erlang C)':>25}"
-              f"{'simulated':>10}{'± SE':>8}{'KS':>8}"]
+        lines.append(
+            f"{policy:<12}{d['max_abs_error']:>11.2e}{d['binomial_se']:>11.2e}"
+            f"{fmt(d['mean_distance_analytical']):>15}{fmt(d['mean_distance_simulated']):>11}{d['seconds']:>9.3f}"
+        )
+    lines += [
+        "",
+        "queue tail at the load-aware operating point: FCFS M/M/c simulation vs Erlang C",
+        f"{'profile':<10}{'servers':>8}{'load':>7}{'wait prob. (Erlang C)':>22}{'simulated':>10}{'mean wait [s] (Erlang C)':>25}"
+        f"{'simulated':>10}{'± SE':>8}{'KS':>8}",
+    ]
     for d in report["queues"]:
-        lines.append(f"{d['profile']:<10}{d['servers']:>8d}{d['utilization']:>7.3f}{d['wait_probability_erlang']:>22.4f}"
-                     f"{d['wait_probability_simulated']:>10.4f}{d['mean_wait_erlang']:>25.4f}{d['mean_wait_simulated']:>10.4f}"
-                     f"{d['mean_wait_se']:>8.4f}{d['kolmogorov']:>8.4f}")
-    lines += ["", "edge effect of the torus: Kolmogorov–Smirnov distance of the nearest-node distance per profile "
-                  "vs the plane's Rayleigh law (reference: 1.36/√nodes)",
-              "  " + "  ".join(f"{sid}: {fmt(d['kolmogorov'], 3)} (ref {fmt(d['reference'], 3)})"
-                               for sid, d in report["edge_effect"].items())]
-    lines += ["", "TTFT coverage: network simulation (Theorem 1's tier rule) vs the mean-field model (eq. (39)), the cell model "
-              "(§14), the sampled Gamma-law and node-level Erlang-C corrections; 'online': the online router with fresh "
-              "per-node telemetry on the same networks (at the run's telemetry age), 'predicted' its model (docs/model.md §11)",
-              f"{'Λ':>4} {'policy':<11}{'simulated':>10}{'± SE':>8}{'meanfield':>10}{'error':>8}{'cell':>8}{'error':>8}"
-              f"{'Gamma':>8}{'error':>8}{'node':>8}{'error':>8}{'online':>8}{'± SE':>7}{'predicted':>10}  closest"]
+        lines.append(
+            f"{d['profile']:<10}{d['servers']:>8d}{d['utilization']:>7.3f}{d['wait_probability_erlang']:>22.4f}"
+            f"{d['wait_probability_simulated']:>10.4f}{d['mean_wait_erlang']:>25.4f}{d['mean_wait_simulated']:>10.4f}"
+            f"{d['mean_wait_se']:>8.4f}{d['kolmogorov']:>8.4f}"
+        )
+    lines += [
+        "",
+        "edge effect of the torus: Kolmogorov–Smirnov distance of the nearest-node distance per profile "
+        "vs the plane's Rayleigh law (reference: 1.36/√nodes)",
+        "  " + "  ".join(f"{sid}: {fmt(d['kolmogorov'], 3)} (ref {fmt(d['reference'], 3)})" for sid, d in report["edge_effect"].items()),
+    ]
+    lines += [
+        "",
+        "TTFT coverage: network simulation (Theorem 1's tier rule) vs the mean-field model (eq. (39)), the cell model "
+        "(§14), the sampled Gamma-law and node-level Erlang-C corrections; 'online': the online router with fresh "
+        "per-node telemetry on the same networks (at the run's telemetry age), 'predicted' its model (docs/model.md §11)",
+        f"{'Λ':>4} {'policy':<11}{'simulated':>10}{'± SE':>8}{'meanfield':>10}{'error':>8}{'cell':>8}{'error':>8}"
+        f"{'Gamma':>8}{'error':>8}{'node':>8}{'error':>8}{'online':>8}{'± SE':>7}{'predicted':>10}  closest",
+    ]
     for d in report["coverage"]:
-        online = f"{d['online']:>8.4f}{d['online_se']:>7.4f}" if d.get("online") is not None and np.isfinite(d["online"]) else f"{'—':>8}{'':>7}"
-        lines.append(f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>10.4f}{d['simulated_se']:>8.4f}"
-                     f"{d['analytical']:>10.4f}{d['error_analytical']:>+8.4f}{d['cell']:>8.4f}{d['error_cell']:>+8.4f}"
-                     f"{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
-                     f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}{online}{fmt(d.get('online_predicted')):>10}"
-                     f"  {d['closest']}")
+        online = (
+            f"{d['online']:>8.4f}{d['online_se']:>7.4f}" if d.get("online") is not None and np.isfinite(d["online"]) else f"{'—':>8}{'':>7}"
+        )
+        lines.append(
+            f"{d['intensity']:>4g} {d['policy']:<11}{d['simulated']:>10.4f}{d['simulated_se']:>8.4f}"
+            f"{d['analytical']:>10.4f}{d['error_analytical']:>+8.4f}{d['cell']:>8.4f}{d['error_cell']:>+8.4f}"
+            f"{d['gamma']:>8.4f}{d['error_gamma']:>+8.4f}"
+            f"{d['node_erlang']:>8.4f}{d['error_node_erlang']:>+8.4f}{online}{fmt(d.get('online_predicted')):>10}"
+            f"  {d['closest']}"
+        )
     if "policies" in report:
         ids = instance.profile_ids
-        lines += ["", "policies (simulated): coverage, TTFT quantiles [s], per-profile utilisation",
-                  f"{'Λ':>4} {'router':<19}{'coverage':>9}{'analysis':>9}{'p50':>7}{'p95':>7}{'p99':>7}{'rejected':>9}  "
-                  + " ".join(f"{s:>8}" for s in ids)]
+        lines += [
+            "",
+            "policies (simulated): coverage, TTFT quantiles [s], per-profile utilisation",
+            f"{'Λ':>4} {'router':<19}{'coverage':>9}{'analysis':>9}{'p50':>7}{'p95':>7}{'p99':>7}{'rejected':>9}  "
+            + " ".join(f"{s:>8}" for s in ids),
+        ]
         for d in report["policies"]:
             util = " ".join(f"{d['tiers'][s]['utilization']:>8.3f}" for s in ids)
-            lines.append(f"{d['intensity']:>4g} {d['router']:<19}{d['coverage']:>9.3f}{fmt(d['analytical_coverage'], 3):>9}"
-                         f"{fmt(d['p50'], 2):>7}{fmt(d['p95'], 2):>7}{fmt(d['p99'], 2):>7}{d['rejected']:>9.3f}  {util}")
-        lines += ["", f"telemetry period sweep at Λ = {max(d['intensity'] for d in report['policies']):g} "
-                  "(load_aware_online, k = 2; 'counting': the router also counts its own in-flight requests)",
-                  f"{'period [s]':>10}{'coverage':>10}{'p95':>8}{'counting: coverage':>20}{'p95':>8}"]
+            lines.append(
+                f"{d['intensity']:>4g} {d['router']:<19}{d['coverage']:>9.3f}{fmt(d['analytical_coverage'], 3):>9}"
+                f"{fmt(d['p50'], 2):>7}{fmt(d['p95'], 2):>7}{fmt(d['p99'], 2):>7}{d['rejected']:>9.3f}  {util}"
+            )
+        lines += [
+            "",
+            f"telemetry period sweep at Λ = {max(d['intensity'] for d in report['policies']):g} "
+            "(load_aware_online, k = 2; 'counting': the router also counts its own in-flight requests)",
+            f"{'period [s]':>10}{'coverage':>10}{'p95':>8}{'counting: coverage':>20}{'p95':>8}",
+        ]
         by_period: dict[float, dict[bool, dict]] = {}
         for d in report["staleness"]:
             by_period.setdefault(d["refresh_period"], {})[d["local_accounting"]] = d
         for period, pair in by_period.items():
             plain, acct = pair.get(False), pair.get(True)
-            lines.append(f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"  # type: ignore[arg-type]
-                         f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}")  # type: ignore[arg-type]
+            lines.append(
+                f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"  # type: ignore[arg-type]
+                f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}"
+            )  # type: ignore[arg-type]
     eng = report.get("engine")
     if eng:
-        lines += ["", f"model workload on engine nodes ({eng['engine']}, cache {eng['cache']}, router {eng['router']}): "
-                  "coverage vs analysis",
-                  f"{'Λ':>6}{'engine':>9}{'± SE':>8}{'analysis':>10}{'TTFT p50':>10}{'p99':>8}{'hit blocks':>11}{'preempt':>9}"]
+        lines += [
+            "",
+            f"model workload on engine nodes ({eng['engine']}, cache {eng['cache']}, router {eng['router']}): coverage vs analysis",
+            f"{'Λ':>6}{'engine':>9}{'± SE':>8}{'analysis':>10}{'TTFT p50':>10}{'p99':>8}{'hit blocks':>11}{'preempt':>9}",
+        ]
         for d in eng["rows"]:
-            lines.append(f"{d['intensity']:>6g}{fmt(d['coverage_engine']):>9}{fmt(d['coverage_engine_se']):>8}"
-                         f"{fmt(d['coverage_analytical']):>10}{fmt(d['ttft_p50'], 2):>10}{fmt(d['ttft_p99'], 2):>8}"
-                         f"{fmt(d['hit_rate_blocks']):>11}{d['preemptions']:>9.0f}")
+            lines.append(
+                f"{d['intensity']:>6g}{fmt(d['coverage_engine']):>9}{fmt(d['coverage_engine_se']):>8}"
+                f"{fmt(d['coverage_analytical']):>10}{fmt(d['ttft_p50'], 2):>10}{fmt(d['ttft_p99'], 2):>8}"
+                f"{fmt(d['hit_rate_blocks']):>11}{d['preemptions']:>9.0f}"
+            )
     return "\n".join(lines)
 
 
@@ -488,13 +593,25 @@ def coverage_figure(report: dict):
         ax.plot(lam, [d["gamma"] for d in rows], ":", color=color, label=f"{policy}: Gamma-law correction")
         ax.plot(lam, [d["cell"] for d in rows], "-.", color=color, label=f"{policy}: cell model (§14)")
         ax.plot(lam, [d["node_erlang"] for d in rows], "--", color=color, label=f"{policy}: node-level Erlang C")
-        ax.errorbar(lam, [d["simulated"] for d in rows], yerr=[2 * d["simulated_se"] for d in rows], fmt="o",
-                    color=color, label=f"{policy}: simulation ± 2 SE")
+        ax.errorbar(
+            lam,
+            [d["simulated"] for d in rows],
+            yerr=[2 * d["simulated_se"] for d in rows],
+            fmt="o",
+            color=color,
+            label=f"{policy}: simulation ± 2 SE",
+        )
         online = [d for d in rows if d.get("online") is not None and np.isfinite(d["online"])]
         if online:
-            ax.errorbar([d["intensity"] for d in online], [d["online"] for d in online],
-                        yerr=[2 * d["online_se"] for d in online], fmt="s", mfc="none", color=color,
-                        label=f"{policy}: online router, simulation ± 2 SE")
+            ax.errorbar(
+                [d["intensity"] for d in online],
+                [d["online"] for d in online],
+                yerr=[2 * d["online_se"] for d in online],
+                fmt="s",
+                mfc="none",
+                color=color,
+                label=f"{policy}: online router, simulation ± 2 SE",
+            )
     ax.set_xlabel("request intensity Λ [requests per unit area per second]")
     ax.set_ylabel(f"share of requests with TTFT ≤ {report['target']:g} s")
     ax.set_title("TTFT coverage: network simulation vs analysis", fontsize=10)

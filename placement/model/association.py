@@ -56,9 +56,7 @@ def _phi(x: FloatArray) -> FloatArray:
     return np.where(small, 1.0 - 0.5 * x, -np.expm1(-x) / np.where(small, 1.0, x))
 
 
-def truncated_alpha2(
-    lam: FloatArray, b: FloatArray, u_cut: FloatArray, tilt: FloatArray
-) -> tuple[FloatArray, FloatArray]:
+def truncated_alpha2(lam: FloatArray, b: FloatArray, u_cut: FloatArray, tilt: FloatArray) -> tuple[FloatArray, FloatArray]:
     """α = 2, exact: ``P1 = π λ_s ∫_{b}^{b+u_cut} e^{−G_q(y)} dy`` and
     ``P2 = π λ_s ∫_{b}^{b+u_cut} e^{−G_q(y) − tilt (b + u_cut − y)} dy`` for every ``[s, q]``.
 
@@ -254,7 +252,9 @@ def _with_diagonal(cross: FloatArray) -> FloatArray:
     return cross
 
 
-def association_quadrature_jacobian(lam: FloatArray, b: FloatArray, alpha: float, nodes: int = DEFAULT_NODES) -> tuple[FloatArray, FloatArray]:
+def association_quadrature_jacobian(
+    lam: FloatArray, b: FloatArray, alpha: float, nodes: int = DEFAULT_NODES
+) -> tuple[FloatArray, FloatArray]:
     """``A`` and ``∂A_{s,q}/∂b_{t,q}`` by the shared-axis quadrature."""
     grid = tier_grid(lam, b, alpha, nodes=nodes)
     return grid.mass.sum(axis=2), grid.jacobian()

@@ -110,8 +110,13 @@ class _Batch:
 
     def take(self, idx: IntArray) -> _Batch:
         return _Batch(
-            self.instance, self.spatial.take(idx), self.active[idx], self.lam[idx], self.scale[idx],
-            self.servers[idx], self.reach[idx],
+            self.instance,
+            self.spatial.take(idx),
+            self.active[idx],
+            self.lam[idx],
+            self.scale[idx],
+            self.servers[idx],
+            self.reach[idx],
         )
 
     def cost_offsets(self, bias: FloatArray) -> FloatArray:
@@ -160,7 +165,11 @@ class _Batch:
         inst = self.instance
         inside = v < self.v_max(shift)
         ev = np.exp(np.where(inside, v, self.v_max(shift)))
-        offsets = None if isinstance(self.spatial, Alpha2Batch) else self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
+        offsets = (
+            None
+            if isinstance(self.spatial, Alpha2Batch)
+            else self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
+        )
         a_q, k_p, k_w = self.spatial.association_and_contractions(offsets, association)
         k, arrivals, work, mean_service = self.lifted_loads(a_q)
         wait, slope = advertised_wait_and_slope(unlift(work, k), self.servers, mean_service, rho_clip)
@@ -271,7 +280,9 @@ def _mixes(instance: Instance, mixes: Sequence[object] | npt.ArrayLike) -> Float
         pi = np.asarray(mixes, dtype=float)
         with np.errstate(invalid="ignore"):
             bad = (
-                ~np.all(np.isfinite(pi), axis=1) | np.any(pi < 0, axis=1) | (np.abs(pi.sum(axis=1) - 1.0) > MIX_TOLERANCE)
+                ~np.all(np.isfinite(pi), axis=1)
+                | np.any(pi < 0, axis=1)
+                | (np.abs(pi.sum(axis=1) - 1.0) > MIX_TOLERANCE)
                 | np.any((pi > 0) & (instance.concurrency < 1)[None, :], axis=1)
             )
         if bad.any():
@@ -328,8 +339,19 @@ def evaluate_batch(
     route = "loop: the engine law" if queue_law != "slots" else _loop_reason(instance, kernel, method)
     if route is not None:
         singles = [
-            evaluate(instance, row, policy, target=tau, method=method, warm_start=start, tol=tol, rho_clip=rho_clip, kernel=kernel,
-                     queue_model=queue_model, queue_law=queue_law)
+            evaluate(
+                instance,
+                row,
+                policy,
+                target=tau,
+                method=method,
+                warm_start=start,
+                tol=tol,
+                rho_clip=rho_clip,
+                kernel=kernel,
+                queue_model=queue_model,
+                queue_law=queue_law,
+            )
             for row, start in zip(pi, starts)
         ]
         return BatchEvaluation(tuple(singles), np.array([ev.coverage(tau) for ev in singles]), np.ones(len(pi), dtype=bool), route)
@@ -363,8 +385,15 @@ def _loop_reason(instance: Instance, kernel: SpatialKernel, method: str) -> str 
 
 
 def _evaluate_chunk(
-    instance: Instance, pi: FloatArray, starts: FloatArray, policy: str, tau: float, tol: float, rho_clip: float,
-    kernel: AnalyticKernel, queue_model: str = "meanfield",
+    instance: Instance,
+    pi: FloatArray,
+    starts: FloatArray,
+    policy: str,
+    tau: float,
+    tol: float,
+    rho_clip: float,
+    kernel: AnalyticKernel,
+    queue_model: str = "meanfield",
 ) -> tuple[list[Evaluation], FloatArray, BoolArray]:
     net = instance.network
     xi = net.radio_scale
@@ -392,7 +421,9 @@ def _evaluate_chunk(
             a_q = batch.spatial.association(batch.cost_offsets(bias))
     total = np.where(batch.active[:, :, None], a_q, 0.0).sum(axis=1)  # the single-mix checks (docs/model.md §20)
     if not np.all(np.isfinite(a_q)) or np.any(a_q < -ASSOCIATION_SLACK) or np.any(np.abs(total - 1.0) > ASSOCIATION_SLACK):
-        raise NumericalError(f"association: Σ_s A_s,q = {total[np.argmax(np.abs(total - 1.0).max(axis=1))].tolist()!r}, not 1 (docs/model.md §20)")
+        raise NumericalError(
+            f"association: Σ_s A_s,q = {total[np.argmax(np.abs(total - 1.0).max(axis=1))].tolist()!r}, not 1 (docs/model.md §20)"
+        )
     arrivals, work, mean_service = batch.loads(a_q)
     if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
         raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
@@ -415,7 +446,9 @@ def _evaluate_chunk(
     if not (np.all(np.isfinite(p1)) and np.all(np.isfinite(p2))):
         raise NumericalError(f"coverage at τ = {tau!r} s: the tier integrals are not finite (docs/model.md §20)")
     coverage = checked_probability((pairs.sum(axis=1) * instance.probabilities).sum(axis=1), "coverage")
-    demand = net.request_intensity * (instance.probabilities * np.where(batch.active[:, :, None], instance.service_time, np.inf).min(axis=1)).sum(axis=1)
+    demand = net.request_intensity * (
+        instance.probabilities * np.where(batch.active[:, :, None], instance.service_time, np.inf).min(axis=1)
+    ).sum(axis=1)
     capacity = demand < net.edge_density * (pi * instance.concurrency).sum(axis=1)
     tiers = np.stack([w_adv, arrivals, mean_service, rho, pw, w_bar, decay])  # (7, B, S)
     tiers = np.where(batch.active[None], tiers, np.nan)
@@ -425,18 +458,42 @@ def _evaluate_chunk(
     evaluations: list[Evaluation] = []
     for i in range(n):  # type: ignore[assignment]
         if fallback[i]:
-            ev = evaluate(instance, pi[i], policy, target=tau, warm_start=starts[i], tol=tol, rho_clip=rho_clip, kernel=kernel,
-                          queue_model=queue_model)
+            ev = evaluate(
+                instance,
+                pi[i],
+                policy,
+                target=tau,
+                warm_start=starts[i],
+                tol=tol,
+                rho_clip=rho_clip,
+                kernel=kernel,
+                queue_model=queue_model,
+            )
             evaluations.append(ev)
             coverage[i] = ev.coverage(tau)
             continue
         evaluations.append(
             Evaluation(
-                instance=instance, policy=policy, mix=pi[i], target=tau, densities=batch.lam[i], active=batch.active[i],
-                association=assoc_full[i], bias=bias_full[i], advertised_wait=tiers[0, i], arrival_rate=tiers[1, i],
-                mean_service=tiers[2, i], utilization=tiers[3, i], wait_probability=tiers[4, i], mean_wait=tiers[5, i],
-                decay=tiers[6, i], stable=bool(stable[i]), capacity_condition=bool(capacity[i]),
-                fixed_point=reports[i], kernel=kernel, queue_model=queue_model,
+                instance=instance,
+                policy=policy,
+                mix=pi[i],
+                target=tau,
+                densities=batch.lam[i],
+                active=batch.active[i],
+                association=assoc_full[i],
+                bias=bias_full[i],
+                advertised_wait=tiers[0, i],
+                arrival_rate=tiers[1, i],
+                mean_service=tiers[2, i],
+                utilization=tiers[3, i],
+                wait_probability=tiers[4, i],
+                mean_wait=tiers[5, i],
+                decay=tiers[6, i],
+                stable=bool(stable[i]),
+                capacity_condition=bool(capacity[i]),
+                fixed_point=reports[i],
+                kernel=kernel,
+                queue_model=queue_model,
             )
         )
     if queue_model == "cell":  # the per-node load law of docs/model.md §14, after the batched fixed point
@@ -469,7 +526,8 @@ def _cell_coverage(evaluations: list[Evaluation], tau: float) -> FloatArray:
         parts["group"].append(np.full(int(act.sum()), i))
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     law = cell_load(cat["lam"], cat["b"], net.radio_exponent, cat["w"], groups=cat["group"])
-    pairs = cell_coverage_pairs(law, tau, radio_scale=xi, first_token=cat["g"], servers=cat["c"], offered_load=cat["a"],
-                                mean_service=cat["m"])
+    pairs = cell_coverage_pairs(
+        law, tau, radio_scale=xi, first_token=cat["g"], servers=cat["c"], offered_load=cat["a"], mean_service=cat["m"]
+    )
     per_mix = np.bincount(cat["group"], (inst.probabilities * pairs).sum(axis=1), minlength=len(evaluations))
     return checked_probability(per_mix, "coverage")

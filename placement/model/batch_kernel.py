@@ -161,7 +161,9 @@ class Alpha2Batch:
         """``A`` ``(B, S, Q)`` from the cost offsets ``b`` ``(B, S, Q)``."""
         return self.weight[:, :, None] * self._tails(b)
 
-    def association_and_contractions(self, b: FloatArray | None, association: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+    def association_and_contractions(
+        self, b: FloatArray | None, association: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``A`` ``(B, S, Q)`` and ``K^p``, ``K^w`` ``(B, S, T)`` of (16.7) at the offsets ``b``, or from ``A`` there if known."""
         if association is None:
             assert b is not None
@@ -194,8 +196,10 @@ class Alpha2Batch:
         n, s_count, q = b.shape
         group = max(1, 4 * CACHE_ELEMENTS // (s_count * s_count * q))  # mixes per pass: the pieces' arrays stay in cache
         if n > group:
-            parts = [self.take(np.arange(i, min(n, i + group)))._truncated(b[i : i + group], u_cut[i : i + group], tilt[i : i + group])
-                     for i in range(0, n, group)]
+            parts = [
+                self.take(np.arange(i, min(n, i + group)))._truncated(b[i : i + group], u_cut[i : i + group], tilt[i : i + group])
+                for i in range(0, n, group)
+            ]
             return np.concatenate([p for p, _ in parts]), np.concatenate([p for _, p in parts])
         return self._truncated(b, u_cut, tilt)
 
@@ -250,7 +254,9 @@ class FoldedBatch:
     def association(self, b: FloatArray) -> FloatArray:
         return _unfold(self.kernel.association(self.lam_columns, _fold(b), self.alpha), b.shape[0])
 
-    def association_and_contractions(self, b: FloatArray | None, association: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+    def association_and_contractions(
+        self, b: FloatArray | None, association: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
         assert b is not None
         n, s, q = b.shape
         a, d_a = self.kernel.association_jacobian(self.lam_columns, _fold(b), self.alpha)

@@ -177,8 +177,15 @@ def sub_tiers(instance, mix: FloatArray, catalogue: Catalogue, *, exact: bool = 
                     true.append(t)
                     adv.append(advertised_first_token(instance, int(s), q, depth))
                     false.append(depth > instance.hit_depth[t, q])
-        out.append(SubTiers(np.array(share), np.array(believed, dtype=np.int64), np.array(true, dtype=np.int64),
-                            np.array(adv), np.array(false, dtype=bool)))
+        out.append(
+            SubTiers(
+                np.array(share),
+                np.array(believed, dtype=np.int64),
+                np.array(true, dtype=np.int64),
+                np.array(adv),
+                np.array(false, dtype=bool),
+            )
+        )
     return out
 
 
@@ -397,8 +404,7 @@ def catalogue_evaluation(
     report = None
     w_full = np.zeros(pi.size)
     if needs_fixed_point(policy):
-        w_active, report = solve_fixed_point(advertise, np.zeros(idx.size), method="robust",
-                                             w_shift=0.05 * float(service[idx].mean()))
+        w_active, report = solve_fixed_point(advertise, np.zeros(idx.size), method="robust", w_shift=0.05 * float(service[idx].mean()))
         w_full[idx] = w_active
     assoc = associate(w_full)
     _, work, mean, scv = queues(assoc)
@@ -413,8 +419,18 @@ def catalogue_evaluation(
     if needs_fixed_point(policy):
         adv[idx] = w_full[idx]
     return CatalogueEvaluation(
-        instance=instance, catalogue=cat, policy=policy, mix=pi, target=tau, tiers=tiers, association=assoc,
-        advertised_wait=np.where(active, np.nan_to_num(adv), np.nan), utilization=rho, wait_probability=pw,
-        decay=decay, false_positive=cat.false_positive([len(s.prefixes) for s in instance.profiles]),
-        fixed_point=report, kernel=kernel,
+        instance=instance,
+        catalogue=cat,
+        policy=policy,
+        mix=pi,
+        target=tau,
+        tiers=tiers,
+        association=assoc,
+        advertised_wait=np.where(active, np.nan_to_num(adv), np.nan),
+        utilization=rho,
+        wait_probability=pw,
+        decay=decay,
+        false_positive=cat.false_positive([len(s.prefixes) for s in instance.profiles]),
+        fixed_point=report,
+        kernel=kernel,
     )

@@ -70,17 +70,75 @@ SKEW_GRID = 481
 
 
 VORONOI_T_MAX = 36.0
-VORONOI_MEAN = np.array([
-    1.000000, 1.004146, 1.015695, 1.033519, 1.056710, 1.084534, 1.116396, 1.151802,
-    1.190349, 1.231699, 1.275569, 1.321721, 1.369951, 1.420089, 1.471984, 1.525510,
-    1.580553, 1.637017, 1.694817, 1.753876, 1.814129, 1.875515, 1.937982, 2.001480,
-    2.065970, 2.131409, 2.197759, 2.264992, 2.333077, 2.401988, 2.471699, 2.542187,
-    2.613431, 2.685411, 2.758099, 2.831484, 2.905559, 2.980309, 3.055691, 3.131719,
-    3.208391, 3.285645, 3.363525, 3.441990, 3.521027, 3.600658, 3.680817, 3.761569,
-    3.842820, 3.924648, 4.006972, 4.089831, 4.173215, 4.257063, 4.341486, 4.426308,
-    4.511676, 4.597533, 4.683795, 4.770612, 4.857854, 4.945506, 5.033703, 5.122313,
-    5.211295,
-])  # φ_V(t) on t = 36 x², x = 0, 1/64, …, 1 (eq. (14.12); tests/test_cell_model.py checks nodes by quadrature)
+VORONOI_MEAN = np.array(
+    [
+        1.000000,
+        1.004146,
+        1.015695,
+        1.033519,
+        1.056710,
+        1.084534,
+        1.116396,
+        1.151802,
+        1.190349,
+        1.231699,
+        1.275569,
+        1.321721,
+        1.369951,
+        1.420089,
+        1.471984,
+        1.525510,
+        1.580553,
+        1.637017,
+        1.694817,
+        1.753876,
+        1.814129,
+        1.875515,
+        1.937982,
+        2.001480,
+        2.065970,
+        2.131409,
+        2.197759,
+        2.264992,
+        2.333077,
+        2.401988,
+        2.471699,
+        2.542187,
+        2.613431,
+        2.685411,
+        2.758099,
+        2.831484,
+        2.905559,
+        2.980309,
+        3.055691,
+        3.131719,
+        3.208391,
+        3.285645,
+        3.363525,
+        3.441990,
+        3.521027,
+        3.600658,
+        3.680817,
+        3.761569,
+        3.842820,
+        3.924648,
+        4.006972,
+        4.089831,
+        4.173215,
+        4.257063,
+        4.341486,
+        4.426308,
+        4.511676,
+        4.597533,
+        4.683795,
+        4.770612,
+        4.857854,
+        4.945506,
+        5.033703,
+        5.122313,
+        5.211295,
+    ]
+)  # φ_V(t) on t = 36 x², x = 0, 1/64, …, 1 (eq. (14.12); tests/test_cell_model.py checks nodes by quadrature)
 
 
 VORONOI_BAND = 0.35  # δ_0 of the Voronoi weight exp(−δ_{s,q}/δ_0) (fitted, docs/model.md §14)
@@ -126,8 +184,10 @@ def voronoi_mean(excess: FloatArray) -> tuple[FloatArray, FloatArray]:
     """
     n = VORONOI_MEAN.size - 1
     if not np.all(np.isfinite(excess)):  # a NaN would reach the integer cast below (docs/model.md §20.1)
-        raise NumericalError("cell model: the conditional load of a node is not finite (an input beyond the ranges of "
-                             "docs/model.md §20); use --queue-model meanfield or bring the instance into range")
+        raise NumericalError(
+            "cell model: the conditional load of a node is not finite (an input beyond the ranges of "
+            "docs/model.md §20); use --queue-model meanfield or bring the instance into range"
+        )
     e = np.maximum(excess, 0.0)
     pos = np.sqrt(np.minimum(e, VORONOI_T_MAX) / VORONOI_T_MAX) * n
     lo = np.minimum(pos.astype(np.int64), n - 1)
@@ -403,8 +463,7 @@ class CellLoad:
         delta = self.offsets[tier, kind][:, None] - self.offsets[:, kind].T  # (P, T)
         return void_exponent(v, self.lam, delta, self.alpha)
 
-    def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64],
-                                       kind: npt.NDArray[np.int64]) -> FloatArray:
+    def conditional_mean_from_exponent(self, expo: FloatArray, tier: npt.NDArray[np.int64], kind: npt.NDArray[np.int64]) -> FloatArray:
         """``M`` (eq. (14.4)) from ``L = expo`` ``(P, R)`` for the pairs ``(tier, kind)`` ``(P,)``."""
         # the ℓ nodes are L_MAX x² on a uniform x grid: the cell of ℓ is found without a search
         n = self.ell.size - 1
@@ -427,8 +486,15 @@ class CellLoad:
         return self.conditional_mean_from_exponent(expo, tier, kind).reshape(s_count, q_count, r_count)
 
 
-def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArray, *, sectors: float | None = None,
-              groups: npt.ArrayLike | None = None) -> CellLoad:
+def cell_load(
+    lam: FloatArray,
+    offsets: FloatArray,
+    alpha: float,
+    work: FloatArray,
+    *,
+    sectors: float | None = None,
+    groups: npt.ArrayLike | None = None,
+) -> CellLoad:
     """The load law of every active tier (eqs. (14.1)–(14.5)).
 
     Parameters
@@ -511,8 +577,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
     if np.any(empty):
         tail[empty] = 1.0
     weight = voronoi_weight(lam, b, grouped) if VORONOI_BAND > 0 else None  # δ_0 = 0: the ray closure alone
-    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight,
-                   groups=grouped)
+    law = CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, variance, sectors, axis=axis, weight=weight, groups=grouped)
     # law of total variance over the size-biased request measure w_{s,q} p_{s,q}(v) dv
     x, xw = _legendre01(LTV_NODES)
     span = np.maximum(cap, 1e-300)[:, :, None]  # each pair's own range, up to L = RADIAL_L_MAX
@@ -534,8 +599,7 @@ def cell_load(lam: FloatArray, offsets: FloatArray, alpha: float, work: FloatArr
         e1, e2 = np.where(reached, e1, 1.0), np.where(reached, e2, 1.0)
     third = skewness * variance**1.5
     conditional = np.maximum(third + variance - variance**2 - (e2 - e1**2), MIN_CONDITIONAL * variance)
-    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis, weight,
-                    grouped)
+    return CellLoad(lam, b, float(alpha), ell, tail, k1, variance, skewness, conditional, sectors, e1, cap, axis, weight, grouped)
 
 
 @lru_cache(maxsize=2)
@@ -760,8 +824,9 @@ def accuracy_region(alpha: float, profiles: int, max_utilization: float) -> str 
     for lo, hi, cells, over, low, high in OUT_OF_SAMPLE_ACCURACY:
         if lo <= alpha < hi or (alpha == hi == OUT_OF_SAMPLE_ACCURACY[-1][1]):
             close = "]" if hi == OUT_OF_SAMPLE_ACCURACY[-1][1] else ")"
-            return (f"cell model, α in [{lo:g}, {hi:g}{close}: on random instances it was not fitted on, cell − simulation "
-                    f"ranged {low:+.3f} … {high:+.3f} ({over} of {cells} cells beyond ±{ACCURACY_LIMIT}; "
-                    "docs/model.md §14.10): read it as a lower estimate within about 0.03")
-    return (f"cell model: α = {alpha:g} lies outside [2, 4], where its accuracy was measured "
-            "(docs/model.md §14.10): no error bound is known")
+            return (
+                f"cell model, α in [{lo:g}, {hi:g}{close}: on random instances it was not fitted on, cell − simulation "
+                f"ranged {low:+.3f} … {high:+.3f} ({over} of {cells} cells beyond ±{ACCURACY_LIMIT}; "
+                "docs/model.md §14.10): read it as a lower estimate within about 0.03"
+            )
+    return f"cell model: α = {alpha:g} lies outside [2, 4], where its accuracy was measured (docs/model.md §14.10): no error bound is known"

@@ -227,8 +227,9 @@ class _Alpha2Geometry:
         size = fwd.knots.size
         axis.knots_bar += np.bincount(flat, u_inv_bar.ravel(), size).reshape(axis.knots_bar.shape)
         axis.level_bar -= np.bincount(flat, (u_inv_bar * inv_slope).ravel(), size).reshape(axis.level_bar.shape)
-        axis.slope_bar -= np.bincount(flat, (u_inv_bar * (u_inv - fwd.knots[rows, j_inv]) * inv_slope).ravel(),
-                                      size).reshape(axis.slope_bar.shape)
+        axis.slope_bar -= np.bincount(flat, (u_inv_bar * (u_inv - fwd.knots[rows, j_inv]) * inv_slope).ravel(), size).reshape(
+            axis.slope_bar.shape
+        )
 
     def queue_free(self, tier: IntArray, kind: IntArray, u_cut: FloatArray | None) -> FloatArray:
         """Exact ``P1_{s,q} = π λ_s (Φ_q(b_{s,q}) − Φ_q(b_{s,q} + u_cut))`` for the pairs (``u_cut`` ``(S, Q)``; ``None``: ``τ = ∞``)."""
@@ -529,8 +530,9 @@ def cell_coverage_gradient(
     w_bar += (meas_bar * meas).sum(axis=2) / np.where(w > 0, w, np.inf)
     expo_l_bar = -meas_bar * meas
     span_bar = (meas_bar * meas).sum(axis=2) / span
-    expo_l_bar = expo_l_bar.reshape(s_count * q_count, -1) + _mean_vjp(m_l_bar.reshape(s_count * q_count, -1), cm_l, tail_bar,
-                                                                       theta_bar, dl, tail.shape)
+    expo_l_bar = expo_l_bar.reshape(s_count * q_count, -1) + _mean_vjp(
+        m_l_bar.reshape(s_count * q_count, -1), cm_l, tail_bar, theta_bar, dl, tail.shape
+    )
     v_l_bar = geo.exponent_vjp(tok_l, expo_l_bar)
     span_bar += (v_l_bar.reshape(grid.shape) * xl**2).sum(axis=2)
     cap_bar += np.where(cap > 1e-300, span_bar, 0.0)
@@ -554,10 +556,13 @@ def cell_coverage_gradient(
     seg2_bar = np.broadcast_to(m2_bar[:, None], seg2.shape)
     seg3_bar = np.broadcast_to(m3_bar[:, None], seg3.shape)
     # segments ← g at the ℓ nodes (exact piecewise integrals)
-    ga_bar = (ea * (seg1_bar * 1.0 + seg2_bar * (2 * ga + 2 * mm) + seg3_bar * (3 * ga**2 + 6 * mm * ga + 6 * mm**2)))
+    ga_bar = ea * (seg1_bar * 1.0 + seg2_bar * (2 * ga + 2 * mm) + seg3_bar * (3 * ga**2 + 6 * mm * ga + 6 * mm**2))
     gb_bar = -(eb * (seg1_bar * 1.0 + seg2_bar * (2 * gb + 2 * mm) + seg3_bar * (3 * gb**2 + 6 * mm * gb + 6 * mm**2)))
-    mm_bar = (seg1_bar * (ea - eb) + seg2_bar * (ea * (2 * ga + 4 * mm) - eb * (2 * gb + 4 * mm))
-              + seg3_bar * (ea * (3 * ga**2 + 12 * mm * ga + 18 * mm**2) - eb * (3 * gb**2 + 12 * mm * gb + 18 * mm**2)))
+    mm_bar = (
+        seg1_bar * (ea - eb)
+        + seg2_bar * (ea * (2 * ga + 4 * mm) - eb * (2 * gb + 4 * mm))
+        + seg3_bar * (ea * (3 * ga**2 + 12 * mm * ga + 18 * mm**2) - eb * (3 * gb**2 + 12 * mm * gb + 18 * mm**2))
+    )
     g_bar = np.zeros_like(g)
     g_bar[:, :-1] += ga_bar - mm_bar / dl[None, :]
     g_bar[:, 1:] += gb_bar + mm_bar / dl[None, :]
@@ -580,8 +585,9 @@ def cell_coverage_gradient(
     return CellGradient(value, pairs_out, lam_bar, b_bar, a_bar, m_bar, w_bar, scv_bar)
 
 
-def _mean_vjp(mean_bar: FloatArray, saved: tuple, tail_bar: FloatArray, theta_bar: FloatArray, dl: FloatArray,
-              shape: tuple[int, int]) -> FloatArray:
+def _mean_vjp(
+    mean_bar: FloatArray, saved: tuple, tail_bar: FloatArray, theta_bar: FloatArray, dl: FloatArray, shape: tuple[int, int]
+) -> FloatArray:
     """Adjoint of ``M = c(e) + θ (φ_V(e) − c(e))``, ``c = 1 + e/K``, ``e = tail[lo] frac + tail[lo + 1](1 − frac) − 1``.
 
     Fills ``tail_bar`` and ``theta_bar``; returns ``expō``.
@@ -608,8 +614,18 @@ def _standard_nodes_slope(skewness: FloatArray) -> FloatArray:
     return np.where(inside, (table[lo + 1] - table[lo]) / gam[1], 0.0)
 
 
-def _p1_vjp(axis: _Axis, lam: FloatArray, b: FloatArray, tier: IntArray, kind: IntArray, lower: FloatArray,
-            upper: FloatArray, p1_bar: FloatArray, lam_bar: FloatArray, b_bar: FloatArray) -> None:
+def _p1_vjp(
+    axis: _Axis,
+    lam: FloatArray,
+    b: FloatArray,
+    tier: IntArray,
+    kind: IntArray,
+    lower: FloatArray,
+    upper: FloatArray,
+    p1_bar: FloatArray,
+    lam_bar: FloatArray,
+    b_bar: FloatArray,
+) -> None:
     """Adjoint of ``P1 = π λ_s ∫_{b_s}^{upper} e^{−G_q}`` through ``G_q`` (all tiers) and the limits (λ_s's own factor aside).
 
     ``∂Φ_q(u)/∂b_t = π λ_t Φ_q(max(u, b_t))``, ``∂Φ_q(u)/∂λ_t = −π Ψ_{q,t}(u)`` with

@@ -168,8 +168,9 @@ class PowerGeometry:
         return self.lam_bar, self.b_bar
 
 
-def _mass(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None, nodes: int,
-          bar: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _mass(
+    lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None, nodes: int, bar: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """``(P1 (S, Q), λ̄ (S,), b̄ (S, Q))`` of :func:`_mass_forward` and, with ``bar``, :func:`_mass_reverse` (zeros without)."""
     value, state = _mass_forward(lam, b, alpha, u_cut, nodes)
     if bar is None:
@@ -177,8 +178,7 @@ def _mass(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None
     return (value, *_mass_reverse(state, bar))
 
 
-def _mass_forward(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None,
-                  nodes: int) -> tuple[FloatArray, dict[str, Any]]:
+def _mass_forward(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray | None, nodes: int) -> tuple[FloatArray, dict[str, Any]]:
     """The kernel's ``P1_{s,q} = Σ_{0 < u ≤ u_cut} mass`` (``A_{s,q}`` when ``u_cut`` is None) on
     :func:`~edgeprefix.placement.model.association.tier_grid`'s nodes, and what its reverse pass needs.
 
@@ -223,8 +223,32 @@ def _mass_forward(lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArra
     survival = np.exp(-(u * rate).sum(axis=0) / p)  # e^{−G_q}
     inside = active if u_cut is None else active & (u <= u_cut[:, :, None])
     mass = np.where(inside, rate * (survival * dy)[None], 0.0)
-    names = ("lam", "p", "s_count", "q_count", "k_count", "inside", "active", "rate", "survival", "dy", "u", "gap", "xm", "dxm",
-             "at_end", "finite", "breaks", "src", "order", "first", "cols", "reach", "started", "u_cut")
+    names = (
+        "lam",
+        "p",
+        "s_count",
+        "q_count",
+        "k_count",
+        "inside",
+        "active",
+        "rate",
+        "survival",
+        "dy",
+        "u",
+        "gap",
+        "xm",
+        "dxm",
+        "at_end",
+        "finite",
+        "breaks",
+        "src",
+        "order",
+        "first",
+        "cols",
+        "reach",
+        "started",
+        "u_cut",
+    )
     values = locals()
     return mass.sum(axis=2), {name: values[name] for name in names}  # what the reverse pass reads
 

@@ -58,17 +58,24 @@ def check_queue_law(queue_law: str, instance: Any = None) -> None:
     if queue_law not in QUEUE_LAWS:
         raise ValueError(f"--queue-law: must be one of {list(QUEUE_LAWS)}, got {queue_law!r}")
     if queue_law == "engine" and instance is not None and getattr(instance, "engine", None) is None:
-        raise ValueError(f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} has no [engine] section; add "
-                         "[engine.timings] (model, hardware, tensor_parallel; docs/instances.md) or use --queue-law slots")
+        raise ValueError(
+            f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} has no [engine] section; add "
+            "[engine.timings] (model, hardware, tensor_parallel; docs/instances.md) or use --queue-law slots"
+        )
     if queue_law == "engine" and instance is not None:
         serving = getattr(instance, "serving", None)
         gpu = getattr(instance, "gpu", None)
-        if (getattr(gpu, "tiers", ()) or getattr(instance, "remote", None) is not None
-                or getattr(instance, "compression", None) is not None
-                or (serving is not None and (serving.mode != "colocated" or serving.chunk_size is not None))):
-            raise ValueError(f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} uses serving extensions (memory "
-                             "tiers, KV pool, compression, disaggregation or chunks of [serving]), which the engine law does "
-                             "not model (its [engine] chunks by token_budget): drop them or use --queue-law slots")
+        if (
+            getattr(gpu, "tiers", ())
+            or getattr(instance, "remote", None) is not None
+            or getattr(instance, "compression", None) is not None
+            or (serving is not None and (serving.mode != "colocated" or serving.chunk_size is not None))
+        ):
+            raise ValueError(
+                f"--queue-law engine: instance {getattr(instance, 'name', '?')!r} uses serving extensions (memory "
+                "tiers, KV pool, compression, disaggregation or chunks of [serving]), which the engine law does "
+                "not model (its [engine] chunks by token_budget): drop them or use --queue-law slots"
+            )
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,7 @@ def shipped_constants() -> EngineLawConstants:
 
 
 # -- Erlang C for a real number of servers ------------------------------------------------------------
+
 
 def erlang_b_real(load: npt.ArrayLike, servers: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """Erlang B ``E(a, c) = p(c; a) / Q(c + 1, a)`` for real ``c ≥ 1`` and ``E/a`` (``p`` the Poisson
@@ -131,6 +139,7 @@ def erlang_c_real(load: npt.ArrayLike, servers: npt.ArrayLike) -> tuple[FloatArr
 
 # -- the law ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class EngineTiers:
     """Per-tier constants of the engine law: the prefill share ``π_s = ū_s/w̄_s`` and the memory's scale
@@ -143,12 +152,15 @@ class EngineTiers:
         return EngineTiers(*(np.asarray(v, dtype=float)[rows] for v in (self.prefill_share, self.memory_scale)))
 
     def arrays(self, like: FloatArray) -> tuple[FloatArray, FloatArray]:
-        return (np.asarray(self.prefill_share, dtype=float) + np.zeros_like(like),
-                np.asarray(self.memory_scale, dtype=float) + np.zeros_like(like))
+        return (
+            np.asarray(self.prefill_share, dtype=float) + np.zeros_like(like),
+            np.asarray(self.memory_scale, dtype=float) + np.zeros_like(like),
+        )
 
 
-def _component(a: FloatArray, c: FloatArray, scale: FloatArray, amp: float | FloatArray, pole: FloatArray
-               ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def _component(
+    a: FloatArray, c: FloatArray, scale: FloatArray, amp: float | FloatArray, pole: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """One equivalent ``M/M/c`` at ``a_e = s a φ(a)``, ``φ = amp/(1 − p a)``, service ``m s φ``: ``f = W̄/m``,
     ``f'``, ``P^W`` and ``dP^W/da`` (``a`` below its edge)."""
     den = 1.0 - pole * a
@@ -187,8 +199,9 @@ def stability_edge(servers: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConst
     return np.minimum(_edge(*compute, rho), _edge(*memory, rho))
 
 
-def _both(a: FloatArray, c: FloatArray, tiers: EngineTiers, k: EngineLawConstants, rho_clip: float | None
-          ) -> tuple[tuple[FloatArray, ...], tuple[FloatArray, ...]]:
+def _both(
+    a: FloatArray, c: FloatArray, tiers: EngineTiers, k: EngineLawConstants, rho_clip: float | None
+) -> tuple[tuple[FloatArray, ...], tuple[FloatArray, ...]]:
     """``(f, f', P^W, dP^W/da)`` of each component at ``a`` (linear in ``a`` above its ``ρ_clip`` edge if given)."""
     out = []
     for scale, part in zip((k.theta_5, 1.0), _parts(c, tiers, k, a)):
@@ -202,8 +215,14 @@ def _both(a: FloatArray, c: FloatArray, tiers: EngineTiers, k: EngineLawConstant
     return out[0], out[1]
 
 
-def engine_advertised(load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers,
-                      rho_clip: float, k: EngineLawConstants | None = None) -> tuple[FloatArray, FloatArray]:
+def engine_advertised(
+    load: npt.ArrayLike,
+    servers: npt.ArrayLike,
+    service: npt.ArrayLike,
+    tiers: EngineTiers,
+    rho_clip: float,
+    k: EngineLawConstants | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """The advertised delay ``Ŵ = m (f_c + f_m)``, each component continued linearly above its ``ρ_clip`` edge
     (as (7.1)), and ``∂Ŵ/∂a``; ``∂Ŵ/∂m = Ŵ/m``.  ``+inf`` where ``c < 1``."""
     k = shipped_constants() if k is None else k
@@ -215,8 +234,9 @@ def engine_advertised(load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.
     return np.where(ok, wait, np.inf), np.where(ok, m * (comp[1] + mem[1]), 0.0)
 
 
-def engine_wait_law(load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers,
-                    k: EngineLawConstants | None = None) -> dict[str, FloatArray]:
+def engine_wait_law(
+    load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConstants | None = None
+) -> dict[str, FloatArray]:
     """``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = m (f_c + f_m)``, the decay ``θ = P^W/W̄`` and their slopes in ``a``
     and ``m`` (0 where unstable)."""
     k = shipped_constants() if k is None else k
@@ -230,8 +250,10 @@ def engine_wait_law(load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.Ar
     f, df = fc + fm, dfc + dfm
     pi, r = tiers.arrays(a_s)
     # θ m at a = 0, where W̄ = P^W = 0: the faster of the two components' decays
-    idle = np.minimum(np.divide(k.compute_servers, pi * k.theta_1, out=np.full_like(pi, np.inf), where=pi > 0),
-                      np.divide(cs, r * k.theta_4, out=np.full_like(r, np.inf), where=r > 0))
+    idle = np.minimum(
+        np.divide(k.compute_servers, pi * k.theta_1, out=np.full_like(pi, np.inf), where=pi > 0),
+        np.divide(cs, r * k.theta_4, out=np.full_like(r, np.inf), where=r > 0),
+    )
     busy = f > 0
     fs = np.where(busy, f, 1.0)
     decay_m = np.where(busy, pw / fs, idle)  # θ m
@@ -241,11 +263,19 @@ def engine_wait_law(load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.Ar
     def keep(x: FloatArray) -> FloatArray:
         return np.where(stable, x, 0.0)
 
-    return {"stable": stable, "weight": keep(pw), "decay": keep(decay), "d_weight_da": keep(dpw),
-            "d_decay_da": keep(d_decay_m / m), "d_decay_dm": keep(-decay / m), "mean": np.where(stable, m * f, np.inf)}
+    return {
+        "stable": stable,
+        "weight": keep(pw),
+        "decay": keep(decay),
+        "d_weight_da": keep(dpw),
+        "d_decay_da": keep(d_decay_m / m),
+        "d_decay_dm": keep(-decay / m),
+        "mean": np.where(stable, m * f, np.inf),
+    }
 
 
 # -- the engine's units, per profile and type ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EngineUnits:
@@ -325,8 +355,12 @@ def engine_view(instance: Any, k: EngineLawConstants | None = None, step: Any = 
         return _VIEWS[key][1]
     units = engine_units(instance, default_step_time(instance) if step is None else step, k)
     view = dataclasses.replace(instance)
-    for name, value in (("first_token_time", units.prefill), ("service_time", units.work),
-                        ("service_second_moment", units.work**2), ("concurrency", units.servers)):
+    for name, value in (
+        ("first_token_time", units.prefill),
+        ("service_time", units.work),
+        ("service_second_moment", units.work**2),
+        ("concurrency", units.servers),
+    ):
         arr = np.array(value, dtype=float)
         arr.setflags(write=False)
         object.__setattr__(view, name, arr)

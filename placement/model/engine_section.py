@@ -52,13 +52,17 @@ class EngineSection:
             raise InstanceError("engine.watermark", f"must lie in [0, 1), got {plain(self.watermark)}")
         named = (self.model, self.hardware, self.tensor_parallel)
         if self.step_time is None and any(v is None for v in named):
-            raise InstanceError("engine.timings", "the engine needs its step time: give [engine.timings] model, hardware "
-                                "and tensor_parallel (a measured timing table), or [engine.step_time] coefficients")
+            raise InstanceError(
+                "engine.timings",
+                "the engine needs its step time: give [engine.timings] model, hardware "
+                "and tensor_parallel (a measured timing table), or [engine.step_time] coefficients",
+            )
         if self.step_time is not None:
             unknown = sorted({k for k, _ in self.step_time} - set(STEP_TIME_KEYS))
             if unknown or "base" not in dict(self.step_time):
-                raise InstanceError("engine.step_time", f"needs base (and any of {list(STEP_TIME_KEYS[1:])}), got "
-                                    f"{sorted(k for k, _ in self.step_time)}")
+                raise InstanceError(
+                    "engine.step_time", f"needs base (and any of {list(STEP_TIME_KEYS[1:])}), got {sorted(k for k, _ in self.step_time)}"
+                )
 
 
 def engine_from_mapping(data: Any) -> EngineSection:
@@ -85,14 +89,21 @@ def engine_from_mapping(data: Any) -> EngineSection:
         values["chunked_prefill"] = data["chunked_prefill"]
     if "timings" in data:
         t = data["timings"]
-        if not isinstance(t, Mapping) or not {"model", "hardware", "tensor_parallel"} <= set(t) or set(t) - {
-                "model", "hardware", "tensor_parallel", "file"}:
+        if (
+            not isinstance(t, Mapping)
+            or not {"model", "hardware", "tensor_parallel"} <= set(t)
+            or set(t) - {"model", "hardware", "tensor_parallel", "file"}
+        ):
             raise InstanceError("engine.timings", "must be a table with model, hardware, tensor_parallel (and optional file)")
         tp = t["tensor_parallel"]
         if isinstance(tp, bool) or not isinstance(tp, (int, float)) or not float(tp).is_integer() or tp < 1:
             raise InstanceError("engine.timings.tensor_parallel", f"must be a positive whole number, got {plain(tp)}")
-        values.update(model=str(t["model"]), hardware=str(t["hardware"]), tensor_parallel=int(tp),
-                      timings_file=None if t.get("file") is None else str(t["file"]))
+        values.update(
+            model=str(t["model"]),
+            hardware=str(t["hardware"]),
+            tensor_parallel=int(tp),
+            timings_file=None if t.get("file") is None else str(t["file"]),
+        )
     if "step_time" in data:
         st = data["step_time"]
         if not isinstance(st, Mapping):
@@ -106,9 +117,13 @@ def engine_from_mapping(data: Any) -> EngineSection:
 
 def engine_to_mapping(section: EngineSection) -> dict[str, Any]:
     """The file form of ``[engine]`` (round-trips through :func:`engine_from_mapping`)."""
-    out: dict[str, Any] = {"token_budget": section.token_budget, "max_running": section.max_running,
-                           "block_size": section.block_size, "watermark": section.watermark,
-                           "chunked_prefill": section.chunked_prefill}
+    out: dict[str, Any] = {
+        "token_budget": section.token_budget,
+        "max_running": section.max_running,
+        "block_size": section.block_size,
+        "watermark": section.watermark,
+        "chunked_prefill": section.chunked_prefill,
+    }
     if section.model is not None:
         out["timings"] = {"model": section.model, "hardware": section.hardware, "tensor_parallel": section.tensor_parallel}
         if section.timings_file is not None:

@@ -144,9 +144,13 @@ class Evaluation:
         g = inst.first_token_time[act]
         queue_free = None  # α = 2: cell_coverage_pairs has P1_{s,q} in closed form
         if inst.network.radio_exponent != 2.0:  # P1_{s,q} of eq. (39) (F_W ≡ 1): the mass the radial rule is normalised to
-            queue_free = (self.kernel.truncated(self.densities[act], self.bias[act] / xi, inst.network.radio_exponent,
-                                                (tau - g) / xi, np.zeros_like(g))[0]
-                          if np.isfinite(tau) else self.association[act])
+            queue_free = (
+                self.kernel.truncated(
+                    self.densities[act], self.bias[act] / xi, inst.network.radio_exponent, (tau - g) / xi, np.zeros_like(g)
+                )[0]
+                if np.isfinite(tau)
+                else self.association[act]
+            )
         return cell_coverage_pairs(
             self.cell_load,
             tau,
@@ -175,15 +179,24 @@ class Evaluation:
             raise ValueError(f"target: τ must be > 0 seconds, got {plain(t)}")
         net = inst.network
         if net.radio_exponent != 2.0 and not isinstance(self.kernel, AnalyticKernel):
-            raise ValueError(f"kernel: the cell model's partials at radio_exponent ≠ 2 differentiate the analytic kernel's "
-                             f"quadrature (AnalyticKernel), got {type(self.kernel).__name__}")
+            raise ValueError(
+                f"kernel: the cell model's partials at radio_exponent ≠ 2 differentiate the analytic kernel's "
+                f"quadrature (AnalyticKernel), got {type(self.kernel).__name__}"
+            )
         work = net.request_intensity * inst.probabilities[None, :] * inst.service_time[act]
         return cell_coverage_gradient(
-            self.densities[act], self.bias[act] / net.radio_scale, work, t, radio_scale=net.radio_scale,
-            first_token=inst.first_token_time[act], servers=inst.concurrency[act].astype(float),
-            offered_load=(self.arrival_rate * self.mean_service)[act], mean_service=self.mean_service[act],
+            self.densities[act],
+            self.bias[act] / net.radio_scale,
+            work,
+            t,
+            radio_scale=net.radio_scale,
+            first_token=inst.first_token_time[act],
+            servers=inst.concurrency[act].astype(float),
+            offered_load=(self.arrival_rate * self.mean_service)[act],
+            mean_service=self.mean_service[act],
             service_scv=None if self.service_scv is None else self.service_scv[act],
-            weights=inst.probabilities if weights is None else weights, alpha=net.radio_exponent,
+            weights=inst.probabilities if weights is None else weights,
+            alpha=net.radio_exponent,
             nodes=getattr(self.kernel, "nodes", None),
         )
 
@@ -301,9 +314,16 @@ class Evaluation:
         rho = self.utilization[act]
         busy = rho > 0  # a tier that receives no work has no load law and overloads no node
         with np.errstate(divide="ignore", invalid="ignore"):
-            law = self.cell_load if busy.all() else cell_load(self.densities[act][busy], self.bias[act][busy] / self.instance.network.radio_scale,
-                            self.instance.network.radio_exponent,
-                            self.instance.network.request_intensity * self.instance.probabilities[None, :] * self.instance.service_time[act][busy])
+            law = (
+                self.cell_load
+                if busy.all()
+                else cell_load(
+                    self.densities[act][busy],
+                    self.bias[act][busy] / self.instance.network.radio_scale,
+                    self.instance.network.radio_exponent,
+                    self.instance.network.request_intensity * self.instance.probabilities[None, :] * self.instance.service_time[act][busy],
+                )
+            )
         nodes, requests = np.zeros(rho.size), np.zeros(rho.size)
         nodes[busy], requests[busy] = overload_shares(law, rho[busy])
         lam = self.densities[act]
@@ -342,9 +362,14 @@ class Evaluation:
         prob = np.bincount(grp.index, weights=inst.probabilities, minlength=len(grp.ids))
         mean_length = grp.aggregate(inst.lengths)
         return {
-            q: {"probability": float(prob[j]), "mean_length": float(mean_length[j]), "coverage": float(covered[j]),
-                "mean_ttft": float(ttft[j]) if np.isfinite(ttft[j]) else None, "mean_prefix_depth": float(depth[j]),
-                "offload_ratio": float(saved[j] / full[j]) if full[j] > 0 else 0.0}
+            q: {
+                "probability": float(prob[j]),
+                "mean_length": float(mean_length[j]),
+                "coverage": float(covered[j]),
+                "mean_ttft": float(ttft[j]) if np.isfinite(ttft[j]) else None,
+                "mean_prefix_depth": float(depth[j]),
+                "offload_ratio": float(saved[j] / full[j]) if full[j] > 0 else 0.0,
+            }
             for j, q in enumerate(grp.ids)
         }
 
@@ -369,10 +394,13 @@ class Evaluation:
         loads = (self.arrival_rate * self.mean_service)[self.active]
         busiest = float(loads.max()) if loads.size else 0.0
         inside = busiest <= ENGINE_LAW_VALIDATED_LOAD
-        note = (f"engine law: busiest GPU load {busiest:.2f}; validated on single nodes up to {ENGINE_LAW_VALIDATED_LOAD} "
-                f"with ample KV memory (coverage within 0.07, mean TTFT within 10 %); on engine networks measured up to 0.10 "
-                f"too high in coverage from 0.3 of the engine's stability edge" + ("" if inside else
-                "; beyond it the law can call a node unstable that the engine still serves") + " (docs/model.md §17.10)")
+        note = (
+            f"engine law: busiest GPU load {busiest:.2f}; validated on single nodes up to {ENGINE_LAW_VALIDATED_LOAD} "
+            f"with ample KV memory (coverage within 0.07, mean TTFT within 10 %); on engine networks measured up to 0.10 "
+            f"too high in coverage from 0.3 of the engine's stability edge"
+            + ("" if inside else "; beyond it the law can call a node unstable that the engine still serves")
+            + " (docs/model.md §17.10)"
+        )
         return {"busiest_load": busiest, "validated_load": ENGINE_LAW_VALIDATED_LOAD, "inside": inside, "note": note}
 
     def to_dict(self, target: float | None = None) -> dict[str, Any]:
@@ -404,46 +432,44 @@ class Evaluation:
         fp = self.fixed_point
         converged = fp is None or fp.converged
         declared, association, distance = self._declared_pairs()
-        return {
-            "instance": inst.name,
-            "policy": self.policy,
-            "queue_model": self.queue_model,
-            "queue_law": self.queue_law,
-            **({"engine_law_region": self.engine_law_region()} if self.queue_law == "engine" else {}),
-            "router": ROUTER_OF_QUEUE_MODEL[self.queue_model],
-            "target": tau,
-            "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
-            "coverage": float(self.coverage(tau)),
-            "coverage_queue_free": float(self.coverage_queue_free(tau)),
-            "mean_ttft": num(self.mean_ttft),
-            "offload_ratio": self.offload_ratio,
-            "mean_prefix_depth": self.mean_prefix_depth,
-            "mean_distance": self.mean_distance,
-            "stable": self.stable_on_nodes if converged else self.stable,
-            "overloaded_node_share": self.overloaded_shares[0] if converged else None,  # no operating point
-            "overloaded_request_share": self.overloaded_shares[1] if converged else None,
-            "capacity_condition": self.capacity_condition,
-            "fixed_point": {
-                "converged": True if fp is None else fp.converged,
-                "iterations": 0 if fp is None else fp.iterations,
-                "evaluations": 0 if fp is None else fp.evaluations,
-                "residual": 0.0 if fp is None else fp.residual,
-                "method": "none (policy needs no fixed point)" if fp is None else fp.method,
-            },
-            "quadrature_error": self.quadrature_error,
-            "tiers": tiers,
-            "association": {
-                q: {s: float(association[i, j]) for i, s in enumerate(inst.profile_ids)}
-                for j, q in enumerate(declared)
-            },
-            "mean_distance_by_pair": {
-                q: {s: num(distance[i, j]) for i, s in enumerate(inst.profile_ids)}
-                for j, q in enumerate(declared)
-            },
-        } | ({"types": self.by_type(tau)} if self.type_groups.resolved else {}) | (
-            {"serving": serving_report(self)} if inst.extended else {}) | (
-            {"catalogue": catalogue_evaluation(inst, self.mix, self.policy, target=tau).report()}
-            if inst.catalogue is not None else {})
+        return (
+            {
+                "instance": inst.name,
+                "policy": self.policy,
+                "queue_model": self.queue_model,
+                "queue_law": self.queue_law,
+                **({"engine_law_region": self.engine_law_region()} if self.queue_law == "engine" else {}),
+                "router": ROUTER_OF_QUEUE_MODEL[self.queue_model],
+                "target": tau,
+                "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
+                "coverage": float(self.coverage(tau)),
+                "coverage_queue_free": float(self.coverage_queue_free(tau)),
+                "mean_ttft": num(self.mean_ttft),
+                "offload_ratio": self.offload_ratio,
+                "mean_prefix_depth": self.mean_prefix_depth,
+                "mean_distance": self.mean_distance,
+                "stable": self.stable_on_nodes if converged else self.stable,
+                "overloaded_node_share": self.overloaded_shares[0] if converged else None,  # no operating point
+                "overloaded_request_share": self.overloaded_shares[1] if converged else None,
+                "capacity_condition": self.capacity_condition,
+                "fixed_point": {
+                    "converged": True if fp is None else fp.converged,
+                    "iterations": 0 if fp is None else fp.iterations,
+                    "evaluations": 0 if fp is None else fp.evaluations,
+                    "residual": 0.0 if fp is None else fp.residual,
+                    "method": "none (policy needs no fixed point)" if fp is None else fp.method,
+                },
+                "quadrature_error": self.quadrature_error,
+                "tiers": tiers,
+                "association": {q: {s: float(association[i, j]) for i, s in enumerate(inst.profile_ids)} for j, q in enumerate(declared)},
+                "mean_distance_by_pair": {
+                    q: {s: num(distance[i, j]) for i, s in enumerate(inst.profile_ids)} for j, q in enumerate(declared)
+                },
+            }
+            | ({"types": self.by_type(tau)} if self.type_groups.resolved else {})
+            | ({"serving": serving_report(self)} if inst.extended else {})
+            | ({"catalogue": catalogue_evaluation(inst, self.mix, self.policy, target=tau).report()} if inst.catalogue is not None else {})
+        )
 
 
 PROBABILITY_SLACK = 1e-9  # rounding allowed outside [0, 1] before a probability counts as wrong
@@ -565,8 +591,10 @@ def evaluate(
     engine = queue_law == "engine"
     if engine:
         if queue_model == "cell":
-            raise ValueError("--queue-law engine: the cell model (--queue-model cell) has no engine law yet; use "
-                             "--queue-model meanfield with --queue-law engine")
+            raise ValueError(
+                "--queue-law engine: the cell model (--queue-model cell) has no engine law yet; use "
+                "--queue-model meanfield with --queue-law engine"
+            )
         instance = engine_view(instance)
     pi = instance.mix_vector(mix)
     tau = instance.placement.target if target is None else float(target)
@@ -669,8 +697,9 @@ def evaluate(
         if mgc:  # ∂C²/∂W through E[S²] and 1/μ (eq. (19.24))
             d_second = scale_xi * (sums[2] if contracted else np.matmul(d_a, weighted_second[:, :, None])[:, :, 0])
             d_moment = (d_second - moment[:, None] * d_arrivals) / lifted_arrivals
-            d_scv = np.where((scv > 0)[:, None], d_moment / mean_service[:, None] ** 2
-                             - 2.0 * (moment / mean_service**3)[:, None] * d_mean, 0.0)
+            d_scv = np.where(
+                (scv > 0)[:, None], d_moment / mean_service[:, None] ** 2 - 2.0 * (moment / mean_service**3)[:, None] * d_mean, 0.0
+            )
             jac = jac + slope_scv[:, None] * d_scv
         return wait, jac
 
@@ -685,8 +714,11 @@ def evaluate(
         has_jacobian = bool(getattr(kernel, "provides_jacobian", False))
         # Exchangeable tiers (identical profiles, eq. (7.10)) share one unknown W: their breakpoints then
         # coincide exactly at every iterate, where the quadrature is smooth, instead of crossing.
-        keys = [g, c[:, None], service] + ([instance.service_second_moment[active]] if mgc else []) + (
-            [] if tiers is None else [np.stack([tiers.prefill_share, tiers.memory_scale], axis=1)])
+        keys = (
+            [g, c[:, None], service]
+            + ([instance.service_second_moment[active]] if mgc else [])
+            + ([] if tiers is None else [np.stack([tiers.prefill_share, tiers.memory_scale], axis=1)])
+        )
         group, first = exchangeable_tiers(np.hstack(keys))
         members = np.equal.outer(group, np.arange(first.size)).astype(float)  # (S, G) one-hot
 
@@ -723,9 +755,13 @@ def evaluate(
         raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
     scv_active = service_scv(a_active, mean_service)[0] if mgc else None
     if not needs_fixed_point(policy):
-        w_adv = (mgc_advertised_wait_and_slopes(work, c, mean_service, scv_active, rho_clip)[0] if mgc
-                 else engine_advertised(work, c, mean_service, tiers, rho_clip)[0] if engine
-                 else advertised_wait(work, c, mean_service, rho_clip))
+        w_adv = (
+            mgc_advertised_wait_and_slopes(work, c, mean_service, scv_active, rho_clip)[0]
+            if mgc
+            else engine_advertised(work, c, mean_service, tiers, rho_clip)[0]
+            if engine
+            else advertised_wait(work, c, mean_service, rho_clip)
+        )
     if engine:  # ρ_s = a_s / a*_s, the load over the engine law's stability edge (docs/model.md §17.10)
         law = engine_wait_law(work, c, mean_service, tiers)
         rho = work / stability_edge(c, tiers, shipped_constants())

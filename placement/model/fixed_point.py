@@ -251,6 +251,5 @@ def solve_fixed_point(
     if method == "damped":
         return damped_iteration(fn, start, damping=damping, tol=tol, max_iterations=max_iterations, record=record)
     if method == "robust":
-        return robust_solve(fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian, w_shift=w_shift,
-                            w_max=w_max)
+        return robust_solve(fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian, w_shift=w_shift, w_max=w_max)
     raise ValueError(f"method: unknown fixed-point method {method!r} (valid: {list(METHODS)})")

@@ -230,24 +230,41 @@ class Instance:
             "decodes": _readonly(decodes),
         }
         # The paper's model reads the same arrays (docs/model.md §19: the special case).
-        values |= {"hbm_memory": values["memory"], "first_token_time": values["residual_prefill"],
-                   "reused_depth": values["hit_depth"], "recomputed_prefill": values["residual_prefill"],
-                   "fetch_time": _readonly(np.zeros_like(h)), "pool_hit": _readonly(np.zeros(h.shape, bool), bool),
-                   "service_second_moment": _readonly((residual + decodes[None, :]) ** 2)}
+        values |= {
+            "hbm_memory": values["memory"],
+            "first_token_time": values["residual_prefill"],
+            "reused_depth": values["hit_depth"],
+            "recomputed_prefill": values["residual_prefill"],
+            "fetch_time": _readonly(np.zeros_like(h)),
+            "pool_hit": _readonly(np.zeros(h.shape, bool), bool),
+            "service_second_moment": _readonly((residual + decodes[None, :]) ** 2),
+        }
         if self.extended:
             if self.remote is not None:
                 validate_pool(self.remote, forest)
             ext = serving_arrays(
-                forest=forest, profiles=self.profiles, requests=self.requests, hits=h, prefill=self.prefill,
-                kappa=self.gpu.kv_per_token, edge_density=self.network.edge_density, tiers=self.gpu.tiers,
-                remote=self.remote, compression=self.compression, serving=self.serving,
+                forest=forest,
+                profiles=self.profiles,
+                requests=self.requests,
+                hits=h,
+                prefill=self.prefill,
+                kappa=self.gpu.kv_per_token,
+                edge_density=self.network.edge_density,
+                tiers=self.gpu.tiers,
+                remote=self.remote,
+                compression=self.compression,
+                serving=self.serving,
             )
             slots = concurrency(ext.hbm_memory, self.gpu.memory, self.gpu.runtime_per_sequence)
             values |= {
-                "memory": _readonly(ext.memory), "hbm_memory": _readonly(ext.hbm_memory),
-                "concurrency": _readonly(slots, np.int64), "service_time": _readonly(ext.service_time),
-                "first_token_time": _readonly(ext.first_token_time), "reused_depth": _readonly(ext.reused_depth),
-                "recomputed_prefill": _readonly(ext.recomputed_prefill), "fetch_time": _readonly(ext.fetch_time),
+                "memory": _readonly(ext.memory),
+                "hbm_memory": _readonly(ext.hbm_memory),
+                "concurrency": _readonly(slots, np.int64),
+                "service_time": _readonly(ext.service_time),
+                "first_token_time": _readonly(ext.first_token_time),
+                "reused_depth": _readonly(ext.reused_depth),
+                "recomputed_prefill": _readonly(ext.recomputed_prefill),
+                "fetch_time": _readonly(ext.fetch_time),
                 "pool_hit": _readonly(ext.pool_hit, bool),
                 "service_second_moment": _readonly(ext.service_second_moment),
             }
@@ -376,6 +393,7 @@ def check_names(instance: Instance) -> None:
     """The name, every id and every tier name printable (no control character: a terminal would obey an ANSI
     escape, ring on a BEL or break a line on a newline), and profile ids free of ``=`` and ``,`` (which
     ``--mix id=share,…`` cannot express).  Refused with the field and the reason (docs/instances.md)."""
+
     def printable(where: str, text: str) -> None:
         if not text.isprintable():
             raise InstanceError(where, f"{text!r} holds a control character; names and ids must be printable text")
@@ -389,8 +407,9 @@ def check_names(instance: Instance) -> None:
     for i, s in enumerate(instance.profiles):
         bad = [c for c in MIX_SEPARATORS if c in s.id]
         if bad:
-            raise InstanceError(f"profiles[{i}].id", f"{s.id!r} holds {bad[0]!r}, which --mix (id=share,id=share) cannot "
-                                                     "express: rename the profile")
+            raise InstanceError(
+                f"profiles[{i}].id", f"{s.id!r} holds {bad[0]!r}, which --mix (id=share,id=share) cannot express: rename the profile"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -496,13 +515,15 @@ def _tiers_from(data: Any) -> tuple[MemoryTier, ...]:
     for i, t in enumerate(data):
         where = f"gpu.tiers[{i}]"
         _check_keys(where, t, {"name", "capacity", "bandwidth"}, {"latency", "pipelined"})
-        out.append(MemoryTier(
-            name=_string(f"{where}.name", t["name"]),
-            capacity=_number(f"{where}.capacity", t["capacity"]),
-            bandwidth=_number(f"{where}.bandwidth", t["bandwidth"]),
-            latency=_number(f"{where}.latency", t.get("latency", 0.0)),
-            pipelined=_flag(f"{where}.pipelined", t.get("pipelined", False)),
-        ))
+        out.append(
+            MemoryTier(
+                name=_string(f"{where}.name", t["name"]),
+                capacity=_number(f"{where}.capacity", t["capacity"]),
+                bandwidth=_number(f"{where}.bandwidth", t["bandwidth"]),
+                latency=_number(f"{where}.latency", t.get("latency", 0.0)),
+                pipelined=_flag(f"{where}.pipelined", t.get("pipelined", False)),
+            )
+        )
     return tuple(out)
 
 
@@ -531,8 +552,12 @@ _SERVING_WORDS = ("mode", "queue")
 
 
 def _serving_from(data: Any) -> Serving:
-    _check_keys("serving", data, set(), {"mode", "decode_slots", "handoff_bandwidth", "handoff_latency", "queue",
-                                          "chunk_size", "chunk_overhead", "decode_scv"})
+    _check_keys(
+        "serving",
+        data,
+        set(),
+        {"mode", "decode_slots", "handoff_bandwidth", "handoff_latency", "queue", "chunk_size", "chunk_overhead", "decode_scv"},
+    )
     if "chunk_overhead" in data and "chunk_size" not in data:
         raise InstanceError("serving.chunk_overhead", "needs serving.chunk_size (tokens per chunk)")
     numbers = {k: _number(f"serving.{k}", v) for k, v in data.items() if k not in _SERVING_WORDS}
@@ -546,8 +571,7 @@ def _catalogue_from(data: Any) -> Catalogue:
     for key in ("bits", "hashes"):
         if not float(values[key]).is_integer():
             raise InstanceError(f"catalogue.{key}", f"must be a whole number, got {plain(data[key])}")
-    return Catalogue(bits=values["bits"], hashes=int(values["hashes"]), refresh=values.get("refresh", 0.0),
-                     churn=values.get("churn", 0.0))
+    return Catalogue(bits=values["bits"], hashes=int(values["hashes"]), refresh=values.get("refresh", 0.0), churn=values.get("churn", 0.0))
 
 
 def _telemetry_from(data: Any) -> Telemetry:
@@ -570,15 +594,24 @@ def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
 
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
-    _check_keys("", data, {"network", "gpu", "prefill", "requests", "profiles", "placement"},
-                {"name", "prefixes", "metadata", "engine", "telemetry", *_EXTENSIONS})
+    _check_keys(
+        "",
+        data,
+        {"network", "gpu", "prefill", "requests", "profiles", "placement"},
+        {"name", "prefixes", "metadata", "engine", "telemetry", *_EXTENSIONS},
+    )
     for section in ("network", "gpu", "placement"):
-        required = {"edge_density", "request_intensity", "radio_scale"} if section == "network" else (
-            _SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
+        required = (
+            {"edge_density", "request_intensity", "radio_scale"}
+            if section == "network"
+            else (_SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
+        )
         _check_keys(section, data[section], required, _SECTION_KEYS[section])
     net, gpu, plc = data["network"], data["gpu"], data["placement"]
-    network = Network(**{k: _number(f"network.{k}", v) for k, v in net.items() if k != "router"},
-                      router=check_router(net["router"]) if "router" in net else None)
+    network = Network(
+        **{k: _number(f"network.{k}", v) for k, v in net.items() if k != "router"},
+        router=check_router(net["router"]) if "router" in net else None,
+    )
     gpu_spec = Gpu(
         **{k: _number(f"gpu.{k}", v) for k, v in gpu.items() if k != "tiers"},
         tiers=_tiers_from(gpu["tiers"]) if "tiers" in gpu else (),
@@ -604,8 +637,11 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         for i, q in enumerate(_items("requests", data["requests"]))
     )
     if any("lengths" in q for q in data["requests"]):  # length-resolved types expand into sub-types (docs/model.md §2.3)
-        requests = tuple(sub for i, (q, entry) in enumerate(zip(requests, data["requests"]))
-                         for sub in (expand_type(f"requests[{i}]", q, entry["lengths"]) if "lengths" in entry else (q,)))
+        requests = tuple(
+            sub
+            for i, (q, entry) in enumerate(zip(requests, data["requests"]))
+            for sub in (expand_type(f"requests[{i}]", q, entry["lengths"]) if "lengths" in entry else (q,))
+        )
     profiles = tuple(
         Profile(id=_string(f"profiles[{i}].id", s["id"]), prefixes=_string_list(f"profiles[{i}].prefixes", s.get("prefixes", [])))
         for i, s in enumerate(_items("profiles", data["profiles"]))
@@ -623,7 +659,14 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     if not isinstance(metadata, Mapping):
         raise InstanceError("metadata", f"must be a table/object, got {type(metadata).__name__}")
     return Instance(
-        name, network, gpu_spec, _prefill_from(data["prefill"]), prefixes, requests, profiles, placement,
+        name,
+        network,
+        gpu_spec,
+        _prefill_from(data["prefill"]),
+        prefixes,
+        requests,
+        profiles,
+        placement,
         metadata=dict(metadata),
         remote=_remote_from(data["remote"]) if "remote" in data else None,
         compression=_compression_from(data["compression"]) if "compression" in data else None,
@@ -701,8 +744,9 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
         out["telemetry"] = {"delay": instance.telemetry.delay, "refresh": instance.telemetry.refresh}
     if instance.serving is not None:
         defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
-        out["serving"] = {k: v for k, v in dataclasses.asdict(instance.serving).items()
-                          if v is not None and not (k in defaults and v == defaults[k])}
+        out["serving"] = {
+            k: v for k, v in dataclasses.asdict(instance.serving).items() if v is not None and not (k in defaults and v == defaults[k])
+        }
     return out
 
 
@@ -748,5 +792,3 @@ def write_instance(instance: Instance, path: str | os.PathLike[str]) -> None:
     data = instance_to_mapping(instance)
     text = json.dumps(data, indent=2) + "\n" if str(path).lower().endswith(".json") else tomli_w.dumps(data)
     atomic_write_text(path, text)
-
-

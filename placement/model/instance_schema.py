@@ -105,8 +105,15 @@ def field_reference(schema: dict[str, Any] | None = None) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for f in fields(schema):
-        cells = [f"`{f.path}`", f.type, "yes" if f.required else "no", f.unit, f"`{f.default}`" if f.default else "",
-                 f"`{f.symbol}`" if f.symbol else "", f.meaning]
+        cells = [
+            f"`{f.path}`",
+            f.type,
+            "yes" if f.required else "no",
+            f.unit,
+            f"`{f.default}`" if f.default else "",
+            f"`{f.symbol}`" if f.symbol else "",
+            f.meaning,
+        ]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
 

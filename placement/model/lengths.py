@@ -40,8 +40,7 @@ def _numbers(where: str, value: Any) -> tuple[float, ...]:
 def _check_mean(where: str, declared: float, values: Sequence[float], weights: FloatArray, what: str) -> None:
     mean = float(np.dot(weights, values))
     if not abs(declared - mean) <= MEAN_TOLERANCE * max(abs(mean), 1.0):
-        raise InstanceError(where, f"must equal the weighted mean of {what} ({mean:.10g}), got {plain(declared)}: "
-                            f"set it to {mean:.10g}")
+        raise InstanceError(where, f"must equal the weighted mean of {what} ({mean:.10g}), got {plain(declared)}: set it to {mean:.10g}")
 
 
 def expand_type(where: str, request: RequestType, data: Any) -> tuple[RequestType, ...]:
@@ -73,9 +72,16 @@ def expand_type(where: str, request: RequestType, data: Any) -> tuple[RequestTyp
     if "decode" in data:
         _check_mean(f"{where}.decode", request.decode, decodes, w, "lengths.decode")
     return tuple(
-        RequestType(id=f"{request.id}{SEPARATOR}{k + 1}", probability=request.probability * float(w[k]), length=inputs[k],
-                    decode=decodes[k], path=request.path, group=request.id, share=float(w[k]),
-                    group_probability=request.probability)
+        RequestType(
+            id=f"{request.id}{SEPARATOR}{k + 1}",
+            probability=request.probability * float(w[k]),
+            length=inputs[k],
+            decode=decodes[k],
+            path=request.path,
+            group=request.id,
+            share=float(w[k]),
+            group_probability=request.probability,
+        )
         for k in range(n)
     )
 
@@ -94,9 +100,14 @@ def lengths_entry(subtypes: Sequence[RequestType]) -> dict[str, Any]:
     decodes = [q.decode for q in subtypes]
     first = subtypes[0]
     assert first.group is not None
-    return {"id": first.group, "probability": float(total), "length": float(np.dot(w, inputs)),
-            "decode": float(np.dot(w, decodes)), "path": list(first.path),
-            "lengths": {"input": inputs, "decode": decodes, "weight": w.tolist()}}
+    return {
+        "id": first.group,
+        "probability": float(total),
+        "length": float(np.dot(w, inputs)),
+        "decode": float(np.dot(w, decodes)),
+        "path": list(first.path),
+        "lengths": {"input": inputs, "decode": decodes, "weight": w.tolist()},
+    }
 
 
 def requests_entries(requests: Sequence[RequestType]) -> list[dict[str, Any]]:
@@ -156,8 +167,9 @@ def type_groups(requests: Sequence[RequestType]) -> DeclaredTypes:
     return DeclaredTypes(tuple(ids), index, weights, any(q.group is not None for q in requests))
 
 
-def length_bins(values: npt.ArrayLike, weights: npt.ArrayLike, parts: int, paired: npt.ArrayLike | None = None,
-                *, iterations: int = 100) -> tuple[FloatArray, FloatArray, FloatArray]:
+def length_bins(
+    values: npt.ArrayLike, weights: npt.ArrayLike, parts: int, paired: npt.ArrayLike | None = None, *, iterations: int = 100
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """At most ``parts`` contiguous bins of the weighted ``values`` that minimise the weighted
     within-bin variance (1-D k-means: Lloyd's iteration from equal-weight quantile bins), each
     represented by its conditional mean, with the conditional mean of ``paired`` in the same bins.
@@ -200,15 +212,25 @@ def length_bins(values: npt.ArrayLike, weights: npt.ArrayLike, parts: int, paire
     return mean_x, mean_y, mass[keep] / mass.sum()
 
 
-def replace_lengths(request: RequestType, inputs: Sequence[float], decodes: Sequence[float],
-                    weights: Sequence[float]) -> tuple[RequestType, ...]:
+def replace_lengths(
+    request: RequestType, inputs: Sequence[float], decodes: Sequence[float], weights: Sequence[float]
+) -> tuple[RequestType, ...]:
     """Sub-types of a declared (scalar) ``request`` with the given lengths (one sub-type gives the
     declared type back unchanged)."""
     if len(inputs) == 1:
         return (replace(request, length=float(inputs[0]), decode=float(decodes[0])),)
     w = np.asarray(weights, dtype=float)
     w = w / w.sum()
-    return tuple(replace(request, id=f"{request.id}{SEPARATOR}{k + 1}", probability=request.probability * float(w[k]),
-                         length=float(inputs[k]), decode=float(decodes[k]), group=request.id, share=float(w[k]),
-                         group_probability=request.probability)
-                 for k in range(len(inputs)))
+    return tuple(
+        replace(
+            request,
+            id=f"{request.id}{SEPARATOR}{k + 1}",
+            probability=request.probability * float(w[k]),
+            length=float(inputs[k]),
+            decode=float(decodes[k]),
+            group=request.id,
+            share=float(w[k]),
+            group_probability=request.probability,
+        )
+        for k in range(len(inputs))
+    )

@@ -82,8 +82,7 @@ def mgc_wait_probability(offered_load: npt.ArrayLike, servers: npt.ArrayLike) ->
     return erlang_c(offered_load, servers)
 
 
-def mgc_mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike,
-                  scv: npt.ArrayLike) -> FloatArray:
+def mgc_mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike, scv: npt.ArrayLike) -> FloatArray:
     """``W̄ = K · P^W (1/μ) / (c − a)`` (eq. (19.20)); ``inf`` when ``ρ ≥ 1``."""
     a, c, m, s = _arrays(offered_load, servers, mean_service, scv)
     _check_scv(s)
@@ -94,8 +93,7 @@ def mgc_mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_serv
     return np.where(stable, w, np.inf)
 
 
-def mgc_decay(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike,
-              scv: npt.ArrayLike) -> FloatArray:
+def mgc_decay(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike, scv: npt.ArrayLike) -> FloatArray:
     """``θ = P^W / W̄ = (c − a) / (K / μ)`` (eq. (19.21)), ``≤ 0`` when unstable (as ``c μ − λq``)."""
     a, c, m, s = _arrays(offered_load, servers, mean_service, scv)
     _check_scv(s)
@@ -103,16 +101,18 @@ def mgc_decay(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service:
     return (c - a) / (m * _interpolation(k, s)[0])
 
 
-def mgc_waiting_cdf(wait: npt.ArrayLike, offered_load: npt.ArrayLike, servers: npt.ArrayLike,
-                    mean_service: npt.ArrayLike, scv: npt.ArrayLike) -> FloatArray:
+def mgc_waiting_cdf(
+    wait: npt.ArrayLike, offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike, scv: npt.ArrayLike
+) -> FloatArray:
     """Two-moment waiting law ``F_W(w) = 1 − P^W exp(−θ w)`` for ``w ≥ 0`` (eq. (19.21)); ``≡ 0`` when unstable."""
     from edgeprefix.placement.model.queueing import waiting_cdf
 
     return waiting_cdf(wait, mgc_wait_probability(offered_load, servers), mgc_decay(offered_load, servers, mean_service, scv))
 
 
-def mgc_mean_wait_and_derivatives(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike,
-                                  scv: npt.ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def mgc_mean_wait_and_derivatives(
+    offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike, scv: npt.ArrayLike
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """``W̄`` and its partial derivatives ``∂W̄/∂a``, ``∂W̄/∂(1/μ)``, ``∂W̄/∂C²`` for ``a < c``.
 
     ``∂W̄/∂a = K' W̄_MM + K W̄_MM'`` with ``K' = ∂K/∂k · dk/da``; ``∂W̄/∂(1/μ) = W̄ / (1/μ)``;
@@ -167,7 +167,8 @@ def mgc_advertised_wait_and_slopes(
     return np.where(on, wait, np.inf), np.where(on, slope, 0.0), np.where(on, d_scv, 0.0)
 
 
-def mgc_advertised_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike,
-                        scv: npt.ArrayLike, rho_clip: float = RHO_CLIP) -> FloatArray:
+def mgc_advertised_wait(
+    offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service: npt.ArrayLike, scv: npt.ArrayLike, rho_clip: float = RHO_CLIP
+) -> FloatArray:
     """The advertised delay of :func:`mgc_advertised_wait_and_slopes` alone."""
     return mgc_advertised_wait_and_slopes(offered_load, servers, mean_service, scv, rho_clip)[0]

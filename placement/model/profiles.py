@@ -88,15 +88,9 @@ def dominated_profiles(
     adds ``times_t ≤ times_s`` to "no worse" and ``<`` to "strict". Returns a mask of shape ``(S,)``."""
     c = np.asarray(slots, dtype=float)
     no_worse = (
-        (memory[:, None] <= memory[None, :])
-        & np.all(hits[:, None, :] >= hits[None, :, :], axis=2)
-        & (c[:, None] >= c[None, :])
+        (memory[:, None] <= memory[None, :]) & np.all(hits[:, None, :] >= hits[None, :, :], axis=2) & (c[:, None] >= c[None, :])
     )  # [t, s]: t is no worse than s
-    strictly = (
-        (memory[:, None] < memory[None, :])
-        | np.any(hits[:, None, :] > hits[None, :, :], axis=2)
-        | (c[:, None] > c[None, :])
-    )
+    strictly = (memory[:, None] < memory[None, :]) | np.any(hits[:, None, :] > hits[None, :, :], axis=2) | (c[:, None] > c[None, :])
     if times is not None:
         no_worse &= np.all(times[:, None, :] <= times[None, :, :], axis=2)
         strictly |= np.any(times[:, None, :] < times[None, :, :], axis=2)

@@ -53,8 +53,9 @@ def erlang_b_over_load(offered_load: npt.ArrayLike, servers: npt.ArrayLike, bloc
     Its limit at ``a = 0`` is 1 for ``c = 1`` and 0 above, so ``dE/da = c E/a − E (1 − E)`` is exact at
     every load, including subnormal ones.
     """
-    a, c, b = np.broadcast_arrays(np.asarray(offered_load, dtype=float), np.asarray(servers, dtype=float),
-                                  np.asarray(blocking, dtype=float))
+    a, c, b = np.broadcast_arrays(
+        np.asarray(offered_load, dtype=float), np.asarray(servers, dtype=float), np.asarray(blocking, dtype=float)
+    )
     normal = b >= _TINY  # implies a > 0
     out = np.divide(b, a, out=np.zeros(a.shape), where=normal)
     if not np.all(normal):

@@ -30,7 +30,9 @@ def check_scale(field: str, value: float, *, allow_zero: bool = False) -> None:
         return
     if not (math.isfinite(value) and SCALE_MIN <= value <= SCALE_MAX):
         zero = "0 or " if allow_zero else ""
-        raise InstanceError(field, f"must be {zero}a finite number in [{SCALE_MIN:g}, {SCALE_MAX:g}] (docs/model.md §20), got {plain(value)}")
+        raise InstanceError(
+            field, f"must be {zero}a finite number in [{SCALE_MIN:g}, {SCALE_MAX:g}] (docs/model.md §20), got {plain(value)}"
+        )
 
 
 def check_radio_exponent(field: str, value: float) -> None:
@@ -88,6 +90,7 @@ class Range:
         """The range in words, e.g. ``0 or a finite number in [1e-30, 1e+30]``."""
         kind = "a whole number" if self.whole else "a finite number"
         extra = ("0 or " if self.zero else "") + ("inf or " if self.infinite else "")
+
         def show(x: float) -> str:
             return str(x) if isinstance(x, int) else f"{x:g}"
 
@@ -110,8 +113,9 @@ class Range:
             raise InstanceError(field, f"must be {self.describe()} (docs/model.md §20), got {plain(value)}")
         if not self.contains(value):
             if isinstance(value, (int, np.integer)) and abs(int(value)) > 10**30:
-                raise InstanceError(field, f"must be {self.describe()} (docs/model.md §20), got an integer of "
-                                           f"{integer_digits(int(value))} digits")
+                raise InstanceError(
+                    field, f"must be {self.describe()} (docs/model.md §20), got an integer of {integer_digits(int(value))} digits"
+                )
             raise InstanceError(field, f"must be {self.describe()} (docs/model.md §20), got {plain(value)}")
 
 
@@ -187,6 +191,7 @@ def check_instance_ranges(instance: Any) -> None:
     computed from a value outside its range.  The fields are read by name (no import of the
     instance's types, which import this module).
     """
+
     def each(section: str, obj: Any, names: tuple[str, ...], where: str | None = None) -> None:
         for name in names:
             value = getattr(obj, name, None)
@@ -231,12 +236,14 @@ def check_simulated_events(expected: float, field: str, what: str, fix: str) -> 
     """Refuse a simulation whose expected number of ``what`` (a Poisson mean) is not finite or above
     :data:`MAX_SIMULATED_EVENTS` (numpy's Poisson sampler refuses means above about 9.2e18)."""
     if not (math.isfinite(expected) and expected <= MAX_SIMULATED_EVENTS):
-        raise InstanceError(field, f"the simulated network would draw about {expected:.3g} {what}; at most "
-                                   f"{MAX_SIMULATED_EVENTS:.0e} can be simulated (docs/model.md §20): {fix}")
+        raise InstanceError(
+            field,
+            f"the simulated network would draw about {expected:.3g} {what}; at most "
+            f"{MAX_SIMULATED_EVENTS:.0e} can be simulated (docs/model.md §20): {fix}",
+        )
 
 
-def check_simulated_network(instance: Any, nodes: float, warmup: float, horizon: float,
-                            intensities: tuple[float, ...] = ()) -> None:
+def check_simulated_network(instance: Any, nodes: float, warmup: float, horizon: float, intensities: tuple[float, ...] = ()) -> None:
     """Before a simulation: the expected requests of a torus of ``nodes`` nodes over ``warmup + horizon`` seconds
     at most :data:`MAX_SIMULATED_EVENTS`, the measured ones at least :data:`MIN_SIMULATED_REQUESTS`, and the
     catalogue's churn events at most :data:`MAX_SIMULATED_EVENTS`; the messages name the fields and options."""
@@ -244,15 +251,23 @@ def check_simulated_network(instance: Any, nodes: float, warmup: float, horizon:
     loads = intensities or (net.request_intensity,)
     per_second = nodes / net.edge_density  # the torus's area
     most = max(loads) * per_second * (warmup + horizon)
-    check_simulated_events(most, "network.edge_density", "requests (Λ × nodes / λ_b × seconds)",
-                           "raise λ_b or lower Λ, --nodes or --horizon/--warmup")
+    check_simulated_events(
+        most, "network.edge_density", "requests (Λ × nodes / λ_b × seconds)", "raise λ_b or lower Λ, --nodes or --horizon/--warmup"
+    )
     fewest = min(loads) * per_second * horizon
     if not fewest >= MIN_SIMULATED_REQUESTS:
-        raise InstanceError("network.edge_density", f"the simulated network would measure about {fewest:.3g} requests "
-                                                    f"(Λ × nodes / λ_b × horizon); at least {MIN_SIMULATED_REQUESTS:g} are "
-                                                    "needed for a coverage (docs/model.md §20): raise --nodes or --horizon, "
-                                                    "or lower λ_b")
+        raise InstanceError(
+            "network.edge_density",
+            f"the simulated network would measure about {fewest:.3g} requests "
+            f"(Λ × nodes / λ_b × horizon); at least {MIN_SIMULATED_REQUESTS:g} are "
+            "needed for a coverage (docs/model.md §20): raise --nodes or --horizon, "
+            "or lower λ_b",
+        )
     cat = getattr(instance, "catalogue", None)
     if cat is not None and cat.churn > 0:
-        check_simulated_events(cat.churn * nodes * (warmup + horizon), "catalogue.churn",
-                               "churn events (γ × nodes × seconds)", "lower catalogue.churn, --nodes or --horizon/--warmup")
+        check_simulated_events(
+            cat.churn * nodes * (warmup + horizon),
+            "catalogue.churn",
+            "churn events (γ × nodes × seconds)",
+            "lower catalogue.churn, --nodes or --horizon/--warmup",
+        )

@@ -214,8 +214,9 @@ def _segments(lam: FloatArray, b: FloatArray, cuts: FloatArray) -> _Segments:
     return _Segments(lo, length, g_at, rate, gprime, gunit, gprime_unit, m0, m1, started)
 
 
-def _segment_window(seg: _Segments, lam: FloatArray, inside: npt.NDArray[np.bool_], upper: FloatArray | None = None,
-                    tilt: FloatArray | None = None) -> _Window:
+def _segment_window(
+    seg: _Segments, lam: FloatArray, inside: npt.NDArray[np.bool_], upper: FloatArray | None = None, tilt: FloatArray | None = None
+) -> _Window:
     """α = 2 window over the segments ``inside`` (``[b_s, U_s]``, or ``[b_s, ∞)``) with factor ``e^{−tilt_s (U_s − y)}``."""
     scale = (np.pi * lam)[:, None, None]
     if tilt is None:  # the integrand e^{−G} is the same for every tier: only the window differs
@@ -355,8 +356,16 @@ class _Loads:
     ``σ_s = Λ/λ_s``; a tier that receives nothing takes its shortest type's service.
     """
 
-    def __init__(self, a_q: FloatArray, scale: FloatArray, p: FloatArray, weighted_service: FloatArray,
-                 weighted_second: FloatArray | None, service: FloatArray, second: FloatArray | None) -> None:
+    def __init__(
+        self,
+        a_q: FloatArray,
+        scale: FloatArray,
+        p: FloatArray,
+        weighted_service: FloatArray,
+        weighted_second: FloatArray | None,
+        service: FloatArray,
+        second: FloatArray | None,
+    ) -> None:
         self.scale, self.p, self.ws, self.w2 = scale, p, weighted_service, weighted_second
         lifted, k = lift(a_q)  # ratios of sums on rows lifted out of underflow (as in evaluate)
         arrivals = scale * (lifted @ p)
@@ -380,8 +389,10 @@ class _Loads:
         for one direction per tier — as ``(n, n)`` or ``(n,)`` arrays."""
         one = d_a.ndim == 2
         d_a = d_a[:, None, :] if one else d_a
-        sums = np.stack([np.einsum("q,stq->st", self.p, d_a), np.einsum("sq,stq->st", self.ws, d_a)]
-                        + ([np.einsum("sq,stq->st", self.w2, d_a)] if self.scv is not None else []))  # type: ignore[arg-type]
+        sums = np.stack(
+            [np.einsum("q,stq->st", self.p, d_a), np.einsum("sq,stq->st", self.ws, d_a)]
+            + ([np.einsum("sq,stq->st", self.w2, d_a)] if self.scv is not None else [])
+        )  # type: ignore[arg-type]
         d_work, d_mean, d_scv = self.directional_sums(sums)
         if one:
             return d_work[:, 0], d_mean[:, 0], d_scv[:, 0]
@@ -502,8 +513,15 @@ class _Linearisation:
     def loads(self, a_q: FloatArray, rows: Any = slice(None)) -> _Loads:
         """Per-node loads of the tiers ``rows`` from their association ``a_q``."""
         second = None if self.weighted_second is None else self.weighted_second[rows]
-        return _Loads(a_q, self.scale[rows], self.p, self.weighted_service[rows], second, self.service[rows],
-                      self.ev.instance.service_second_moment[self.idx][rows] if second is not None else None)
+        return _Loads(
+            a_q,
+            self.scale[rows],
+            self.p,
+            self.weighted_service[rows],
+            second,
+            self.service[rows],
+            self.ev.instance.service_second_moment[self.idx][rows] if second is not None else None,
+        )
 
     def _solve_entering(self) -> None:
         """Advertised delay of each test tier: ``W_e = T_e(W_e)`` with the other tiers held.
@@ -549,6 +567,7 @@ class _Linearisation:
         """
         e, kernel = self.entering, self.ev.kernel
         if self.alpha != 2.0:
+
             def through_kernel(w_e: FloatArray) -> tuple[FloatArray, FloatArray]:
                 wait = self.wait.copy()
                 wait[e] = w_e
@@ -664,9 +683,19 @@ class _Linearisation:
         fixed routing (eq. (14.10)), chained through the loads like the mean field's windows."""
         work = self.ev.instance.network.request_intensity * self.p * self.service  # w_{s,q} = Λ p_q / μ_{s,q}
         grad = cell_coverage_gradient(
-            self.lam, self.b, work, self.target, radio_scale=self.xi, first_token=self.g, servers=self.c,
-            offered_load=self.work, mean_service=self.mean_service, service_scv=self.load.scv if self.law.needs_scv else None,
-            weights=self.p, alpha=self.alpha, nodes=self.nodes,
+            self.lam,
+            self.b,
+            work,
+            self.target,
+            radio_scale=self.xi,
+            first_token=self.g,
+            servers=self.c,
+            offered_load=self.work,
+            mean_service=self.mean_service,
+            service_scv=self.load.scv if self.law.needs_scv else None,
+            weights=self.p,
+            alpha=self.alpha,
+            nodes=self.nodes,
         )
         return grad.value, *self._through_loads(grad.offered_load, grad.mean_service, grad.lam, grad.offsets, grad.service_scv)
 
@@ -691,8 +720,9 @@ class _Linearisation:
         work_bar[top] = 1.0 / self.c[top]
         return float(rho[top]), *self._through_loads(work_bar, np.zeros(self.idx.size), np.zeros(self.idx.size), np.zeros_like(self.b))
 
-    def _through_loads(self, work_bar: FloatArray, mean_bar: FloatArray, lam_bar: FloatArray, b_bar: FloatArray,
-                       scv_bar: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
+    def _through_loads(
+        self, work_bar: FloatArray, mean_bar: FloatArray, lam_bar: FloatArray, b_bar: FloatArray, scv_bar: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray]:
         a_bar, lb = self.loads_vjp(work_bar, mean_bar, scv_bar)
         la, ba = self.association_vjp(a_bar)
         return lam_bar + lb + la, b_bar + ba
@@ -745,6 +775,11 @@ def sensitivity(evaluation: Any, target: float | None = None, objectives: Sequen
         grad.setflags(write=False)
         gradients[name], values[name] = grad, value
     return Sensitivity(
-        profile_ids=tuple(inst.profile_ids), policy=evaluation.policy, target=tau, gradients=gradients, values=values,
-        entering=tuple(inst.profile_ids[i] for i in point.idx[point.entering]), linear_solves=solves,
+        profile_ids=tuple(inst.profile_ids),
+        policy=evaluation.policy,
+        target=tau,
+        gradients=gradients,
+        values=values,
+        entering=tuple(inst.profile_ids[i] for i in point.idx[point.entering]),
+        linear_solves=solves,
     )

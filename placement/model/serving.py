@@ -225,7 +225,9 @@ def _segments(forest: PrefixForest, kappa: float, ratio: float) -> dict[str, flo
     return out
 
 
-def tier_bytes(profile: Profile, forest: PrefixForest, sizes: dict[str, float], tiers: tuple[MemoryTier, ...]) -> tuple[float, dict[str, FloatArray]]:
+def tier_bytes(
+    profile: Profile, forest: PrefixForest, sizes: dict[str, float], tiers: tuple[MemoryTier, ...]
+) -> tuple[float, dict[str, FloatArray]]:
     """Deepest-first rule (eq. (19.2)): the profile's segments in order of depth, HBM holds the
     first ``B^H_s = max(0, B_s − Σ_k C_k)``, then each tier in turn up to its capacity.
 

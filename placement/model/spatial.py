@@ -169,9 +169,7 @@ class AnalyticKernel:
             k = k_new
         return out, total, k
 
-    def truncated(
-        self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray
-    ) -> tuple[FloatArray, FloatArray]:
+    def truncated(self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``P1``, ``P2`` (see module notes); ``u_cut`` ``(S, Q)`` may be ≤ 0 (then both are 0)."""
         u_cut = np.maximum(np.asarray(u_cut, dtype=float), 0.0)
         tilt = np.broadcast_to(np.asarray(tilt, dtype=float), b.shape)

@@ -110,9 +110,19 @@ class StaleRouterPrediction:
         }
 
 
-def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, target: float | None = None,
-                   evaluation=None, fresh: NodeModel | None = None, margin: float = 0.0,
-                   local_accounting: bool = False, sample: int = 0, admission: float = math.inf) -> StaleRouterPrediction:
+def predict_online(
+    instance,
+    mix=None,
+    telemetry: Telemetry | None = None,
+    *,
+    target: float | None = None,
+    evaluation=None,
+    fresh: NodeModel | None = None,
+    margin: float = 0.0,
+    local_accounting: bool = False,
+    sample: int = 0,
+    admission: float = math.inf,
+) -> StaleRouterPrediction:
     """Coverage at ``target``, mean TTFT and tier loads of the online router at ``telemetry``.
 
     Mitigations (docs/model.md (11.15)): ``margin`` ``z_δ`` adds ``z_δ sqrt(k_x) m̄_s / c_s`` to the shown
@@ -139,17 +149,29 @@ def predict_online(instance, mix=None, telemetry: Telemetry | None = None, *, ta
     h = flood_length(telemetry)
     window = float(telemetry.delay) + 0.5 * float(telemetry.refresh)
     if h == 0.0 and margin == 0.0 and sample == 0 and admission == math.inf:
-        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov,
-                                     meanfield_utilization=base_util)
+        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov, meanfield_utilization=base_util)
     fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
-    stale = node_model(instance, ev, 0.0 if local_accounting else h, tau, start=fresh.shown, margin=margin,
-                       overcount=window if local_accounting else 0.0, sample=sample, admission=admission)
+    stale = node_model(
+        instance,
+        ev,
+        0.0 if local_accounting else h,
+        tau,
+        start=fresh.shown,
+        margin=margin,
+        overcount=window if local_accounting else 0.0,
+        sample=sample,
+        admission=admission,
+    )
     return StaleRouterPrediction(
-        telemetry=telemetry, target=tau,
+        telemetry=telemetry,
+        target=tau,
         coverage=float(min(max(base_cov + stale.coverage - fresh.coverage, 0.0), 1.0)),
         mean_ttft=base_ttft + stale.mean_ttft - fresh.mean_ttft,
         utilization=base_util + np.where(np.isfinite(base_util), stale.utilization - fresh.utilization, 0.0),
-        meanfield_coverage=base_cov, node=stale, fresh_node=fresh, meanfield_utilization=base_util,
+        meanfield_coverage=base_cov,
+        node=stale,
+        fresh_node=fresh,
+        meanfield_utilization=base_util,
     )
 
 
@@ -179,8 +201,19 @@ def _states(c: int, cmu: float, peak: float, h: float) -> int:
     return int(min(MAX_STATES, c + EXTRA_STATES + math.ceil(2.0 * max(peak - cmu, 0.0) * h)))
 
 
-def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[FloatArray, ...] | None = None,
-               margin: float = 0.0, overcount: float = 0.0, sample: int = 0, admission: float = math.inf) -> NodeModel:
+def node_model(
+    instance,
+    ev,
+    h: float,
+    tau: float,
+    *,
+    k: int = 2,
+    start: tuple[FloatArray, ...] | None = None,
+    margin: float = 0.0,
+    overcount: float = 0.0,
+    sample: int = 0,
+    admission: float = math.inf,
+) -> NodeModel:
     """The fixed point of the node-level bulletin-board mean field at flood length ``h`` (module docstring).
 
     ``margin``: ``z_δ`` of the robust margin on the shown delay; ``overcount``: seconds of unreported
@@ -255,8 +288,17 @@ def node_model(instance, ev, h: float, tau: float, *, k: int = 2, start: tuple[F
             mean_wait = avg @ (ahead / (c[s] * mu[s]))  # (J,)
             ttft += float(np.sum(density * (radio[None, :] + g[s, q] + mean_wait[:, None]) * wv))
     total = big_lambda
-    return NodeModel(flood=h, coverage=coverage / total, mean_ttft=ttft / total, utilization=util,
-                     shown=tuple(beta), arrival_rate=rates, iterations=it, truncation=truncation, residual=residual)
+    return NodeModel(
+        flood=h,
+        coverage=coverage / total,
+        mean_ttft=ttft / total,
+        utilization=util,
+        shown=tuple(beta),
+        arrival_rate=rates,
+        iterations=it,
+        truncation=truncation,
+        residual=residual,
+    )
 
 
 def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k, sample=0):
@@ -284,7 +326,7 @@ def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k, s
         w = full[grid]
         log_win = np.zeros((q_count, w.size, ru.size))
         counts: list[FloatArray] = []
-        a_r = math.pi * lam_s[s] * ru ** exponent  # own-tier area coordinate of the node itself
+        a_r = math.pi * lam_s[s] * ru**exponent  # own-tier area coordinate of the node itself
         for t in range(s_count):
             offs, weights = marks[t]
             u = ru[None, None, :] + ((g[s][:, None] - g[t][:, None])[:, :, None] + w[None, :, None]) / xi  # (Q, J, R)
@@ -307,8 +349,7 @@ def _catchment(beta, shown_wait, lam_s, g, radio, wv, xi, alpha, type_rate, k, s
             log_win = np.log(np.maximum(_sampled_win(counts, sample, k), 1e-300))
         # back to every state: log P is interpolated linearly in the state between the grid states
         states = np.arange(full.size)
-        log_full = np.stack([np.stack([np.interp(states, grid, log_win[q, :, i]) for i in range(ru.size)], axis=1)
-                             for q in range(q_count)])
+        log_full = np.stack([np.stack([np.interp(states, grid, log_win[q, :, i]) for i in range(ru.size)], axis=1) for q in range(q_count)])
         win = np.exp(log_full)
         wins.append(win)
         rates.append(type_rate[:, None] * (win * wv).sum(axis=2))  # (Q, J)
@@ -359,11 +400,12 @@ def _sampled_win(counts: list[FloatArray], sample: int, per_profile: int) -> Flo
     for part in counts:
         conv = np.zeros(law.shape[:-1] + (law.shape[-1] + 2,))
         for shift in range(3):
-            conv[..., shift:shift + law.shape[-1]] += law * part[..., shift:shift + 1]
+            conv[..., shift : shift + law.shape[-1]] += law * part[..., shift : shift + 1]
         law = conv
     total = per_profile * len(counts)  # K = k S candidates
-    factor = np.array([math.comb(total - 1 - x, sample - 1) if total - 1 - x >= sample - 1 else 0
-                       for x in range(law.shape[-1])], dtype=float) / math.comb(total, sample)
+    factor = np.array(
+        [math.comb(total - 1 - x, sample - 1) if total - 1 - x >= sample - 1 else 0 for x in range(law.shape[-1])], dtype=float
+    ) / math.comb(total, sample)
     return law @ factor
 
 

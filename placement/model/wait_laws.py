@@ -93,8 +93,9 @@ class QueueLaw(Protocol):
     def needs_scv(self) -> bool:  # reads the service's C²_s (``scv``); otherwise ``scv`` is None
         ...
 
-    def advertised(self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float,
-                   scv: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    def advertised(
+        self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float, scv: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """``W^adv``, ``∂W^adv/∂a``, ``∂W^adv/∂m`` and ``∂W^adv/∂C²`` (the fixed point's map and its slopes)."""
         ...
 
@@ -129,8 +130,9 @@ class ErlangCLaw:
     name: str = "meanfield"
     needs_scv: bool = False
 
-    def advertised(self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float,
-                   scv: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    def advertised(
+        self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float, scv: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         wait, slope = advertised_wait_and_slope(load, servers, service, rho_clip)
         return wait, slope, wait / service, np.zeros_like(wait)
 
@@ -147,8 +149,13 @@ class ErlangCLaw:
             return np.where(stable, x, 0.0)[None, :]
 
         return WaitLaw(
-            weight=keep(pw), decay=keep(decay), d_weight_da=keep(dpw), d_weight_dm=keep(zero),
-            d_decay_da=keep(-1.0 / m), d_decay_dm=keep(-decay / m), stable=stable,
+            weight=keep(pw),
+            decay=keep(decay),
+            d_weight_da=keep(dpw),
+            d_weight_dm=keep(zero),
+            d_decay_da=keep(-1.0 / m),
+            d_decay_dm=keep(-decay / m),
+            stable=stable,
         )
 
 
@@ -161,8 +168,9 @@ class MgcLaw:
     name: str = "mgc"
     needs_scv: bool = True
 
-    def advertised(self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float,
-                   scv: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    def advertised(
+        self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float, scv: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         assert scv is not None
         wait, slope, d_scv = mgc_advertised_wait_and_slopes(load, servers, service, scv, rho_clip)
         return wait, slope, wait / service, d_scv
@@ -182,9 +190,15 @@ class MgcLaw:
             return np.where(stable, x, 0.0)[None, :]
 
         return WaitLaw(
-            weight=keep(pw), decay=keep(decay), d_weight_da=keep(dpw), d_weight_dm=keep(np.zeros_like(a)),
-            d_decay_da=keep(-1.0 / (m * big_k) - decay * dk_dk * dk_da / big_k), d_decay_dm=keep(-decay / m), stable=stable,
-            d_weight_dscv=keep(np.zeros_like(a)), d_decay_dscv=keep(-decay * dk_ds / big_k),
+            weight=keep(pw),
+            decay=keep(decay),
+            d_weight_da=keep(dpw),
+            d_weight_dm=keep(np.zeros_like(a)),
+            d_decay_da=keep(-1.0 / (m * big_k) - decay * dk_dk * dk_da / big_k),
+            d_decay_dm=keep(-decay / m),
+            stable=stable,
+            d_weight_dscv=keep(np.zeros_like(a)),
+            d_decay_dscv=keep(-decay * dk_ds / big_k),
         )
 
 
@@ -212,8 +226,9 @@ class EngineLaw:
             raise ValueError("engine law: no tiers bound (build it from engine_view(instance).engine_tiers)")
         return self.tiers
 
-    def advertised(self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float,
-                   scv: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    def advertised(
+        self, load: FloatArray, servers: FloatArray, service: FloatArray, rho_clip: float, scv: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         wait, slope = engine_advertised(load, servers, service, self._tiers(), rho_clip, self.constants)
         m = np.asarray(service, dtype=float)
         return wait, slope, wait / m, np.zeros_like(wait)
@@ -222,8 +237,12 @@ class EngineLaw:
         law = engine_wait_law(load, servers, service, self._tiers(), self.constants)
         zero = np.zeros_like(law["weight"])
         return WaitLaw(
-            weight=law["weight"][None, :], decay=law["decay"][None, :], d_weight_da=law["d_weight_da"][None, :],
-            d_weight_dm=zero[None, :], d_decay_da=law["d_decay_da"][None, :], d_decay_dm=law["d_decay_dm"][None, :],
+            weight=law["weight"][None, :],
+            decay=law["decay"][None, :],
+            d_weight_da=law["d_weight_da"][None, :],
+            d_weight_dm=zero[None, :],
+            d_decay_da=law["d_decay_da"][None, :],
+            d_decay_dm=law["d_decay_dm"][None, :],
             stable=law["stable"],
         )
 

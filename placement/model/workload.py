@@ -140,8 +140,7 @@ def validate_requests(requests: tuple[RequestType, ...], forest: PrefixForest) -
             if by_id[vid].parent != expected_parent:
                 raise InstanceError(
                     where,
-                    f"path of {q.id!r} is not a root-to-leaf chain: {vid!r} has parent "
-                    f"{by_id[vid].parent!r}, expected {expected_parent!r}",
+                    f"path of {q.id!r} is not a root-to-leaf chain: {vid!r} has parent {by_id[vid].parent!r}, expected {expected_parent!r}",
                 )
             if by_id[vid].depth > q.length:
                 raise InstanceError(
@@ -165,6 +164,9 @@ def declared_fields(requests: tuple[RequestType, ...]) -> list[tuple[str, str]]:
         else:
             k += 1
         last = q.group
-        out.append((f"requests[{declared}].length", f"requests[{declared}].decode") if q.group is None else
-                   (f"requests[{declared}].lengths.input[{k}]", f"requests[{declared}].lengths.decode[{k}]"))
+        out.append(
+            (f"requests[{declared}].length", f"requests[{declared}].decode")
+            if q.group is None
+            else (f"requests[{declared}].lengths.input[{k}]", f"requests[{declared}].lengths.decode[{k}]")
+        )
     return out

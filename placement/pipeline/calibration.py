@@ -33,9 +33,20 @@ FloatArray = npt.NDArray[np.float64]
 SPLITWISE_COLUMNS = ("model", "hardware", "prompt_size", "batch_size", "prompt_time", "token_time", "tensor_parallel")
 WEIGHTINGS = ("relative", "absolute")
 DTYPE_BYTES = {
-    "float32": 4, "fp32": 4, "float": 4,
-    "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
-    "float8": 1, "fp8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1, "uint8": 1,
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float8": 1,
+    "fp8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int8": 1,
+    "uint8": 1,
 }
 
 
@@ -80,9 +91,7 @@ def _check_samples(tokens: npt.ArrayLike, seconds: npt.ArrayLike) -> tuple[Float
     return n, t
 
 
-def fit_prefill(
-    tokens: npt.ArrayLike, seconds: npt.ArrayLike, *, intercept: bool = False, weighting: str = "relative"
-) -> PrefillFit:
+def fit_prefill(tokens: npt.ArrayLike, seconds: npt.ArrayLike, *, intercept: bool = False, weighting: str = "relative") -> PrefillFit:
     """NNLS fit of ``g(n) = [g_0] + a n + b n²`` (all coefficients ``>= 0``).
 
     Parameters
@@ -175,7 +184,8 @@ def read_measurements(
         return _splitwise(path, rows, model, hardware, tensor_parallel)
     if "tokens" not in columns or "seconds" not in columns:
         raise CalibrationError(
-            f"{path}: needs columns 'tokens' and 'seconds' (or a Splitwise profile with {list(SPLITWISE_COLUMNS)}), got {columns}")
+            f"{path}: needs columns 'tokens' and 'seconds' (or a Splitwise profile with {list(SPLITWISE_COLUMNS)}), got {columns}"
+        )
     tokens = [_float(path, i + 2, "tokens", r["tokens"]) for i, r in enumerate(rows)]
     seconds = [_float(path, i + 2, "seconds", r["seconds"]) for i, r in enumerate(rows)]
     decode = None
@@ -194,7 +204,9 @@ def _splitwise(path: object, rows: list[dict[str, str]], model: str | None, hard
         present = sorted({str(int(float(r[name]))) if name == "tensor_parallel" else r[name] for r in selected})
         if wanted is None:
             if len(present) > 1:
-                raise CalibrationError(f"{path}: several {name} values {present}: choose one (e.g. --{name.replace('_', '-')} {present[0]})")
+                raise CalibrationError(
+                    f"{path}: several {name} values {present}: choose one (e.g. --{name.replace('_', '-')} {present[0]})"
+                )
             continue
         if wanted not in present:
             raise CalibrationError(f"{path}: unknown {name} {wanted!r} at batch size 1 (known: {present})")
@@ -265,8 +277,7 @@ class ModelSpec:
 # Splitwise profile for llama2-70b / a100-80gb / tensor parallel 4 at batch size 1 (RMS
 # relative error 4.0 %); tests re-derive these numbers from the CSV when it is present.
 DEFAULT_CALIBRATION = ("llama2-70b", "a100-80gb", 4)
-DEFAULT_PREFILL = QuadraticPrefill(linear=1.562041605093017e-04, quadratic=1.5150007962374313e-08,
-                                   intercept=4.303013612699637e-02)
+DEFAULT_PREFILL = QuadraticPrefill(linear=1.562041605093017e-04, quadratic=1.5150007962374313e-08, intercept=4.303013612699637e-02)
 DEFAULT_DECODE_PER_TOKEN = 0.044513344308437494  # seconds per output token (token_time, batch 1)
 
 # Llama-2-70B (public config.json values: 80 layers, 64 heads, 8 KV heads, hidden 8192, fp16).

@@ -58,9 +58,17 @@ class TraceEpoch:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``edgeprefix epochs --json`` entry (contract: ``start``, ``end``, ``intensity``, ``mix_of_types``)."""
-        return {"name": self.name, "start": self.start, "end": self.end, "intensity": self.intensity,
-                "mix_of_types": dict(self.mix_of_types), "requests": self.requests, "rate": self.rate, "weight": self.weight,
-                "lengths": dict(self.lengths)}
+        return {
+            "name": self.name,
+            "start": self.start,
+            "end": self.end,
+            "intensity": self.intensity,
+            "mix_of_types": dict(self.mix_of_types),
+            "requests": self.requests,
+            "rate": self.rate,
+            "weight": self.weight,
+            "lengths": dict(self.lengths),
+        }
 
 
 @dataclass(frozen=True)
@@ -123,12 +131,19 @@ def cut_epochs(workload: TraceWorkload, instance: Instance, window: float, *, in
             continue
         rate = n_e / (end - start)
         counts = np.bincount(workload.kind[mask], minlength=len(ids))
-        epochs.append(TraceEpoch(
-            name=f"t{start:.0f}-{end:.0f}s", start=start, end=end, requests=n_e, rate=rate,
-            intensity=lam * rate / mean_rate, weight=n_e / per_epoch,
-            mix_of_types={q: float(c / n_e) for q, c in zip(ids, counts)},
-            lengths=window_lengths(workload.length[mask]),
-        ))
+        epochs.append(
+            TraceEpoch(
+                name=f"t{start:.0f}-{end:.0f}s",
+                start=start,
+                end=end,
+                requests=n_e,
+                rate=rate,
+                intensity=lam * rate / mean_rate,
+                weight=n_e / per_epoch,
+                mix_of_types={q: float(c / n_e) for q, c in zip(ids, counts)},
+                lengths=window_lengths(workload.length[mask]),
+            )
+        )
     return EpochCut(tuple(epochs), float(window), lam, mean_rate, dropped)
 
 
@@ -139,8 +154,15 @@ def window_lengths(lengths: npt.ArrayLike) -> dict[str, float]:
     return {"mean_input": float(x.mean()), "p50_input": float(p50), "p90_input": float(p90), "p99_input": float(p99)}
 
 
-def epochs_mapping(cut: EpochCut, instance_ref: str | None, *, current_mix: dict[str, float] | None = None,
-                   change_budget: float | None = None, byte_weight: float = 0.0, target: float | None = None) -> dict[str, Any]:
+def epochs_mapping(
+    cut: EpochCut,
+    instance_ref: str | None,
+    *,
+    current_mix: dict[str, float] | None = None,
+    change_budget: float | None = None,
+    byte_weight: float = 0.0,
+    target: float | None = None,
+) -> dict[str, Any]:
     """The epochs file mapping that ``edgeprefix migrate`` reads (TOML/JSON)."""
     out: dict[str, Any] = {}
     if instance_ref is not None:
@@ -153,8 +175,14 @@ def epochs_mapping(cut: EpochCut, instance_ref: str | None, *, current_mix: dict
     if target is not None:
         out["target"] = float(target)
     out["epochs"] = [
-        {"name": e.name, "start": e.start, "end": e.end, "request_intensity": e.intensity, "weight": e.weight,
-         "probabilities": dict(e.mix_of_types)}
+        {
+            "name": e.name,
+            "start": e.start,
+            "end": e.end,
+            "request_intensity": e.intensity,
+            "weight": e.weight,
+            "probabilities": dict(e.mix_of_types),
+        }
         for e in cut.epochs
     ]
     return out

@@ -201,8 +201,9 @@ class ForestBuilder:
         )
 
 
-def _chains(ids: IntArray, parent: IntArray, pos: IntArray, kept: np.ndarray, levels: list[IntArray],
-            renumber: IntArray) -> tuple[IntArray, IntArray]:
+def _chains(
+    ids: IntArray, parent: IntArray, pos: IntArray, kept: np.ndarray, levels: list[IntArray], renumber: IntArray
+) -> tuple[IntArray, IntArray]:
     """Every vertex's own blocks in CSR form (``chain_start``, ``chain_blocks``), root side first.
 
     A block belongs to the vertex that ends its single-child chain: a kept block owns itself,
@@ -233,7 +234,7 @@ def _levels(pos: IntArray) -> list[IntArray]:
     """Block indices grouped by position: ``levels[d]`` holds the blocks at depth ``d``."""
     order = np.argsort(pos, kind="stable")
     bounds = np.searchsorted(pos[order], np.arange(1, int(pos.max()) + 2))
-    return [np.empty(0, dtype=np.int64)] + [order[bounds[d]:bounds[d + 1]] for d in range(bounds.size - 1)]
+    return [np.empty(0, dtype=np.int64)] + [order[bounds[d] : bounds[d + 1]] for d in range(bounds.size - 1)]
 
 
 def _ro(values: np.ndarray) -> np.ndarray:
@@ -314,7 +315,7 @@ class RadixForest:
 
     def children(self, v: int) -> tuple[int, ...]:
         """Child vertices of ``v`` in creation order."""
-        return tuple(self._child_index[self._child_start[v]:self._child_start[v + 1]].tolist())
+        return tuple(self._child_index[self._child_start[v] : self._child_start[v + 1]].tolist())
 
     @property
     def parent_depth(self) -> FloatArray:
@@ -352,7 +353,7 @@ class RadixForest:
         ``()`` when the forest carries no chains."""
         if self.chain_start.size == 0:
             return ()
-        return tuple(self.chain_blocks[self.chain_start[v]:self.chain_start[v + 1]].tolist())
+        return tuple(self.chain_blocks[self.chain_start[v] : self.chain_start[v + 1]].tolist())
 
     def vertex_of_block(self, block: int) -> int:
         """The vertex whose chain ends with ``block`` (``KeyError`` if none)."""

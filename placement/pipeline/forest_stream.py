@@ -55,15 +55,15 @@ class _Column:
         end = self.size + values.size
         if end > self._data.size:
             grown = np.zeros(max(end, int(self._data.size * 1.5)), dtype=self._data.dtype)
-            grown[:self.size] = self._data[:self.size]
+            grown[: self.size] = self._data[: self.size]
             self._data = grown
-        self._data[self.size:end] = values
+        self._data[self.size : end] = values
         self.size = end
 
     @property
     def values(self) -> np.ndarray:
         """A view of the filled part (valid until the next :meth:`append`)."""
-        return self._data[:self.size]
+        return self._data[: self.size]
 
 
 class StreamForestBuilder:
@@ -119,7 +119,7 @@ class StreamForestBuilder:
                 raise error
             if log is not None:
                 log.record(error)
-            chunk = chunk[bad + 1:]
+            chunk = chunk[bad + 1 :]
 
     def _lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(known, index)``: which ids are known and their creation indices (``-1`` where not)."""
@@ -132,7 +132,7 @@ class StreamForestBuilder:
             keys = self._keys[b]
             if keys.size == 0:
                 continue
-            at = order[bounds[b]:bounds[b + 1]]
+            at = order[bounds[b] : bounds[b + 1]]
             loc = np.minimum(np.searchsorted(keys, ids[at]), keys.size - 1)
             hit = keys[loc] == ids[at]
             known[at[hit]] = True
@@ -323,8 +323,9 @@ def _path_sums(values: np.ndarray, parent: np.ndarray) -> np.ndarray:
         jump[live] = jump[jump[live]]
 
 
-def stream_forest(records: Iterable[TraceRecord], *, block_size: int = DEFAULT_BLOCK_SIZE, skip_invalid: bool = False,
-                  log: SkipLog | None = None) -> RadixForest:
+def stream_forest(
+    records: Iterable[TraceRecord], *, block_size: int = DEFAULT_BLOCK_SIZE, skip_invalid: bool = False, log: SkipLog | None = None
+) -> RadixForest:
     """:func:`~edgeprefix.placement.pipeline.forest.build_forest` in bounded memory (:class:`StreamForestBuilder`)."""
     builder = StreamForestBuilder(block_size)
     builder.extend(records, skip_invalid=skip_invalid, log=log)

@@ -34,11 +34,12 @@ class KnapsackResult:
     method: str
 
 
-
 KnapsackSolver = Callable[[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, float], KnapsackResult]
 
 
-def check_knapsack(parent: npt.ArrayLike, weights: npt.ArrayLike, values: npt.ArrayLike, cap: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def check_knapsack(
+    parent: npt.ArrayLike, weights: npt.ArrayLike, values: npt.ArrayLike, cap: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     p = np.asarray(parent, dtype=np.int64)
     w = np.asarray(weights, dtype=float)
     v = np.asarray(values, dtype=float)

@@ -108,8 +108,15 @@ def profile_weight(forest: RadixForest, vertices: Sequence[int], kappa: float) -
 # ------------------------------------------------------------------------------------------
 # Generators
 # ------------------------------------------------------------------------------------------
-def greedy_profile(forest: RadixForest, scores: FloatArray, kappa: float, cap: float, eligible: npt.NDArray[np.bool_],
-                   *, within: Sequence[int] | None = None) -> tuple[int, ...]:
+def greedy_profile(
+    forest: RadixForest,
+    scores: FloatArray,
+    kappa: float,
+    cap: float,
+    eligible: npt.NDArray[np.bool_],
+    *,
+    within: Sequence[int] | None = None,
+) -> tuple[int, ...]:
     """Greedy expansion on ``scores`` (``Γ_v``): repeatedly add the best frontier vertex whose
     own segment still fits under ``cap``; the set stays ancestor-closed.  ``within`` forces a
     starting set (its vertices are taken first and count against the cap)."""
@@ -117,8 +124,9 @@ def greedy_profile(forest: RadixForest, scores: FloatArray, kappa: float, cap: f
     chosen: list[int] = list(_closed(forest, within or ()))
     used = float(seg[chosen].sum()) if chosen else 0.0
     members = set(chosen)
-    frontier = [v for v in (forest.roots if not members else [c for m in members for c in forest.children(m)])
-                if v not in members and eligible[v]]
+    frontier = [
+        v for v in (forest.roots if not members else [c for m in members for c in forest.children(m)]) if v not in members and eligible[v]
+    ]
     if within:
         frontier = [v for v in frontier if _below(forest, v, within)]
     heap = [(-scores[v], v) for v in frontier]
@@ -156,8 +164,9 @@ def shared_root(forest: RadixForest, eligible: npt.NDArray[np.bool_]) -> tuple[i
         v = kids[0]
 
 
-def family_profiles(forest: RadixForest, scores: FloatArray, kappa: float, cap: float,
-                    eligible: npt.NDArray[np.bool_], n_families: int) -> list[tuple[str, tuple[int, ...]]]:
+def family_profiles(
+    forest: RadixForest, scores: FloatArray, kappa: float, cap: float, eligible: npt.NDArray[np.bool_], n_families: int
+) -> list[tuple[str, tuple[int, ...]]]:
     """One profile per request family: the ``n_families`` most requested top-level branches
     (children of the shared root, or roots when there is none), each grown greedily on Γ
     inside its branch under ``cap``."""
@@ -174,8 +183,15 @@ def family_profiles(forest: RadixForest, scores: FloatArray, kappa: float, cap: 
     return out
 
 
-def knapsack_profile(forest: RadixForest, values: FloatArray, kappa: float, cap: float,
-                     eligible: npt.NDArray[np.bool_], *, knapsack: KnapsackSolver = knapsack_dp) -> tuple[int, ...]:
+def knapsack_profile(
+    forest: RadixForest,
+    values: FloatArray,
+    kappa: float,
+    cap: float,
+    eligible: npt.NDArray[np.bool_],
+    *,
+    knapsack: KnapsackSolver = knapsack_dp,
+) -> tuple[int, ...]:
     """Tree knapsack (§9.3c) over the eligible (``n_v >= k_min``) vertices, solved by ``knapsack``
     (the exact DP by default; :func:`edgeprefix.formulations.tree_knapsack.solve_knapsack` is the MILP)."""
     sub = np.flatnonzero(eligible)
@@ -224,8 +240,14 @@ def _deepest_marked(parent: np.ndarray, marked: npt.NDArray[np.bool_]) -> np.nda
     return deepest
 
 
-def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token: float,
-                  *, length_quantile: float | None = None, length_bins: int | None = None) -> TypeGroups:
+def request_types(
+    forest: RadixForest,
+    retained: Sequence[int],
+    decode_per_token: float,
+    *,
+    length_quantile: float | None = None,
+    length_bins: int | None = None,
+) -> TypeGroups:
     """Group requests by the deepest retained vertex on their path (§9.4).
 
     ``L_q`` is the mean input length of the group, or the ``length_quantile`` of it computed
@@ -254,8 +276,7 @@ def request_types(forest: RadixForest, retained: Sequence[int], decode_per_token
     if length_quantile is None:
         lengths = np.bincount(inverse, weights=forest.end_input_sum[leaves]) / n
     else:
-        lengths = np.array([_weighted_quantile(length[inverse == k], weight[inverse == k], length_quantile)
-                            for k in range(vertices.size)])
+        lengths = np.array([_weighted_quantile(length[inverse == k], weight[inverse == k], length_quantile) for k in range(vertices.size)])
     outputs = np.bincount(inverse, weights=forest.end_output_sum[leaves]) / n
     bins: list[tuple[FloatArray, FloatArray, FloatArray]] | None = None
     if length_bins is not None and length_bins > 1:
@@ -307,15 +328,19 @@ class _VertexIds:
         return self._forest.vertex_id(v)
 
 
-def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], *, decode_per_token: float,
-             length_quantile: float | None = None,
-             length_bins: int | None = None) -> tuple[tuple[Prefix, ...], tuple[RequestType, ...], tuple[Profile, ...], TypeGroups]:
+def assemble(
+    forest: RadixForest,
+    named: Sequence[tuple[str, tuple[int, ...]]],
+    *,
+    decode_per_token: float,
+    length_quantile: float | None = None,
+    length_bins: int | None = None,
+) -> tuple[tuple[Prefix, ...], tuple[RequestType, ...], tuple[Profile, ...], TypeGroups]:
     """Instance objects for profiles ``named`` (id, vertex set): prefixes = union of the sets."""
     retained = sorted(set().union(*[set(s) for _, s in named])) if named else []
     ids = _VertexIds(forest)
     prefixes = tuple(
-        Prefix(ids[v], float(forest.depth[v]), None if forest.parent[v] < 0 else ids[int(forest.parent[v])],
-               blocks=forest.chain(v))
+        Prefix(ids[v], float(forest.depth[v]), None if forest.parent[v] < 0 else ids[int(forest.parent[v])], blocks=forest.chain(v))
         for v in retained
     )
     types = request_types(forest, retained, decode_per_token, length_quantile=length_quantile, length_bins=length_bins)
@@ -329,23 +354,38 @@ def assemble(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], 
         )
         for u, p, lq, d in zip(types.vertex, types.probability, types.length, types.decode)
     )
-    requests = declared if types.bins is None else tuple(
-        sub for q, (inp, dec, w) in zip(declared, types.bins) for sub in replace_lengths(q, inp, dec, w))
+    requests = (
+        declared
+        if types.bins is None
+        else tuple(sub for q, (inp, dec, w) in zip(declared, types.bins) for sub in replace_lengths(q, inp, dec, w))
+    )
     profiles = tuple(Profile(name, tuple(ids[v] for v in sorted(s))) for name, s in named)
     return prefixes, requests, profiles, types
 
 
-def profile_metrics(prefixes: tuple[Prefix, ...], requests: tuple[RequestType, ...], profiles: tuple[Profile, ...],
-                    kappa: float, gpu_memory: float, runtime_per_sequence: float = 1.0) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int64]]:
+def profile_metrics(
+    prefixes: tuple[Prefix, ...],
+    requests: tuple[RequestType, ...],
+    profiles: tuple[Profile, ...],
+    kappa: float,
+    gpu_memory: float,
+    runtime_per_sequence: float = 1.0,
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int64]]:
     """``B_s``, ``h_{s,q}`` and ``c_s`` through :mod:`edgeprefix.placement.model.profiles` (one source of truth)."""
     tree = PrefixForest(prefixes)
     memory = persistent_memory(profiles, tree, kappa)
     return memory, hit_depth(profiles, requests, tree), concurrency(memory, gpu_memory, runtime_per_sequence)
 
 
-def prune_dominated(forest: RadixForest, named: Sequence[tuple[str, tuple[int, ...]]], *, kappa: float,
-                    gpu_memory: float, runtime_per_sequence: float = 1.0,
-                    type_vertices: Sequence[int] | None = None) -> tuple[list[tuple[str, tuple[int, ...]]], list[str]]:
+def prune_dominated(
+    forest: RadixForest,
+    named: Sequence[tuple[str, tuple[int, ...]]],
+    *,
+    kappa: float,
+    gpu_memory: float,
+    runtime_per_sequence: float = 1.0,
+    type_vertices: Sequence[int] | None = None,
+) -> tuple[list[tuple[str, tuple[int, ...]]], list[str]]:
     """Remove the profiles dominated in (``B_s``, ``h_{s,q}`` ∀q, ``c_s``) (§9.5); returns
     (kept, removed ids).
 
@@ -414,11 +454,10 @@ def generate_profiles(
     feasible = np.floor((gpu_memory - memory) / runtime_per_sequence + 1e-12) >= 1
     dropped = [name for (name, _), ok in zip(unique, feasible) if not ok]
     unique = [p for p, ok in zip(unique, feasible) if ok]
-    kept, pruned = prune_dominated(forest, unique, kappa=kappa, gpu_memory=gpu_memory,
-                                   runtime_per_sequence=runtime_per_sequence)
+    kept, pruned = prune_dominated(forest, unique, kappa=kappa, gpu_memory=gpu_memory, runtime_per_sequence=runtime_per_sequence)
     kept = kept[:max_profiles]
-    prefixes, requests, profiles, types = assemble(forest, kept, decode_per_token=decode_per_token,
-                                                   length_quantile=length_quantile, length_bins=length_bins)
+    prefixes, requests, profiles, types = assemble(
+        forest, kept, decode_per_token=decode_per_token, length_quantile=length_quantile, length_bins=length_bins
+    )
     memory, hits, slots = profile_metrics(prefixes, requests, profiles, kappa, gpu_memory, runtime_per_sequence)
-    return ProfileSet(prefixes, requests, profiles, tuple(s for _, s in kept), types, memory, hits, slots,
-                      tuple(pruned), tuple(dropped))
+    return ProfileSet(prefixes, requests, profiles, tuple(s for _, s in kept), types, memory, hits, slots, tuple(pruned), tuple(dropped))

@@ -29,9 +29,12 @@ class TraceClock:
     def watch(self, records: Iterable[TraceRecord]) -> Iterator[TraceRecord]:
         for record in records:
             if self.last is not None and record.timestamp < self.last:
-                raise TraceError(record.line, "timestamp",
-                                 f"{record.timestamp:g} s is earlier than line {self.last_line}'s {self.last:g} s: "
-                                 "the trace must be in time order (sort it by timestamp)")
+                raise TraceError(
+                    record.line,
+                    "timestamp",
+                    f"{record.timestamp:g} s is earlier than line {self.last_line}'s {self.last:g} s: "
+                    "the trace must be in time order (sort it by timestamp)",
+                )
             if self.first is None:
                 self.first = record.timestamp
             self.last, self.last_line = record.timestamp, record.line
@@ -47,6 +50,8 @@ class TraceClock:
         1000× too short for the unit, a ``hint``."""
         out: dict[str, object] = {"first": self.first, "last": self.last, "span": self.span, "unit": UNIT.get(self.fmt, "seconds")}
         if self.fmt == "mooncake" and self.count > 1 and self.span / (self.count - 1) < SHORT_GAP:
-            out["hint"] = (f"the mean gap between requests is {self.span / (self.count - 1):.3g} s: if the file's timestamps "
-                           "are seconds, multiply them by 1000 (the mooncake format reads milliseconds) or use --format tokens")
+            out["hint"] = (
+                f"the mean gap between requests is {self.span / (self.count - 1):.3g} s: if the file's timestamps "
+                "are seconds, multiply them by 1000 (the mooncake format reads milliseconds) or use --format tokens"
+            )
         return out

@@ -59,7 +59,8 @@ def instance_from_profiles(
     # Σ_q p_q (g(L_q) + D_q) over the instance's types: with length sub-types, E g(L) (docs/model.md §2.3)
     p = np.array([q.probability for q in profile_set.requests])
     full = np.asarray(g(np.array([q.length for q in profile_set.requests])), dtype=float) + np.array(
-        [q.decode for q in profile_set.requests])
+        [q.decode for q in profile_set.requests]
+    )
     ids = [s.id for s in profile_set.profiles]
     c0 = int(profile_set.concurrency[ids.index(FALLBACK_ID)]) if FALLBACK_ID in ids else int(profile_set.concurrency.max())
     intensity = utilisation * edge_density * c0 / float(np.dot(p, full))

@@ -99,8 +99,10 @@ def recover_blocks(instance: Instance, records: Iterable[TraceRecord]) -> Instan
     wanted = {_bottom_id(p.id): i for i, p in enumerate(instance.prefixes) if not p.blocks}
     if None in wanted:
         i = wanted[None]
-        raise InstanceError(f"prefixes[{i}].blocks", f"prefix {instance.prefixes[i].id!r} is not a trace vertex h<block id>: "
-                            "rebuild the instance with edgeprefix profiles")
+        raise InstanceError(
+            f"prefixes[{i}].blocks",
+            f"prefix {instance.prefixes[i].id!r} is not a trace vertex h<block id>: rebuild the instance with edgeprefix profiles",
+        )
     paths: dict[int, tuple[int, ...]] = {}
     if wanted:
         for record in records:
@@ -117,8 +119,10 @@ def recover_blocks(instance: Instance, records: Iterable[TraceRecord]) -> Instan
             continue
         bottom = _bottom_id(p.id)
         if bottom not in paths:
-            raise InstanceError(f"prefixes[{i}].blocks", f"block {bottom} of prefix {p.id!r} does not occur in the trace: "
-                                "pass the trace the instance was built from")
+            raise InstanceError(
+                f"prefixes[{i}].blocks",
+                f"block {bottom} of prefix {p.id!r} does not occur in the trace: pass the trace the instance was built from",
+            )
         path = paths[bottom]
         start = 0
         if p.parent is not None:
@@ -182,12 +186,16 @@ def block_catalogue(instance: Instance, block_size: int = DEFAULT_BLOCK_SIZE) ->
     owner: list[Any] = []
     for i, p in enumerate(instance.prefixes):
         if not p.blocks:
-            raise InstanceError(f"prefixes[{i}].blocks", f"prefix {p.id!r} carries no block ids: rebuild the instance with "
-                                "edgeprefix profiles, or recover them from its trace")
+            raise InstanceError(
+                f"prefixes[{i}].blocks",
+                f"prefix {p.id!r} carries no block ids: rebuild the instance with edgeprefix profiles, or recover them from its trace",
+            )
         total = cumulative(p.id)
         if not (total - 1) * block_size < p.depth <= total * block_size:
-            raise InstanceError(f"prefixes[{i}].depth", f"depth {p.depth:g} of {p.id!r} does not fit its {total} blocks of "
-                                f"{block_size} tokens: pass the trace's --block-size")
+            raise InstanceError(
+                f"prefixes[{i}].depth",
+                f"depth {p.depth:g} of {p.id!r} does not fit its {total} blocks of {block_size} tokens: pass the trace's --block-size",
+            )
         first = total - len(p.blocks) + 1
         for j, b in enumerate(p.blocks):
             if b in index:
@@ -206,8 +214,19 @@ def block_catalogue(instance: Instance, block_size: int = DEFAULT_BLOCK_SIZE) ->
         held[s] = members[owner_arr]
     type_of_vertex, default, uncached = _vertex_types(instance, forest)
     split, group_of = length_split(instance)
-    return BlockCatalogue(block_size, index, np.asarray(position, dtype=np.int64), np.asarray(end, dtype=float), held,
-                          np.asarray(closes, dtype=np.int64), type_of_vertex, default, uncached, split, group_of)
+    return BlockCatalogue(
+        block_size,
+        index,
+        np.asarray(position, dtype=np.int64),
+        np.asarray(end, dtype=float),
+        held,
+        np.asarray(closes, dtype=np.int64),
+        type_of_vertex,
+        default,
+        uncached,
+        split,
+        group_of,
+    )
 
 
 def length_split(instance: Instance) -> tuple[tuple[tuple[IntArray, FloatArray], ...], IntArray | None]:
@@ -263,8 +282,14 @@ class TraceWorkload:
 
     def part(self, index: slice | npt.ArrayLike) -> TraceWorkload:
         """The requests selected by ``index`` (a slice or index/mask array), in order."""
-        return TraceWorkload(self.time[index], self.length[index], self.output[index], self.hit[:, index], self.kind[index],  # type: ignore[index]
-                             self.matched[index])  # type: ignore[index]
+        return TraceWorkload(
+            self.time[index],
+            self.length[index],
+            self.output[index],
+            self.hit[:, index],
+            self.kind[index],  # type: ignore[index]
+            self.matched[index],
+        )  # type: ignore[index]
 
     def type_mix(self, types: int) -> FloatArray:
         """Empirical distribution of the request types, ``(Q,)``."""
@@ -278,8 +303,9 @@ def split_index(n: int, split: float) -> int:
     return int(np.floor(split * n))
 
 
-def trace_workload(records: Iterable[TraceRecord], catalogue: BlockCatalogue, *, total: int | None = None,
-                   desc: str = "trace") -> TraceWorkload:
+def trace_workload(
+    records: Iterable[TraceRecord], catalogue: BlockCatalogue, *, total: int | None = None, desc: str = "trace"
+) -> TraceWorkload:
     """Stream ``records`` once and return their :class:`TraceWorkload` (progress on stderr)."""
     index, position, closes = catalogue.index, catalogue.position.tolist(), catalogue.closes.tolist()
     type_of_vertex = catalogue.type_of_vertex.tolist()
@@ -317,8 +343,9 @@ def trace_workload(records: Iterable[TraceRecord], catalogue: BlockCatalogue, *,
         np.maximum.at(hit[s], req[mine], ends[mine])
     np.minimum(hit, lengths[None, :], out=hit)
     kinds = assign_subtypes(np.asarray(kind, dtype=np.int64), lengths, catalogue)
-    return TraceWorkload(np.frombuffer(time, dtype=float).copy(), lengths, np.asarray(output, dtype=float), hit,
-                         kinds, np.asarray(matched, dtype=bool))
+    return TraceWorkload(
+        np.frombuffer(time, dtype=float).copy(), lengths, np.asarray(output, dtype=float), hit, kinds, np.asarray(matched, dtype=bool)
+    )
 
 
 def decode_per_token(instance: Instance, mean_output: float) -> float:
@@ -328,14 +355,21 @@ def decode_per_token(instance: Instance, mean_output: float) -> float:
     the instance was built from this returns ``d`` exactly.
     """
     if not (np.isfinite(mean_output) and mean_output > 0):
-        raise ValueError(f"the trace's mean output length must be > 0 tokens to derive the decode rate, got {mean_output!r}: "
-                         "pass --decode-per-token")
+        raise ValueError(
+            f"the trace's mean output length must be > 0 tokens to derive the decode rate, got {mean_output!r}: pass --decode-per-token"
+        )
     return float(np.dot(instance.probabilities, instance.decodes) / mean_output)
 
 
-def load_trace_workload(source: str | os.PathLike[str] | Iterable[str], instance: Instance, *, fmt: str = "mooncake",
-                        block_size: int = DEFAULT_BLOCK_SIZE, skip_invalid: bool = False,
-                        log: SkipLog | None = None) -> tuple[Instance, TraceWorkload]:
+def load_trace_workload(
+    source: str | os.PathLike[str] | Iterable[str],
+    instance: Instance,
+    *,
+    fmt: str = "mooncake",
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    skip_invalid: bool = False,
+    log: SkipLog | None = None,
+) -> tuple[Instance, TraceWorkload]:
     """Read a trace through ``instance``: recover missing ``prefixes[].blocks`` from it (one
     extra pass, only when needed), build the catalogue and stream the requests once.
 

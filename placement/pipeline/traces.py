@@ -113,9 +113,13 @@ def iter_lines(source: str | os.PathLike[str] | Iterable[str]) -> Iterator[tuple
                 for number, text in enumerate(handle, start=1):
                     yield number, text
         except UnicodeDecodeError as exc:
-            raise TraceError(number + 1, "", f"file {str(path)!r} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save it as UTF-8") from None
+            raise TraceError(
+                number + 1, "", f"file {str(path)!r} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save it as UTF-8"
+            ) from None
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise TraceError(number + 1, "", f"file {str(path)!r} is not a complete gzip file ({exc}): re-download or re-compress it") from None
+            raise TraceError(
+                number + 1, "", f"file {str(path)!r} is not a complete gzip file ({exc}): re-download or re-compress it"
+            ) from None
         except OSError as exc:
             raise TraceError(0, "", f"cannot read file {str(path)!r} ({exc.strerror or exc})") from None
     else:
@@ -147,8 +151,12 @@ def _timestamp(line: int, obj: dict[str, Any], *, scale: float) -> float:
     value = obj.get("timestamp", 0)
     unit = "milliseconds" if scale != 1.0 else "seconds"
     top = MAX_TIMESTAMP / scale
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top
-            or (isinstance(value, float) and not math.isfinite(value))):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 <= value <= top
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
         raise TraceError(line, "timestamp", f"must be a number of {unit} in [0, {top:.0e}] (docs/model.md §20), got {_short(value)}")
     return float(value) * scale
 
@@ -192,7 +200,8 @@ def parse_mooncake_line(line: int, text: str, *, block_size: int = DEFAULT_BLOCK
     expected = -(-length // block_size)
     if len(ids) != expected:
         raise TraceError(
-            line, "hash_ids",
+            line,
+            "hash_ids",
             f"len(hash_ids) must equal ceil(input_length / {block_size}) = {expected}, got {len(ids)}",
         )
     return TraceRecord(line, timestamp, length, output, tuple(ids))
@@ -206,7 +215,7 @@ def token_block_ids(tokens: Iterable[int], block_size: int) -> tuple[int, ...]:
     ids: list[int] = []
     parent = b"\x00" * 8
     for start in range(0, arr.size, block_size):
-        digest = hashlib.blake2b(parent + arr[start:start + block_size].tobytes(), digest_size=8).digest()
+        digest = hashlib.blake2b(parent + arr[start : start + block_size].tobytes(), digest_size=8).digest()
         ids.append(int.from_bytes(digest, "little") >> 1)
         parent = digest
     return tuple(ids)
@@ -259,8 +268,12 @@ def read_trace(
         try:
             record = parse(number, text, block_size=block_size)
             if record is not None and last is not None and record.timestamp < last.timestamp:
-                raise TraceError(number, "timestamp", f"{record.timestamp:.6g} s is earlier than line {last.line}'s "
-                                                      f"{last.timestamp:.6g} s: the trace must be in time order (sort it by timestamp)")
+                raise TraceError(
+                    number,
+                    "timestamp",
+                    f"{record.timestamp:.6g} s is earlier than line {last.line}'s "
+                    f"{last.timestamp:.6g} s: the trace must be in time order (sort it by timestamp)",
+                )
         except TraceError as error:
             if not skip_invalid:
                 raise
@@ -272,8 +285,9 @@ def read_trace(
             yield record
 
 
-def with_progress(records: Iterable[TraceRecord], *, total: int | None = None, desc: str = "trace",
-                  every: int = 4096) -> Iterator[TraceRecord]:
+def with_progress(
+    records: Iterable[TraceRecord], *, total: int | None = None, desc: str = "trace", every: int = 4096
+) -> Iterator[TraceRecord]:
     """``records`` unchanged, drawing a progress bar of the requests read (``placement.progress``; ``total``
     when known, else the count and the rate), updated every ``every`` records so the bar costs nothing."""
     from edgeprefix.placement.progress import progress_bar
@@ -329,8 +343,7 @@ def synthetic_records(
         for i in range(m):
             f = int(fams[i])
             tail = int(tails[i])
-            blocks = system + tuple(range(int(fam_start[f]), int(fam_start[f] + fam_len[f]))) + tuple(
-                range(next_id, next_id + tail))
+            blocks = system + tuple(range(int(fam_start[f]), int(fam_start[f] + fam_len[f]))) + tuple(range(next_id, next_id + tail))
             next_id += tail
             length = (len(blocks) - 1) * block_size + int(partial[i])
             t += float(gaps[i])
@@ -340,12 +353,14 @@ def synthetic_records(
 
 def record_to_mooncake_json(record: TraceRecord) -> str:
     """Serialise a record as one Mooncake JSONL line (timestamp in integer milliseconds)."""
-    return json.dumps({
-        "timestamp": int(round(record.timestamp * 1000)),
-        "input_length": record.input_length,
-        "output_length": record.output_length,
-        "hash_ids": list(record.blocks),
-    })
+    return json.dumps(
+        {
+            "timestamp": int(round(record.timestamp * 1000)),
+            "input_length": record.input_length,
+            "output_length": record.output_length,
+            "hash_ids": list(record.blocks),
+        }
+    )
 
 
 def lines_of(text: str) -> Iterator[str]:

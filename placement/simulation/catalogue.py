@@ -99,8 +99,12 @@ def churn_events(nodes: int, mix: FloatArray, rate: float, duration: float, rng:
     (so the mix stays ``π`` in law); no draw at all when ``γ = 0``."""
     if rate <= 0:
         return Churn(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    check_simulated_events(rate * duration * nodes, "catalogue.churn", "churn events (γ × nodes × seconds)",
-                           "lower catalogue.churn, the nodes or the simulated seconds")
+    check_simulated_events(
+        rate * duration * nodes,
+        "catalogue.churn",
+        "churn events (γ × nodes × seconds)",
+        "lower catalogue.churn, the nodes or the simulated seconds",
+    )
     count = int(rng.poisson(rate * duration * nodes))
     time = rng.random(count) * duration
     node = rng.integers(0, nodes, count)
@@ -130,8 +134,16 @@ def catalogue_epochs(profile: IntArray, churn: Churn, refresh: float, duration: 
     return starts, snaps
 
 
-def full_scan_route(points: FloatArray, kind: IntArray, nodes: FloatArray, side: float, eligible: npt.NDArray[np.bool_],
-                    bias: FloatArray, xi: float, alpha: float) -> IntArray:
+def full_scan_route(
+    points: FloatArray,
+    kind: IntArray,
+    nodes: FloatArray,
+    side: float,
+    eligible: npt.NDArray[np.bool_],
+    bias: FloatArray,
+    xi: float,
+    alpha: float,
+) -> IntArray:
     """Theorem 1's rule over every eligible node: ``argmin_x ξ r_x^α + β_{x,q}`` with per-node biases.
 
     Per type, the nodes that share a bias value form a group in which the cost grows with distance,

@@ -138,22 +138,29 @@ def compare_coverage(
                 online_runs = [simulate_network(inst, mix, live, spec, seed=np.random.default_rng(s)) for s in seeds]
                 online_covs = np.array([r.coverage(tau) for r in online_runs])
                 online_cov, online_se = float(online_covs.mean()), _standard_error(online_covs, online_runs, tau)
-            rows.append(CoverageRow(
-                intensity=float(lam),
-                policy=policy,
-                analytical=float(ev.coverage(tau)),
-                gamma=corrected_coverage(ev, tau, shape=VORONOI_SHAPE),
-                node_erlang=node_erlang_coverage(ev, tau, mean_nodes=spec.layout.mean_nodes, points_per_node=node_points,
-                                                 seed=np.random.default_rng(seeds[0]).integers(2**32)),
-                simulated=float(covs.mean()),
-                simulated_se=se,
-                requests=int(sum(r.requests for r in runs)),
-                utilization_analytical=np.nan_to_num(np.asarray(ev.utilization, dtype=float)),
-                utilization_simulated=mean_over_runs([r.tier_utilization() for r in runs]),
-                cell=float(evaluate(inst, mix, policy, target=tau, queue_model="cell").coverage(tau)),
-                online=online_cov,
-                online_se=online_se,
-            ))
+            rows.append(
+                CoverageRow(
+                    intensity=float(lam),
+                    policy=policy,
+                    analytical=float(ev.coverage(tau)),
+                    gamma=corrected_coverage(ev, tau, shape=VORONOI_SHAPE),
+                    node_erlang=node_erlang_coverage(
+                        ev,
+                        tau,
+                        mean_nodes=spec.layout.mean_nodes,
+                        points_per_node=node_points,
+                        seed=np.random.default_rng(seeds[0]).integers(2**32),
+                    ),
+                    simulated=float(covs.mean()),
+                    simulated_se=se,
+                    requests=int(sum(r.requests for r in runs)),
+                    utilization_analytical=np.nan_to_num(np.asarray(ev.utilization, dtype=float)),
+                    utilization_simulated=mean_over_runs([r.tier_utilization() for r in runs]),
+                    cell=float(evaluate(inst, mix, policy, target=tau, queue_model="cell").coverage(tau)),
+                    online=online_cov,
+                    online_se=online_se,
+                )
+            )
     return rows
 
 

@@ -216,8 +216,9 @@ def sample_layout(instance, mix, spec: LayoutSpec = LayoutSpec(), *, seed=None) 
         if corrupt[x] and own:
             deepest = max(own, key=lambda v: depths[v])
             rec = own[deepest]
-            own[deepest] = StateRecord(rec.model, rec.tokenizer, rec.adapter, rec.prefix_hash + "-stale",
-                                       rec.position_encoding, rec.catalogue_epoch)
+            own[deepest] = StateRecord(
+                rec.model, rec.tokenizer, rec.adapter, rec.prefix_hash + "-stale", rec.position_encoding, rec.catalogue_epoch
+            )
         states.append(own)
     advertised = np.asarray(instance.hit_depth, dtype=float)[profile]  # (N, Q)
     verified = np.zeros_like(advertised)
@@ -228,8 +229,7 @@ def sample_layout(instance, mix, spec: LayoutSpec = LayoutSpec(), *, seed=None) 
             verified[x, q], used = verify_reuse(states[x], expected, req.path, depths)
             row.append(used)
         reused.append(tuple(row))
-    return Layout(side, positions, profile, servers, tuple(attrs), eligible, advertised, verified,
-                  tuple(reused), tuple(states), current)
+    return Layout(side, positions, profile, servers, tuple(attrs), eligible, advertised, verified, tuple(reused), tuple(states), current)
 
 
 def edge_effect_check(layout: Layout, densities: npt.ArrayLike, *, probes: int = 20_000, seed=None) -> FloatArray:

@@ -133,7 +133,7 @@ def simulate_mmc(
     rng = np.random.default_rng(seed)
     times = np.cumsum(rng.exponential(1.0 / arrival_rate, customers))
     services = rng.exponential(1.0 / service_rate, customers)
-    waits = fcfs_waits(times, services, servers)[int(warmup * customers):]
+    waits = fcfs_waits(times, services, servers)[int(warmup * customers) :]
     return MMcComparison(
         arrival_rate=float(arrival_rate),
         service_rate=float(service_rate),
@@ -270,7 +270,7 @@ def simulate_mgc(
         raise ValueError(f"warmup: must lie in [0, 1), got {plain(warmup)}")
     rng = np.random.default_rng(seed)
     times = np.cumsum(rng.exponential(1.0 / arrival_rate, customers))
-    waits = fcfs_waits(times, law.sample(customers, rng), servers)[int(warmup * customers):]
+    waits = fcfs_waits(times, law.sample(customers, rng), servers)[int(warmup * customers) :]
     pw = erlang_c(a, servers)
     w_mm = mmc_mean_wait(arrival_rate, 1.0 / law.mean, servers)
     theta = float(mgc_decay(a, servers, law.mean, law.scv))

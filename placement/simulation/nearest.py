@@ -58,8 +58,8 @@ def query(layout: Any, positions: FloatArray, k: int, profiles: int, shown: IntA
         tree = cKDTree(np.mod(layout.positions[idx], layout.side), boxsize=layout.side)
         kk = min(k, idx.size)
         d, j = tree.query(positions, k=kk)
-        nodes[:, s * k: s * k + kk] = idx[j.reshape(n, kk)]
-        dist[:, s * k: s * k + kk] = d.reshape(n, kk)
+        nodes[:, s * k : s * k + kk] = idx[j.reshape(n, kk)]
+        dist[:, s * k : s * k + kk] = d.reshape(n, kk)
     return nodes, dist
 
 
@@ -67,8 +67,9 @@ def _columns(k_stored: int, k: int, profiles: int) -> IntArray:
     return (np.arange(profiles)[:, None] * k_stored + np.arange(k)[None, :]).ravel()
 
 
-def nearest_per_profile(layout: Any, positions: npt.ArrayLike, k: int, profiles: int,
-                        shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
+def nearest_per_profile(
+    layout: Any, positions: npt.ArrayLike, k: int, profiles: int, shown: IntArray | None = None
+) -> tuple[IntArray, FloatArray]:
     """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad).
 
     Column block ``s`` holds profile ``s``'s candidates in increasing distance.  ``shown``: the

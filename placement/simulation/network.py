@@ -229,8 +229,7 @@ class NetworkResult:
                 for s, sid in enumerate(self.profile_ids)
             },
             "association": {
-                sid: {qid: float(a) for qid, a in zip(self.request_ids, row)}
-                for sid, row in zip(self.profile_ids, self.association())
+                sid: {qid: float(a) for qid, a in zip(self.request_ids, row)} for sid, row in zip(self.profile_ids, self.association())
             },
         }
 
@@ -247,8 +246,9 @@ class _Requests:
 def _sample_requests(instance, layout: Layout, duration: float, spec: SimulationSpec, rng) -> _Requests:
     """Space-time Poisson arrivals of intensity ``Λ`` on the torus, types by ``p_q``."""
     rate = instance.network.request_intensity * layout.area
-    check_simulated_events(rate * duration, "network.edge_density", "requests (Λ × area × seconds)",
-                           "raise λ_b or lower Λ, the nodes or the simulated seconds")
+    check_simulated_events(
+        rate * duration, "network.edge_density", "requests (Λ × area × seconds)", "raise λ_b or lower Λ, the nodes or the simulated seconds"
+    )
     n = int(rng.poisson(rate * duration))
     time = np.sort(rng.random(n) * duration)
     position = rng.random((n, 2)) * layout.side
@@ -265,8 +265,7 @@ def _sample_requests(instance, layout: Layout, duration: float, spec: Simulation
     return _Requests(time, position, kind, unit, decode * (factor - 1.0))
 
 
-def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int,
-                shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
+def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int, shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
     """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad).
 
     ``shown``: the profile the catalogue shows for each node (default: the layout's).
@@ -309,10 +308,20 @@ def simulate_network(
         served = chosen >= 0
         radio = net.radio_scale * np.where(served, distance, 0.0) ** net.radio_exponent
         return NetworkResult(
-            router=getattr(router, "name", type(router).__name__), profile_ids=instance.profile_ids,
-            request_ids=instance.request_ids, horizon=spec.horizon, layout=layout, request_type=req.kind[keep],
-            node=chosen, profile=np.where(served, profile, -1), distance=distance, prefill=prefill, hit=hit, wait=wait,
-            service=service, ttft=np.where(served, radio + prefill + wait, np.inf),
+            router=getattr(router, "name", type(router).__name__),
+            profile_ids=instance.profile_ids,
+            request_ids=instance.request_ids,
+            horizon=spec.horizon,
+            layout=layout,
+            request_type=req.kind[keep],
+            node=chosen,
+            profile=np.where(served, profile, -1),
+            distance=distance,
+            prefill=prefill,
+            hit=hit,
+            wait=wait,
+            service=service,
+            ttft=np.where(served, radio + prefill + wait, np.inf),
         )
     cand, dist = nearest_per_profile(layout, req.position, k, s_count)  # remembered: reruns on one network reuse it
 
@@ -450,8 +459,11 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
         c_all = np.asarray(instance.concurrency, dtype=float)[s_all]
     radio_all = xi * np.where(valid_all, dist, 0.0) ** alpha
     fetch_all = fetch[s_all, kind[:, None]]
-    m_all = ((np.asarray(instance.service_time, dtype=float) @ p)[prof])[safe] / c_all if shown is None else (
-        (np.asarray(instance.service_time, dtype=float) @ p)[s_all] / c_all)  # m̄_s / c_x
+    m_all = (
+        ((np.asarray(instance.service_time, dtype=float) @ p)[prof])[safe] / c_all
+        if shown is None
+        else ((np.asarray(instance.service_time, dtype=float) @ p)[s_all] / c_all)
+    )  # m̄_s / c_x
     mem_all = np.asarray(instance.memory, dtype=float)[s_all]
     full_rows = bool(valid_all.all())
 
@@ -520,11 +532,26 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
                 refresh(all_nodes, next_refresh)
                 next_refresh += period
         view = CandidateView(
-            q=q, length=lengths_list[q], now=t, target=tau, node=nodes, profile=s_all[i][sel], distance=dist[i][sel],
-            radio=radio_all[i][sel], hit=hit_all[i][sel], prefill=prefill_all[i][sel],
-            in_system=n_snap[nodes], servers=c_all[i][sel], open=~closed[nodes], fetch=fetch_all[i][sel],
-            per_server=m_all[i][sel], age=t - snap_time[nodes], memory=mem_all[i][sel],
-            runtime_per_sequence=m_run, gpu_memory=memory_total, staleness=staleness,
+            q=q,
+            length=lengths_list[q],
+            now=t,
+            target=tau,
+            node=nodes,
+            profile=s_all[i][sel],
+            distance=dist[i][sel],
+            radio=radio_all[i][sel],
+            hit=hit_all[i][sel],
+            prefill=prefill_all[i][sel],
+            in_system=n_snap[nodes],
+            servers=c_all[i][sel],
+            open=~closed[nodes],
+            fetch=fetch_all[i][sel],
+            per_server=m_all[i][sel],
+            age=t - snap_time[nodes],
+            memory=mem_all[i][sel],
+            runtime_per_sequence=m_run,
+            gpu_memory=memory_total,
+            staleness=staleness,
         )
         j = router.choose(view, rng)
         if j == REJECT:
@@ -611,7 +638,7 @@ class _ChurnState:
             if c_new > len(heap):
                 heap.extend([when] * (c_new - len(heap)))
             elif c_new < len(heap):
-                heap[:] = sorted(heap)[len(heap) - c_new:]
+                heap[:] = sorted(heap)[len(heap) - c_new :]
             heapq.heapify(heap)
             self.profile[x] = s
             self.first[x] = inst.first_token_time[s]
@@ -690,8 +717,7 @@ def _simulate_catalogue(instance, mix, layout, req, router, spec, rng):
         for e in np.unique(epoch).tolist():
             sel = np.flatnonzero(epoch == e)
             bias = node_bias(nodecat.first_token[rows, snaps[e]], snaps[e])
-            chosen[sel] = full_scan_route(req.position[sel], req.kind[sel], layout.positions, layout.side,
-                                          layout.eligible, bias, xi, alpha)
+            chosen[sel] = full_scan_route(req.position[sel], req.kind[sel], layout.positions, layout.side, layout.eligible, bias, xi, alpha)
         waits, services, hits, prefill, profile = _serve_churn(instance, layout, req, chosen, occupancy, churn)
     else:
         cand = np.full((n, s_count * k), -1, dtype=np.int64)
@@ -704,7 +730,8 @@ def _simulate_catalogue(instance, mix, layout, req, router, spec, rng):
         kind = req.kind[:, None]
         view = (shown_s, nodecat.depth[safe, shown_s, kind], nodecat.first_token[safe, shown_s, kind])
         chosen, waits, services, hits, state_prefill, state_profile = _route_online(
-            instance, layout, req, cand, dist, router, spec, rng, np.array(occupancy), shown=view, churn=churn)
+            instance, layout, req, cand, dist, router, spec, rng, np.array(occupancy), shown=view, churn=churn
+        )
         prefill, profile = state_prefill, state_profile
     served = chosen >= 0
     gap = np.abs(req.position - layout.positions[np.maximum(chosen, 0)])

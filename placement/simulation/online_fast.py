@@ -40,9 +40,16 @@ IntArray = npt.NDArray[np.int64]
 
 def _plain_router(router: OnlineRouter) -> OnlineRouter:
     """The router rebuilt from the knobs this path implements (any other knob then makes it differ)."""
-    return OnlineRouter(policy=router.policy, delay=router.delay, tier_wait=router.tier_wait,
-                        candidates_per_profile=router.candidates_per_profile, margin=router.margin,
-                        fallback=router.fallback, fetch=router.fetch, name=router.name)
+    return OnlineRouter(
+        policy=router.policy,
+        delay=router.delay,
+        tier_wait=router.tier_wait,
+        candidates_per_profile=router.candidates_per_profile,
+        margin=router.margin,
+        fallback=router.fallback,
+        fetch=router.fetch,
+        name=router.name,
+    )
 
 
 FAST_PATH = True  # off: every request goes through ``router.choose`` (benchmarks/validate_speed.py measures both)
@@ -54,8 +61,14 @@ def applies(router: Any, spec: Any, shown: Any = None, churn: Any = None) -> boo
         return False
     if router != _plain_router(router) or router.admission_control:
         return False
-    known = type(spec)(horizon=spec.horizon, warmup=spec.warmup, staleness_weight=spec.staleness_weight,
-                           service=spec.service, local_accounting=spec.local_accounting, layout=spec.layout)
+    known = type(spec)(
+        horizon=spec.horizon,
+        warmup=spec.warmup,
+        staleness_weight=spec.staleness_weight,
+        service=spec.service,
+        local_accounting=spec.local_accounting,
+        layout=spec.layout,
+    )
     if spec != replace(known, refresh_period=0.0, telemetry_delay=0.0):  # fresh telemetry, no other setting
         return False
     return router.margin == 0 or math.isfinite(spec.staleness_weight)
@@ -64,8 +77,9 @@ def applies(router: Any, spec: Any, shown: Any = None, churn: Any = None) -> boo
 CHUNK = 1 << 15  # requests whose candidate arrays are built at once (bounds the memory)
 
 
-def route_fresh(instance: Any, layout: Any, req: Any, cand: IntArray, dist: FloatArray, router: OnlineRouter,
-                real_service: FloatArray) -> tuple[IntArray, FloatArray, FloatArray, FloatArray] | None:
+def route_fresh(
+    instance: Any, layout: Any, req: Any, cand: IntArray, dist: FloatArray, router: OnlineRouter, real_service: FloatArray
+) -> tuple[IntArray, FloatArray, FloatArray, FloatArray] | None:
     """``(chosen, waits, services, hits)`` per request, as the per-request loop gives them (see the module).
 
     ``cand``/``dist``: the candidates ``(n, K)`` (node −1 / distance inf pads); ``real_service``: the
@@ -88,8 +102,18 @@ def route_fresh(instance: Any, layout: Any, req: Any, cand: IntArray, dist: Floa
         if packed is None:
             return None
         svc_first = req.unit_service[lo:hi] * occupancy[np.maximum(packed[:, 0, 0].astype(np.int64), 0), req.kind[lo:hi]] + extra[lo:hi]
-        chosen[lo:hi], waits[lo:hi] = _book(packed, req.time[lo:hi].tolist(), svc_first.tolist(), req.unit_service[lo:hi].tolist(),
-                                            extra[lo:hi].tolist(), req.kind[lo:hi].tolist(), occ, router, free, departures)
+        chosen[lo:hi], waits[lo:hi] = _book(
+            packed,
+            req.time[lo:hi].tolist(),
+            svc_first.tolist(),
+            req.unit_service[lo:hi].tolist(),
+            extra[lo:hi].tolist(),
+            req.kind[lo:hi].tolist(),
+            occ,
+            router,
+            free,
+            departures,
+        )
     served = chosen >= 0
     safe = np.maximum(chosen, 0)
     services = np.where(served, req.unit_service * occupancy[safe, req.kind] + extra, 0.0)
@@ -101,8 +125,9 @@ def route_fresh(instance: Any, layout: Any, req: Any, cand: IntArray, dist: Floa
 _NODE, _BASE, _RP, _FETCH, _PER, _SERVERS, _INDEX, _TIER = range(8)
 
 
-def _telemetry_free(instance: Any, layout: Any, kind: IntArray, cand: IntArray, dist: FloatArray,
-                    router: OnlineRouter) -> FloatArray | None:
+def _telemetry_free(
+    instance: Any, layout: Any, kind: IntArray, cand: IntArray, dist: FloatArray, router: OnlineRouter
+) -> FloatArray | None:
     """Per request, its candidates sorted by the cost at ``n_x < c_x`` (stable: ties keep their order),
     packed ``(n, K, 8)``: node, that cost, ``ξ r^α + g``, ``T_fetch``, ``m̄/c_x``, ``c_x``, original
     index, tier delay.  Padded slots (node −1) sort last with cost inf.  ``None`` if a cost is not finite."""
@@ -133,9 +158,18 @@ def _telemetry_free(instance: Any, layout: Any, kind: IntArray, cand: IntArray, 
     return np.take_along_axis(packed, order[:, :, None], axis=1)
 
 
-def _book(packed: FloatArray, times: list[float], svc_first: list[float], units: list[float], extras: list[float],
-          kinds: list[int], occ: list[list[float]], router: OnlineRouter, free: list[list[float]],
-          departures: list[list[float]]) -> tuple[list[int], list[float]]:
+def _book(
+    packed: FloatArray,
+    times: list[float],
+    svc_first: list[float],
+    units: list[float],
+    extras: list[float],
+    kinds: list[int],
+    occ: list[list[float]],
+    router: OnlineRouter,
+    free: list[list[float]],
+    departures: list[list[float]],
+) -> tuple[list[int], list[float]]:
     """The per-request pass: take the cheapest telemetry-free candidate when it has a free server,
     else the router's full cost decides (:func:`_full_choice`); book the server (FCFS).
     Returns the chosen node (−1: no candidate) and the wait of each request."""
@@ -166,8 +200,15 @@ def _book(packed: FloatArray, times: list[float], svc_first: list[float], units:
     return chosen, waits
 
 
-def _full_choice(row: list[list[float]], t: float, tier: bool, margin: float, free: list[list[float]],
-                 departures: list[list[float]], pop: Callable[[list[float]], float]) -> int:
+def _full_choice(
+    row: list[list[float]],
+    t: float,
+    tier: bool,
+    margin: float,
+    free: list[list[float]],
+    departures: list[list[float]],
+    pop: Callable[[list[float]], float],
+) -> int:
     """``argmin`` of the router's cost (``OnlineRouter.cost``, operation for operation) with ``n_x`` read at ``t``.
 
     ``row``: the request's packed candidates in increasing telemetry-free cost, a lower bound of the full

@@ -56,9 +56,7 @@ def mm1_closed_forms(arrival_rate: float, service_rate: float) -> dict[str, floa
     }
 
 
-def joint_density(
-    r: npt.ArrayLike, densities: npt.ArrayLike, bias: npt.ArrayLike, radio_scale: float, radio_exponent: float
-) -> FloatArray:
+def joint_density(r: npt.ArrayLike, densities: npt.ArrayLike, bias: npt.ArrayLike, radio_scale: float, radio_exponent: float) -> FloatArray:
     """Joint selection–distance density ``f_{s,q}(r)`` of Theorem 1, shape ``(S, Q, len(r))``.
 
     ``f_{s,q}(r) = 2π λ_s r exp(−π λ_s r² − Σ_{t≠s} π λ_t d_{t|s,q}(r)²)`` with
@@ -98,7 +96,11 @@ def association_by_quadrature(
 
 
 def serving_distance_cdf(
-    r: npt.ArrayLike, densities: npt.ArrayLike, bias: npt.ArrayLike, radio_scale: float, radio_exponent: float,
+    r: npt.ArrayLike,
+    densities: npt.ArrayLike,
+    bias: npt.ArrayLike,
+    radio_scale: float,
+    radio_exponent: float,
     points: int = 20001,
 ) -> FloatArray:
     """Conditional serving-distance CDF ``P(R ≤ r | s, q)``, shape ``(S, Q, len(r))``.

@@ -274,8 +274,9 @@ class ReplayResult:
         return np.bincount(self.epoch, minlength=len(self.predictions)) / max(self.requests, 1)
 
     def _predicted(self, metric: str) -> float:
-        values = np.array([float(getattr(ev, metric)) if metric != "coverage" else float(ev.coverage(self.target))
-                           for ev in self.predictions])
+        values = np.array(
+            [float(getattr(ev, metric)) if metric != "coverage" else float(ev.coverage(self.target)) for ev in self.predictions]
+        )
         w = self.epoch_weights()
         return float(np.sum(w[w > 0] * values[w > 0]))
 
@@ -331,14 +332,17 @@ class ReplayResult:
             mask = self.epoch == e
             ttft = self.ttft[mask]
             finite = np.isfinite(ttft)
-            rows.append({
-                "name": name, "requests": int(mask.sum()),
-                "coverage_replayed": float(np.mean(ttft <= self.target)) if mask.any() else float("nan"),
-                "coverage_predicted": float(ev.coverage(self.target)),
-                "mean_ttft_replayed": float(ttft[finite].mean()) if finite.any() else float("nan"),
-                "mean_ttft_predicted": float(ev.mean_ttft),
-                "nodes_changed": int(self.changed[e]),
-            })
+            rows.append(
+                {
+                    "name": name,
+                    "requests": int(mask.sum()),
+                    "coverage_replayed": float(np.mean(ttft <= self.target)) if mask.any() else float("nan"),
+                    "coverage_predicted": float(ev.coverage(self.target)),
+                    "mean_ttft_replayed": float(ttft[finite].mean()) if finite.any() else float("nan"),
+                    "mean_ttft_predicted": float(ev.mean_ttft),
+                    "nodes_changed": int(self.changed[e]),
+                }
+            )
         return rows
 
     def engine_summary(self) -> dict[str, Any]:
@@ -358,10 +362,18 @@ class ReplayResult:
         q = np.percentile(self.ttft, [50, 90, 99]) if self.requests else np.full(3, np.nan)
         net = self.prediction.instance.network
         radio = float(np.mean(net.radio_scale * self.distance[served] ** net.radio_exponent)) if served.any() else float("nan")
-        return {"engine": self.spec.engine, "cache": self.spec.cache, "hit_rate_blocks": hit_rate,
-                "ttft_p50": float(q[0]), "ttft_p90": float(q[1]), "ttft_p99": float(q[2]),
-                "preemptions": int(self.extras.get("preemptions", 0)), "node_load_cv": cv, "radio_mean": radio,
-                "telemetry_delay": self.spec.telemetry.delay}
+        return {
+            "engine": self.spec.engine,
+            "cache": self.spec.cache,
+            "hit_rate_blocks": hit_rate,
+            "ttft_p50": float(q[0]),
+            "ttft_p90": float(q[1]),
+            "ttft_p99": float(q[2]),
+            "preemptions": int(self.extras.get("preemptions", 0)),
+            "node_load_cv": cv,
+            "radio_mean": radio,
+            "telemetry_delay": self.spec.telemetry.delay,
+        }
 
     def summary(self) -> dict[str, Any]:
         """The replay's JSON (the ``edgeprefix replay --json`` contract keys and the details)."""
@@ -386,8 +398,12 @@ class ReplayResult:
             "nodes": self.layout.nodes,
             "time_scale": self.time_scale,
             "decode_per_token": self.spec.decode_per_token,
-            "assumptions": {"arrivals": self.spec.arrivals, "hits": self.spec.hits, "lengths": self.spec.lengths,
-                            "service": self.spec.service},
+            "assumptions": {
+                "arrivals": self.spec.arrivals,
+                "hits": self.spec.hits,
+                "lengths": self.spec.lengths,
+                "service": self.spec.service,
+            },
             "stable_predicted": all(bool(ev.stable_on_nodes) for ev in self.predictions),  # tiers and, under the cell model, nodes
         }
         out.update(self.engine_summary())
@@ -410,7 +426,6 @@ class ReplayResult:
             for s, sid in enumerate(inst.profile_ids)
         }
         return out
-
 
     # -- what a steady-state prediction can be compared with (docs/model.md §17.7) ------------
     def measured_span(self) -> float:
@@ -446,8 +461,14 @@ class ReplayResult:
         from scipy.stats import kendalltau
 
         if self.requests < 2 * windows:
-            return {"stationary": False, "windows": windows, "kendall_tau": None, "p_value": None,
-                    "window_mean_wait": [], "window_coverage": []}
+            return {
+                "stationary": False,
+                "windows": windows,
+                "kendall_tau": None,
+                "p_value": None,
+                "window_mean_wait": [],
+                "window_coverage": [],
+            }
         waits, cover = self.window_waits(windows)
         finite = np.isfinite(waits)
         if finite.sum() < 3 or np.ptp(waits[finite]) == 0:
@@ -455,8 +476,14 @@ class ReplayResult:
         else:
             res = kendalltau(np.flatnonzero(finite), waits[finite])
             tau, p = float(res.statistic), float(res.pvalue)
-        return {"stationary": bool(p >= STATIONARITY_LEVEL), "windows": windows, "kendall_tau": tau, "p_value": p,
-                "window_mean_wait": waits.tolist(), "window_coverage": cover.tolist()}
+        return {
+            "stationary": bool(p >= STATIONARITY_LEVEL),
+            "windows": windows,
+            "kendall_tau": tau,
+            "p_value": p,
+            "window_mean_wait": waits.tolist(),
+            "window_coverage": cover.tolist(),
+        }
 
     def steady_state(self) -> dict[str, Any]:
         """The keys that say whether the replay measured a steady state the prediction describes:
@@ -469,24 +496,33 @@ class ReplayResult:
         span_services = self.measured_service_times()
         warnings = []
         if not np.isfinite(span_services) or span_services < SHORT_SPAN:
-            warnings.append(f"the measured span is {span_services:.1f} mean service times (< {SHORT_SPAN:g}): the replay is "
-                            "mostly transient, not the steady state the prediction describes; replay a longer part"
-                            + (" or warm-start it (--warm-start)" if self.spec.warm_start == "none" else ""))
+            warnings.append(
+                f"the measured span is {span_services:.1f} mean service times (< {SHORT_SPAN:g}): the replay is "
+                "mostly transient, not the steady state the prediction describes; replay a longer part"
+                + (" or warm-start it (--warm-start)" if self.spec.warm_start == "none" else "")
+            )
         served = self.node >= 0
         waited = float(np.mean(self.wait[served] > 0)) if served.any() else 0.0
         act = ev.active
         predicted_wait = float(np.nansum((ev.instance.probabilities @ ev.association[act].T) * ev.wait_probability[act]))
         if predicted_wait > 0.01 and waited < 0.1 * predicted_wait:
-            warnings.append(f"queues never filled: {100 * waited:.1f} % of the replayed requests waited against "
-                            f"{100 * predicted_wait:.1f} % predicted; replay more requests"
-                            + (" or warm-start it (--warm-start)" if self.spec.warm_start == "none" else ""))
+            warnings.append(
+                f"queues never filled: {100 * waited:.1f} % of the replayed requests waited against "
+                f"{100 * predicted_wait:.1f} % predicted; replay more requests"
+                + (" or warm-start it (--warm-start)" if self.spec.warm_start == "none" else "")
+            )
         if not trend["stationary"] and trend["kendall_tau"] is not None:
-            warnings.append(f"waits trend over the replay ({'growing' if trend['kendall_tau'] > 0 else 'falling'}, Kendall test): "
-                            "not a steady state")
+            warnings.append(
+                f"waits trend over the replay ({'growing' if trend['kendall_tau'] > 0 else 'falling'}, Kendall test): not a steady state"
+            )
         from_empty = self.spec.warm_start == "none"
         return {
-            "warm_start": ("none: queues start empty and the first share is discarded; the prediction is the steady state, "
-                           "no finite-horizon prediction is given" if from_empty else self.spec.warm_start),
+            "warm_start": (
+                "none: queues start empty and the first share is discarded; the prediction is the steady state, "
+                "no finite-horizon prediction is given"
+                if from_empty
+                else self.spec.warm_start
+            ),
             "warm_requests": self.warm_requests,
             "stationary": trend["stationary"],
             "stationarity": trend,
@@ -507,12 +543,21 @@ class ReplayResult:
             ev = self.prediction
             inst = ev.instance
             mix_of_types = np.bincount(self.kind, minlength=len(inst.requests)) / max(self.requests, 1)
-            drifted = evaluate(inst.with_probabilities(dict(zip(inst.request_ids, mix_of_types.tolist()))), ev.mix, ev.policy,
-                               target=self.target, queue_model=ev.queue_model)
+            drifted = evaluate(
+                inst.with_probabilities(dict(zip(inst.request_ids, mix_of_types.tolist()))),
+                ev.mix,
+                ev.policy,
+                target=self.target,
+                queue_model=ev.queue_model,
+            )
             self._cache["replayed_stats"] = {
-                "coverage": float(drifted.coverage(self.target)), "mean_ttft": float(drifted.mean_ttft) if np.isfinite(drifted.mean_ttft) else None,
-                "hit_depth": float(drifted.mean_prefix_depth), "offload_ratio": float(drifted.offload_ratio),
-                "stable": bool(drifted.stable_on_nodes), "overloaded_node_share": drifted.overloaded_shares[0]}
+                "coverage": float(drifted.coverage(self.target)),
+                "mean_ttft": float(drifted.mean_ttft) if np.isfinite(drifted.mean_ttft) else None,
+                "hit_depth": float(drifted.mean_prefix_depth),
+                "offload_ratio": float(drifted.offload_ratio),
+                "stable": bool(drifted.stable_on_nodes),
+                "overloaded_node_share": drifted.overloaded_shares[0],
+            }
         return self._cache["replayed_stats"]
 
 
@@ -543,8 +588,11 @@ def reassign_profiles(profile: IntArray, counts: IntArray, rng: np.random.Genera
     """
     out = profile.copy()
     have = np.bincount(profile, minlength=counts.size)
-    freed = [rng.choice(np.flatnonzero(profile == s), size=int(have[s] - counts[s]), replace=False)
-             for s in range(counts.size) if have[s] > counts[s]]
+    freed = [
+        rng.choice(np.flatnonzero(profile == s), size=int(have[s] - counts[s]), replace=False)
+        for s in range(counts.size)
+        if have[s] > counts[s]
+    ]
     pool = rng.permutation(np.concatenate(freed)) if freed else np.zeros(0, dtype=np.int64)
     need = np.repeat(np.arange(counts.size), np.maximum(counts - have, 0))
     out[pool] = need
@@ -596,11 +644,15 @@ def replay(
     if spec is None:
         raise ValueError("spec: a ReplaySpec with the decode rate is required")
     if in_engine_room(spec.engine, spec.cache, spec.router, spec.telemetry.fresh):
-        raise ValueError(f"--engine {spec.engine} --cache {spec.cache} --router {spec.router}: replayed in the engine room "
-                         "(edgeprefix.placement.simulation.engine.cluster.engine_replay, or replay_replicated)")
+        raise ValueError(
+            f"--engine {spec.engine} --cache {spec.cache} --router {spec.router}: replayed in the engine room "
+            "(edgeprefix.placement.simulation.engine.cluster.engine_replay, or replay_replicated)"
+        )
     if getattr(instance, "extended", False):
-        raise ValueError(f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
-                         "disaggregation), which trace replay does not model: replay an instance without them")
+        raise ValueError(
+            f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
+            "disaggregation), which trace replay does not model: replay an instance without them"
+        )
     layout_rng, place_rng, arrival_rng, service_rng, router_rng, warm_rng = np.random.default_rng(seed).spawn(6)
     n_warm = 0
     if spec.warm_start != "none":
@@ -624,8 +676,9 @@ def replay(
         lam = float(intensity) if intensity is not None else float(n / np.sum(per / lam_e))
     inst0 = schedule.instances[0]
     tau = float(inst0.placement.target if spec.target is None else spec.target)
-    evs = tuple(evaluate(inst, m, spec.policy, target=tau, queue_model=spec.prediction_model)
-                for inst, m in zip(schedule.instances, schedule.mixes))
+    evs = tuple(
+        evaluate(inst, m, spec.policy, target=tau, queue_model=spec.prediction_model) for inst, m in zip(schedule.instances, schedule.mixes)
+    )
     layouts, changed = _layouts(schedule, spec, layout_rng)
     times, scale = _arrivals(workload, spec, lam * layouts[0].area, arrival_rng)
     positions = place_rng.random((n, 2)) * layouts[0].side
@@ -642,8 +695,9 @@ def replay(
         wait = _fcfs(chosen, times, service, epoch, layouts)
     else:
         router = OnlineRouter(policy=spec.policy, delay="telemetry", candidates_per_profile=spec.candidates)
-        chosen, distance, hit, service, wait = _route_online(inst0, layouts, router, times, positions, epoch, workload.kind,
-                                                             hits, length, decode, unit, tau, spec.candidates, router_rng)
+        chosen, distance, hit, service, wait = _route_online(
+            inst0, layouts, router, times, positions, epoch, workload.kind, hits, length, decode, unit, tau, spec.candidates, router_rng
+        )
         served = chosen >= 0
         profile = _profiles(layouts, chosen, epoch)
     prefill = np.asarray(g(length - hit), dtype=float)
@@ -651,10 +705,28 @@ def replay(
     ttft = np.where(served, radio + prefill + wait, np.inf)
     keep = np.arange(n) >= (n_warm if n_warm else int(np.ceil(spec.warmup * n)))
     return ReplayResult(
-        spec=spec, intensity=lam, target=tau, time_scale=scale, names=schedule.names, layouts=layouts, predictions=evs,
-        changed=changed, scheduled=scheduled, time=times[keep], epoch=epoch[keep], kind=workload.kind[keep], node=chosen[keep],
-        profile=profile[keep], distance=distance[keep], hit=hit[keep], length=length[keep], prefill=prefill[keep],
-        full_prefill=np.asarray(g(length[keep]), dtype=float), wait=wait[keep], service=service[keep], ttft=ttft[keep],
+        spec=spec,
+        intensity=lam,
+        target=tau,
+        time_scale=scale,
+        names=schedule.names,
+        layouts=layouts,
+        predictions=evs,
+        changed=changed,
+        scheduled=scheduled,
+        time=times[keep],
+        epoch=epoch[keep],
+        kind=workload.kind[keep],
+        node=chosen[keep],
+        profile=profile[keep],
+        distance=distance[keep],
+        hit=hit[keep],
+        length=length[keep],
+        prefill=prefill[keep],
+        full_prefill=np.asarray(g(length[keep]), dtype=float),
+        wait=wait[keep],
+        service=service[keep],
+        ttft=ttft[keep],
         warm_requests=n_warm,
     )
 
@@ -675,8 +747,9 @@ def warm_part(workload: TraceWorkload, how: str, warm: TraceWorkload | None, rng
     pick = rng.integers(0, n, size=n)
     gaps = rng.choice(np.diff(workload.time), size=n - 1)
     times = workload.time[0] + np.concatenate(([0.0], np.cumsum(gaps)))
-    return TraceWorkload(times, workload.length[pick], workload.output[pick], workload.hit[:, pick], workload.kind[pick],
-                         workload.matched[pick])
+    return TraceWorkload(
+        times, workload.length[pick], workload.output[pick], workload.hit[:, pick], workload.kind[pick], workload.matched[pick]
+    )
 
 
 def prepend(prefix: TraceWorkload, workload: TraceWorkload) -> TraceWorkload:
@@ -689,9 +762,14 @@ def prepend(prefix: TraceWorkload, workload: TraceWorkload) -> TraceWorkload:
     span = tp[-1] - tp[0]
     scaled = (tp - tp[0]) * (gap * (tp.size - 1) / span if span > 0 else 0.0)
     times = t[0] - gap - (scaled[-1] - scaled)
-    return TraceWorkload(np.concatenate((times, t)), np.concatenate((prefix.length, workload.length)),
-                         np.concatenate((prefix.output, workload.output)), np.concatenate((prefix.hit, workload.hit), axis=1),
-                         np.concatenate((prefix.kind, workload.kind)), np.concatenate((prefix.matched, workload.matched)))
+    return TraceWorkload(
+        np.concatenate((times, t)),
+        np.concatenate((prefix.length, workload.length)),
+        np.concatenate((prefix.output, workload.output)),
+        np.concatenate((prefix.hit, workload.hit), axis=1),
+        np.concatenate((prefix.kind, workload.kind)),
+        np.concatenate((prefix.matched, workload.matched)),
+    )
 
 
 def _profiles(layouts: tuple[Layout, ...], chosen: IntArray, epoch: IntArray) -> IntArray:
@@ -764,7 +842,7 @@ def _fcfs_by_node(chosen: IntArray, times: FloatArray, service: FloatArray, serv
     order = np.argsort(chosen, kind="stable")
     bounds = np.searchsorted(chosen[order], np.arange(-1, servers.size + 1))
     for x in range(servers.size):
-        idx = order[bounds[x + 1]:bounds[x + 2]]
+        idx = order[bounds[x + 1] : bounds[x + 2]]
         if idx.size:
             wait[idx] = fcfs_waits(times[idx], service[idx], int(servers[x]))
     return wait
@@ -837,11 +915,26 @@ def _route_online(inst, layouts, router, times, positions, epoch, kind, hits, le
                         heappop(dep)
                     in_system[j] = len(dep)
                 view = CandidateView(
-                    q=int(kind[i]), length=float(length[i]), now=t, target=tau, node=nodes, profile=prof[r][sel],
-                    distance=dist[r][sel], radio=radio_all[r][sel], hit=h_all[r][sel], prefill=pre_all[r][sel],
-                    in_system=in_system, servers=c_all[r][sel], open=np.ones(len(node_list), dtype=bool),
-                    fetch=zeros_k[: len(node_list)], per_server=m_all[r][sel], age=zeros_k[: len(node_list)],
-                    memory=mem_all[r][sel], runtime_per_sequence=m_run, gpu_memory=gpu_memory, staleness=0.0,
+                    q=int(kind[i]),
+                    length=float(length[i]),
+                    now=t,
+                    target=tau,
+                    node=nodes,
+                    profile=prof[r][sel],
+                    distance=dist[r][sel],
+                    radio=radio_all[r][sel],
+                    hit=h_all[r][sel],
+                    prefill=pre_all[r][sel],
+                    in_system=in_system,
+                    servers=c_all[r][sel],
+                    open=np.ones(len(node_list), dtype=bool),
+                    fetch=zeros_k[: len(node_list)],
+                    per_server=m_all[r][sel],
+                    age=zeros_k[: len(node_list)],
+                    memory=mem_all[r][sel],
+                    runtime_per_sequence=m_run,
+                    gpu_memory=gpu_memory,
+                    staleness=0.0,
                 )
                 j = router.choose(view, rng)
                 if j == REJECT:

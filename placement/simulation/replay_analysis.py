@@ -41,8 +41,20 @@ ABLATIONS: tuple[tuple[str, dict[str, str]], ...] = (
     ("model workload", {"arrivals": "poisson", "hits": "type", "lengths": "type"}),
     ("model workload, exponential", {"arrivals": "poisson", "hits": "type", "lengths": "type", "service": "exponential"}),
 )
-_METRICS = ("coverage_replayed", "mean_ttft_replayed", "hit_depth_replayed", "offload_ratio_replayed", "mean_wait_replayed",
-            "hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv", "radio_mean")
+_METRICS = (
+    "coverage_replayed",
+    "mean_ttft_replayed",
+    "hit_depth_replayed",
+    "offload_ratio_replayed",
+    "mean_wait_replayed",
+    "hit_rate_blocks",
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "preemptions",
+    "node_load_cv",
+    "radio_mean",
+)
 
 
 @dataclass(frozen=True)
@@ -63,9 +75,13 @@ class ReplayReport:
         out["coverage_se"] = float(covs.std(ddof=1) / np.sqrt(covs.size)) if covs.size > 1 else rows[0]["coverage_se"]
         out["replications"] = len(rows)
         if "tiers" in out:
-            out["tiers"] = {sid: {**tier, **{key: _mean([row["tiers"][sid][key] for row in rows])
-                                             for key in ("share_replayed", "utilization_replayed")}}
-                            for sid, tier in out["tiers"].items()}
+            out["tiers"] = {
+                sid: {
+                    **tier,
+                    **{key: _mean([row["tiers"][sid][key] for row in rows]) for key in ("share_replayed", "utilization_replayed")},
+                }
+                for sid, tier in out["tiers"].items()
+            }
         replayed = [row["overloaded_node_share_replayed"] for row in rows if row.get("overloaded_node_share_replayed") is not None]
         out["overloaded_node_share_replayed"] = float(np.mean(replayed)) if replayed else None
         spans = [row["measured_service_times"] for row in rows if row.get("measured_service_times") is not None]
@@ -77,9 +93,10 @@ class ReplayReport:
             kinds.setdefault(w[:24], w)
         out["warnings"] = list(kinds.values())
         if "epochs" in out:
-            out["epochs"] = [{**epoch, **{key: _mean([row["epochs"][e][key] for row in rows])
-                                          for key in ("coverage_replayed", "mean_ttft_replayed")}}
-                             for e, epoch in enumerate(out["epochs"])]
+            out["epochs"] = [
+                {**epoch, **{key: _mean([row["epochs"][e][key] for row in rows]) for key in ("coverage_replayed", "mean_ttft_replayed")}}
+                for e, epoch in enumerate(out["epochs"])
+            ]
         return out
 
 
@@ -88,10 +105,19 @@ def _mean(values: list[float]) -> float:
     return float(np.mean(finite)) if finite else float("nan")
 
 
-def replay_replicated(instance: Instance, workload: TraceWorkload, mix: Any, spec: ReplaySpec, *,
-                      intensity: float | None = None, replications: int = 1, seed: int | None = 0,
-                      schedule: MixSchedule | None = None, engine: dict[str, Any] | None = None,
-                      warm: TraceWorkload | None = None) -> ReplayReport:
+def replay_replicated(
+    instance: Instance,
+    workload: TraceWorkload,
+    mix: Any,
+    spec: ReplaySpec,
+    *,
+    intensity: float | None = None,
+    replications: int = 1,
+    seed: int | None = 0,
+    schedule: MixSchedule | None = None,
+    engine: dict[str, Any] | None = None,
+    warm: TraceWorkload | None = None,
+) -> ReplayReport:
     """``replications`` replays, each with its own network draw (child seeds of ``seed``); ``warm`` is the
     training part a ``warm_start = "train"`` replay fills the queues with.
 
@@ -103,10 +129,18 @@ def replay_replicated(instance: Instance, workload: TraceWorkload, mix: Any, spe
     if needs_engine(spec):
         if schedule is not None:
             raise ValueError("--epochs: epoch schedules replay on FCFS slots with the planned cache only")
-        return ReplayReport(tuple(engine_replay(instance, workload, mix, spec, intensity=intensity, seed=np.random.default_rng(s),
-                                                **(engine or {})) for s in seeds))
-    return ReplayReport(tuple(replay(instance, workload, mix, spec, intensity=intensity, schedule=schedule,
-                                     seed=np.random.default_rng(s), warm=warm) for s in seeds))
+        return ReplayReport(
+            tuple(
+                engine_replay(instance, workload, mix, spec, intensity=intensity, seed=np.random.default_rng(s), **(engine or {}))
+                for s in seeds
+            )
+        )
+    return ReplayReport(
+        tuple(
+            replay(instance, workload, mix, spec, intensity=intensity, schedule=schedule, seed=np.random.default_rng(s), warm=warm)
+            for s in seeds
+        )
+    )
 
 
 def burstiness(times: npt.ArrayLike, windows: tuple[int, ...] = BURST_WINDOWS) -> list[dict[str, float]]:
@@ -125,25 +159,57 @@ def burstiness(times: npt.ArrayLike, windows: tuple[int, ...] = BURST_WINDOWS) -
         k = int(np.floor((t[-1] - t[0]) / window))
         if k < 2:
             continue
-        out.append({"window_requests": float(m), "window_seconds": float(window),
-                    "index_of_dispersion": index_of_dispersion(t, window), "windows": float(k),
-                    "poisson_sd": float(np.sqrt(2.0 / (k - 1)))})
+        out.append(
+            {
+                "window_requests": float(m),
+                "window_seconds": float(window),
+                "index_of_dispersion": index_of_dispersion(t, window),
+                "windows": float(k),
+                "poisson_sd": float(np.sqrt(2.0 / (k - 1))),
+            }
+        )
     return out
 
 
-def ablation(instance: Instance, workload: TraceWorkload, mix: Any, spec: ReplaySpec, *, intensity: float | None = None,
-             replications: int = 1, seed: int | None = 0, warm: TraceWorkload | None = None) -> list[dict[str, Any]]:
+def ablation(
+    instance: Instance,
+    workload: TraceWorkload,
+    mix: Any,
+    spec: ReplaySpec,
+    *,
+    intensity: float | None = None,
+    replications: int = 1,
+    seed: int | None = 0,
+    warm: TraceWorkload | None = None,
+) -> list[dict[str, Any]]:
     """One row per :data:`ABLATIONS` entry: replayed coverage, mean TTFT, wait and hit depth on
     the same network draws; the prediction is the same for every row."""
     rows = []
     for name, switches in ABLATIONS:
-        report = replay_replicated(instance, workload, mix, replace(spec, **switches), intensity=intensity,
-                                   replications=replications, seed=seed, warm=warm)
+        report = replay_replicated(
+            instance, workload, mix, replace(spec, **switches), intensity=intensity, replications=replications, seed=seed, warm=warm
+        )
         s = report.summary()
-        rows.append({"name": name, **s["assumptions"],
-                     **{k: s[k] for k in ("coverage_replayed", "coverage_se", "mean_ttft_replayed", "mean_wait_replayed",
-                                          "hit_depth_replayed", "offload_ratio_replayed", "coverage_predicted",
-                                          "mean_ttft_predicted", "hit_depth_predicted")}})
+        rows.append(
+            {
+                "name": name,
+                **s["assumptions"],
+                **{
+                    k: s[k]
+                    for k in (
+                        "coverage_replayed",
+                        "coverage_se",
+                        "mean_ttft_replayed",
+                        "mean_wait_replayed",
+                        "hit_depth_replayed",
+                        "offload_ratio_replayed",
+                        "coverage_predicted",
+                        "mean_ttft_predicted",
+                        "hit_depth_predicted",
+                    )
+                },
+            }
+        )
     return rows
 
 
@@ -152,8 +218,17 @@ def total_variation(p: npt.ArrayLike, q: npt.ArrayLike) -> float:
     return 0.5 * float(np.abs(np.asarray(p, dtype=float) - np.asarray(q, dtype=float)).sum())
 
 
-def generalisation(instance: Instance, train: TraceWorkload, test: TraceWorkload, mix: Any, spec: ReplaySpec, *,
-                   intensity: float | None = None, replications: int = 1, seed: int | None = 0) -> dict[str, Any]:
+def generalisation(
+    instance: Instance,
+    train: TraceWorkload,
+    test: TraceWorkload,
+    mix: Any,
+    spec: ReplaySpec,
+    *,
+    intensity: float | None = None,
+    replications: int = 1,
+    seed: int | None = 0,
+) -> dict[str, Any]:
     """In-sample (training part) vs out-of-sample (later part) replay of one instance.
 
     ``prediction_test_mix`` re-evaluates the instance with the later part's type mix ``p̂_q``
@@ -161,14 +236,19 @@ def generalisation(instance: Instance, train: TraceWorkload, test: TraceWorkload
     """
     types = len(instance.requests)
     p_train, p_test = train.type_mix(types), test.type_mix(types)
-    inside = replay_replicated(instance, train, mix, spec, intensity=intensity, replications=replications, seed=seed,
-                               warm=train).summary()  # a "train" warm start replays the part itself first
-    outside = replay_replicated(instance, test, mix, spec, intensity=intensity, replications=replications, seed=seed,
-                                warm=train).summary()
+    inside = replay_replicated(
+        instance, train, mix, spec, intensity=intensity, replications=replications, seed=seed, warm=train
+    ).summary()  # a "train" warm start replays the part itself first
+    outside = replay_replicated(instance, test, mix, spec, intensity=intensity, replications=replications, seed=seed, warm=train).summary()
     lam = float(instance.network.request_intensity if intensity is None else intensity)
     tau = inside["target"]
-    drifted = evaluate(instance.with_probabilities(dict(zip(instance.request_ids, p_test.tolist()))).with_network(request_intensity=lam),
-                       mix, spec.policy, target=tau, queue_model=spec.prediction_model)
+    drifted = evaluate(
+        instance.with_probabilities(dict(zip(instance.request_ids, p_test.tolist()))).with_network(request_intensity=lam),
+        mix,
+        spec.policy,
+        target=tau,
+        queue_model=spec.prediction_model,
+    )
     return {
         "requests_train": train.requests,
         "requests_test": test.requests,
@@ -182,8 +262,11 @@ def generalisation(instance: Instance, train: TraceWorkload, test: TraceWorkload
         "gap_coverage": outside["coverage_replayed"] - inside["coverage_replayed"],
         "type_mix_drift": total_variation(p_train, p_test),
         "unmatched_test": float(np.mean(~test.matched)) if test.requests else 0.0,
-        "prediction_test_mix": {"coverage": float(drifted.coverage(tau)), "hit_depth": float(drifted.mean_prefix_depth),
-                                "mean_ttft": float(drifted.mean_ttft)},
+        "prediction_test_mix": {
+            "coverage": float(drifted.coverage(tau)),
+            "hit_depth": float(drifted.mean_prefix_depth),
+            "mean_ttft": float(drifted.mean_ttft),
+        },
     }
 
 

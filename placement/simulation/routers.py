@@ -46,12 +46,53 @@ class CandidateView:
     fetch : ``T^fetch_{x,q}`` (0 for a local state).
     """
 
-    __slots__ = ("q", "length", "now", "target", "node", "profile", "distance", "radio", "hit", "prefill",
-                 "in_system", "servers", "open", "fetch", "_per_server", "_age", "_memory", "_m_run", "_gpu_memory",
-                 "_staleness")
+    __slots__ = (
+        "q",
+        "length",
+        "now",
+        "target",
+        "node",
+        "profile",
+        "distance",
+        "radio",
+        "hit",
+        "prefill",
+        "in_system",
+        "servers",
+        "open",
+        "fetch",
+        "_per_server",
+        "_age",
+        "_memory",
+        "_m_run",
+        "_gpu_memory",
+        "_staleness",
+    )
 
-    def __init__(self, *, q, length, now, target, node, profile, distance, radio, hit, prefill, in_system, servers,
-                 open, fetch, per_server, age, memory, runtime_per_sequence, gpu_memory, staleness):
+    def __init__(
+        self,
+        *,
+        q,
+        length,
+        now,
+        target,
+        node,
+        profile,
+        distance,
+        radio,
+        hit,
+        prefill,
+        in_system,
+        servers,
+        open,
+        fetch,
+        per_server,
+        age,
+        memory,
+        runtime_per_sequence,
+        gpu_memory,
+        staleness,
+    ):
         self.q, self.length, self.now, self.target = q, length, now, target
         self.node, self.profile, self.distance, self.radio = node, profile, distance, radio
         self.hit, self.prefill, self.in_system, self.servers = hit, prefill, in_system, servers
@@ -316,8 +357,7 @@ class LlmdWeighted:
         queued = np.maximum(view.in_system - view.servers, 0.0)
         top = float(queued.max())
         queue_score = 1.0 - queued / top if top > 0 else np.ones_like(queued)
-        score = (self.queue_weight * queue_score + self.kv_weight * (1.0 - view.kv_use)
-                 + self.prefix_weight * view.hit / view.length)
+        score = self.queue_weight * queue_score + self.kv_weight * (1.0 - view.kv_use) + self.prefix_weight * view.hit / view.length
         return int(np.argmax(score))
 
 

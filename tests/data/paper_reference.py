@@ -47,8 +47,11 @@ def compute() -> dict[str, dict]:
     out = {}
     for key, source, mix, policy in cases():
         ev = evaluate(load_instance(source), mix, policy)
-        out[key] = {"dict": ev.to_dict(), "ttft_quantile_0.9": ev.ttft_quantile(0.9), "coverage_curve": np.asarray(
-            ev.coverage(np.linspace(0.1, 3.0, 7))).tolist()}
+        out[key] = {
+            "dict": ev.to_dict(),
+            "ttft_quantile_0.9": ev.ttft_quantile(0.9),
+            "coverage_curve": np.asarray(ev.coverage(np.linspace(0.1, 3.0, 7))).tolist(),
+        }
     return out
 
 

@@ -31,8 +31,10 @@ class BlockTrace:
     def check_engine_block(self, engine_block: int) -> None:
         """The engine's KV block must divide the trace's block (a trace block is whole engine blocks)."""
         if self.block_size % engine_block:
-            raise ValueError(f"engine.block_size: {engine_block} tokens does not divide the trace's block size "
-                             f"{self.block_size} (--block-size): pick a divisor such as 16")
+            raise ValueError(
+                f"engine.block_size: {engine_block} tokens does not divide the trace's block size "
+                f"{self.block_size} (--block-size): pick a divisor such as 16"
+            )
 
 
 def pinned_blocks(instance: Instance, block_size: int) -> tuple[frozenset[int], ...]:
@@ -44,8 +46,9 @@ def pinned_blocks(instance: Instance, block_size: int) -> tuple[frozenset[int], 
     return tuple(frozenset(ids[cat.held[s]].tolist()) for s in range(cat.held.shape[0]))
 
 
-def read_block_trace(source: str | os.PathLike[str], instance: Instance, *, fmt: str = "mooncake", block_size: int = 512,
-                     skip_invalid: bool = False) -> BlockTrace:
+def read_block_trace(
+    source: str | os.PathLike[str], instance: Instance, *, fmt: str = "mooncake", block_size: int = 512, skip_invalid: bool = False
+) -> BlockTrace:
     """The block ids of every request of a trace, in the order the replay reads them."""
     seq = tuple(tuple(r.blocks) for r in read_trace(source, fmt=fmt, block_size=block_size, skip_invalid=skip_invalid))
     return BlockTrace(seq, block_size, pinned_blocks(instance, block_size))

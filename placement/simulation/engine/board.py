@@ -28,8 +28,16 @@ from edgeprefix.placement.model.telemetry import Telemetry
 class Board:
     """Delayed view of ``nodes`` (each with ``history_t/n/q``, ``profile``, ``cache``) and their KV events."""
 
-    def __init__(self, nodes: Sequence[Any], events: list[tuple[float, int, int, int]], telemetry: Telemetry,
-                 pinned_hit: Sequence[Sequence[float]], trace_block: int, lengths: Sequence[int], seqs: Sequence[Sequence[int]]):
+    def __init__(
+        self,
+        nodes: Sequence[Any],
+        events: list[tuple[float, int, int, int]],
+        telemetry: Telemetry,
+        pinned_hit: Sequence[Sequence[float]],
+        trace_block: int,
+        lengths: Sequence[int],
+        seqs: Sequence[Sequence[int]],
+    ):
         self.nodes = nodes
         self.events = events
         self.telemetry = telemetry

@@ -62,24 +62,36 @@ def needs_engine(spec: ReplaySpec) -> bool:
 
 def _check(spec: ReplaySpec, engine: EngineSection | None, step: StepTime | None, blocks: BlockTrace | None) -> None:
     if spec.engine == "batching" and (engine is None or step is None):
-        raise ValueError("--engine batching: the instance has no [engine] section with timings "
-                         "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)")
+        raise ValueError(
+            "--engine batching: the instance has no [engine] section with timings "
+            "(add [engine.timings] model, hardware, tensor_parallel; docs/instances.md)"
+        )
     if blocks is None and (spec.cache != "planned" or spec.router in PRODUCTION_ROUTERS):
         raise ValueError(f"--cache {spec.cache} / --router {spec.router}: the requests' block ids are needed (replay a trace)")
     if blocks is not None and engine is not None and spec.engine == "batching":
         blocks.check_engine_block(engine.block_size)
 
 
-def engine_replay(instance: Instance, workload: TraceWorkload, mix: Any = None, spec: ReplaySpec | None = None, *,
-                  blocks: BlockTrace | None = None, step: StepTime | None = None, intensity: float | None = None,
-                  seed: int | np.random.Generator | None = None) -> ReplayResult:
+def engine_replay(
+    instance: Instance,
+    workload: TraceWorkload,
+    mix: Any = None,
+    spec: ReplaySpec | None = None,
+    *,
+    blocks: BlockTrace | None = None,
+    step: StepTime | None = None,
+    intensity: float | None = None,
+    seed: int | np.random.Generator | None = None,
+) -> ReplayResult:
     """Replay ``workload`` on engine nodes (see the module docstring); same arguments as ``replay``
     plus the requests' ``blocks`` and the engine's fitted ``step`` time."""
     if spec is None:
         raise ValueError("spec: a ReplaySpec with the decode rate is required")
     if getattr(instance, "extended", False):
-        raise ValueError(f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
-                         "disaggregation), which the engine room does not model: replay an instance without them")
+        raise ValueError(
+            f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
+            "disaggregation), which the engine room does not model: replay an instance without them"
+        )
     engine = instance.engine
     _check(spec, engine, step, blocks)
     if blocks is not None and len(blocks.seq) != workload.requests:
@@ -101,12 +113,16 @@ def engine_replay(instance: Instance, workload: TraceWorkload, mix: Any = None, 
     unit = service_rng.exponential(1.0, n) if spec.service == "exponential" else np.ones(n)
     seq = blocks.seq if blocks is not None else tuple(() for _ in range(n))
     trace_block = blocks.block_size if blocks is not None else 512
-    reqs = Requests(length=[int(round(x)) for x in length], output=[max(int(o), 1) for o in workload.output], seq=seq,
-                    full=[min(int(x) // trace_block, len(s)) for x, s in zip(length, seq)], trace_block=trace_block,
-                    pinned_hit=hits.tolist())
+    reqs = Requests(
+        length=[int(round(x)) for x in length],
+        output=[max(int(o), 1) for o in workload.output],
+        seq=seq,
+        full=[min(int(x) // trace_block, len(s)) for x, s in zip(length, seq)],
+        trace_block=trace_block,
+        pinned_hit=hits.tolist(),
+    )
     events: list[tuple[float, int, int, int]] = []
-    nodes, hooks = _nodes(inst, layout, spec, engine, step, blocks, reqs,
-                          events if spec.router in READS_CACHE else None, decode, unit)
+    nodes, hooks = _nodes(inst, layout, spec, engine, step, blocks, reqs, events if spec.router in READS_CACHE else None, decode, unit)
     for node in nodes:
         node.keep_history = not spec.telemetry.fresh
     board = Board(nodes, events, spec.telemetry, reqs.pinned_hit, trace_block, reqs.length, seq)
@@ -128,14 +144,36 @@ def engine_replay(instance: Instance, workload: TraceWorkload, mix: Any = None, 
     profile = np.where(chosen >= 0, layout.profile[np.maximum(chosen, 0)], -1)
     keep = np.arange(n) >= int(np.ceil(spec.warmup * n))
     blocks_total = np.array([len(s) for s in seq], dtype=float)
-    extras = {"preemptions": reqs.preemptions, "blocks_hit": np.asarray(reqs.blocks_hit)[keep],
-              "blocks_total": blocks_total[keep], "kv_events": len(events)}
+    extras = {
+        "preemptions": reqs.preemptions,
+        "blocks_hit": np.asarray(reqs.blocks_hit)[keep],
+        "blocks_total": blocks_total[keep],
+        "kv_events": len(events),
+    }
     return ReplayResult(
-        spec=spec, intensity=lam, target=tau, time_scale=scale, names=schedule.names, layouts=layouts, predictions=(ev,),
-        changed=changed, scheduled=False, time=times[keep], epoch=np.zeros(int(keep.sum()), dtype=np.int64),
-        kind=workload.kind[keep], node=chosen[keep], profile=profile[keep], distance=distance[keep], hit=hit[keep],
-        length=length[keep], prefill=prefill[keep], full_prefill=np.asarray(g(length[keep]), dtype=float), wait=wait[keep],
-        service=service[keep], ttft=ttft[keep], extras=extras,
+        spec=spec,
+        intensity=lam,
+        target=tau,
+        time_scale=scale,
+        names=schedule.names,
+        layouts=layouts,
+        predictions=(ev,),
+        changed=changed,
+        scheduled=False,
+        time=times[keep],
+        epoch=np.zeros(int(keep.sum()), dtype=np.int64),
+        kind=workload.kind[keep],
+        node=chosen[keep],
+        profile=profile[keep],
+        distance=distance[keep],
+        hit=hit[keep],
+        length=length[keep],
+        prefill=prefill[keep],
+        full_prefill=np.asarray(g(length[keep]), dtype=float),
+        wait=wait[keep],
+        service=service[keep],
+        ttft=ttft[keep],
+        extras=extras,
     )
 
 
@@ -161,14 +199,25 @@ def _nodes(inst, layout, spec, engine, step, blocks, reqs, events, decode, unit)
             pool = (total - reserve[s]) / kappa
             tokens = pool + (0.0 if pin else reserve[s] / kappa)
             cache = PrefixCache(int(tokens // bs), per, pinned, dynamic, x, events)
-            nodes.append(BatchingNode(x, s, cache, reqs, finished, step, token_budget=engine.token_budget,
-                                      max_running=engine.max_running, block_size=bs, watermark=engine.watermark,
-                                      chunked=engine.chunked_prefill))
+            nodes.append(
+                BatchingNode(
+                    x,
+                    s,
+                    cache,
+                    reqs,
+                    finished,
+                    step,
+                    token_budget=engine.token_budget,
+                    max_running=engine.max_running,
+                    block_size=bs,
+                    watermark=engine.watermark,
+                    chunked=engine.chunked_prefill,
+                )
+            )
         else:
             tokens = 0.0 if pin else reserve[s] / kappa
             cache = PrefixCache(int(tokens // bs), per, pinned, dynamic and not pin, x, events)
-            nodes.append(SlotNode(x, s, cache, reqs, finished, int(layout.servers[x]), inst.prefill, decode.tolist(),
-                                  unit.tolist()))
+            nodes.append(SlotNode(x, s, cache, reqs, finished, int(layout.servers[x]), inst.prefill, decode.tolist(), unit.tolist()))
     return nodes, hooks
 
 
@@ -180,8 +229,9 @@ def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, ki
     distance = np.full(n, np.nan)
     production = spec.router in PRODUCTION_ROUTERS
     router = make_router(spec.router) if production else None
-    online = OnlineRouter(policy=spec.policy, delay="telemetry", candidates_per_profile=spec.candidates) \
-        if spec.router == "online" else None
+    online = (
+        OnlineRouter(policy=spec.policy, delay="telemetry", candidates_per_profile=spec.candidates) if spec.router == "online" else None
+    )
     if router is not None:
         hooks.append(lambda x, i, now: router.finished(i, x, now))
     static = None
@@ -231,8 +281,9 @@ def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, ki
                         x = int(router.choose(request, nodes_r.tolist(), board, rng))
                         j = int(np.flatnonzero(nodes_r == x)[0])
                     else:
-                        j = _online(online, board, nodes_r, dists, i, t, kind, reqs, layout, g, xi, alpha, tau,
-                                    per_server, memory, inst, rng)
+                        j = _online(
+                            online, board, nodes_r, dists, i, t, kind, reqs, layout, g, xi, alpha, tau, per_server, memory, inst, rng
+                        )
                         if j == REJECT:
                             continue
                         x = int(nodes_r[j])
@@ -260,10 +311,25 @@ def _online(router, board, nodes_r, dists, i, t, kind, reqs, layout, g, xi, alph
     in_system = board.loads(nodes_r, t)
     zeros = np.zeros(nodes_r.size)
     view = CandidateView(
-        q=int(kind[i]), length=length, now=t, target=tau, node=nodes_r, profile=prof, distance=dists,
-        radio=xi * dists ** alpha, hit=hit, prefill=prefill, in_system=in_system, servers=layout.servers[nodes_r].astype(float),
-        open=np.ones(nodes_r.size, dtype=bool), fetch=zeros, per_server=per_server[nodes_r], age=zeros,
-        memory=memory[prof], runtime_per_sequence=inst.gpu.runtime_per_sequence, gpu_memory=inst.gpu.memory,
+        q=int(kind[i]),
+        length=length,
+        now=t,
+        target=tau,
+        node=nodes_r,
+        profile=prof,
+        distance=dists,
+        radio=xi * dists**alpha,
+        hit=hit,
+        prefill=prefill,
+        in_system=in_system,
+        servers=layout.servers[nodes_r].astype(float),
+        open=np.ones(nodes_r.size, dtype=bool),
+        fetch=zeros,
+        per_server=per_server[nodes_r],
+        age=zeros,
+        memory=memory[prof],
+        runtime_per_sequence=inst.gpu.runtime_per_sequence,
+        gpu_memory=inst.gpu.memory,
         staleness=board.telemetry.delay,
     )
     return int(router.choose(view, rng))

@@ -28,8 +28,9 @@ from edgeprefix.placement.simulation.replay import ReplaySpec
 MODEL_BLOCK = 16  # tokens per synthetic block (the engine's default block: hit depths exact to 16 tokens)
 
 
-def model_workload(instance: Instance, n: int, seconds_per_token: float, seed: int | np.random.Generator | None = None,
-                   block_size: int = MODEL_BLOCK) -> tuple[TraceWorkload, BlockTrace]:
+def model_workload(
+    instance: Instance, n: int, seconds_per_token: float, seed: int | np.random.Generator | None = None, block_size: int = MODEL_BLOCK
+) -> tuple[TraceWorkload, BlockTrace]:
     """``n`` requests of the instance's types with their block ids (see the module docstring)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise ValueError(f"--requests must be an integer >= 2, got {n!r}")
@@ -45,9 +46,22 @@ def model_workload(instance: Instance, n: int, seconds_per_token: float, seed: i
     return workload, synthetic_block_trace(instance, kind, length, block_size)
 
 
-def engine_rows(instance: Instance, mix: Any, intensities: tuple[float, ...], *, step: StepTime | None, engine: str,
-                cache: str, router: str, telemetry: Any, requests: int, replications: int, nodes: float, seed: int,
-                tau: float) -> list[dict[str, Any]]:
+def engine_rows(
+    instance: Instance,
+    mix: Any,
+    intensities: tuple[float, ...],
+    *,
+    step: StepTime | None,
+    engine: str,
+    cache: str,
+    router: str,
+    telemetry: Any,
+    requests: int,
+    replications: int,
+    nodes: float,
+    seed: int,
+    tau: float,
+) -> list[dict[str, Any]]:
     """Per intensity: coverage on engine nodes (mean ± SE over replications) beside the analytical one."""
     d = step.decode_run(1, 1, 0.0) if step is not None else float(np.min(instance.decodes) / 100.0)
     out = []
@@ -56,16 +70,33 @@ def engine_rows(instance: Instance, mix: Any, intensities: tuple[float, ...], *,
         covs, rows = [], []
         for r, s in enumerate(np.random.SeedSequence(seed).spawn(replications)):
             wl, blocks = model_workload(inst, requests, d, seed=np.random.default_rng(s))
-            spec = ReplaySpec(decode_per_token=d, nodes=nodes, router=router, engine=engine, cache=cache, telemetry=telemetry,
-                              target=tau, arrivals="poisson", hits="type", lengths="type")
+            spec = ReplaySpec(
+                decode_per_token=d,
+                nodes=nodes,
+                router=router,
+                engine=engine,
+                cache=cache,
+                telemetry=telemetry,
+                target=tau,
+                arrivals="poisson",
+                hits="type",
+                lengths="type",
+            )
             res = engine_replay(inst, wl, mix, spec, blocks=blocks, step=step, seed=np.random.default_rng(s))
             covs.append(res.coverage())
             rows.append(res.engine_summary())
         ev = evaluate(inst, mix, "load_aware", target=tau)
         c = np.asarray(covs)
-        out.append({"intensity": lam, "coverage_engine": float(c.mean()),
-                    "coverage_engine_se": float(c.std(ddof=1) / np.sqrt(c.size)) if c.size > 1 else float("nan"),
-                    "coverage_analytical": float(ev.coverage(tau)),
-                    **{k: float(np.mean([row[k] for row in rows])) for k in
-                       ("hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv", "radio_mean")}})
+        out.append(
+            {
+                "intensity": lam,
+                "coverage_engine": float(c.mean()),
+                "coverage_engine_se": float(c.std(ddof=1) / np.sqrt(c.size)) if c.size > 1 else float("nan"),
+                "coverage_analytical": float(ev.coverage(tau)),
+                **{
+                    k: float(np.mean([row[k] for row in rows]))
+                    for k in ("hit_rate_blocks", "ttft_p50", "ttft_p90", "ttft_p99", "preemptions", "node_load_cv", "radio_mean")
+                },
+            }
+        )
     return out

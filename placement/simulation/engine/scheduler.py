@@ -127,8 +127,18 @@ class _Node:
 class SlotNode(_Node):
     """``c`` FCFS slots, batch-independent service (see the module docstring)."""
 
-    def __init__(self, index: int, profile: int, cache: PrefixCache, reqs: Requests, on_finish: Callable[[int, int, float], None],
-                 slots: int, prefill: Callable[[float], float], decode: Sequence[float], unit: Sequence[float]):
+    def __init__(
+        self,
+        index: int,
+        profile: int,
+        cache: PrefixCache,
+        reqs: Requests,
+        on_finish: Callable[[int, int, float], None],
+        slots: int,
+        prefill: Callable[[float], float],
+        decode: Sequence[float],
+        unit: Sequence[float],
+    ):
         super().__init__(index, profile, cache, reqs, on_finish)
         self.slots = slots
         self.prefill = prefill
@@ -194,8 +204,21 @@ class _Plan:
 class BatchingNode(_Node):
     """A continuous-batching engine (see the module docstring)."""
 
-    def __init__(self, index: int, profile: int, cache: PrefixCache, reqs: Requests, on_finish: Callable[[int, int, float], None],
-                 step: StepTime, *, token_budget: int, max_running: int, block_size: int, watermark: float, chunked: bool):
+    def __init__(
+        self,
+        index: int,
+        profile: int,
+        cache: PrefixCache,
+        reqs: Requests,
+        on_finish: Callable[[int, int, float], None],
+        step: StepTime,
+        *,
+        token_budget: int,
+        max_running: int,
+        block_size: int,
+        watermark: float,
+        chunked: bool,
+    ):
         super().__init__(index, profile, cache, reqs, on_finish)
         self.step = step
         self.budget = token_budget

@@ -75,13 +75,21 @@ class StepTime:
 
     def __call__(self, prefill: float, attention: float, sequences: float, context: float, chunks: float = 1) -> float:
         """Seconds of one step with ``P``, ``A``, ``b``, ``K`` and ``S`` prefill chunks (see the module docstring)."""
-        return (self._head(sequences, context) + self.per_prefill_token * prefill + self.per_attention * attention
-                + self.prefill_batching * prefill * _log2(chunks))
+        return (
+            self._head(sequences, context)
+            + self.per_prefill_token * prefill
+            + self.per_attention * attention
+            + self.prefill_batching * prefill * _log2(chunks)
+        )
 
     def _head(self, sequences: float, context: float) -> float:
         """Seconds of a decode-only step of ``b`` requests at context ``K``."""
-        return (self.base + self.per_sequence * sequences + self.decode_batching * sequences * _log2(sequences)
-                + self.per_context_token * context)
+        return (
+            self.base
+            + self.per_sequence * sequences
+            + self.decode_batching * sequences * _log2(sequences)
+            + self.per_context_token * context
+        )
 
     def decode_run(self, steps: int, sequences: int, context: float) -> float:
         """Seconds of ``steps`` decode-only steps of ``b`` requests starting at context ``K``
@@ -138,10 +146,12 @@ def read_timings(path: str | os.PathLike[str], model: str, hardware: str, tensor
                 continue
             key = (int(row["batch_size"]), int(row["prompt_size"]), int(row["token_size"]))
             groups.setdefault(key, []).append(
-                (float(row["prompt_time"]) / 1e3, float(row["token_time"]) / 1e3, float(row["e2e_time"]) / 1e3))
+                (float(row["prompt_time"]) / 1e3, float(row["token_time"]) / 1e3, float(row["e2e_time"]) / 1e3)
+            )
     if not groups:
-        raise ValueError(f"engine.timings: no rows for model {model!r}, hardware {hardware!r}, tensor_parallel "
-                         f"{tensor_parallel} in {os.fspath(path)!r}")
+        raise ValueError(
+            f"engine.timings: no rows for model {model!r}, hardware {hardware!r}, tensor_parallel {tensor_parallel} in {os.fspath(path)!r}"
+        )
     out = []
     for (b, p, t), reps in sorted(groups.items()):
         mean = np.mean(np.asarray(reps), axis=0)
@@ -158,8 +168,7 @@ def _design(rows: Iterable[TimingRow]) -> tuple[FloatArray, FloatArray]:
         prefill = [1.0, b * r.prompt, b * float(r.prompt) ** 2, 0.0, 0.0, b * r.prompt * lb, 0.0]
         n = r.tokens - 1
         decodes = [n, 0.0, 0.0, b * n, b * (r.prompt * n + n * (n + 1) / 2.0), 0.0, b * lb * n]
-        x += [prefill, [1.0, 0.0, 0.0, b, b * (r.prompt + r.tokens / 2.0), 0.0, b * lb],
-              [u + v for u, v in zip(prefill, decodes)]]
+        x += [prefill, [1.0, 0.0, 0.0, b, b * (r.prompt + r.tokens / 2.0), 0.0, b * lb], [u + v for u, v in zip(prefill, decodes)]]
         y += [r.prompt_time, r.token_time, r.e2e_time]
     return np.asarray(x), np.asarray(y)
 
@@ -226,7 +235,7 @@ def held_out_errors(rows: tuple[TimingRow, ...], predict: object = None) -> Held
     fn = predict if callable(predict) else (lambda m, r: static_batch_e2e(m, r.batch, r.prompt, r.tokens))
     good = tuple(r for r in rows if r.consistent)
     bad = tuple(r for r in rows if not r.consistent)
-    predicted = np.array([fn(fit_step_time(good[:i] + good[i + 1:]), r) for i, r in enumerate(good)])
+    predicted = np.array([fn(fit_step_time(good[:i] + good[i + 1 :]), r) for i, r in enumerate(good)])
     return HeldOut(good, predicted, bad)
 
 

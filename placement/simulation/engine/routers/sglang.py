@@ -26,8 +26,15 @@ from edgeprefix.placement.simulation.engine.routers.base import Router, RouteReq
 class SglangRouter(Router):
     name = "sglang"
 
-    def __init__(self, cache_threshold: float = 0.3, balance_abs_threshold: float = 64, balance_rel_threshold: float = 1.5,
-                 eviction_interval: float = 120.0, max_tree_blocks: int = 32768, block_tokens: int = 512):
+    def __init__(
+        self,
+        cache_threshold: float = 0.3,
+        balance_abs_threshold: float = 64,
+        balance_rel_threshold: float = 1.5,
+        eviction_interval: float = 120.0,
+        max_tree_blocks: int = 32768,
+        block_tokens: int = 512,
+    ):
         self.cache_threshold = cache_threshold
         self.abs = balance_abs_threshold
         self.rel = balance_rel_threshold
