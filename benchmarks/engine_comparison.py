@@ -24,7 +24,6 @@ the plan's in the same run.  Writes ``benchmarks/figures/engine_comparison.png``
 from __future__ import annotations
 
 import argparse
-import io
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -210,7 +209,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from edgeprefix.placement.atomic import atomic_write_bytes
+    from edgeprefix.placement.atomic import atomic_savefig
 
     workloads = sorted({r["workload"] for r in rows})
     fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 3.8), squeeze=False)
@@ -225,10 +224,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_ylabel("TTFT coverage P(T ≤ τ)")
     axes[0][0].legend(fontsize=6)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
 
 
 def main(argv: list[str] | None = None) -> None:

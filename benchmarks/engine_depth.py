@@ -22,10 +22,10 @@ coverage is within 2 SE (of the difference, paired by replication) of the optimu
 from __future__ import annotations
 
 import argparse
-import io
 import math
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -183,13 +183,14 @@ def answer(rows: Sequence[dict[str, Any]], loads: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: Sequence[dict[str, Any]], loads: dict[str, float], law: str) -> None:
+def plot(rows: Sequence[dict[str, Any]], loads: dict[str, float], law: str, path: Path = FIGURE) -> None:
+    """Coverage against the cached depth per load, engine and model side by side, written atomically to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from edgeprefix.placement.atomic import atomic_write_bytes
+    from edgeprefix.placement.atomic import atomic_savefig
 
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.0), sharey=True)
     colors = {"light": "tab:blue", "moderate": "tab:orange", "heavy": "tab:red"}
@@ -212,10 +213,8 @@ def plot(rows: Sequence[dict[str, Any]], loads: dict[str, float], law: str) -> N
     axes[0].legend(fontsize=7)
     fig.suptitle("Fig. 7 on the batching engine (paper_section6, Llama-2-70B A100 TP4; ★ = optimum)", fontsize=10)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
+    atomic_savefig(fig, path, dpi=110)
     plt.close(fig)
-    atomic_write_bytes(FIGURE, buffer.getvalue())
 
 
 def main(argv: list[str] | None = None) -> None:

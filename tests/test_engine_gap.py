@@ -151,3 +151,25 @@ def test_wait_growth_separates_a_growing_queue_from_a_steady_one() -> None:
     assert engine_runs.wait_growth(rejecting) == math.inf
     assert engine_runs.saturated([growing, growing, steady], tau=1.0)
     assert not engine_runs.saturated([steady, steady, growing], tau=1.0)
+
+
+def test_engine_figures_are_written_as_png(tmp_path):
+    """Both engine figures render through the package's atomic PNG writer to the path they are given."""
+    from edgeprefix.benchmarks import engine_comparison, engine_depth
+
+    rows = [
+        {"workload": w, "row": name, "intensity": lam, "coverage": 0.5 - lam, "se": 0.01}
+        for w in ("a", "b")
+        for name, _, _ in engine_comparison.ROWS[:2]
+        for lam in (0.1, 0.2)
+    ]
+    engine_comparison.plot(rows, tmp_path / "comparison.png")
+    depth_rows = [
+        {"load": label, "depth": d, "sim": [0.5 + 1e-4 * d, 0.52 + 1e-4 * d], "model": 0.5 + 2e-4 * d}
+        for label in ("light", "heavy")
+        for d in (0, 100, 200)
+    ]
+    engine_depth.plot(depth_rows, {"light": 0.1, "heavy": 0.5}, "slots", tmp_path / "depth.png")
+    for name in ("comparison.png", "depth.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(tmp_path.glob(".*"))  # no temporary left behind
