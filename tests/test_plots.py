@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from plot_checks import assert_readable, figure_problems
+from validate_fixtures import fast_validate_args
 
 from edgeprefix.cli import main
 
@@ -62,24 +63,7 @@ def test_checker_flags_missing_labels_clipping_markup_and_a_covering_legend():
 
 # -- validate ---------------------------------------------------------------------------------
 
-FAST = [
-    "--samples",
-    "20000",
-    "--customers",
-    "5000",
-    "--intensities",
-    "1,2",
-    "--nodes",
-    "80",
-    "--horizon",
-    "8",
-    "--warmup",
-    "4",
-    "--replications",
-    "1",
-    "--seed",
-    "3",
-]
+FAST = fast_validate_args("1,2")
 
 
 def test_validate_plots(capsys):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from validate_fixtures import fast_validate_args
 
 from edgeprefix.benchmarks.serving_extensions import INSTANCES, NAMES, instance_mappings
 from edgeprefix.cli import main
@@ -336,24 +337,7 @@ def test_the_simulator_serves_with_the_extended_times(name):
 
 
 def test_validate_runs_on_an_extension_instance(capsys):
-    fast = [
-        "--samples",
-        "20000",
-        "--customers",
-        "5000",
-        "--intensities",
-        "5",
-        "--nodes",
-        "80",
-        "--horizon",
-        "8",
-        "--warmup",
-        "4",
-        "--replications",
-        "1",
-        "--seed",
-        "3",
-    ]
+    fast = fast_validate_args("5")
     assert main(["validate", str(INSTANCES / "serving_disaggregated.toml"), *fast, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["instance"] == "serving_disaggregated"

@@ -5,27 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from validate_fixtures import fast_validate_args
 
 from edgeprefix.cli import main
 
-FAST = [
-    "--samples",
-    "20000",
-    "--customers",
-    "5000",
-    "--intensities",
-    "1",
-    "--nodes",
-    "80",
-    "--horizon",
-    "8",
-    "--warmup",
-    "4",
-    "--replications",
-    "1",
-    "--seed",
-    "3",
-]
+FAST = fast_validate_args("1")
 
 
 def test_validate_json_and_plots(tmp_path, capsys):
