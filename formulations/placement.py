@@ -333,13 +333,11 @@ def placement_problem(
         return build_placement_model(instance, lambda pi: objective.score(clean_mix(pi, share_caps(instance))).value)
 
     constraints = placement_polytope(instance)
-    built = None
-    if constraints is None:
+    builder = build_model
+    if constraints is None:  # constraints the arrays do not cover: read them off the Pyomo model, and keep it
         built = build_model()
         constraints = read_linear_constraints(built, built.pi)
+        builder = lambda: built  # noqa: E731
     diagnose_infeasibility(instance)
     constraints.check_feasible()
-    problem = PlacementProblem(instance=instance, objective=objective, build_model=build_model, constraints=constraints)
-    if built is not None:
-        problem.__dict__["model"] = built  # the model read above (cached_property's slot)
-    return problem
+    return PlacementProblem(instance=instance, objective=objective, build_model=builder, constraints=constraints)
