@@ -49,12 +49,13 @@ from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
 from edgeprefix.placement.errors import NumericalError
 from edgeprefix.placement.model.blas_threads import single_blas_thread
+from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
 from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
 
 FloatArray = npt.NDArray[np.float64]
-QUEUE_MODELS = ("meanfield", "cell")
+QUEUE_MODELS = ROUTER_PREDICTION_REGISTRY.names()  # the registered router predictions (docs/model.md §8.6)
 SECTORS = 3.85  # K: independent sectors of a region (fitted; 3.5 reproduces the Poisson–Voronoi Gamma shape, docs/model.md §14)
 L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
 RAY_NODES = 32  # nodes of the ℓ axis (g is integrated exactly between them)

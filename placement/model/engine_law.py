@@ -48,8 +48,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaincc, gammaln
 
+from edgeprefix.placement.model.evaluation_registry import QUEUE_LAW_REGISTRY
+
 FloatArray = npt.NDArray[np.float64]
-QUEUE_LAWS = ("slots", "engine")  # --queue-law: the model's slots (serving.queue's law) or the engine law
+QUEUE_LAWS = QUEUE_LAW_REGISTRY.names()  # --queue-law: the model's slots (serving.queue's law) or the engine law
 LAW_FILE = Path(__file__).with_name("engine_law.json")
 
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.model.cell import CellLoad, cell_load, overload_shares
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
-from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTIONS
+from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
@@ -166,7 +166,7 @@ class Evaluation:
     @cached_property
     def router_prediction(self) -> RouterPrediction:
         """The router prediction of :attr:`queue_model` (docs/model.md §8.6): how the queue enters the coverage."""
-        prediction: RouterPrediction = ROUTER_PREDICTIONS.get(self.queue_model)()
+        prediction: RouterPrediction = ROUTER_PREDICTION_REGISTRY.get(self.queue_model)()
         return prediction
 
     def _coverage_pairs(self, tau: float, queue: bool) -> FloatArray:

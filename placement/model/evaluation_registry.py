@@ -2,11 +2,11 @@
 
 Three registries, keyed by the public names (the CLI options and instance fields that choose them):
 
-* :data:`QUEUE_LAWS` -- ``--queue-law`` / ``engine.queue_law``: ``slots`` (the node is ``c_s`` FCFS slots) and
+* :data:`QUEUE_LAW_REGISTRY` -- ``--queue-law`` / ``engine.queue_law``: ``slots`` (the node is ``c_s`` FCFS slots) and
   ``engine`` (the engine law of docs/model.md §17.10);
-* :data:`SLOT_QUEUES` -- ``serving.queue``, the law of the slots: ``mmc`` (Erlang C, eqs. (17)–(20)) and
+* :data:`SLOT_QUEUE_REGISTRY` -- ``serving.queue``, the law of the slots: ``mmc`` (Erlang C, eqs. (17)–(20)) and
   ``mgc`` (the M/G/c law of docs/model.md §19.6);
-* :data:`ROUTER_PREDICTIONS` -- ``--queue-model`` (with ``--router`` / ``network.router`` naming the same choice):
+* :data:`ROUTER_PREDICTION_REGISTRY` -- ``--queue-model`` (with ``--router`` / ``network.router`` naming the same choice):
   ``meanfield`` (eq. (39), the online router) and ``cell`` (docs/model.md §14, the tier-level rule).
 
 An entry is a class, or ``"module:Class"`` resolved on first use: this module imports no numpy, so the command
@@ -69,15 +69,15 @@ class Registry:
         del self._entries[name]
 
 
-QUEUE_LAWS = Registry(
+QUEUE_LAW_REGISTRY = Registry(
     "--queue-law: must be one of {valid}, got {name!r}",
     {"slots": f"{PACKAGE}.queue_laws:SlotLaw", "engine": f"{PACKAGE}.queue_laws:EngineQueueLaw"},
 )
-SLOT_QUEUES = Registry(
+SLOT_QUEUE_REGISTRY = Registry(
     "serving.queue: must be one of {valid}, got {name!r}",
     {"mmc": f"{PACKAGE}.queue_laws:ErlangCSlots", "mgc": f"{PACKAGE}.queue_laws:MgcSlots"},
 )
-ROUTER_PREDICTIONS = Registry(
+ROUTER_PREDICTION_REGISTRY = Registry(
     "queue_model: unknown {name!r} (valid: {valid})",
     {"meanfield": f"{PACKAGE}.router_predictions:OnlinePrediction", "cell": f"{PACKAGE}.router_predictions:TierPrediction"},
 )

@@ -29,7 +29,7 @@ from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.memory import check_memory, evaluation_bytes
 from edgeprefix.placement.model.blas_threads import single_blas_thread
 from edgeprefix.placement.model.catalogue import catalogue_evaluation
-from edgeprefix.placement.model.evaluation_registry import QUEUE_LAWS, ROUTER_PREDICTIONS
+from edgeprefix.placement.model.evaluation_registry import QUEUE_LAW_REGISTRY, ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.fixed_point import FixedPointReport, solve_fixed_point
 from edgeprefix.placement.model.policies import check_policy, needs_fixed_point, policy_bias
 from edgeprefix.placement.model.queue_laws import QueueLaw, QueueLawFamily, TierQueues
@@ -84,8 +84,8 @@ def prepare(
     """Stage 1: the options checked in order (policy, queue model, queue law and its view of the instance),
     then ``π``, ``τ_0`` and the size of the evaluation (docs/model.md §20)."""
     check_policy(policy)
-    prediction: RouterPrediction = ROUTER_PREDICTIONS.get(queue_model)()
-    family: QueueLawFamily = QUEUE_LAWS.get(queue_law)
+    prediction: RouterPrediction = ROUTER_PREDICTION_REGISTRY.get(queue_model)()
+    family: QueueLawFamily = QUEUE_LAW_REGISTRY.get(queue_law)
     instance = family.view(instance, queue_model)
     pi = instance.mix_vector(mix)
     tau = instance.placement.target if target is None else float(target)

@@ -9,9 +9,9 @@ A queue law answers, per active tier, from the offered load ``a_s``, the servers
   (:class:`TierQueues`).
 
 Each public ``--queue-law`` name is a *family* (:class:`QueueLawFamily`, registered in
-:data:`~edgeprefix.placement.model.evaluation_registry.QUEUE_LAWS`): it may change the instance's units
+:data:`~edgeprefix.placement.model.evaluation_registry.QUEUE_LAW_REGISTRY`): it may change the instance's units
 (:meth:`QueueLawFamily.view`) and binds a law to the active tiers (:meth:`QueueLawFamily.for_tiers`).  ``slots``
-binds the law of ``serving.queue`` (:data:`~edgeprefix.placement.model.evaluation_registry.SLOT_QUEUES`):
+binds the law of ``serving.queue`` (:data:`~edgeprefix.placement.model.evaluation_registry.SLOT_QUEUE_REGISTRY`):
 :class:`ErlangCSlots` (eqs. (17)–(20)) or :class:`MgcSlots` (docs/model.md §19.6); ``engine`` binds
 :class:`EngineQueueLaw` (docs/model.md §17.10).  The sensitivities' laws with derivatives of the waiting law are
 :mod:`edgeprefix.placement.model.wait_laws`.
@@ -34,7 +34,7 @@ from edgeprefix.placement.model.engine_law import (
     shipped_constants,
     stability_edge,
 )
-from edgeprefix.placement.model.evaluation_registry import SLOT_QUEUES
+from edgeprefix.placement.model.evaluation_registry import SLOT_QUEUE_REGISTRY
 from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, variability_factor
 from edgeprefix.placement.model.queueing import advertised_wait, advertised_wait_and_slope, erlang_c
 
@@ -82,7 +82,7 @@ class QueueLaw(Protocol):
 
 
 class QueueLawFamily(Protocol):
-    """What :data:`~edgeprefix.placement.model.evaluation_registry.QUEUE_LAWS` holds: a class with two class methods."""
+    """What :data:`~edgeprefix.placement.model.evaluation_registry.QUEUE_LAW_REGISTRY` holds: a class with two class methods."""
 
     def view(self, instance: Instance, queue_model: str) -> Instance:
         """The instance the law evaluates (checked; e.g. in the engine's units); one-line ``ValueError`` if refused."""
@@ -169,7 +169,7 @@ def _scv(scv: FloatArray | None) -> FloatArray:
 
 class SlotLaw:
     """``--queue-law slots``: the node is ``c_s`` FCFS slots, with the law named by ``serving.queue``
-    (:data:`~edgeprefix.placement.model.evaluation_registry.SLOT_QUEUES`)."""
+    (:data:`~edgeprefix.placement.model.evaluation_registry.SLOT_QUEUE_REGISTRY`)."""
 
     @classmethod
     def view(cls, instance: Instance, queue_model: str) -> Instance:
@@ -177,7 +177,7 @@ class SlotLaw:
 
     @classmethod
     def for_tiers(cls, instance: Instance, active: BoolArray) -> QueueLaw:
-        law: QueueLaw = SLOT_QUEUES.get(instance.queue_law).for_tiers(instance, active)
+        law: QueueLaw = SLOT_QUEUE_REGISTRY.get(instance.queue_law).for_tiers(instance, active)
         return law
 
 

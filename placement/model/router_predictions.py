@@ -8,7 +8,7 @@ router; the router a prediction is for changes how the queue enters the coverage
 * :class:`TierPrediction` (``queue_model = "cell"``, router ``tier``): the per-node load law of docs/model.md
   §14 averaged into the coverage, and a plan whose nodes overload (docs/model.md §14.9) reported unstable.
 
-Both are registered in :data:`~edgeprefix.placement.model.evaluation_registry.ROUTER_PREDICTIONS` under the
+Both are registered in :data:`~edgeprefix.placement.model.evaluation_registry.ROUTER_PREDICTION_REGISTRY` under the
 ``--queue-model`` name; the router's name (:data:`~edgeprefix.placement.model.router.ROUTER_OF_QUEUE_MODEL`) is
 the class's ``router``.
 """
