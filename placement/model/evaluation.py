@@ -1,7 +1,10 @@
 """One evaluation of a placement: fixed point, queues and every metric of docs/model.md §8.
 
 ``evaluate(instance, mix, policy)`` returns a frozen :class:`Evaluation`.  Coverage is kept as a
-function of the target (``Evaluation.coverage(τ)``); the scalar metrics are computed once.
+function of the target (``Evaluation.coverage(τ)``); the scalar metrics are computed once.  ``evaluate``
+composes the stages of :mod:`~edgeprefix.placement.model.pipeline` (docs/model.md §8.6); the queue law and the
+router prediction are the classes registered under the options' names in
+:mod:`~edgeprefix.placement.model.evaluation_registry`.
 """
 
 from __future__ import annotations
@@ -484,10 +487,11 @@ def evaluate(
     kernel : spatial kernel (default :class:`AnalyticKernel`).
     queue_model : ``meanfield`` (eq. (39): every node carries its tier's load) or ``cell`` (the
         per-node load law of docs/model.md §14 in coverage and quantiles; the routing
-        equilibrium, ``W̄`` and ``T̄`` are the mean-field ones).
+        equilibrium, ``W̄`` and ``T̄`` are the mean-field ones); any name of ``ROUTER_PREDICTION_REGISTRY``.
     queue_law : ``slots`` (the node is ``c_s`` FCFS slots, the law of ``serving.queue``) or ``engine`` (the
         engine law of docs/model.md §17.10, fitted to the instance's ``[engine]``; the evaluation's
-        ``instance`` is then the instance in the engine's units, :func:`~edgeprefix.placement.model.engine_law.engine_view`).
+        ``instance`` is then the instance in the engine's units, :func:`~edgeprefix.placement.model.engine_law.engine_view`);
+        any name of ``QUEUE_LAW_REGISTRY`` (docs/model.md §8.6).
     """
     prepared = prepare(instance, mix, policy, target, kernel, queue_model, queue_law)  # 1. mix
     law = prepared.law_family.for_tiers(prepared.instance, prepared.active)
