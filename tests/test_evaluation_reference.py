@@ -15,7 +15,9 @@ The fixture was generated from the code before the pipeline refactoring (commit 
 
     python tests/test_evaluation_reference.py --write
 
-Regenerate it the same way only when a change of the numbers is intended (and say so in the commit).
+``python tests/test_evaluation_reference.py --diff`` lists the cases (and the sections of each) that differ
+from the fixture.  Regenerate it with ``--write`` only when a change of the numbers is intended, after
+checking with ``--diff`` that only the intended cases moved (and say so in the commit).
 """
 
 from __future__ import annotations
@@ -213,7 +215,23 @@ def test_evaluate_is_bit_identical_to_the_reference(case):
     assert outcome(instance, options) == _load()[name]
 
 
+def diff() -> int:
+    """Print the cases (and their sections) that differ from the fixture; the number of such cases."""
+    stored, changed = _load(), 0
+    for name, instance, options in cases():
+        now, then = outcome(instance, options), stored.get(name)
+        if now != then:
+            changed += 1
+            keys = sorted(k for k in set(now) | set(then or {}) if now.get(k) != (then or {}).get(k))
+            print(f"{name}: {', '.join(keys) if then is not None else 'new case'}")
+    print(f"{changed} of {len(stored)} cases differ")
+    return changed
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python tests/test_evaluation_reference.py --write")
-    write()
+    if sys.argv[1:] == ["--write"]:
+        write()
+    elif sys.argv[1:] == ["--diff"]:
+        sys.exit(1 if diff() else 0)
+    else:
+        sys.exit("usage: python tests/test_evaluation_reference.py --write | --diff")
