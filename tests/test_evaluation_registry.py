@@ -3,6 +3,8 @@ names come from it, and registering a class makes it selectable without touching
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -37,6 +39,13 @@ def test_the_public_names_are_the_registries_keys():
     assert set(ROUTER_PREDICTION_REGISTRY.names()) == set(QUEUE_MODEL_OF_ROUTER.values())
     for model in ROUTER_PREDICTION_REGISTRY:  # each prediction names the router it is for
         assert ROUTER_PREDICTION_REGISTRY.get(model).router == ROUTER_OF_QUEUE_MODEL[model]
+
+
+def test_the_names_load_without_numpy(tmp_path):
+    """The command line reads the choices at start-up: the registry module imports no numpy."""
+    probe = "import sys, edgeprefix.placement.model.evaluation_registry as r; print(r.QUEUE_LAW_REGISTRY.names(), 'numpy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["('slots',", "'engine')", "False"]
 
 
 def test_unknown_names_keep_their_one_line_errors(baseline):
