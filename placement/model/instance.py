@@ -44,6 +44,7 @@ from edgeprefix.placement.model.profiles import (
 )
 from edgeprefix.placement.model.ranges import (
     check_concurrency,
+    check_field,
     check_instance_ranges,
     check_radio_exponent,
     check_scale,
@@ -452,10 +453,30 @@ def _typed(where: str, f: Field, value: Any) -> Any:
     if "boolean" in f.types:
         return _flag(where, value)
     if "string" in f.types:
+        if not f.nonempty and isinstance(value, str):
+            return value
         return _string(where, value)
     if f.items is not None and f.items.types == ("string",):
         return _string_list(where, value)
     raise TypeError(f"{where}: a {f.type} field has no generic reader; read it in its section's code")
+
+
+def _check_tree(where: str, data: Any, path: str | None = None) -> None:
+    """The fields of every table from ``where`` down and the type of every string, by the field table
+    (for a section whose own parser reads the values, e.g. ``[engine]``)."""
+    path = where if path is None else path
+    _check_section(where, data, path)
+    for f in find(path).fields:
+        if f.name in data:
+            if f.fields:
+                _check_tree(f"{where}.{f.name}", data[f.name], f"{path}.{f.name}")
+            elif f.types == ("string",):
+                _typed(f"{where}.{f.name}", f, data[f.name])
+
+
+def _engine_from(data: Any) -> EngineSection:
+    _check_tree("engine", data)
+    return engine_from_mapping(data)
 
 
 def _check_keys(where: str, data: Any, required: AbstractSet[str], optional: AbstractSet[str] = frozenset()) -> None:
@@ -573,6 +594,8 @@ def _catalogue_from(data: Any) -> Catalogue:
     for key in ("bits", "hashes"):
         if not float(values[key]).is_integer():
             raise InstanceError(f"catalogue.{key}", f"must be a whole number, got {plain(data[key])}")
+        if isinstance(data[key], int) and data[key] > 2**53:  # beyond float64's whole numbers: checked before rounding
+            check_field(f"catalogue.{key}", f"catalogue.{key}", data[key])
     return Catalogue(bits=values["bits"], hashes=int(values["hashes"]), refresh=values.get("refresh", 0.0), churn=values.get("churn", 0.0))
 
 
@@ -657,7 +680,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         compression=_compression_from(data["compression"]) if "compression" in data else None,
         serving=_serving_from(data["serving"]) if "serving" in data else None,
         catalogue=_catalogue_from(data["catalogue"]) if "catalogue" in data else None,
-        engine=engine_from_mapping(data["engine"]) if "engine" in data else None,
+        engine=_engine_from(data["engine"]) if "engine" in data else None,
         telemetry=_telemetry_from(data["telemetry"]) if "telemetry" in data else None,
     )
 

@@ -23,7 +23,9 @@ Adding a field (a public contract: fields are added, never renamed or removed)
        the sections read with :func:`edgeprefix.placement.model.instance.section_values`
        (network, gpu, gpu.tiers, remote, compression, serving, telemetry) need nothing else;
     3. regenerate the schema and the field reference (the two commands above) and explain the
-       field in ``docs/instances.md`` if it needs more than its ``doc``.
+       field in ``docs/instances.md`` if it needs more than its ``doc``;
+    4. give it a value in one of the examples of ``tests/test_instance_schema.py`` (a test fails until
+       every field of the table is carried by one; the mutation tests then reach it).
 
 Only the standard library is imported here, so the CLI can print the schema without numpy.
 """
