@@ -257,9 +257,19 @@ def test_the_mutations_cover_every_field_of_the_example():
     } <= names
 
 
+@pytest.mark.parametrize("label,data", examples(), ids=[label or "base" for label, _ in examples()])
+def test_every_field_of_the_examples_is_written_back(label, data):
+    """What the loader reads, the writer writes: an instance read from every example round-trips."""
+    instance = instance_from_mapping(data)
+    again = instance_from_mapping(json.loads(json.dumps(instance_to_mapping(instance))))
+    assert again == instance and again.metadata == instance.metadata
+
+
 def named_field(name: str) -> str:
     """The field path (a regular expression: ``[]`` any index) a mutation's one-line error must name."""
-    kind, path = re.fullmatch(r"(?:\w+: )?(drop|retype|boolean|unknown field in) (.*)", name).groups()
+    match = re.fullmatch(r"(?:\w+: )?(drop|retype|boolean|unknown field in) (.*)", name)
+    assert match is not None, name
+    kind, path = match.groups()
     if kind == "unknown field in":
         path = "unknown_field" if path == "the top level" else path + ".unknown_field"
     if kind == "drop" and path == "prefill.table":
@@ -408,5 +418,18 @@ def test_the_command_module_imports_no_numpy():
     import sys
 
     code = "import sys, edgeprefix.commands.instance; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+def test_the_schema_is_generated_without_numpy():
+    """The field table is standard library only: ``edgeprefix instance schema`` needs no numpy."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from edgeprefix.placement.model.instance_schema import schema_text, field_reference; "
+        "schema_text(); field_reference(); print('numpy' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"

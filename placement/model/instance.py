@@ -749,7 +749,7 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
     if instance.engine is not None:
         out["engine"] = engine_to_mapping(instance.engine)
     if instance.telemetry is not None:
-        out["telemetry"] = {"delay": instance.telemetry.delay, "refresh": instance.telemetry.refresh}
+        out["telemetry"] = dataclasses.asdict(instance.telemetry)
     if instance.serving is not None:
         defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
         out["serving"] = {
