@@ -329,26 +329,48 @@ def test_the_enumerations_of_the_table_are_the_codes():
     assert tuple(find("engine.queue_law").extra["enum"]) == engine_section.QUEUE_LAWS
 
 
-@pytest.mark.parametrize("path", ["network", "gpu", "gpu.tiers[]", "remote", "compression", "serving", "telemetry"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "network",
+        "gpu",
+        "gpu.tiers[]",
+        "prefixes[]",
+        "requests[]",
+        "profiles[]",
+        "placement",
+        "remote",
+        "compression",
+        "serving",
+        "telemetry",
+    ],
+)
 def test_a_dataclass_built_in_python_has_the_defaults_of_a_file(path):
     """The sections the loader reads generically take the table's defaults; their dataclasses state the same."""
     import dataclasses
 
-    from edgeprefix.placement.model import instance, serving, telemetry
+    from edgeprefix.placement.model import instance, profiles, serving, telemetry, workload
 
     cls = {
         "network": instance.Network,
         "gpu": instance.Gpu,
         "gpu.tiers[]": serving.MemoryTier,
+        "prefixes[]": workload.Prefix,
+        "requests[]": workload.RequestType,
+        "profiles[]": profiles.Profile,
+        "placement": instance.PlacementSpec,
         "remote": serving.RemotePool,
         "compression": serving.Compression,
         "serving": serving.Serving,
         "telemetry": telemetry.Telemetry,
     }[path]
     own = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-    table = {f.name: f.default for f in find(path).fields if f.default not in (NO_DEFAULT, [])}
+    own |= {f.name: f.default_factory() for f in dataclasses.fields(cls) if f.default_factory is not dataclasses.MISSING}
+    table = {
+        f.name: tuple(f.default) if isinstance(f.default, list) else f.default for f in find(path).fields if f.default is not NO_DEFAULT
+    }
     assert {k: own.get(k) for k in table} == table
-    assert {f.name for f in find(path).fields} - {"per_node"} <= {f.name for f in dataclasses.fields(cls)}
+    assert {f.name for f in find(path).fields} - {"per_node", "lengths"} <= {f.name for f in dataclasses.fields(cls)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -436,7 +436,7 @@ def section_values(where: str, data: Mapping[str, Any], path: str | None = None,
         if f.name in data:
             out[f.name] = _typed(f"{where}.{f.name}", f, data[f.name])
         elif f.default is not NO_DEFAULT and f.default is not None:
-            out[f.name] = f.default
+            out[f.name] = tuple(f.default) if isinstance(f.default, list) else f.default  # frozen: lists are tuples
     return out
 
 
@@ -626,22 +626,13 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     gpu_spec = Gpu(**section_values("gpu", gpu, skip={"tiers"}), tiers=_tiers_from(gpu["tiers"]) if "tiers" in gpu else ())
     prefixes = tuple(
         Prefix(
-            id=_string(f"prefixes[{i}].id", p["id"]),
-            depth=_number(f"prefixes[{i}].depth", p["depth"]),
-            parent=None if p.get("parent") is None else _string(f"prefixes[{i}].parent", p["parent"]),
-            kv_per_token=None if p.get("kv_per_token") is None else _number(f"prefixes[{i}].kv_per_token", p["kv_per_token"]),
+            **section_values(f"prefixes[{i}]", p, "prefixes[]", skip={"blocks"}),
             blocks=_block_list(f"prefixes[{i}].blocks", p.get("blocks", [])),
         )
         for i, p in enumerate(_items("prefixes", data["prefixes"]) if data.get("prefixes") else [])
     )
     requests = tuple(
-        RequestType(
-            id=_string(f"requests[{i}].id", q["id"]),
-            probability=_number(f"requests[{i}].probability", q["probability"]),
-            length=_number(f"requests[{i}].length", q["length"]),
-            decode=_number(f"requests[{i}].decode", q["decode"]),
-            path=_string_list(f"requests[{i}].path", q.get("path", [])),
-        )
+        RequestType(**section_values(f"requests[{i}]", q, "requests[]", skip={"lengths"}))
         for i, q in enumerate(_items("requests", data["requests"]))
     )
     if any("lengths" in q for q in data["requests"]):  # length-resolved types expand into sub-types (docs/model.md §2.3)
@@ -651,14 +642,10 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
             for sub in (expand_type(f"requests[{i}]", q, entry["lengths"]) if "lengths" in entry else (q,))
         )
     profiles = tuple(
-        Profile(id=_string(f"profiles[{i}].id", s["id"]), prefixes=_string_list(f"profiles[{i}].prefixes", s.get("prefixes", [])))
-        for i, s in enumerate(_items("profiles", data["profiles"]))
+        Profile(**section_values(f"profiles[{i}]", s, "profiles[]")) for i, s in enumerate(_items("profiles", data["profiles"]))
     )
     placement = PlacementSpec(
-        target=_number("placement.target", plc["target"]),
-        memory_budget=None if plc.get("memory_budget") is None else _number("placement.memory_budget", plc["memory_budget"]),
-        fallback=None if plc.get("fallback") is None else _string("placement.fallback", plc["fallback"]),
-        fallback_min=_number("placement.fallback_min", plc.get("fallback_min", 0.0)),
+        **section_values("placement", plc, skip={"max_share", "mix"}),
         max_share=_share_table("placement.max_share", plc.get("max_share", {})),
         mix=None if plc.get("mix") is None else _share_table("placement.mix", plc["mix"]),
     )

@@ -20,8 +20,9 @@ Adding a field (a public contract: fields are added, never renamed or removed)
     1. add one :class:`Field` to its table below: the name, the JSON type, ``doc``, ``unit``,
        ``symbol`` (docs/model.md's notation), ``default`` when optional, and ``range=`` for a number;
     2. add the attribute of the same name (with the same default) to the section's frozen dataclass;
-       the sections read with :func:`edgeprefix.placement.model.instance.section_values`
-       (network, gpu, gpu.tiers, remote, compression, serving, telemetry) need nothing else;
+       every section but prefill, catalogue and engine is read with
+       :func:`edgeprefix.placement.model.instance.section_values` and needs nothing else (a table or a
+       list of numbers inside a section is read by that section's code);
     3. regenerate the schema and the field reference (the two commands above) and explain the
        field in ``docs/instances.md`` if it needs more than its ``doc``;
     4. give it a value in one of the examples of ``tests/test_instance_schema.py`` (a test fails until
