@@ -342,6 +342,7 @@ def test_the_enumerations_of_the_table_are_the_codes():
         "remote",
         "compression",
         "serving",
+        "catalogue",
         "telemetry",
     ],
 )
@@ -349,7 +350,7 @@ def test_a_dataclass_built_in_python_has_the_defaults_of_a_file(path):
     """The sections the loader reads generically take the table's defaults; their dataclasses state the same."""
     import dataclasses
 
-    from edgeprefix.placement.model import instance, profiles, serving, telemetry, workload
+    from edgeprefix.placement.model import catalogue, instance, profiles, serving, telemetry, workload
 
     cls = {
         "network": instance.Network,
@@ -362,6 +363,7 @@ def test_a_dataclass_built_in_python_has_the_defaults_of_a_file(path):
         "remote": serving.RemotePool,
         "compression": serving.Compression,
         "serving": serving.Serving,
+        "catalogue": catalogue.Catalogue,
         "telemetry": telemetry.Telemetry,
     }[path]
     own = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}

@@ -590,13 +590,13 @@ def _serving_from(data: Any) -> Serving:
 
 def _catalogue_from(data: Any) -> Catalogue:
     _check_section("catalogue", data)
-    values = {k: _number(f"catalogue.{k}", v) for k, v in data.items()}
+    values = section_values("catalogue", data)
     for key in ("bits", "hashes"):
         if not float(values[key]).is_integer():
             raise InstanceError(f"catalogue.{key}", f"must be a whole number, got {plain(data[key])}")
         if isinstance(data[key], int) and data[key] > 2**53:  # beyond float64's whole numbers: checked before rounding
             check_field(f"catalogue.{key}", f"catalogue.{key}", data[key])
-    return Catalogue(bits=values["bits"], hashes=int(values["hashes"]), refresh=values.get("refresh", 0.0), churn=values.get("churn", 0.0))
+    return Catalogue(**values | {"hashes": int(values["hashes"])})
 
 
 def _telemetry_from(data: Any) -> Telemetry:

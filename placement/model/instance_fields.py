@@ -20,7 +20,7 @@ Adding a field (a public contract: fields are added, never renamed or removed)
     1. add one :class:`Field` to its table below: the name, the JSON type, ``doc``, ``unit``,
        ``symbol`` (docs/model.md's notation), ``default`` when optional, and ``range=`` for a number;
     2. add the attribute of the same name (with the same default) to the section's frozen dataclass;
-       every section but prefill, catalogue and engine is read with
+       every section but prefill and engine is read with
        :func:`edgeprefix.placement.model.instance.section_values` and needs nothing else (a table or a
        list of numbers inside a section is read by that section's code);
     3. regenerate the schema and the field reference (the two commands above) and explain the
