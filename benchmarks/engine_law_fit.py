@@ -7,7 +7,7 @@ least squares (``scipy.optimize.least_squares``) on the fit part of the grid, pr
 method and the error table of the held-out part, and writes ``placement/model/engine_law.json``
 atomically (``--no-write`` to only print).
 
-Grid: 4 length mixes × 3 free-memory levels × 7 loads (GPU utilisation ``a = λ w̄`` of the law's
+Grid: 4 length mixes × 3 free-memory levels × 10 loads (GPU utilisation ``a = λ w̄`` of the law's
 units), 4,000 requests per run (the first 10 % dropped), seeds ``SeedSequence(seed)`` spawned per run.
 Held out: the mix ``two-type`` at every memory level and the middle memory level of every mix.
 A run whose waits drift (the last third's mean wait above 3× the middle third's plus 2 prefills)
@@ -46,7 +46,7 @@ from edgeprefix.placement.simulation.engine.kv_cache import PrefixCache
 from edgeprefix.placement.simulation.engine.scheduler import INF, BatchingNode, Requests
 
 FloatArray = npt.NDArray[np.float64]
-LOADS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.88)
+LOADS = (0.1, 0.25, 0.33, 0.4, 0.47, 0.55, 0.62, 0.7, 0.8, 0.88)  # denser over 0.3–0.7, where the network error was
 FREE_TOKENS = (549_000.0, 150_000.0, 60_000.0)
 HELD_OUT_MIX = "two-type"
 HELD_OUT_FREE = 150_000.0

@@ -24,6 +24,7 @@ from edgeprefix.placement.model.cell import (
     CellLoad,
     cell_coverage_pairs,
     cell_load,
+    cell_node_law,
     check_queue_model,
     overload_shares,
 )
@@ -156,7 +157,7 @@ class Evaluation:
             tau,
             radio_scale=xi,
             first_token=g,
-            servers=inst.concurrency[act].astype(float),
+            **cell_node_law(inst.concurrency[act].astype(float), inst.engine_tiers.take(act) if self.queue_law == "engine" else None),
             offered_load=(self.arrival_rate * self.mean_service)[act],
             mean_service=self.mean_service[act],
             service_scv=None if self.service_scv is None else self.service_scv[act],
@@ -191,7 +192,7 @@ class Evaluation:
             t,
             radio_scale=net.radio_scale,
             first_token=inst.first_token_time[act],
-            servers=inst.concurrency[act].astype(float),
+            **cell_node_law(inst.concurrency[act].astype(float), inst.engine_tiers.take(act) if self.queue_law == "engine" else None),
             offered_load=(self.arrival_rate * self.mean_service)[act],
             mean_service=self.mean_service[act],
             service_scv=None if self.service_scv is None else self.service_scv[act],
@@ -590,11 +591,6 @@ def evaluate(
     check_queue_law(queue_law, instance)
     engine = queue_law == "engine"
     if engine:
-        if queue_model == "cell":
-            raise ValueError(
-                "--queue-law engine: the cell model (--queue-model cell) has no engine law yet; use "
-                "--queue-model meanfield with --queue-law engine"
-            )
         instance = engine_view(instance)
     pi = instance.mix_vector(mix)
     tau = instance.placement.target if target is None else float(target)
