@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeprefix.benchmarks.engine_law_fit import INSTANCE
+from edgeprefix.benchmarks.accuracy.engine.engine_law_fit import INSTANCE
 from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_load, engine_wait_tables, wait_tables
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.engine_law import EngineLawConstants, EngineTiers

@@ -279,7 +279,7 @@ def held_out_errors(
     The fit of each fold takes the ``e2e_time`` weight :func:`select_e2e_weight` chooses on that
     fold's rows alone (nested leave-one-out; ``weights=(1.0,)`` fixes it).  ``predict(model, row) ->
     seconds`` defaults to :func:`static_batch_e2e`; the engine's own scheduler can be passed instead
-    (``benchmarks/engine_timings.py`` does).
+    (``benchmarks/accuracy/engine/engine_timings.py`` does).
     """
     fn = predict if callable(predict) else (lambda m, r: static_batch_e2e(m, r.batch, r.prompt, r.tokens))
     good = tuple(r for r in rows if r.consistent)
