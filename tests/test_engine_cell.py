@@ -123,3 +123,21 @@ def test_gradient_of_the_cell_model_through_the_engine_law(mooncake):
         assert sens.gradients["coverage"][s] == pytest.approx(fd, rel=1e-4, abs=1e-6), s
     mean_field = sensitivity(evaluate(inst, pi, tol=1e-13, queue_law="engine")).gradients["coverage"]
     assert np.max(np.abs(sens.gradients["coverage"] - mean_field)) > 1e-3
+
+
+def test_cli_takes_the_cell_model_with_the_engine_law(capsys, mooncake):
+    """``evaluate --queue-model cell --queue-law engine`` (refused before the cell model had the engine law) echoes both
+    and reports the cell model's coverage, not the mean field's."""
+    import json
+
+    from edgeprefix.cli import main
+
+    args = ["evaluate", str(INSTANCE), "--intensity", "0.1", "--queue-law", "engine", "--json"]
+    assert main(args + ["--queue-model", "cell"]) == 0
+    cell = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    field = json.loads(capsys.readouterr().out)
+    assert (cell["queue_model"], cell["queue_law"], field["queue_model"]) == ("cell", "engine", "meanfield")
+    expected = evaluate(mooncake.with_network(request_intensity=0.1), None, queue_law="engine", queue_model="cell").coverage()
+    assert cell["coverage"] == pytest.approx(expected, abs=1e-9)
+    assert cell["coverage"] < field["coverage"] - 0.05

@@ -12,8 +12,8 @@ and writes ``placement/model/engine_law.json`` atomically (``--no-write`` to onl
 Grid: 5 length mixes × 3 free-memory levels × 10 loads (GPU utilisation ``a = λ w̄`` of the law's
 units), 4,000 requests per run (the first 10 % dropped), seeds ``SeedSequence(seed)`` spawned per run.
 Held out: the mix ``two-type`` at every memory level and the middle memory level of every mix.
-A run whose waits drift (the last third's mean wait above 3× the middle third's plus 2 prefills)
-is past the engine's stability edge and left out.
+A run whose waits drift (the last third's mean wait above 1.5× the middle third's plus half a prefill,
+or above 20 prefills) is past the engine's stability edge and left out.
 
 Per run the target is the TTFT-relevant wait ``W = first token − arrival − u_{s,q}`` (``u`` the
 request's prefill alone on the node); residuals: the law's CDF at the sample's deciles minus the
