@@ -193,11 +193,6 @@ class EngineQueueLaw:
     @classmethod
     def view(cls, instance: Instance, queue_model: str) -> Instance:
         check_queue_law("engine", instance)
-        if queue_model == "cell":
-            raise ValueError(
-                "--queue-law engine: the cell model (--queue-model cell) has no engine law yet; use "
-                "--queue-model meanfield with --queue-law engine"
-            )
         view: Instance = engine_view(instance)
         return view
 
