@@ -42,13 +42,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaincc, gammaln
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 QUEUE_LAWS = ("slots", "engine")  # --queue-law: the model's slots (serving.queue's law) or the engine law
 LAW_FILE = Path(__file__).with_name("engine_law.json")
 
@@ -234,9 +235,21 @@ def engine_advertised(
     return np.where(ok, wait, np.inf), np.where(ok, m * (comp[1] + mem[1]), 0.0)
 
 
+class EngineWaitLaw(TypedDict):
+    """What :func:`engine_wait_law` returns, per profile."""
+
+    stable: BoolArray
+    weight: FloatArray
+    decay: FloatArray
+    d_weight_da: FloatArray
+    d_decay_da: FloatArray
+    d_decay_dm: FloatArray
+    mean: FloatArray
+
+
 def engine_wait_law(
     load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConstants | None = None
-) -> dict[str, FloatArray]:
+) -> EngineWaitLaw:
     """``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = m (f_c + f_m)``, the decay ``θ = P^W/W̄`` and their slopes in ``a``
     and ``m`` (0 where unstable)."""
     k = shipped_constants() if k is None else k
