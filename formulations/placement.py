@@ -282,7 +282,7 @@ def diagnose_infeasibility(instance: Instance) -> None:
         lower[fb] = plc.fallback_min
     if plc.memory_budget is not None:
         least = linprog(instance.memory, A_eq=np.ones((1, caps.size)), b_eq=[1.0], bounds=list(zip(lower, caps)), method="highs")
-        if least.status == 0 and least.fun > plc.memory_budget + 1e-12:
+        if least.status == 0 and least.fun is not None and least.fun > plc.memory_budget + 1e-12:
             raise InfeasibleConstraintsError(
                 f"placement.memory_budget: Σ_s π_s B_s <= B̄ must hold, but B̄ = {plc.memory_budget:g} is below the least "
                 f"fleet memory {least.fun:.6g} that the caps and fallback allow"
