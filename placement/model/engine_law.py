@@ -384,3 +384,11 @@ def engine_view(instance: Any, k: EngineLawConstants | None = None, step: Any = 
             _VIEWS.clear()
         _VIEWS[key] = (instance, view)
     return view
+
+
+def view_tiers(view: Any) -> EngineTiers:
+    """The :class:`EngineTiers` that :func:`engine_view` attached to ``view``."""
+    tiers = getattr(view, "engine_tiers", None)
+    if not isinstance(tiers, EngineTiers):
+        raise ValueError("engine law: not an engine_view(instance): it has no engine_tiers")
+    return tiers

@@ -35,6 +35,7 @@ from edgeprefix.placement.model.engine_law import (
     engine_wait_law,
     shipped_constants,
     stability_edge,
+    view_tiers,
 )
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
@@ -271,7 +272,7 @@ class Evaluation:
             hi *= 2.0
         from scipy.optimize import brentq  # only quantiles need it; keeps evaluate's start-up cheap
 
-        return float(brentq(lambda t: self.coverage(t) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
+        return float(brentq(lambda t: float(self.coverage(t)) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
 
     # -- scalar metrics ---------------------------------------------------------------------
     @property
@@ -609,7 +610,7 @@ def evaluate(
     lam = lam_all[active]
     g = instance.first_token_time[active]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
     c = instance.concurrency[active].astype(float)
-    tiers = instance.engine_tiers.take(active) if engine else None
+    tiers = view_tiers(instance).take(active) if engine else None
 
     last: dict[str, FloatArray] = {}  # the fixed point's last association, reused at the end
 
@@ -660,7 +661,7 @@ def evaluate(
         if mgc:
             scv = service_scv(a_q, mean_service)[0]
             return mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)[0]
-        if engine:
+        if tiers is not None:  # the engine law
             return engine_advertised(work, c, mean_service, tiers, rho_clip)[0]
         return advertised_wait(work, c, mean_service, rho_clip)
 
@@ -669,7 +670,7 @@ def evaluate(
     def queue_map_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``T(W)`` and ``∂T_s/∂W_t`` through ``∂A/∂b`` (kernel), ``a_s``, ``1/μ_s`` and Erlang C."""
         bias = g + w[:, None]
-        if contracted:  # only the sums of (16.7), type block by type block (docs/model.md §16.3)
+        if hasattr(kernel, "association_contracted"):  # only the sums of (16.7), type block by type block (docs/model.md §16.3)
             weights = np.stack([np.broadcast_to(p_q, bias.shape), weighted_service] + ([weighted_second] if mgc else []))
             a_q, sums, _ = kernel.association_contracted(lam, bias / xi, alpha, weights)
         else:
@@ -680,7 +681,7 @@ def evaluate(
         if mgc:
             scv, moment = service_scv(a_q, mean_service)
             wait, slope, slope_scv = mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)
-        elif engine:  # W = m f(a): ∂W/∂m = W/m as for Erlang C
+        elif tiers is not None:  # the engine law, W = m f(a): ∂W/∂m = W/m as for Erlang C
             wait, slope = engine_advertised(work, c, mean_service, tiers, rho_clip)
         else:
             wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
@@ -757,12 +758,12 @@ def evaluate(
     if not needs_fixed_point(policy):
         w_adv = (
             mgc_advertised_wait_and_slopes(work, c, mean_service, scv_active, rho_clip)[0]
-            if mgc
+            if scv_active is not None
             else engine_advertised(work, c, mean_service, tiers, rho_clip)[0]
-            if engine
+            if tiers is not None
             else advertised_wait(work, c, mean_service, rho_clip)
         )
-    if engine:  # ρ_s = a_s / a*_s, the load over the engine law's stability edge (docs/model.md §17.10)
+    if tiers is not None:  # ρ_s = a_s / a*_s, the load over the engine law's stability edge (docs/model.md §17.10)
         law = engine_wait_law(work, c, mean_service, tiers)
         rho = work / stability_edge(c, tiers, shipped_constants())
         stable_tier = law["stable"]
@@ -775,7 +776,7 @@ def evaluate(
         pw = erlang_c(work, c)
         with np.errstate(divide="ignore", invalid="ignore"):
             decay = (c - work) / mean_service  # c μ − λq
-            if mgc:
+            if scv_active is not None:  # the M/G/c law
                 decay = decay / variability_factor(work, c, scv_active)  # θ = P^W / W̄, eq. (19.21)
             w_bar = np.where(stable_tier, pw / decay, np.inf)
 

@@ -319,6 +319,7 @@ class Instance:
         """Decode pool load ``ρ_dec = Λ Σ_q p_q D_q / (λ_b n_dec)`` when disaggregated (eq. (19.13)), else ``None``."""
         if self.serving is None or not self.serving.disaggregated:
             return None
+        assert self.serving.decode_slots is not None  # Serving requires it when disaggregated
         demand = self.network.request_intensity * float(self.probabilities @ self.decodes)
         return demand / (self.network.edge_density * float(self.serving.decode_slots))
 
@@ -399,9 +400,14 @@ def check_names(instance: Instance) -> None:
             raise InstanceError(where, f"{text!r} holds a control character; names and ids must be printable text")
 
     printable("name", instance.name)
-    for key, items in (("prefixes", instance.prefixes), ("requests", instance.requests), ("profiles", instance.profiles)):
-        for i, item in enumerate(items):
-            printable(f"{key}[{i}].id", item.id)
+    ids = {
+        "prefixes": [p.id for p in instance.prefixes],
+        "requests": [r.id for r in instance.requests],
+        "profiles": [s.id for s in instance.profiles],
+    }
+    for key, items in ids.items():
+        for i, item_id in enumerate(items):
+            printable(f"{key}[{i}].id", item_id)
     for i, tier in enumerate(instance.gpu.tiers):
         printable(f"gpu.tiers[{i}].name", tier.name)
     for i, s in enumerate(instance.profiles):
@@ -452,7 +458,8 @@ def _number(where: str, value: Any) -> float:
         raise InstanceError(where, f"must be a number, got {_short(value)}")
     try:
         return float(value)
-    except OverflowError:
+    except OverflowError:  # only an int is out of the float range
+        assert isinstance(value, int)
         raise InstanceError(where, f"must be a number within the float range, got an integer of {integer_digits(value)} digits") from None
 
 
@@ -560,8 +567,8 @@ def _serving_from(data: Any) -> Serving:
     )
     if "chunk_overhead" in data and "chunk_size" not in data:
         raise InstanceError("serving.chunk_overhead", "needs serving.chunk_size (tokens per chunk)")
-    numbers = {k: _number(f"serving.{k}", v) for k, v in data.items() if k not in _SERVING_WORDS}
-    words = {k: _string(f"serving.{k}", data[k]) for k in _SERVING_WORDS if k in data}
+    numbers: dict[str, Any] = {k: _number(f"serving.{k}", v) for k, v in data.items() if k not in _SERVING_WORDS}
+    words: dict[str, Any] = {k: _string(f"serving.{k}", data[k]) for k in _SERVING_WORDS if k in data}
     return Serving(**words, **numbers)
 
 
