@@ -35,7 +35,8 @@ def test_overrides_never_loosen_the_package() -> None:
             assert hits == [], f"[tool.mypy] override {modules} skips imports or errors of edgeprefix itself"
 
 
-def test_unused_ignores_are_errors() -> None:
+def test_unannotated_bodies_are_checked_and_unused_ignores_are_errors() -> None:
+    assert MYPY.get("check_untyped_defs") is True
     assert MYPY.get("warn_unused_ignores") is True
 
 
