@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     )
     mix = mix_from_args(args)
     common: dict[str, Any] = {"replications": args.replications, "seed": args.seed}
-    warm = {"warm": train} if cut else {}
+    warm: dict[str, Any] = {"warm": train} if cut else {}
     engine = _engine_inputs(args, instance, spec, cut)
     if engine is not None:
         common["engine"] = engine

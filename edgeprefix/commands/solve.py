@@ -24,7 +24,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -409,7 +409,7 @@ def _router_stated(args: argparse.Namespace, instance: Any) -> bool:
     return args.router is not None or args.queue_model is not None or instance.network.router is not None
 
 
-def _write_instance_back(instance: Any, mix: dict[str, float], router: str | None, path: str) -> None:
+def _write_instance_back(instance: Any, mix: Mapping[str, float], router: str | None, path: str) -> None:
     """``instance`` with ``mix`` as its default mix (and ``router`` as its network.router), written atomically."""
     import dataclasses
 
@@ -425,7 +425,7 @@ def _write_instance_back(instance: Any, mix: dict[str, float], router: str | Non
         raise ValueError(f"--instance-out {path!r}: the result above was not saved ({exc.strerror or exc})") from None
 
 
-def _other_router(instance: Any, mix: dict[str, float], policy: str, target: float, router: str, coverage: float) -> Any:
+def _other_router(instance: Any, mix: Mapping[str, float], policy: str, target: float, router: str, coverage: float) -> Any:
     """The other router's predicted coverage of the returned mix (a note when it differs by more than 0.05)."""
     from edgeprefix.placement.model.evaluation import evaluate
     from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
@@ -466,6 +466,7 @@ def certify_line(result: Result) -> str:
         if spent
         else "as returned (no polishing needed)"
     )
+    assert result.certificate is not None  # certified: the polish kept the certificate it checked
     return f"certified: KKT residual {result.certificate.residual:.2e} <= {facts['tolerance']:g} {how}"
 
 

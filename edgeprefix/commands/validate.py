@@ -501,9 +501,9 @@ def render(report: dict, instance, network: str = "") -> str:
         for period, pair in by_period.items():
             plain, acct = pair.get(False), pair.get(True)
             lines.append(
-                f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"  # type: ignore[arg-type]
-                f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}"
-            )  # type: ignore[arg-type]
+                f"{period:>10g}{fmt(None if plain is None else plain['coverage']):>10}{fmt(None if plain is None else plain['p95'], 2):>8}"
+                f"{fmt(None if acct is None else acct['coverage']):>20}{fmt(None if acct is None else acct['p95'], 2):>8}"
+            )
     eng = report.get("engine")
     if eng:
         lines += [

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Required, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +54,9 @@ from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REG
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
 from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:  # annotations only: the engine law is imported where it is used
+    from edgeprefix.placement.model.engine_law import EngineLawConstants, EngineTiers
 
 FloatArray = npt.NDArray[np.float64]
 QUEUE_MODELS = ROUTER_PREDICTION_REGISTRY.names()  # the registered router predictions (docs/model.md §8.6)
@@ -655,7 +659,7 @@ def wait_tables(servers: FloatArray, scv: FloatArray | None = None, nodes: int =
 
 
 def engine_wait_tables(
-    servers: FloatArray, tiers: object, constants: object = None, nodes: int = WAIT_TABLE
+    servers: FloatArray, tiers: EngineTiers, constants: EngineLawConstants | None = None, nodes: int = WAIT_TABLE
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """The engine law's node tables for the cell model (docs/model.md §17.10, "The cell model with the engine law").
 
@@ -686,7 +690,14 @@ def engine_wait_tables(
     return edge, pw, iota
 
 
-def cell_node_law(servers: FloatArray, engine_tiers: object = None) -> dict[str, object]:
+class NodeLaw(TypedDict, total=False):
+    """What :func:`cell_node_law` gives: ``servers``, and ``tables`` for the engine law."""
+
+    servers: Required[FloatArray]
+    tables: tuple[FloatArray, FloatArray]
+
+
+def cell_node_law(servers: FloatArray, engine_tiers: EngineTiers | None = None) -> NodeLaw:
     """The node law's keyword arguments of :func:`cell_coverage_pairs` and the cell gradient: the slots'
     ``servers = c_s`` (``engine_tiers`` None), or the engine law's stability edges and tables
     (:func:`engine_wait_tables`, the shipped constants) for the tiers ``engine_tiers`` describes."""

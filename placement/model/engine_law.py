@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +52,7 @@ from scipy.special import gammaincc, gammaln
 from edgeprefix.placement.model.evaluation_registry import QUEUE_LAW_REGISTRY
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 QUEUE_LAWS = QUEUE_LAW_REGISTRY.names()  # --queue-law: the model's slots (serving.queue's law) or the engine law
 LAW_FILE = Path(__file__).with_name("engine_law.json")
 
@@ -244,9 +245,21 @@ def engine_advertised(
     return np.where(ok, wait, np.inf), np.where(ok, m * (comp[1] + mem[1]), 0.0)
 
 
+class EngineWaitLaw(TypedDict):
+    """What :func:`engine_wait_law` returns, per profile."""
+
+    stable: BoolArray
+    weight: FloatArray
+    decay: FloatArray
+    d_weight_da: FloatArray
+    d_decay_da: FloatArray
+    d_decay_dm: FloatArray
+    mean: FloatArray
+
+
 def engine_wait_law(
     load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConstants | None = None
-) -> dict[str, FloatArray]:
+) -> EngineWaitLaw:
     """``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = m (f_c + f_m)``, the decay ``θ = P^W/W̄`` and their slopes in ``a``
     and ``m`` (0 where unstable)."""
     k = shipped_constants() if k is None else k
@@ -381,3 +394,11 @@ def engine_view(instance: Any, k: EngineLawConstants | None = None, step: Any = 
             _VIEWS.clear()
         _VIEWS[key] = (instance, view)
     return view
+
+
+def view_tiers(view: Any) -> EngineTiers:
+    """The :class:`EngineTiers` that :func:`engine_view` attached to ``view``."""
+    tiers = getattr(view, "engine_tiers", None)
+    if not isinstance(tiers, EngineTiers):
+        raise ValueError("engine law: not an engine_view(instance): it has no engine_tiers")
+    return tiers

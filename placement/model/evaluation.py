@@ -20,6 +20,7 @@ import numpy.typing as npt
 from edgeprefix.placement.errors import NumericalError, plain
 from edgeprefix.placement.model.cell import CellLoad, cell_load, cell_node_law, overload_shares
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
+from edgeprefix.placement.model.engine_law import view_tiers
 from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
@@ -156,7 +157,7 @@ class Evaluation:
             t,
             radio_scale=net.radio_scale,
             first_token=inst.first_token_time[act],
-            **cell_node_law(inst.concurrency[act].astype(float), inst.engine_tiers.take(act) if self.queue_law == "engine" else None),
+            **cell_node_law(inst.concurrency[act].astype(float), view_tiers(inst).take(act) if self.queue_law == "engine" else None),
             offered_load=(self.arrival_rate * self.mean_service)[act],
             mean_service=self.mean_service[act],
             service_scv=None if self.service_scv is None else self.service_scv[act],
@@ -226,7 +227,7 @@ class Evaluation:
             hi *= 2.0
         from scipy.optimize import brentq  # only quantiles need it; keeps evaluate's start-up cheap
 
-        return float(brentq(lambda t: self.coverage(t) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
+        return float(brentq(lambda t: float(self.coverage(t)) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
 
     # -- scalar metrics ---------------------------------------------------------------------
     @property

@@ -320,6 +320,7 @@ class Instance:
         """Decode pool load ``ρ_dec = Λ Σ_q p_q D_q / (λ_b n_dec)`` when disaggregated (eq. (19.13)), else ``None``."""
         if self.serving is None or not self.serving.disaggregated:
             return None
+        assert self.serving.decode_slots is not None  # Serving requires it when disaggregated
         demand = self.network.request_intensity * float(self.probabilities @ self.decodes)
         return demand / (self.network.edge_density * float(self.serving.decode_slots))
 
@@ -400,9 +401,14 @@ def check_names(instance: Instance) -> None:
             raise InstanceError(where, f"{text!r} holds a control character; names and ids must be printable text")
 
     printable("name", instance.name)
-    for key, items in (("prefixes", instance.prefixes), ("requests", instance.requests), ("profiles", instance.profiles)):
-        for i, item in enumerate(items):
-            printable(f"{key}[{i}].id", item.id)
+    ids = {
+        "prefixes": [p.id for p in instance.prefixes],
+        "requests": [r.id for r in instance.requests],
+        "profiles": [s.id for s in instance.profiles],
+    }
+    for key, items in ids.items():
+        for i, item_id in enumerate(items):
+            printable(f"{key}[{i}].id", item_id)
     for i, tier in enumerate(instance.gpu.tiers):
         printable(f"gpu.tiers[{i}].name", tier.name)
     for i, s in enumerate(instance.profiles):
@@ -501,7 +507,8 @@ def _number(where: str, value: Any) -> float:
         raise InstanceError(where, f"must be a number, got {_short(value)}")
     try:
         return float(value)
-    except OverflowError:
+    except OverflowError:  # only an int is out of the float range
+        assert isinstance(value, int)
         raise InstanceError(where, f"must be a number within the float range, got an integer of {integer_digits(value)} digits") from None
 
 

@@ -214,7 +214,7 @@ def length_bins(
 
 
 def replace_lengths(
-    request: RequestType, inputs: Sequence[float], decodes: Sequence[float], weights: Sequence[float]
+    request: RequestType, inputs: Sequence[float] | FloatArray, decodes: Sequence[float] | FloatArray, weights: Sequence[float] | FloatArray
 ) -> tuple[RequestType, ...]:
     """Sub-types of a declared (scalar) ``request`` with the given lengths (one sub-type gives the
     declared type back unchanged)."""

@@ -20,7 +20,7 @@ binds the law of ``serving.queue`` (:data:`~edgeprefix.placement.model.evaluatio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol, cast
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,7 @@ from edgeprefix.placement.model.engine_law import (
     engine_wait_law,
     shipped_constants,
     stability_edge,
+    view_tiers,
 )
 from edgeprefix.placement.model.evaluation_registry import SLOT_QUEUE_REGISTRY
 from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, variability_factor
@@ -198,7 +199,7 @@ class EngineQueueLaw:
 
     @classmethod
     def for_tiers(cls, instance: Instance, active: BoolArray) -> EngineQueueLaw:
-        tiers: EngineTiers = instance.engine_tiers  # type: ignore[attr-defined]  # attached by engine_view
+        tiers = view_tiers(instance)
         return cls(tiers.take(active))
 
     def exchange_keys(self) -> list[FloatArray]:
@@ -215,7 +216,7 @@ class EngineQueueLaw:
 
     def operating_point(self, work: FloatArray, servers: FloatArray, service: FloatArray, scv: FloatArray | None) -> TierQueues:
         law = engine_wait_law(work, servers, service, self.tiers)
-        stable = cast(BoolArray, law["stable"])
+        stable = law["stable"]
         return TierQueues(
             utilization=work / stability_edge(servers, self.tiers, shipped_constants()),
             stable=stable,

@@ -16,6 +16,8 @@ added the Allen–Cunneen way (decay rate scaled by ``2 / (1 + C_S²)``).
 
 from __future__ import annotations
 
+from typing import Any, Literal, overload
+
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
@@ -176,13 +178,36 @@ def corrected_coverage(
     return float(np.clip((np.asarray(inst.probabilities) * pairs.sum(axis=0)).sum(), 0.0, 1.0))
 
 
+Seed = int | np.integer[Any] | np.random.Generator | None
+
+
+@overload
 def node_erlang_coverage(
-    evaluation,
+    evaluation: Any,
     tau: float | None = None,
     *,
     mean_nodes: float = 2000.0,
     points_per_node: int = 500,
-    seed: int | np.random.Generator | None = None,
+    seed: Seed = None,
+    with_queue_free: Literal[False] = False,
+) -> float: ...
+@overload
+def node_erlang_coverage(
+    evaluation: Any,
+    tau: float | None = None,
+    *,
+    mean_nodes: float = 2000.0,
+    points_per_node: int = 500,
+    seed: Seed = None,
+    with_queue_free: Literal[True],
+) -> tuple[float, float]: ...
+def node_erlang_coverage(
+    evaluation: Any,
+    tau: float | None = None,
+    *,
+    mean_nodes: float = 2000.0,
+    points_per_node: int = 500,
+    seed: Seed = None,
     with_queue_free: bool = False,
 ) -> float | tuple[float, float]:
     """Coverage with one Erlang-C queue per node, loads and distances sampled jointly.

@@ -166,7 +166,7 @@ class Layout:
                 out.append(None)
                 continue
             pts = np.mod(self.positions[idx], self.side)
-            out.append((s, cKDTree(pts, boxsize=self.side), idx))
+            out.append((s, cKDTree(pts, boxsize=self.side), idx))  # type: ignore[call-overload]  # stub lacks scalar boxsize
         return out
 
 

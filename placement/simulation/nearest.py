@@ -59,7 +59,7 @@ def query(layout: Any, positions: FloatArray, k: int, profiles: int, shown: IntA
         kk = min(k, idx.size)
         d, j = tree.query(positions, k=kk)
         nodes[:, s * k : s * k + kk] = idx[j.reshape(n, kk)]
-        dist[:, s * k : s * k + kk] = d.reshape(n, kk)
+        dist[:, s * k : s * k + kk] = np.asarray(d).reshape(n, kk)
     return nodes, dist
 
 

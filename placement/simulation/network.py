@@ -713,6 +713,7 @@ def _simulate_catalogue(instance, mix, layout, req, router, spec, rng):
     n = req.time.size
     static = node_bias is not None and node_bias(nodecat.first_token[rows, snaps[0]], snaps[0]) is not None
     if static:
+        assert node_bias is not None  # static: the router biases by node
         chosen = np.full(n, -1, dtype=np.int64)
         for e in np.unique(epoch).tolist():
             sel = np.flatnonzero(epoch == e)

@@ -251,7 +251,7 @@ def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, decode_sha
             bounds=([0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.0][:dims], [20.0, 20.0, 1.1, 5.0, 10.0, 2.0, 1.0][:dims]),
             args=(train, by_name, step),
             method="trf",
-            diff_step=1e-3,
+            diff_step=1e-3,  # type: ignore[arg-type]  # a scalar step: scipy takes it, its stub wants an array
         )
         for x0 in STARTS
     ]  # the residuals jump where a run turns unstable: a few starts, the best kept
