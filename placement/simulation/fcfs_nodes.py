@@ -20,7 +20,7 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-VECTORISED = True  # off: the per-request heap pass (benchmarks/validate_speed.py measures both)
+VECTORISED = True  # off: the per-request heap pass (benchmarks/speed/validate_speed.py measures both)
 MAX_SLOTS = 1 << 22  # nodes × most servers of the free-time table; larger tables keep the heap pass
 MIN_ACTIVE = 24  # below this many nodes with a next request the rest go node by node
 

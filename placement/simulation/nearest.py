@@ -28,8 +28,8 @@ MIN_K = 2  # neighbours per profile asked of every query (a k = 1 route and a k 
 MAX_ENTRIES = 4  # distinct questions remembered (validate: two replications and the node-level points)
 MAX_BYTES = 256 * 2**20  # answers larger than this in total are not kept
 
-REMEMBER = True  # off: every call queries (benchmarks/validate_speed.py measures both)
-GRID = True  # off: every query point goes through the KD-tree (benchmarks/validate_speed.py measures both)
+REMEMBER = True  # off: every call queries (benchmarks/speed/validate_speed.py measures both)
+GRID = True  # off: every query point goes through the KD-tree (benchmarks/speed/validate_speed.py measures both)
 CELLS_PER_NODE = 36  # grid cells per node of a profile in grid_query (about 3 candidates per cell at k = 2)
 MAX_CELLS = 1 << 18  # at most this many cells (their candidate table is cells × widest candidate list)
 CHUNK = 1 << 16  # query points whose distances are formed at once
