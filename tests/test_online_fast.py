@@ -112,3 +112,16 @@ def test_grid_and_kd_tree_candidates_give_the_same_simulation(monkeypatch):
     assert grid.requests > 1000
     for name in FIELDS:
         assert np.array_equal(getattr(grid, name), getattr(tree, name), equal_nan=True), name
+
+
+def test_start_counts_give_the_departure_heaps_choices(monkeypatch):
+    """n_x read from the start epochs (services ≥ 0) equals the heap of departures, choice for choice."""
+    instance = default_instance().with_network(request_intensity=4.0)
+    router = ROUTERS[1]
+    counted = simulate_network(instance, None, router, SPEC, seed=7)
+    with monkeypatch.context() as patch:
+        patch.setattr(online_fast, "COUNTED", False)
+        heaps = simulate_network(instance, None, router, SPEC, seed=7)
+    assert (counted.wait > 0).mean() > 0.01
+    for name in FIELDS:
+        assert np.array_equal(getattr(counted, name), getattr(heaps, name), equal_nan=True), name

@@ -30,9 +30,9 @@ def _strip(value: object) -> object:
 
 def _run(argv: list[str], fast: bool) -> tuple[float, object]:
     from edgeprefix.cli import main
-    from edgeprefix.placement.simulation import nearest, online_fast
+    from edgeprefix.placement.simulation import fcfs_nodes, nearest, online_fast
 
-    online_fast.FAST_PATH, nearest.REMEMBER = fast, fast
+    online_fast.FAST_PATH, nearest.REMEMBER, nearest.GRID, fcfs_nodes.VECTORISED = fast, fast, fast, fast
     nearest.forget()
     out, err = io.StringIO(), io.StringIO()
     start = time.process_time()
@@ -40,7 +40,7 @@ def _run(argv: list[str], fast: bool) -> tuple[float, object]:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["validate", "--json", *argv])
     finally:
-        online_fast.FAST_PATH, nearest.REMEMBER = True, True
+        online_fast.FAST_PATH, nearest.REMEMBER, nearest.GRID, fcfs_nodes.VECTORISED = True, True, True, True
         nearest.forget()
     seconds = time.process_time() - start
     if code != 0:

@@ -170,9 +170,10 @@ def corrected_coverage(
         stable = offered < c[s]
         pw = np.asarray(erlang_c(offered[stable], np.full(stable.sum(), c[s])), dtype=float)
         decay = (c[s] - offered[stable]) / mean_service[s] * scale[s]
-        w = np.maximum(slack[s], 0.0)[..., None]  # (Q, R, 1)
+        reached = slack[s] >= 0  # elsewhere the coverage is 0: the load points' sum is formed where it counts
+        w = slack[s][reached][:, None]  # (pairs reached, 1)
         tail = (wts[stable] * pw * np.exp(-decay * w)).sum(axis=-1)
-        cdf[s] = np.where(slack[s] >= 0, wts[stable].sum() - tail, 0.0)
+        cdf[s][reached] = wts[stable].sum() - tail
     pairs = np.trapezoid(f * cdf, r, axis=-1)  # (S, Q)
     return float(np.clip((np.asarray(inst.probabilities) * pairs.sum(axis=0)).sum(), 0.0, 1.0))
 

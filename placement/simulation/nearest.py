@@ -100,30 +100,45 @@ def grid_query(data: FloatArray, tree: Any, positions: FloatArray, k: int, side:
     table[np.repeat(np.arange(g * g), lengths), np.arange(flat.size) - np.repeat(starts, lengths)] = flat
     px, py = np.append(data[:, 0], np.inf), np.append(data[:, 1], np.inf)
     half = 0.5 * side
+    # a cell needs the wrap only where a candidate's plain coordinate difference can exceed L/2 somewhere in it
+    lower = np.arange(g) * width
+    edge_x = np.repeat(lower, g)[:, None]
+    edge_y = np.tile(lower, g)[:, None]
+    held = np.arange(table.shape[1])[None, :] < lengths[:, None]
+    reach = np.maximum(
+        np.maximum(np.abs(edge_x - px[table]), np.abs(edge_x + width - px[table])),
+        np.maximum(np.abs(edge_y - py[table]), np.abs(edge_y + width - py[table])),
+    )
+    wraps = (held & ~(reach < half * (1.0 - 1e-9))).any(axis=1)
     cell = np.minimum((positions[:, 0] / width).astype(np.int64), g - 1) * g + np.minimum((positions[:, 1] / width).astype(np.int64), g - 1)
-    count = lengths[cell]
-    order = np.argsort(count.astype(np.int16) if lengths.max() <= np.iinfo(np.int16).max else count, kind="stable")
-    bounds = np.searchsorted(count[order], np.arange(int(lengths.max()) + 2))
+    widest = int(lengths.max())
+    key = 2 * lengths[cell] + wraps[cell]
+    order = np.argsort(key.astype(np.int16) if 2 * widest + 1 <= np.iinfo(np.int16).max else key, kind="stable")
+    bounds = np.searchsorted(key[order], np.arange(2 * widest + 3))
+    points, cells = positions[order], cell[order]
     dist = np.empty((n, k))
     nodes = np.empty((n, k), dtype=np.int64)
-    for width_l in range(k, int(lengths.max()) + 1):  # points whose cells have width_l candidates, in chunks
-        for lo in range(int(bounds[width_l]), int(bounds[width_l + 1]), CHUNK):
-            sel = order[lo : min(lo + CHUNK, int(bounds[width_l + 1]))]
-            q = positions[sel]
-            idx = table[cell[sel], :width_l]
-            rx = q[:, 0, None] - px[idx]
-            rx = np.where(rx > half, rx - side, np.where(rx < -half, rx + side, rx))
-            ry = q[:, 1, None] - py[idx]
-            ry = np.where(ry > half, ry - side, np.where(ry < -half, ry + side, ry))
+    for group in range(2 * k, 2 * widest + 2):  # points whose cells have group // 2 candidates, wrapped or not
+        count, wrap = divmod(group, 2)
+        for lo in range(int(bounds[group]), int(bounds[group + 1]), CHUNK):
+            hi = min(lo + CHUNK, int(bounds[group + 1]))
+            idx = table[cells[lo:hi], :count]
+            rx = points[lo:hi, 0, None] - px[idx]
+            ry = points[lo:hi, 1, None] - py[idx]
+            if wrap:
+                rx = np.where(rx > half, rx - side, np.where(rx < -half, rx + side, rx))
+                ry = np.where(ry > half, ry - side, np.where(ry < -half, ry + side, ry))
             sq = rx * rx + ry * ry
-            rows = np.arange(sel.size)
+            rows = np.arange(hi - lo)
             for c in range(k):  # the c-th nearest: the first of the smallest left (argmin keeps the first)
                 a = sq.argmin(axis=1)
-                dist[sel, c] = sq[rows, a]
-                nodes[sel, c] = idx[rows, a]
+                dist[lo + rows, c] = sq[rows, a]
+                nodes[lo + rows, c] = idx[rows, a]
                 if c + 1 < k:
                     sq[rows, a] = np.inf
-    return np.sqrt(dist), nodes
+    out_dist, out_nodes = np.empty((n, k)), np.empty((n, k), dtype=np.int64)
+    out_dist[order], out_nodes[order] = np.sqrt(dist), nodes
+    return out_dist, out_nodes
 
 
 def _columns(k_stored: int, k: int, profiles: int) -> IntArray:
