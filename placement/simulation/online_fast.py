@@ -99,8 +99,7 @@ def route_fresh(
     departures: list[list[float]] = [[] for _ in range(layout.nodes)]
     occ = occupancy.tolist()
     # services never negative: a node's in-system count follows from its start times (see _book_counted)
-    counted = bool((req.unit_service >= 0).all() and (occupancy >= 0).all() and (extra >= 0).all())
-    book = _book_counted if counted and COUNTED else _book
+    counted = COUNTED and bool((req.unit_service >= 0).all() and (occupancy >= 0).all() and (extra >= 0).all())
     starts: list[list[float]] = [[] for _ in range(layout.nodes)]
     seen = [0] * layout.nodes
     for lo in range(0, n, CHUNK):
@@ -109,7 +108,7 @@ def route_fresh(
         if packed is None:
             return None
         svc_first = req.unit_service[lo:hi] * occupancy[np.maximum(packed[:, 0, 0].astype(np.int64), 0), req.kind[lo:hi]] + extra[lo:hi]
-        chosen[lo:hi], waits[lo:hi] = book(
+        args = (
             packed,
             req.time[lo:hi].tolist(),
             svc_first.tolist(),
@@ -119,8 +118,11 @@ def route_fresh(
             occ,
             router,
             free,
-            (starts, seen) if book is _book_counted else departures,
         )
+        if counted:
+            chosen[lo:hi], waits[lo:hi] = _book_counted(*args, (starts, seen))
+        else:
+            chosen[lo:hi], waits[lo:hi] = _book(*args, departures)
     served = chosen >= 0
     safe = np.maximum(chosen, 0)
     services = np.where(served, req.unit_service * occupancy[safe, req.kind] + extra, 0.0)
