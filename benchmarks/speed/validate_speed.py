@@ -2,9 +2,11 @@
 
 Run ``python -m edgeprefix.benchmarks.speed.validate_speed [--full]`` (``python -m edgeprefix.benchmarks.speed.perf``
 prints the same table).  Both runs are the same command in this process (CPU seconds, ``time.process_time``:
-the machine is shared): once with the online router's per-request ``choose`` loop and a fresh KD-tree query
-per simulation (what ``validate`` did before :mod:`edgeprefix.placement.simulation.online_fast` and
-:mod:`edgeprefix.placement.simulation.nearest`), once with the fast path and the remembered queries.  The
+the machine is shared): once with the online router's per-request ``choose`` loop, a fresh KD-tree query
+per simulation and the per-request FCFS heap pass (what ``validate`` did before
+:mod:`edgeprefix.placement.simulation.online_fast`, :mod:`edgeprefix.placement.simulation.nearest` and
+:mod:`edgeprefix.placement.simulation.fcfs_nodes`), once with the fast paths, the grid candidate queries and
+the remembered queries.  The
 two JSON reports must be identical (timing fields aside).  Default: a reduced ``validate`` on
 ``paper_baseline`` (300 nodes, 40 + 30 s); ``--full``: the command's defaults (1000 nodes, 60 + 80 s, minutes).
 """
