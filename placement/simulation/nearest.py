@@ -15,6 +15,7 @@ stored larger one (the nearest neighbours come in distance order).  Every query 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import OrderedDict
 from typing import Any
 
@@ -96,7 +97,7 @@ def grid_query(data: FloatArray, tree: Any, positions: FloatArray, k: int, side:
     lengths = np.fromiter(map(len, lists), dtype=np.int64, count=g * g)
     table = np.full((g * g, int(lengths.max())), m, dtype=np.int64)  # m: a padding node at infinity
     starts = np.cumsum(lengths) - lengths
-    flat = np.concatenate([np.asarray(c, dtype=np.int64) for c in lists])
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(lengths.sum()))
     table[np.repeat(np.arange(g * g), lengths), np.arange(flat.size) - np.repeat(starts, lengths)] = flat
     px, py = np.append(data[:, 0], np.inf), np.append(data[:, 1], np.inf)
     half = 0.5 * side

@@ -229,6 +229,8 @@ def _book_counted(
     node never decrease, and when all ``c_x`` servers are busy at ``t`` (the earliest free time is ``> t``)
     each server holds exactly one request in service (its end ``> t``): the requests in the system are then
     ``c_x`` plus those booked to start after ``t``, the count the departure heap gives, with a bisection.
+    A request that starts on arrival starts before every later arrival, so only the starts of requests that
+    waited are kept (still in non-decreasing order).
     """
     replace_min = heapq.heapreplace
     state = router.policy == "load_aware" and (router.delay == "telemetry" or router.margin > 0)
@@ -242,7 +244,10 @@ def _book_counted(
             continue  # no eligible candidate
         heap = free[x]
         f = heap[0]
-        if f > t and state:  # the cheapest candidate is busy: the router's full cost decides
+        if f <= t:  # the cheapest candidate has a free server: it takes the request at once
+            replace_min(heap, t + svc)
+            continue
+        if state:  # the cheapest candidate is busy: the router's full cost decides
             x = _full_choice_counted(packed[i].tolist(), t, tier, margin, free, starts, seen)
             chosen[i] = x
             svc = units[i] * occ[x][kinds[i]] + extras[i]
@@ -251,12 +256,9 @@ def _book_counted(
         if f > t:
             waits[i] = f - t
             replace_min(heap, f + svc)
-            if state:
-                starts[x].append(f)
+            starts[x].append(f)  # only a start after the arrival can lie after a later request's arrival
         else:
             replace_min(heap, t + svc)
-            if state:
-                starts[x].append(t)
     return chosen, waits
 
 
