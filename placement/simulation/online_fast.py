@@ -152,8 +152,7 @@ def _telemetry_free(
     fetch_all = per = tier = zeros
     base = rp
     if router.policy == "load_aware":
-        fetch = np.zeros_like(g_adv) if router.fetch is None else np.asarray(router.fetch, dtype=float)
-        fetch_all = fetch[s_all, kind[:, None]]
+        fetch_all = zeros if router.fetch is None else np.asarray(router.fetch, dtype=float)[s_all, kind[:, None]]
         tier = np.asarray(router.tier_wait, dtype=float)[s_all] if router.delay == "tier" else zeros
         base = rp + (tier + fetch_all)  # the router's cost with no customer ahead
         p = np.asarray(instance.probabilities, dtype=float)
@@ -164,9 +163,15 @@ def _telemetry_free(
     order = np.argsort(masked, axis=1, kind="stable")
     n, k = cand.shape
     flat = (order + (np.arange(n) * k)[:, None]).ravel()
-    index = np.broadcast_to(np.arange(k, dtype=float), cand.shape)
-    columns = np.stack([np.broadcast_to(c, cand.shape) for c in (cand.astype(float), masked, rp, fetch_all, per, c_all, index, tier)])
-    return columns.reshape(8, n * k)[:, flat].reshape(8, n, k).transpose(1, 2, 0)  # (n, K, 8), rows sorted
+    columns = np.empty((8, n * k))
+    for c, column in enumerate((cand.astype(float), masked, rp, fetch_all, per, c_all, None, tier)):
+        if column is None:
+            columns[c] = order.ravel()  # _INDEX: the candidate's original column
+        elif column is zeros:
+            columns[c] = 0.0
+        else:
+            np.take(column.ravel(), flat, out=columns[c])
+    return columns.reshape(8, n, k).transpose(1, 2, 0)  # (n, K, 8), rows sorted
 
 
 def _book(
