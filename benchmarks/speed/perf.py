@@ -280,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print()
         print(
-            "network simulator: validate with the online router's fast path and remembered candidates vs the "
-            "per-request loop (CPU seconds, one run)"
+            "network simulator: validate with its fast paths (online router, grid and remembered candidates, FCFS "
+            "across nodes) vs the per-request loop (CPU seconds, one run; the done-when ratio against the tree "
+            "before them is in benchmarks/README.md)"
         )
         print(validate_speed.render(validate_speed.measure(full=validate_mode == "full")))
     if args.target_size != "none":

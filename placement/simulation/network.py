@@ -27,6 +27,7 @@ import numpy.typing as npt
 import edgeprefix.placement.simulation.online_fast as online_fast
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.ranges import check_simulated_events
+from edgeprefix.placement.simulation.fcfs_nodes import fcfs_node_waits
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, sample_layout
 from edgeprefix.placement.simulation.nearest import nearest_per_profile
 from edgeprefix.placement.simulation.nearest import query as query_nearest
@@ -401,20 +402,7 @@ def _serve_static(layout, req, chosen, occupancy):
     hits = np.where(routed, layout.verified_hit[np.maximum(chosen, 0), req.kind], 0.0)
     means = occupancy[np.maximum(chosen, 0), req.kind]
     services = np.where(routed, req.unit_service * means + req.extra_service, 0.0)
-    free = [[0.0] * int(c) for c in layout.servers]
-    waits = [0.0] * chosen.size
-    replace = heapq.heapreplace
-    for i, (x, t, svc) in enumerate(zip(chosen.tolist(), req.time.tolist(), services.tolist())):
-        if x < 0:
-            continue
-        heap = free[x]
-        f = heap[0]
-        if f > t:
-            waits[i] = f - t
-            replace(heap, f + svc)
-        else:
-            replace(heap, t + svc)
-    return np.asarray(waits), services, hits
+    return fcfs_node_waits(chosen, req.time, services, layout.servers), services, hits
 
 
 def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_service, shown=None, churn=None):
