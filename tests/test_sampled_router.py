@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
+from edgeprefix.cli import main
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance
 from edgeprefix.placement.model.sampled_router import predict_sampled
@@ -97,3 +99,15 @@ def test_bad_options_are_named(calibrated):
         predict_sampled(calibrated, None, Telemetry(delay=1.0), nodes=3)
     with pytest.raises(ValueError, match="replications"):
         predict_sampled(calibrated, None, Telemetry(delay=1.0), replications=0)
+
+
+def test_cli_telemetry_model_selects_the_sampled_prediction(capsys):
+    argv = ["evaluate", "paper_calibrated", "--intensity", "5", "--telemetry-delay", "2", "--json"]
+    assert main([*argv, "--telemetry-model", "sampled"]) == 0
+    sampled = json.loads(capsys.readouterr().out)["online_predicted"]
+    assert sampled["method"] == "sampled" and 0 < sampled["coverage_se"] < 0.01
+    assert sampled["coverage"] < sampled["meanfield_coverage"] - 0.1
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--telemetry-model", "exact"])
+    assert stop.value.code == 2
+    assert "--telemetry-model" in capsys.readouterr().err
