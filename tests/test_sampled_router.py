@@ -71,25 +71,27 @@ def test_older_telemetry_costs_coverage_and_moves_load_off_the_deep_tier(calibra
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("telemetry", [Telemetry(delay=2.0), Telemetry(refresh=2.0)], ids=["delay2", "board2"])
+@pytest.mark.parametrize("telemetry", [Telemetry(delay=2.0, refresh=1.0)], ids=["delay2-board1"])
 def test_the_prediction_is_the_simulated_coverage_within_its_errors(calibrated, telemetry):
-    """Independent seeds: the simulator's networks and the prediction's differ; the gap is sampling error only."""
+    """Independent seeds: the simulator's networks and the prediction's differ; the gap is sampling error only.
+
+    Both standard errors are the spread between networks (a run's batch means miss the layout's spread)."""
     inst = calibrated.with_network(request_intensity=5.0)
     tau = float(inst.placement.target)
-    pred = predict_online(inst, None, telemetry, method="sampled")
+    pred = predict_sampled(inst, None, telemetry, nodes=250, replications=3)
     spec = SimulationSpec(
         horizon=40.0,
         warmup=30.0,
         telemetry_delay=telemetry.delay,
         refresh_period=telemetry.refresh,
-        layout=LayoutSpec(mean_nodes=200, counts="exact"),
+        layout=LayoutSpec(mean_nodes=250, counts="exact"),
     )
     router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
-    runs = [simulate_network(inst, None, router, spec, seed=np.random.default_rng(s)) for s in (101, 102)]
-    sim = float(np.mean([r.coverage(tau) for r in runs]))
-    sim_se = math.sqrt(sum(r.coverage_standard_error(tau) ** 2 for r in runs)) / len(runs)
+    covs = [simulate_network(inst, None, router, spec, seed=np.random.default_rng(s)).coverage(tau) for s in (101, 102, 103)]
+    sim, sim_se = float(np.mean(covs)), float(np.std(covs, ddof=1)) / math.sqrt(len(covs))
     assert abs(pred.coverage - sim) <= 4 * math.hypot(pred.coverage_se, sim_se)
-    assert pred.meanfield_coverage - pred.coverage > 0.1  # the age costs far more than the sampling error
+    fresh = evaluate(inst, None, "load_aware").coverage(tau)
+    assert fresh - pred.coverage > 0.1  # the age costs far more than the sampling error
 
 
 def test_bad_options_are_named(calibrated):

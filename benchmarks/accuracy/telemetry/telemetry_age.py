@@ -83,13 +83,16 @@ def run_grid(
     log=None,
     methods=METHODS,
     meanfield_flood=MEANFIELD_FLOOD,
+    simulated=None,
 ) -> list[dict]:
     """Every cell of the grid (module docstring); ``log``: called with each row as it is done.
 
     ``methods``: the predictions computed (``"meanfield"``, ``"sampled"``); the mean field is skipped (None) at
     flood lengths above ``meanfield_flood`` seconds (minutes of CPU each).  The row's ``predicted``/``error``/
-    ``passed`` are the first method's; every method's are in ``predicted_<method>`` etc.
+    ``passed`` are the first method's; every method's are in ``predicted_<method>`` etc.  ``simulated``: rows of an
+    earlier run of the same grid and sizes (its JSON), whose simulated columns are taken instead of simulating again.
     """
+    done = {(r["instance"], r["load"], r["delay"], r["refresh"]): r for r in (simulated or [])}
     settings = [Telemetry(delay=d) for d in delays] + [Telemetry(refresh=r) for r in refreshes]
     rows = []
     seeds = np.random.SeedSequence(seed).spawn(replications)
@@ -103,12 +106,20 @@ def run_grid(
                 inst = base.with_network(request_intensity=frac * edge)
                 spec = _spec(inst, nodes, horizon, warmup)
                 ev = evaluate(inst, None, "load_aware", target=tau)
-                tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
+                known = [r for r in done.values() if r["instance"] == name and r["load"] == frac]
+                if known:
+                    tier, tier_se = known[0]["tier_rule"], known[0]["tier_rule_se"]
+                else:
+                    tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
                 fresh = None  # the node model at h = 0, shared by every telemetry setting of the load
                 by_flood: dict[float, Any] = {}  # settings of equal flood length h share one prediction
                 bar.update(1)
                 for tel in settings:
-                    sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh), seeds, tau)
+                    old = done.get((name, frac, tel.delay, tel.refresh))
+                    if old is not None:
+                        sim, se = old["simulated"], old["simulated_se"]
+                    else:
+                        sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh), seeds, tau)
                     h = flood_length(tel)
                     preds: dict[str, Any] = {}
                     if "meanfield" in methods and h <= meanfield_flood:
@@ -400,6 +411,12 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(METHODS),
         help="predictions to compute, comma-separated (meanfield, sampled; --mitigations and --decision use the first)",
     )
+    parser.add_argument(
+        "--reuse-simulation",
+        default=None,
+        metavar="JSON",
+        help="take the simulated columns from an earlier telemetry_age.json of the same grid and sizes (predictions only)",
+    )
     parser.add_argument("--meanfield-flood", type=float, default=MEANFIELD_FLOOD, help="skip the mean field above this flood length h [s]")
     parser.add_argument("--out", default=None, metavar="DIR", help="write telemetry_age.json and telemetry_age.png here")
     args = parser.parse_args(argv)
@@ -432,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             log=lambda row: print(json.dumps(row), file=sys.stderr, flush=True),
             methods=methods,
             meanfield_flood=args.meanfield_flood,
+            simulated=None if args.reuse_simulation is None else json.loads(Path(args.reuse_simulation).read_text()),
         )
         print(render_grid(rows, methods))
     if args.out is not None:
