@@ -11,7 +11,8 @@ For each instance and load (a fraction of the load-aware stability edge ``Λ_edg
 which the mean-field operating point keeps every tier stable) and each telemetry setting (continuous
 delay ``D``, and periodic refresh ``Δt`` with ``D = 0``), it prints the simulated coverage of the online
 router (load-aware, ``k = 2`` candidates per profile) with its standard error, the model's prediction
-(:func:`edgeprefix.placement.model.stale_router.predict_online`), the error and whether
+(:func:`edgeprefix.placement.model.stale_router.predict_online`; ``--method``: the board mean field, the sampled
+network of docs/model.md (11.19), or both), the error and whether
 ``|error| ≤ max(0.02, 3 SE)``; and, per load, the simulated tier rule (Theorem 1 with the evaluation's
 advertised delays).  Replications are independent networks, the same seeds for every telemetry setting
 (common random numbers); the SE pools the batch-means SEs of the replications (docs/model.md (11.8)).
