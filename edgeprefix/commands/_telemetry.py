@@ -35,7 +35,7 @@ def add_telemetry_options(parser: argparse.ArgumentParser, *, prediction: bool =
             choices=TELEMETRY_MODELS,
             default="meanfield",
             help="the online router's prediction at an age: the board mean field (default) or the sampled network "
-            "(docs/model.md (11.19): accurate, about a CPU-second per prediction); fresh telemetry is eq. (39) either way",
+            "(docs/model.md (11.19): accurate, seconds of CPU per prediction); fresh telemetry is eq. (39) either way",
         )
 
 
