@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.association import TierGrid, default_nodes, tier_grid
+from edgeprefix.placement.model.cell import cell_node_law
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
 from edgeprefix.placement.model.spatial import AnalyticKernel, column_blocks
@@ -689,7 +690,7 @@ class _Linearisation:
             self.target,
             radio_scale=self.xi,
             first_token=self.g,
-            servers=self.c,
+            **cell_node_law(self.c, self.law.tiers if isinstance(self.law, EngineLaw) else None),
             offered_load=self.work,
             mean_service=self.mean_service,
             service_scv=self.load.scv if self.law.needs_scv else None,
