@@ -46,7 +46,7 @@ from edgeprefix.commands._common import (
     target_text,
     wrote,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.formulations.objective import POLICIES
@@ -506,13 +506,17 @@ def _online_at_best(args: argparse.Namespace, instance, payload: dict, target: f
     """``telemetry`` and ``online_predicted`` (the online router at the run's telemetry, docs/model.md §11) at the best mix."""
     telemetry = run_telemetry(args, instance)
     mix = payload.get("mix")
-    online = None if not mix or not payload.get("feasible", True) else online_prediction(instance, mix, telemetry, target=target)
+    online = (
+        None
+        if not mix or not payload.get("feasible", True)
+        else online_prediction(instance, mix, telemetry, target=target, method=run_model(args))
+    )
     out = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
     if getattr(args, "for_telemetry", None) is not None:
         from edgeprefix.solvers.telemetry_mix import mix_for_telemetry
 
         at_least(args, 1, "--for-telemetry")
-        chosen = mix_for_telemetry(instance, telemetry, resolution=args.for_telemetry, target=target).to_dict()
+        chosen = mix_for_telemetry(instance, telemetry, resolution=args.for_telemetry, target=target, method=run_model(args)).to_dict()
         chosen["mix"] = dict(zip(instance.profile_ids, chosen["mix"]))
         chosen["fresh_mix"] = dict(zip(instance.profile_ids, chosen["fresh_mix"]))
         out["telemetry_mix"] = chosen

@@ -42,7 +42,7 @@ from edgeprefix.commands._common import (
     router_note,
     wrote,
 )
-from edgeprefix.commands._online import online_prediction, run_telemetry
+from edgeprefix.commands._online import online_prediction, run_model, run_telemetry
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.replay import PRODUCTION_ROUTERS
 from edgeprefix.placement.atomic import atomic_savefig
@@ -270,7 +270,9 @@ def run(args: argparse.Namespace) -> int:
             predicted = (
                 None
                 if policy != "load_aware" or args.no_online
-                else online_prediction(instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau)["coverage"]
+                else online_prediction(
+                    instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau, method=run_model(args)
+                )["coverage"]
             )
             report["coverage"] += [{**row.to_dict(), "online_predicted": predicted} for row in rows]
             report["coverage_table"] += [

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+import edgeprefix.placement.simulation.delayed_fast as delayed_fast
 import edgeprefix.placement.simulation.online_fast as online_fast
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.ranges import check_simulated_events
@@ -418,6 +419,10 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
         fast = online_fast.route_fresh(instance, layout, req, cand, dist, router, real_service)
         if fast is not None:
             return fast
+    if delayed_fast.applies(router, spec, shown, churn):  # delayed or periodic telemetry, routed in blocks
+        blocked = delayed_fast.route_delayed(instance, layout, req, cand, dist, router, spec, real_service)
+        if blocked is not None:
+            return blocked
     n_nodes = layout.nodes
     prof = layout.profile
     g_adv = np.asarray(instance.first_token_time, dtype=float)  # g(L_q − h_{s,q}) in the paper's model
