@@ -42,7 +42,7 @@ def load_distribution(shape: float = VORONOI_SHAPE, *, size_biased: bool = True,
         return np.ones(1), np.ones(1)
     u = (np.arange(points) + 0.5) / points
     # the Gamma(a, 1/k) quantiles, as scipy.stats.gamma(a, scale=1/k).ppf gives them (scipy.stats is slow to import)
-    quantiles = special.gammaincinv(shape + 1.0 if size_biased else shape, u) * (1.0 / shape)
+    quantiles: FloatArray = np.asarray(special.gammaincinv(shape + 1.0 if size_biased else shape, u), dtype=float) * (1.0 / shape)
     return quantiles, np.full(points, 1.0 / points)
 
 

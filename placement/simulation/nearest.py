@@ -66,7 +66,8 @@ def query(layout: Any, positions: FloatArray, k: int, profiles: int, shown: IntA
         if GRID and _in_box(positions, float(layout.side)):
             d, j = grid_query(data, tree, positions, kk, float(layout.side))
         else:
-            d, j = tree.query(positions, k=kk)
+            d_tree, j_tree = tree.query(positions, k=kk)
+            d, j = np.asarray(d_tree, dtype=float), np.asarray(j_tree, dtype=np.int64)
         nodes[:, s * k : s * k + kk] = idx[j.reshape(n, kk)]
         dist[:, s * k : s * k + kk] = np.asarray(d).reshape(n, kk)
     return nodes, dist
