@@ -59,6 +59,12 @@ ROUTERS = ("tier", "online")
 START = {"paper_baseline": 0.8, "mooncake_engine": 0.1}  # where the edge search starts (any load > 0 works)
 
 
+def route_law(law: str) -> str:
+    """The law the simulated routers route on: the prediction's (``engine``: the engine law's prefill and biases,
+    docs/model.md §17.10.1, "The queue-free gap"; ``slots``: the slot node's, as before)."""
+    return "engine" if law == "engine" else "slots"
+
+
 def _diff(a: float, b: float) -> str:
     return "n/a" if math.isnan(a) or math.isnan(b) else f"{a - b:+.3f}"
 
@@ -77,15 +83,20 @@ def gap_rows(
     step = step_time(instance)
     tau = float(instance.placement.target)
     start = START.get(instance.name, float(instance.network.request_intensity) / 4.0)
-    edges = {"online": edge if edge is not None else stability_edge(instance, None, size, start=start, router="online", step=step)}
+    route = route_law(law)
+    edges = {
+        "online": edge
+        if edge is not None
+        else stability_edge(instance, None, size, start=start, router="online", step=step, route_law=route)
+    }
     if edge is None and "tier" in routers:
-        edges["tier"] = stability_edge(instance, None, size, start=edges["online"].stable / 2.0, router="tier", step=step)
+        edges["tier"] = stability_edge(instance, None, size, start=edges["online"].stable / 2.0, router="tier", step=step, route_law=route)
     rows = []
     for share in shares:
         lam = float(share) * edges["online"].edge
         model = {qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell")}
         for router in routers:
-            results = simulate(instance, None, lam, size, router=router, step=step)
+            results = simulate(instance, None, lam, size, router=router, step=step, route_law=route)
             rows.append(
                 {
                     "instance": instance.name,
