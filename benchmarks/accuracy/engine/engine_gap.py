@@ -14,6 +14,9 @@ Per instance (``paper_baseline`` with the trace-built instance's engine section,
    caches; the tier and the online router; common random numbers: replication ``r`` has the same
    requests, network and arrivals at every load and router) against the model's prediction of the same
    mix at the same load (load-aware routing; mean field and cell model, the queue law of ``--queue-law``).
+   With ``--queue-law engine`` the simulated routers (and the edge search) route on the engine law — the tier
+   rule's biases and the online router's prefill estimate are the engine law's, the routing the prediction
+   assumes (:func:`route_law`; docs/model.md §17.10.1); with ``slots`` they route on the slot node, as before.
 
 Columns: coverage ``P(T ≤ τ)`` (simulated mean ± SE over replications; model; model − simulated), mean
 TTFT of the served requests (simulated ± SE; model; model / simulated) and the TTFT p90 (simulated,
