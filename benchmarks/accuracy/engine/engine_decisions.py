@@ -134,7 +134,7 @@ def density_rows(instance: Instance, lam: float, size: SimSize, router: str, rel
 
     base = instance.with_network(request_intensity=float(lam))
     step = step_time(instance)
-    out = []
+    out: list[dict[str, Any]] = []
     for law, queue_model in PLANS:
         if law not in laws():
             out.append({"law": law, "queue_model": queue_model, "density": None})
