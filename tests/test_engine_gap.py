@@ -10,6 +10,7 @@ import pytest
 from edgeprefix.benchmarks.accuracy.engine import engine_decisions, engine_depth, engine_gap, engine_runs
 from edgeprefix.benchmarks.accuracy.engine.engine_runs import SimSize
 from edgeprefix.benchmarks.paper.figures.fig7 import shared_depths
+from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.simulation.engine.step_time import StepTime
 
 TINY = SimSize(requests=200, replications=2, nodes=4.0, seed=3)
@@ -173,3 +174,47 @@ def test_engine_figures_are_written_as_png(tmp_path):
     for name in ("comparison.png", "depth.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob(".*"))  # no temporary left behind
+
+
+ROUTE = SimSize(requests=600, replications=12, nodes=12.0, seed=7)
+
+
+def test_routed_on_the_engine_law_the_idle_network_covers_the_law_s_queue_free_coverage(baseline) -> None:
+    """docs/model.md §17.10.1 ("The queue-free gap"): the engine law's first-token time is the engine's alone
+    prefill, so at a vanishing load the network routed on the engine law covers what the law's queue-free
+    coverage says (3 SEs over the replications, whose layouts dominate the spread); the same network routed on
+    the slot node's ``g`` sends more long prompts to the deep tier, as the slot model's biases say."""
+    step = engine_runs.step_time(baseline)
+    lam = 0.05
+    ev = engine_runs.predict(baseline, None, lam, "meanfield", "engine")
+    free = float(ev.coverage_queue_free(ev.target))
+    routed = {law: engine_runs.simulate(baseline, None, lam, ROUTE, step=step, route_law=law) for law in ("slots", "engine")}
+    solo = np.array([engine_runs.solo_coverage(r, baseline, step) for r in routed["engine"]])
+    assert abs(solo.mean() - free) <= 3.0 * solo.std(ddof=1) / math.sqrt(solo.size)
+    assert routed["engine"][0].predictions[0].queue_law == "engine"
+    deep = len(baseline.profiles) - 1
+    long_q = int(np.argmax(baseline.lengths))
+
+    def deep_share(results) -> float:
+        long_served = np.concatenate([(r.kind == long_q) & (r.node >= 0) for r in results])
+        on_deep = np.concatenate([r.profile == deep for r in results])
+        return float(on_deep[long_served].mean())
+
+    slot_ev = evaluate(baseline.with_network(request_intensity=lam), None, "load_aware", target=ev.target)
+    share = {law: deep_share(res) for law, res in routed.items()}
+    want = {"slots": slot_ev.association[deep, long_q], "engine": ev.association[deep, long_q]}
+    assert want["slots"] - want["engine"] > 0.1  # the two laws' biases route long prompts differently
+    assert share["slots"] - share["engine"] > 0.5 * (want["slots"] - want["engine"])
+
+
+def test_route_law_is_checked(baseline) -> None:
+    from edgeprefix.placement.simulation.engine.cluster import engine_replay
+    from edgeprefix.placement.simulation.engine.model_workload import model_workload
+    from edgeprefix.placement.simulation.replay import ReplaySpec
+
+    step = engine_runs.step_time(baseline)
+    wl, blocks = model_workload(baseline, 40, 0.05, seed=1)
+    for engine, law, match in (("batching", "erlang", "route_law: one of"), ("slots", "engine", "needs --engine batching")):
+        spec = ReplaySpec(decode_per_token=0.05, nodes=4.0, engine=engine, arrivals="poisson", hits="type", lengths="type")
+        with pytest.raises(ValueError, match=match):
+            engine_replay(baseline, wl, None, spec, blocks=blocks, step=step, seed=1, route_law=law)

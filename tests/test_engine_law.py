@@ -421,3 +421,17 @@ def test_output_states_the_engine_laws_validated_region(mooncake, capsys):
     assert "engine_law_region" not in evaluate(mooncake, None).to_dict()
     assert main(["evaluate", str(INSTANCE), "--queue-law", "engine", "--intensity", "0.16"]) == 0
     assert "engine law: busiest GPU load" in capsys.readouterr().out
+
+
+def test_the_region_note_names_the_cell_model_as_the_engine_law_s_pairing(mooncake, capsys):
+    """docs/model.md §17.10.1: on engine networks the mean field with the engine law misses the load spread, so the
+    mean field's note says to use the cell model and the cell model's says it is the pairing; both carry the key."""
+    inst = mooncake.with_network(request_intensity=0.05)
+    mf = evaluate(inst, None, queue_law="engine").to_dict()["engine_law_region"]
+    cell = evaluate(inst, None, queue_law="engine", queue_model="cell").to_dict()["engine_law_region"]
+    assert mf["queue_model"] == "meanfield" and cell["queue_model"] == "cell"
+    assert mf["recommended_queue_model"] == cell["recommended_queue_model"] == "cell"
+    assert "use --queue-model cell" in mf["note"] and "use --queue-model cell" not in cell["note"]
+    assert "pairing to use" in cell["note"]
+    assert main(["evaluate", str(INSTANCE), "--queue-law", "engine", "--intensity", "0.05"]) == 0
+    assert "use --queue-model cell" in capsys.readouterr().out

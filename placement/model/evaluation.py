@@ -59,6 +59,9 @@ FloatArray = npt.NDArray[np.float64]
 
 # The GPU load up to which the engine law is validated with ample KV memory (docs/model.md §17.10 fit table).
 ENGINE_LAW_VALIDATED_LOAD = 0.7
+# The queue model to pair with the engine law: on engine networks the mean field misses the load spread between the
+# engines (docs/model.md §17.10.1, "Why the mean field lost cells after the refit").
+ENGINE_LAW_QUEUE_MODEL = "cell"
 
 
 @dataclass(frozen=True)
@@ -350,14 +353,27 @@ class Evaluation:
         loads = (self.arrival_rate * self.mean_service)[self.active]
         busiest = float(loads.max()) if loads.size else 0.0
         inside = busiest <= ENGINE_LAW_VALIDATED_LOAD
+        pairing = (
+            "; with the cell model, the pairing to use with the engine law"
+            if self.queue_model == "cell"
+            else "; the mean field leaves out the load spread between the engines and is optimistic on engine networks "
+            "from 0.3 of their stability edge (coverage up to 0.2 too high, 0 near the edge): use --queue-model cell"
+        )
         note = (
             f"engine law: busiest GPU load {busiest:.2f}; validated on single nodes up to {ENGINE_LAW_VALIDATED_LOAD} "
-            f"with ample KV memory (coverage within 0.07, mean TTFT within 12 %); on engine networks the cell model is nearer "
-            f"the engine than the mean field under either router (network error table)"
+            f"with ample KV memory (coverage within 0.07, mean TTFT within 12 %)"
+            + pairing
             + ("" if inside else "; beyond it the law can call a node unstable that the engine still serves")
-            + " (docs/model.md §17.10)"
+            + " (docs/model.md §17.10.1)"
         )
-        return {"busiest_load": busiest, "validated_load": ENGINE_LAW_VALIDATED_LOAD, "inside": inside, "note": note}
+        return {
+            "busiest_load": busiest,
+            "validated_load": ENGINE_LAW_VALIDATED_LOAD,
+            "inside": inside,
+            "queue_model": self.queue_model,
+            "recommended_queue_model": ENGINE_LAW_QUEUE_MODEL,
+            "note": note,
+        }
 
     def to_dict(self, target: float | None = None) -> dict[str, Any]:
         """A JSON-ready dict (the ``edgeprefix evaluate --json`` contract)."""

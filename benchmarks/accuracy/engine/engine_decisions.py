@@ -13,10 +13,12 @@ and the trace-built ``mooncake_engine``):
    with the slot law and with the engine law, each simulated on the batching-engine network (planned
    caches, ``--router``) with common random numbers (replication ``r``: the same requests, network and
    arrivals for both mixes), beside the reference mix; the gain is the engine-law mix's simulated
-   coverage minus the slot-law mix's, its SE that of the paired differences;
+   coverage minus the slot-law mix's, its SE that of the paired differences (both mixes routed on the slot
+   node, as before);
 3. ``plan-density --reliability 0.8`` (joint with the mix, the 1/10 grid) at the moderate load of the
-   first instance: the density and mix planned with each law, and the coverage the batching-engine
-   simulation gives at that density and mix (the engine law's goal: within 0.01 of 0.8).
+   first instance: the density and mix planned with the slot law, the engine law with the mean field and the
+   engine law with the cell model, and the coverage the batching-engine simulation gives at that density and
+   mix, routed on the law that planned it (the engine law's goal: within 0.01 of 0.8).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ INSTANCES = ("paper_baseline", "medium_forest", "mooncake_engine")
 SHARES = {"moderate": 0.5, "heavy": 0.85}
 START = {"paper_baseline": 0.8, "medium_forest": 0.3, "mooncake_engine": 0.1}
 RELIABILITY = 0.8
+PLANS = (("slots", "meanfield"), ("engine", "meanfield"), ("engine", "cell"))  # (queue law, queue model) of the density plans
 
 
 def laws() -> tuple[str, ...]:
@@ -59,8 +62,8 @@ def laws() -> tuple[str, ...]:
     return QUEUE_LAWS if engine_law_available() else ("slots",)
 
 
-def coverages(instance: Instance, mix: Any, lam: float, size: SimSize, router: str, step: Any) -> list[float]:
-    return [r.coverage() for r in simulate(instance, mix, lam, size, router=router, step=step)]
+def coverages(instance: Instance, mix: Any, lam: float, size: SimSize, router: str, step: Any, route_law: str = "slots") -> list[float]:
+    return [r.coverage() for r in simulate(instance, mix, lam, size, router=router, step=step, route_law=route_law)]
 
 
 def decision_rows(
@@ -123,27 +126,31 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def density_rows(instance: Instance, lam: float, size: SimSize, router: str, reliability: float = RELIABILITY) -> list[dict[str, Any]]:
-    """``plan-density --reliability ζ`` (joint, 1/10 grid) with each law, and the engine simulation at the planned density and mix."""
+    """``plan-density --reliability ζ`` (joint, 1/10 grid) with each law (the engine law with the mean field and with the
+    cell model, its pairing, docs/model.md §17.10.1), and the engine simulation at the planned density and mix, routed
+    on the law that planned it."""
     from edgeprefix.formulations.density import density_problem
     from edgeprefix.solvers.density import plan_density
 
     base = instance.with_network(request_intensity=float(lam))
     step = step_time(instance)
     out: list[dict[str, Any]] = []
-    for law in QUEUE_LAWS:
+    for law, queue_model in PLANS:
         if law not in laws():
-            out.append({"law": law, "density": None})
+            out.append({"law": law, "queue_model": queue_model, "density": None})
             continue
-        plan = plan_density(density_problem(base, reliability, **law_keywords(law, density_problem)), method="grid")
+        problem = density_problem(base, reliability, queue_model=queue_model, **law_keywords(law, density_problem))
+        plan = plan_density(problem, method="grid")
         at = instance.with_network(edge_density=float(plan.edge_density))
         mix = instance.mix_vector(plan.mix) if isinstance(plan.mix, dict) else plan.mix
         out.append(
             {
                 "law": law,
+                "queue_model": queue_model,
                 "density": float(plan.edge_density),
                 "predicted": float(plan.coverage),
                 "mix": plan.mix,
-                "sim": coverages(at, mix, lam, size, router, step),
+                "sim": coverages(at, mix, lam, size, router, step, route_law=law),
             }
         )
     return out
@@ -152,11 +159,12 @@ def density_rows(instance: Instance, lam: float, size: SimSize, router: str, rel
 def density_table(rows: Sequence[dict[str, Any]], reliability: float = RELIABILITY) -> str:
     lines = ["| queue law | planned λ_b | predicted coverage | engine-simulated coverage ± SE | sim − ζ |", "|---|---|---|---|---|"]
     for r in rows:
+        label = r["law"] + (", cell model" if r.get("queue_model") == "cell" else "")
         if r["density"] is None:
-            lines.append(f"| {r['law']} | {NOT_AVAILABLE} | n/a | n/a | n/a |")
+            lines.append(f"| {label} | {NOT_AVAILABLE} | n/a | n/a | n/a |")
             continue
         m, se = mean_se(r["sim"])
-        lines.append(f"| {r['law']} | {r['density']:.4g} | {r['predicted']:.3f} | {m:.3f} ± {se:.3f} | {m - reliability:+.3f} |")
+        lines.append(f"| {label} | {r['density']:.4g} | {r['predicted']:.3f} | {m:.3f} ± {se:.3f} | {m - reliability:+.3f} |")
     return "\n".join(lines)
 
 

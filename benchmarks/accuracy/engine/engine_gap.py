@@ -14,6 +14,9 @@ Per instance (``paper_baseline`` with the trace-built instance's engine section,
    caches; the tier and the online router; common random numbers: replication ``r`` has the same
    requests, network and arrivals at every load and router) against the model's prediction of the same
    mix at the same load (load-aware routing; mean field and cell model, the queue law of ``--queue-law``).
+   With ``--queue-law engine`` the simulated routers (and the edge search) route on the engine law — the tier
+   rule's biases and the online router's prefill estimate are the engine law's, the routing the prediction
+   assumes (:func:`route_law`; docs/model.md §17.10.1); with ``slots`` they route on the slot node, as before.
 
 Columns: coverage ``P(T ≤ τ)`` (simulated mean ± SE over replications; model; model − simulated), mean
 TTFT of the served requests (simulated ± SE; model; model / simulated) and the TTFT p90 (simulated,
@@ -59,6 +62,12 @@ ROUTERS = ("tier", "online")
 START = {"paper_baseline": 0.8, "mooncake_engine": 0.1}  # where the edge search starts (any load > 0 works)
 
 
+def route_law(law: str) -> str:
+    """The law the simulated routers route on: the prediction's (``engine``: the engine law's prefill and biases,
+    docs/model.md §17.10.1, "The queue-free gap"; ``slots``: the slot node's, as before)."""
+    return "engine" if law == "engine" else "slots"
+
+
 def _diff(a: float, b: float) -> str:
     return "n/a" if math.isnan(a) or math.isnan(b) else f"{a - b:+.3f}"
 
@@ -77,15 +86,20 @@ def gap_rows(
     step = step_time(instance)
     tau = float(instance.placement.target)
     start = START.get(instance.name, float(instance.network.request_intensity) / 4.0)
-    edges = {"online": edge if edge is not None else stability_edge(instance, None, size, start=start, router="online", step=step)}
+    route = route_law(law)
+    edges = {
+        "online": edge
+        if edge is not None
+        else stability_edge(instance, None, size, start=start, router="online", step=step, route_law=route)
+    }
     if edge is None and "tier" in routers:
-        edges["tier"] = stability_edge(instance, None, size, start=edges["online"].stable / 2.0, router="tier", step=step)
+        edges["tier"] = stability_edge(instance, None, size, start=edges["online"].stable / 2.0, router="tier", step=step, route_law=route)
     rows = []
     for share in shares:
         lam = float(share) * edges["online"].edge
         model = {qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell")}
         for router in routers:
-            results = simulate(instance, None, lam, size, router=router, step=step)
+            results = simulate(instance, None, lam, size, router=router, step=step, route_law=route)
             rows.append(
                 {
                     "instance": instance.name,

@@ -170,11 +170,13 @@ def simulate(
     router: str = "tier",
     cache: str = "planned",
     step: StepTime | None = None,
+    route_law: str = "slots",
 ) -> list[ReplayResult]:
     """The model workload of ``instance`` at ``Λ = intensity`` on batching-engine nodes, one result per replication.
 
     Replication ``r`` uses the ``r``-th child of ``SeedSequence(size.seed)`` for its requests and its replay
-    (common random numbers across loads, mixes and routers)."""
+    (common random numbers across loads, mixes and routers).  ``route_law``: the law the routers route on
+    (``engine_replay``'s; ``engine`` is the routing a prediction with the engine law assumes)."""
     step = step_time(instance) if step is None else step
     inst = instance.with_network(request_intensity=float(intensity))
     d = step.decode_run(1, 1, 0.0)
@@ -194,7 +196,7 @@ def simulate(
     out = []
     for child in np.random.SeedSequence(size.seed).spawn(size.replications):
         wl, blocks = model_workload(inst, size.requests, d, seed=np.random.default_rng(child))
-        out.append(engine_replay(inst, wl, mix, spec, blocks=blocks, step=step, seed=np.random.default_rng(child)))
+        out.append(engine_replay(inst, wl, mix, spec, blocks=blocks, step=step, seed=np.random.default_rng(child), route_law=route_law))
     return out
 
 
@@ -236,6 +238,7 @@ def stability_edge(
     max_probes: int = 24,
     step: StepTime | None = None,
     on_probe: Callable[[float, bool], None] | None = None,
+    route_law: str = "slots",
 ) -> Edge:
     """Bracket (doubling or halving from ``start``) then bisect geometrically the load at which the
     batching-engine network saturates (:func:`saturated`)."""
@@ -248,7 +251,7 @@ def stability_edge(
     def sat(lam: float) -> bool:
         nonlocal probes
         probes += 1
-        out = saturated(simulate(instance, mix, lam, size, router=router, step=step), tau)
+        out = saturated(simulate(instance, mix, lam, size, router=router, step=step, route_law=route_law), tau)
         if on_probe is not None:
             on_probe(lam, out)
         return out

@@ -18,6 +18,13 @@ numbers); what changes is the node and its cache:
 One event loop: before each arrival every node completes the steps due by then (a heap of node
 event times); the router reads the :class:`~.board.Board`; the chosen node queues the request.
 TTFT ``= ξ r^α +`` (first token − arrival); ``wait`` is arrival to admission.
+
+``route_law``: ``"slots"`` (default) routes on the model's slot node — the tier rule's biases and the online
+router's prefill estimate are ``g(L − h)``; ``"engine"`` (batching engine only) routes on the engine law's —
+the tier rule's biases are those of the engine-law evaluation (Theorem 1 with the engine's alone prefill
+``u`` and the engine law's advertised wait) and the online router's prefill estimate is the engine's alone
+prefill of the candidate's actual hit (its wait estimate stays the slots'), the routing a prediction with
+``queue_law="engine"`` assumes (docs/model.md §17.10.1, "The queue-free gap").
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.placement.model.engine_law import QUEUE_LAWS, alone_prefill
 from edgeprefix.placement.model.engine_section import EngineSection
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
@@ -82,11 +90,17 @@ def engine_replay(
     step: StepTime | None = None,
     intensity: float | None = None,
     seed: int | np.random.Generator | None = None,
+    route_law: str = "slots",
 ) -> ReplayResult:
     """Replay ``workload`` on engine nodes (see the module docstring); same arguments as ``replay``
-    plus the requests' ``blocks`` and the engine's fitted ``step`` time."""
+    plus the requests' ``blocks``, the engine's fitted ``step`` time and the law the routers route on
+    (``route_law``, the module docstring)."""
     if spec is None:
         raise ValueError("spec: a ReplaySpec with the decode rate is required")
+    if route_law not in QUEUE_LAWS:
+        raise ValueError(f"route_law: one of {list(QUEUE_LAWS)}, got {route_law!r}")
+    if route_law == "engine" and spec.engine != "batching":
+        raise ValueError("route_law engine: routes on the engine law, which needs --engine batching")
     if getattr(instance, "extended", False):
         raise ValueError(
             f"instance {instance.name!r} uses serving extensions (memory tiers, KV pool, compression or "
@@ -104,7 +118,8 @@ def engine_replay(
     inst = instance.with_network(request_intensity=lam)
     schedule = MixSchedule((-np.inf,), (inst,), (mix,))
     tau = float(inst.placement.target if spec.target is None else spec.target)
-    ev = evaluate(inst, mix, spec.policy, target=tau, queue_model=spec.prediction_model)
+    law = {"queue_law": "engine"} if route_law == "engine" else {}
+    ev = evaluate(inst, mix, spec.policy, target=tau, queue_model=spec.prediction_model, **law)
     layouts, changed = _layouts(schedule, spec, layout_rng)
     layout = layouts[0]
     times, scale = _arrivals(workload, spec, lam * layout.area, arrival_rng)
@@ -126,7 +141,8 @@ def engine_replay(
     for node in nodes:
         node.keep_history = not spec.telemetry.fresh
     board = Board(nodes, events, spec.telemetry, reqs.pinned_hit, trace_block, reqs.length, seq)
-    chosen, distance = _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, workload.kind, tau, router_rng)
+    estimate = _prefill_estimate(inst, step, route_law)
+    chosen, distance = _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, workload.kind, tau, router_rng, estimate)
     served = chosen >= 0
     served &= ~np.asarray(reqs.rejected)
     first = np.asarray(reqs.first_token)
@@ -221,7 +237,16 @@ def _nodes(inst, layout, spec, engine, step, blocks, reqs, events, decode, unit)
     return nodes, hooks
 
 
-def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, kind, tau, rng) -> tuple[np.ndarray, np.ndarray]:
+def _prefill_estimate(inst: Instance, step: StepTime | None, route_law: str) -> Any:
+    """The online router's prefill estimate ``f(length, hit)``: ``g(L − h)`` (slots) or the engine's alone prefill."""
+    if route_law == "engine":
+        budget = inst.engine.token_budget
+        return lambda length, hit: alone_prefill(step, np.maximum(length - hit, 0.0), hit, budget)
+    g = inst.prefill
+    return lambda length, hit: g(length - hit)
+
+
+def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, kind, tau, rng, estimate) -> tuple[np.ndarray, np.ndarray]:
     """The event loop (see the module docstring)."""
     n = times.size
     s_count = len(inst.profiles)
@@ -251,7 +276,6 @@ def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, ki
                 push(heap, (node.next_time, node.version, x))
 
     xi, alpha = inst.network.radio_scale, inst.network.radio_exponent
-    g = inst.prefill
     mean_service = np.asarray(inst.service_time, dtype=float) @ np.asarray(inst.probabilities, dtype=float)
     per_server = mean_service[layout.profile] / layout.servers.astype(float)
     memory = np.asarray(inst.memory, dtype=float)
@@ -282,7 +306,7 @@ def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, ki
                         j = int(np.flatnonzero(nodes_r == x)[0])
                     else:
                         j = _online(
-                            online, board, nodes_r, dists, i, t, kind, reqs, layout, g, xi, alpha, tau, per_server, memory, inst, rng
+                            online, board, nodes_r, dists, i, t, kind, reqs, layout, estimate, xi, alpha, tau, per_server, memory, inst, rng
                         )
                         if j == REJECT:
                             continue
@@ -301,13 +325,13 @@ def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, ki
     return chosen, distance
 
 
-def _online(router, board, nodes_r, dists, i, t, kind, reqs, layout, g, xi, alpha, tau, per_server, memory, inst, rng) -> int:
+def _online(router, board, nodes_r, dists, i, t, kind, reqs, layout, estimate, xi, alpha, tau, per_server, memory, inst, rng) -> int:
     """The package's online router on the board's loads and hit depths."""
     board.sync(t)
     prof = layout.profile[nodes_r]
     hit = board.hits(nodes_r, i)
     length = float(reqs.length[i])
-    prefill = np.asarray(g(length - hit), dtype=float)
+    prefill = np.asarray(estimate(length, np.asarray(hit, dtype=float)), dtype=float)
     in_system = board.loads(nodes_r, t)
     zeros = np.zeros(nodes_r.size)
     view = CandidateView(
