@@ -118,8 +118,9 @@ def engine_replay(
     inst = instance.with_network(request_intensity=lam)
     schedule = MixSchedule((-np.inf,), (inst,), (mix,))
     tau = float(inst.placement.target if spec.target is None else spec.target)
-    law = {"queue_law": "engine"} if route_law == "engine" else {}
-    ev = evaluate(inst, mix, spec.policy, target=tau, queue_model=spec.prediction_model, **law)
+    ev = evaluate(
+        inst, mix, spec.policy, target=tau, queue_model=spec.prediction_model, queue_law="engine" if route_law == "engine" else "slots"
+    )
     layouts, changed = _layouts(schedule, spec, layout_rng)
     layout = layouts[0]
     times, scale = _arrivals(workload, spec, lam * layout.area, arrival_rng)
@@ -240,6 +241,7 @@ def _nodes(inst, layout, spec, engine, step, blocks, reqs, events, decode, unit)
 def _prefill_estimate(inst: Instance, step: StepTime | None, route_law: str) -> Any:
     """The online router's prefill estimate ``f(length, hit)``: ``g(L − h)`` (slots) or the engine's alone prefill."""
     if route_law == "engine":
+        assert inst.engine is not None, "route_law='engine' needs the instance's [engine] section (checked by engine_replay)"
         budget = inst.engine.token_budget
         return lambda length, hit: alone_prefill(step, np.maximum(length - hit, 0.0), hit, budget)
     g = inst.prefill
