@@ -33,7 +33,7 @@ PAGES = {
     "docs/instances.md": "instances.md",
     "docs/distributed.md": "distributed.md",
     "benchmarks/README.md": "benchmarks/index.md",
-    "benchmarks/calibration/README.md": "benchmarks/calibration.md",
+    "benchmarks/paper/calibration/README.md": "benchmarks/calibration.md",
 }
 
 API_PAGES = {
@@ -206,7 +206,7 @@ def site_pages() -> tuple[dict[str, str], dict[str, bytes]]:
     for name, (title, objects) in API_PAGES.items():
         pages[f"api/{name}.md"] = f"# {title}\n\n" + "".join(f"::: {obj}\n\n" for obj in objects)
     linked = {m.group(2) for m in IMAGE.finditer(read["benchmarks/README.md"])}
-    binaries = {f"benchmarks/{name}": (ROOT / "benchmarks" / name).read_bytes() for name in sorted(linked) if name.startswith("figures/")}
+    binaries = {f"benchmarks/{name}": (ROOT / "benchmarks" / name).read_bytes() for name in sorted(linked) if name.endswith(".png")}
     return pages, binaries
 
 

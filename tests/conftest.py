@@ -55,12 +55,12 @@ def build():
 def figure_report(tmp_path_factory):
     """``reproduce --all --quick`` on the default instance, run once per session.
 
-    Returns ``(report, texts, out)``: the report of :func:`edgeprefix.benchmarks.figures.report.run_all`,
+    Returns ``(report, texts, out)``: the report of :func:`edgeprefix.benchmarks.paper.figures.report.run_all`,
     what each saved PNG shows (suptitle, per-axes title and labels, legends, and the problems
     ``plot_checks.figure_problems`` finds) and the output folder.
     """
-    from edgeprefix.benchmarks.figures import _common
-    from edgeprefix.benchmarks.figures.report import run_all
+    from edgeprefix.benchmarks.paper.figures import _common
+    from edgeprefix.benchmarks.paper.figures.report import run_all
 
     texts: dict[str, dict[str, Any]] = {}
     real = _common.atomic_savefig

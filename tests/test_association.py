@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
+from edgeprefix.benchmarks.accuracy.quadrature.reference_kernel import QuadReferenceKernel
 from edgeprefix.placement.model.association import (
     association,
     association_alpha2,

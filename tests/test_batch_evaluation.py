@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.benchmarks.workloads.synthetic import synthetic_instance
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import MixError
 from edgeprefix.placement.model import batch as batch_module

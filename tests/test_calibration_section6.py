@@ -11,11 +11,11 @@ import json
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.calibration import assess as assess_module
-from edgeprefix.benchmarks.calibration.__main__ import main
-from edgeprefix.benchmarks.calibration.assess import CAPS, WEIGHTS, Assessment, assess, plateau_ends
-from edgeprefix.benchmarks.calibration.search import pareto_front, read_log, search
-from edgeprefix.benchmarks.calibration.section6 import (
+from edgeprefix.benchmarks.paper.calibration import assess as assess_module
+from edgeprefix.benchmarks.paper.calibration.__main__ import main
+from edgeprefix.benchmarks.paper.calibration.assess import CAPS, WEIGHTS, Assessment, assess, plateau_ends
+from edgeprefix.benchmarks.paper.calibration.search import pareto_front, read_log, search
+from edgeprefix.benchmarks.paper.calibration.section6 import (
     NAME,
     START,
     FigureLoads,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks import cell_horizon, cell_sectors, cell_validation
+from edgeprefix.benchmarks.accuracy.cell import cell_horizon, cell_sectors, cell_validation
 from edgeprefix.placement.model.evaluation import evaluate
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
-from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.benchmarks.accuracy.quadrature.reference_kernel import QuadReferenceKernel
+from edgeprefix.benchmarks.workloads.synthetic import synthetic_instance
 from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_load
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.evaluation import evaluate

@@ -193,7 +193,7 @@ def test_solve_objective_simulation_cli(capsys):
 
 def test_validation_benchmark_smoke():
     """One small cell of the benchmark: structure, and the control variate's estimate is a coverage."""
-    from edgeprefix.benchmarks.cell_validation import benchmark_case, validate_case
+    from edgeprefix.benchmarks.accuracy.cell.cell_validation import benchmark_case, validate_case
 
     rows = validate_case(
         benchmark_case("paper_calibrated"), se_target=0.05, max_reps=3, nodes=100.0, fractions=(0.35,), policies=("nearest",)
@@ -244,7 +244,7 @@ def test_validate_json_has_the_coverage_table(capsys):
 
 def test_batched_evaluation_carries_the_cell_model():
     """evaluate_batch and score_many batch the (mean-field) fixed point under the cell model too."""
-    from edgeprefix.benchmarks.compare_runs import load_benchmark
+    from edgeprefix.benchmarks.optimisers.compare_runs import load_benchmark
     from edgeprefix.placement.model.batch import evaluate_batch
 
     inst = load_benchmark("medium_forest")
@@ -313,7 +313,7 @@ def test_equal_offsets_take_the_voronoi_conditional_mean():
 def test_the_mixes_of_a_batch_share_one_cell_call():
     """The batch's cell coverage is one call with the mixes' tiers side by side (``groups``): row for row
     the one-mix values, also with different active sets and under nearest routing."""
-    from edgeprefix.benchmarks.compare_runs import load_benchmark
+    from edgeprefix.benchmarks.optimisers.compare_runs import load_benchmark
     from edgeprefix.placement.model.batch import evaluate_batch
 
     inst = load_benchmark("mooncake_large")

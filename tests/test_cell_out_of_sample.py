@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks import cell_out_of_sample as oos
+from edgeprefix.benchmarks.accuracy.cell import cell_out_of_sample as oos
 
 
 def test_draw_parameters_are_reproducible_and_in_range():

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.classical import ClassicalSpec, _membership, classical_instance
+from edgeprefix.benchmarks.optimisers.classical import ClassicalSpec, _membership, classical_instance
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.solvers.certificate import kkt_certificate
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.classical import ClassicalSpec, classical_instance
+from edgeprefix.benchmarks.optimisers.classical import ClassicalSpec, classical_instance
 from edgeprefix.cli import main
 from edgeprefix.formulations.migration import Epoch, MigrationProblem
 from edgeprefix.formulations.placement import placement_problem

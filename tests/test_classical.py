@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.classical import (
+from edgeprefix.benchmarks.optimisers.classical import (
     ClassicalSpec,
     classical_instance,
     closed_form_coverage,

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.seeds import parse_seeds
+from edgeprefix.benchmarks.sweeps.seeds import parse_seeds
 from edgeprefix.cli import COMMANDS, build_parser, main
 from edgeprefix.placement.errors import MixError, plain
 from edgeprefix.placement.model.instance import default_instance

@@ -2,7 +2,7 @@
 
 Each check runs a fresh interpreter in a temporary folder (never the repository root, whose
 folders would shadow the installed package) and reads ``sys.modules`` after the command ran.
-No timing is asserted here; ``python -m edgeprefix.benchmarks.perf`` measures it.
+No timing is asserted here; ``python -m edgeprefix.benchmarks.speed.perf`` measures it.
 """
 
 from __future__ import annotations

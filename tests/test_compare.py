@@ -1,4 +1,4 @@
-"""Smoke run of the optimiser comparison (benchmarks/compare.py, ``edgeprefix compare``)."""
+"""Smoke run of the optimiser comparison (benchmarks/optimisers/compare.py, ``edgeprefix compare``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.compare import (
+from edgeprefix.benchmarks.optimisers.compare import (
     CompareConfig,
     render_table,
     run_comparison,
     write_outputs,
 )
-from edgeprefix.benchmarks.compare_runs import (
+from edgeprefix.benchmarks.optimisers.compare_runs import (
     feasible_best_so_far,
     grid_resolution_for,
     lattice_size,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.compare import CompareConfig, render_table, run_comparison
-from edgeprefix.benchmarks.compare_baselines import BASELINES, DifferentialEvolutionBaseline, ScipySlsqpBaseline
-from edgeprefix.benchmarks.compare_runs import load_benchmark
+from edgeprefix.benchmarks.optimisers.compare import CompareConfig, render_table, run_comparison
+from edgeprefix.benchmarks.optimisers.compare_baselines import BASELINES, DifferentialEvolutionBaseline, ScipySlsqpBaseline
+from edgeprefix.benchmarks.optimisers.compare_runs import load_benchmark
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.solvers import Status
 from edgeprefix.solvers.api import run_solver
@@ -75,7 +75,7 @@ def test_an_optuna_method_may_name_its_search_space():
 
 
 def test_the_readme_tables_are_written_with_the_outputs(comparison, tmp_path):
-    from edgeprefix.benchmarks.compare import write_outputs
+    from edgeprefix.benchmarks.optimisers.compare import write_outputs
 
     written = {p.name for p in write_outputs(comparison, tmp_path)}
     assert "summary.md" in written

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from plot_checks import assert_readable
 
-from edgeprefix.benchmarks.classical import classical_instance, suite
-from edgeprefix.benchmarks.compare import CompareConfig, known_optimum, render_table, run_comparison
-from edgeprefix.benchmarks.compare_classical import profiles_of, suite_specs, write_suite
-from edgeprefix.benchmarks.compare_metrics import RELATIVE_TARGETS, ecdf, make_reference, summarise_targets
-from edgeprefix.benchmarks.compare_plots import target_ecdf_figure
-from edgeprefix.benchmarks.compare_runs import RunRecord, load_benchmark
+from edgeprefix.benchmarks.optimisers.classical import classical_instance, suite
+from edgeprefix.benchmarks.optimisers.compare import CompareConfig, known_optimum, render_table, run_comparison
+from edgeprefix.benchmarks.optimisers.compare_classical import profiles_of, suite_specs, write_suite
+from edgeprefix.benchmarks.optimisers.compare_metrics import RELATIVE_TARGETS, ecdf, make_reference, summarise_targets
+from edgeprefix.benchmarks.optimisers.compare_plots import target_ecdf_figure
+from edgeprefix.benchmarks.optimisers.compare_runs import RunRecord, load_benchmark
 from edgeprefix.cli import main as cli_main
 from edgeprefix.formulations.placement import placement_problem
 

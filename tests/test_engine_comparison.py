@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from edgeprefix.benchmarks import engine_comparison as ec
+from edgeprefix.benchmarks.accuracy.engine import engine_comparison as ec
 from edgeprefix.solvers.distributed import dask_client
 
 

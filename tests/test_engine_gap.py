@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks import engine_decisions, engine_depth, engine_gap, engine_runs
-from edgeprefix.benchmarks.engine_runs import SimSize
-from edgeprefix.benchmarks.figures.fig7 import shared_depths
+from edgeprefix.benchmarks.accuracy.engine import engine_decisions, engine_depth, engine_gap, engine_runs
+from edgeprefix.benchmarks.accuracy.engine.engine_runs import SimSize
+from edgeprefix.benchmarks.paper.figures.fig7 import shared_depths
 from edgeprefix.placement.simulation.engine.step_time import StepTime
 
 TINY = SimSize(requests=200, replications=2, nodes=4.0, seed=3)
@@ -155,7 +155,7 @@ def test_wait_growth_separates_a_growing_queue_from_a_steady_one() -> None:
 
 def test_engine_figures_are_written_as_png(tmp_path):
     """Both engine figures render through the package's atomic PNG writer to the path they are given."""
-    from edgeprefix.benchmarks import engine_comparison, engine_depth
+    from edgeprefix.benchmarks.accuracy.engine import engine_comparison, engine_depth
 
     rows = [
         {"workload": w, "row": name, "intensity": lam, "coverage": 0.5 - lam, "se": 0.01}

@@ -25,8 +25,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks import engine_speed
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE, SPLITWISE_TIMINGS
+from edgeprefix.benchmarks.speed import engine_speed
 from edgeprefix.placement.model.instance import load_instance
 from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload
 from edgeprefix.placement.simulation.engine.blocks import read_block_trace

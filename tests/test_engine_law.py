@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgeprefix.benchmarks.engine_law_fit import INSTANCE, NodeCase, _Gpu, run_node
+from edgeprefix.benchmarks.accuracy.engine.engine_law_fit import INSTANCE, NodeCase, _Gpu, run_node
 from edgeprefix.cli import main
 from edgeprefix.placement.model.batch import evaluate_batch
 from edgeprefix.placement.model.engine_law import (

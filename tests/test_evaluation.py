@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
+from edgeprefix.benchmarks.accuracy.quadrature.reference_kernel import QuadReferenceKernel
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.queueing import mean_wait
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from edgeprefix.benchmarks import batch_speed, erlang_speed, memory_peak, projection_speed
+from edgeprefix.benchmarks.memory import memory_peak
+from edgeprefix.benchmarks.speed import batch_speed, erlang_speed, projection_speed
 
 
 def test_projection_table_compares_both_paths_on_the_same_points():

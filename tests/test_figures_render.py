@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from edgeprefix.benchmarks.figures import FIGURES
-from edgeprefix.benchmarks.figures.report import BEGIN, END, markdown_table, replace_section
+from edgeprefix.benchmarks.paper.figures import FIGURES
+from edgeprefix.benchmarks.paper.figures.report import BEGIN, END, markdown_table, replace_section
 from edgeprefix.cli import main as cli_main
 
 LOAD_WORDS = ("Λ", "load", "ρ")
@@ -66,7 +66,7 @@ def test_readme_section_is_rewritten(tmp_path):
 
 
 def test_cli_all_json_and_readme_errors(capsys, tmp_path, monkeypatch):
-    import edgeprefix.benchmarks.figures.report as report_module
+    import edgeprefix.benchmarks.paper.figures.report as report_module
 
     fake = {
         "figures": [],

@@ -171,8 +171,8 @@ def test_short_reprs(baseline):
 
 
 def test_compare_plots_are_titled_labelled_once_and_tell_methods_apart():
-    from edgeprefix.benchmarks.compare import CompareConfig, run_comparison
-    from edgeprefix.benchmarks.compare_plots import curves_figure, ecdf_figure
+    from edgeprefix.benchmarks.optimisers.compare import CompareConfig, run_comparison
+    from edgeprefix.benchmarks.optimisers.compare_plots import curves_figure, ecdf_figure
 
     config = CompareConfig(
         instances=("paper_baseline",), methods=("spsa", "random", "grid"), budgets=(4, 12), seed_values=(0, 1), grid_limit=1

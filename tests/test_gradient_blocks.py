@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.scale_instances import scale_instance
+from edgeprefix.benchmarks.workloads.scale_instances import scale_instance
 from edgeprefix.placement.model import sensitivity as S
 from edgeprefix.placement.model.evaluation import evaluate
 

@@ -1,10 +1,10 @@
-"""Smoke run of the gradient-cost benchmark (benchmarks/gradient_cost.py): structure and its claims."""
+"""Smoke run of the gradient-cost benchmark (benchmarks/speed/gradient_cost.py): structure and its claims."""
 
 from __future__ import annotations
 
 import json
 
-from edgeprefix.benchmarks.gradient_cost import main, measure, to_target
+from edgeprefix.benchmarks.speed.gradient_cost import main, measure, to_target
 
 
 def test_costs_are_measured_at_both_mixes():

@@ -13,8 +13,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.compare_runs import load_benchmark
-from edgeprefix.benchmarks.scale_instances import scale_instance
+from edgeprefix.benchmarks.optimisers.compare_runs import load_benchmark
+from edgeprefix.benchmarks.workloads.scale_instances import scale_instance
 from edgeprefix.placement.model import grouped_quadrature, spatial
 from edgeprefix.placement.model.association import association_quadrature_jacobian, default_nodes
 from edgeprefix.placement.model.evaluation import evaluate

@@ -185,7 +185,7 @@ def test_the_size_guard_refuses_what_does_not_fit(monkeypatch):
 
 
 def test_the_size_benchmark_builds_distinct_closed_profiles():
-    from edgeprefix.benchmarks.size_guard import many_profiles
+    from edgeprefix.benchmarks.memory.size_guard import many_profiles
 
     inst = many_profiles(10, 40, 2.0)
     assert len(inst.profiles) == 40 and len({frozenset(s.prefixes) for s in inst.profiles}) == 40

@@ -157,7 +157,7 @@ def test_facade_exports_resolve() -> None:
 
 
 def test_python_dash_m_works_at_the_repository_root() -> None:
-    """A user's ``python -m edgeprefix.benchmarks.perf`` at the root must find the sub-packages even
+    """A user's ``python -m edgeprefix.benchmarks.speed.perf`` at the root must find the sub-packages even
     though the root's ``edgeprefix/`` folder (the CLI alone) comes first on sys.path."""
     import os
     import subprocess
@@ -168,3 +168,44 @@ def test_python_dash_m_works_at_the_repository_root() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
+
+
+# The benchmarks' rooms, by question (benchmarks/README.md): a newcomer finds the file that measures X from
+# the folder names.  Foundations (paths, seeded instances, sweeps) serve the question rooms and import none.
+FOUNDATIONS = ("workloads", "sweeps")
+QUESTION_ROOMS = ("optimisers", "accuracy", "speed", "memory", "paper")
+DATA_FOLDERS = ("instances", "data")
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["edgeprefix", "benchmarks"] or len(parts) < 4:
+        return None
+    return parts[2]
+
+
+def test_benchmarks_live_in_rooms() -> None:
+    base = ROOT / "benchmarks"
+    loose = sorted(p.name for p in base.glob("*.py") if p.name not in {"__init__.py", "datasets.py"})
+    assert loose == [], f"benchmark modules outside a room: {loose}"
+    folders = sorted(p.name for p in base.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert folders == sorted((*FOUNDATIONS, *QUESTION_ROOMS, *DATA_FOLDERS))
+    for module, path in _modules().items():
+        if _room(module) in QUESTION_ROOMS and path.name not in {"__init__.py", "_common.py"}:
+            assert ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))), f"{module}: no docstring saying what it measures"
+
+
+def test_room_imports_point_one_way(graph: dict[str, set[str]]) -> None:
+    """Foundations import no question room; the rooms' own graph has no cycle."""
+    upward = sorted(f"{m} → {d}" for m, deps in graph.items() if _room(m) in FOUNDATIONS for d in deps if _room(d) in QUESTION_ROOMS)
+    assert upward == [], "foundations must not import question rooms:\n" + "\n".join(upward)
+    rooms: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        a = _room(m)
+        if a is None:
+            continue
+        rooms.setdefault(a, set()).update(b for b in map(_room, deps) if b is not None and b != a)
+    try:
+        tuple(graphlib.TopologicalSorter(rooms).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"benchmark rooms import in a cycle: {' → '.join(exc.args[1])}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from edgeprefix.benchmarks.length_bins import trace_instance
-from edgeprefix.benchmarks.length_bins_choice import Fit, choose, compare
+from edgeprefix.benchmarks.accuracy.replay.length_bins import trace_instance
+from edgeprefix.benchmarks.accuracy.replay.length_bins_choice import Fit, choose, compare
 from edgeprefix.placement.pipeline.traces import TraceRecord
 
 B = 512

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.benchmarks.workloads.synthetic import synthetic_instance
 from edgeprefix.placement.model.erlang import erlang_b_large, erlang_b_large_scalar
 from edgeprefix.placement.model.evaluation import delay_cap, evaluate, exchangeable_tiers
 from edgeprefix.placement.model.fixed_point import allowed_residual, robust_solve

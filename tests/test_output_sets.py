@@ -122,7 +122,7 @@ def test_single_process_postgresql_storage(capsys, postgres_url):
 
 
 def test_compare_file_names_stay_inside_out(tmp_path):
-    from edgeprefix.benchmarks.compare import file_stem
+    from edgeprefix.benchmarks.optimisers.compare import file_stem
 
     for label in ("../../../x", "/etc/passwd", "..", "a/b\\c", "ok-name_1.2"):
         stem = file_stem(label)

@@ -82,8 +82,8 @@ def test_validate_plots(capsys):
 
 
 def test_compare_plots_fit_their_data():
-    from edgeprefix.benchmarks.compare import CompareConfig, run_comparison
-    from edgeprefix.benchmarks.compare_plots import curves_figure, ecdf_figure
+    from edgeprefix.benchmarks.optimisers.compare import CompareConfig, run_comparison
+    from edgeprefix.benchmarks.optimisers.compare_plots import curves_figure, ecdf_figure
 
     config = CompareConfig(
         instances=("paper_baseline",), methods=("spsa", "random", "grid"), budgets=(4, 12), seed_values=(0, 1), grid_limit=1

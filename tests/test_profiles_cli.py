@@ -114,7 +114,7 @@ def test_mooncake_trace_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 0
     report = json.loads(text)
     assert report["forest"]["requests"] == 12031 and report["forest"]["roots"] == 1
-    assert 0 < report["seconds"]["ingest"] <= report["seconds"]["total"]  # the time itself: benchmarks/timings.py
+    assert 0 < report["seconds"]["ingest"] <= report["seconds"]["total"]  # the time itself: benchmarks/speed/timings.py
     assert 2 <= len(report["profiles"]) <= 4
     _evaluate_uniform(out)
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.queue_and_catalogue import INSTANCES, NAMES, instance_mappings
+from edgeprefix.benchmarks.accuracy.extensions.queue_and_catalogue import INSTANCES, NAMES, instance_mappings
 from edgeprefix.placement.errors import InstanceError
 from edgeprefix.placement.model import evaluation as evaluation_module
 from edgeprefix.placement.model.evaluation import evaluate
@@ -359,7 +359,7 @@ def test_the_documented_queue_and_catalogue_sections_load():
 
 
 def test_the_queue_law_benchmark_in_smoke_mode(tmp_path):
-    from edgeprefix.benchmarks.queue_and_catalogue import mgc_figure, mgc_rows, mgc_table
+    from edgeprefix.benchmarks.accuracy.extensions.queue_and_catalogue import mgc_figure, mgc_rows, mgc_table
 
     rows = mgc_rows(customers=40_000, servers=(1, 4), loads=(0.7,))
     assert len(rows) == 6 and {r["law"] for r in rows} == {"deterministic", "two_point", "lognormal"}

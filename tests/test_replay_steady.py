@@ -104,7 +104,7 @@ def test_small_version_of_the_mooncake_table():
     """The shipped Mooncake trace, `profiles --split 0.5` (16 length bins), the solved mix, warm replay of the second half
     on 50 nodes, 3 replications, Λ₀/2, tier router (a budget of 30): the planner reports the plan stable and the replayed coverage is within
     max(0.02, 3 SE) of the prediction (benchmarks/README.md section 4b has the full table)."""
-    from edgeprefix.benchmarks.replay_steady import cases
+    from edgeprefix.benchmarks.accuracy.replay.replay_steady import cases
 
     rows = cases(nodes=50, replications=3, budget=30, loads=(0.5,), routers=("tier",))
     for row in rows:

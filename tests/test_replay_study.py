@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeprefix.benchmarks.replay_study import main
+from edgeprefix.benchmarks.accuracy.replay.replay_study import main
 
 
 @pytest.mark.slow

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.calibration.__main__ import SHIPPED, main
-from edgeprefix.benchmarks.calibration.loss import measure
-from edgeprefix.benchmarks.calibration.model import build_instance
-from edgeprefix.benchmarks.calibration.targets import TOLERANCE
+from edgeprefix.benchmarks.paper.calibration.__main__ import SHIPPED, main
+from edgeprefix.benchmarks.paper.calibration.loss import measure
+from edgeprefix.benchmarks.paper.calibration.model import build_instance
+from edgeprefix.benchmarks.paper.calibration.targets import TOLERANCE
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance
 

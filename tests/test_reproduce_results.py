@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.calibration.targets import TOLERANCE
+from edgeprefix.benchmarks.paper.calibration.targets import TOLERANCE
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.figures import fig1, fig3, fig4, fig5, fig6
+from edgeprefix.benchmarks.paper.figures import fig1, fig3, fig4, fig5, fig6
 
 
 def test_fig4_theorem1_matches_monte_carlo():

@@ -12,8 +12,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.compare_runs import load_benchmark
-from edgeprefix.benchmarks.scale_instances import scale_instance
+from edgeprefix.benchmarks.optimisers.compare_runs import load_benchmark
+from edgeprefix.benchmarks.workloads.scale_instances import scale_instance
 from edgeprefix.placement.model import association, spatial
 from edgeprefix.placement.model.association import tier_grid
 from edgeprefix.placement.model.evaluation import evaluate

@@ -1,12 +1,12 @@
-"""The scaling benchmark (benchmarks/scale_speed.py): its fit, its instances and its batch table."""
+"""The scaling benchmark (benchmarks/speed/scale_speed.py): its fit, its instances and its batch table."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks import scale_speed
-from edgeprefix.benchmarks.scale_instances import scale_instance
+from edgeprefix.benchmarks.speed import scale_speed
+from edgeprefix.benchmarks.workloads.scale_instances import scale_instance
 
 
 def test_exponent_is_the_log_log_slope():

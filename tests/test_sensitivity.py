@@ -16,8 +16,8 @@ import json
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.reference_kernel import QuadReferenceKernel
-from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.benchmarks.accuracy.quadrature.reference_kernel import QuadReferenceKernel
+from edgeprefix.benchmarks.workloads.synthetic import synthetic_instance
 from edgeprefix.cli import main
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from validate_fixtures import fast_validate_args
 
-from edgeprefix.benchmarks.serving_extensions import INSTANCES, NAMES, instance_mappings
+from edgeprefix.benchmarks.accuracy.extensions.serving_extensions import INSTANCES, NAMES, instance_mappings
 from edgeprefix.cli import main
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.errors import InstanceError

@@ -44,7 +44,7 @@ def _analytical(instance, policy):
 def test_sobol_mc_within_1e3_of_theorem1(baseline, policy):
     analytic, bias = _analytical(baseline, policy)
     sample = simulate_instance_association(baseline, None, bias, samples=SAMPLES, seed=2026)
-    assert sample.association.shape == analytic.shape  # its run time: benchmarks/timings.py
+    assert sample.association.shape == analytic.shape  # its run time: benchmarks/speed/timings.py
     assert np.abs(sample.association - analytic).max() < 1e-3  # the paper's check (§13)
     np.testing.assert_allclose(sample.association.sum(axis=0), 1.0)
 

@@ -19,7 +19,7 @@ def _batch_se(x, batches=50):
 
 
 def test_mm9_matches_erlang_c():
-    # 10⁶ customers (their wall time is measured by benchmarks/timings.py, not here)
+    # 10⁶ customers (their wall time is measured by benchmarks/speed/timings.py, not here)
     res = simulate_mmc(9 * 0.82, 1.0, 9, 1_000_000, seed=11)
     assert res.waits.size == 950_000  # the first 5 % are discarded as warm-up
     assert abs(res.wait_probability - res.erlang_wait_probability) < 5 * _batch_se(res.waits > 0)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from edgeprefix.benchmarks.compare_runs import load_benchmark
+from edgeprefix.benchmarks.optimisers.compare_runs import load_benchmark
 from edgeprefix.cli import main
 from edgeprefix.formulations.migration import Epoch, MigrationProblem
 from edgeprefix.formulations.placement import placement_problem

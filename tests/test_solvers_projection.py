@@ -120,7 +120,7 @@ def test_per_call_time_is_measured(projection):
     assert projection.calls == before + 20
     assert (
         projection.mean_seconds == pytest.approx(projection.seconds / projection.calls) and projection.mean_seconds > 0
-    )  # per-call time: benchmarks/timings.py
+    )  # per-call time: benchmarks/speed/timings.py
 
 
 def test_rejects_points_of_the_wrong_shape(projection):

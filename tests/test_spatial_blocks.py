@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.benchmarks.workloads.synthetic import synthetic_instance
 from edgeprefix.placement.model import spatial
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.spatial import AnalyticKernel, column_blocks

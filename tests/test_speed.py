@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeprefix.benchmarks import speed
+from edgeprefix.benchmarks.speed import speed
 
 
 def test_speed_smoke_fits_an_exponent_per_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

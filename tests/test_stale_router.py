@@ -351,7 +351,7 @@ def test_power_of_two_undoes_part_of_the_herding_as_predicted(calibrated):
 
 
 def test_each_benchmarked_mitigation_is_a_simulated_router():
-    from edgeprefix.benchmarks.telemetry_age import MITIGATIONS, mitigation_router
+    from edgeprefix.benchmarks.accuracy.telemetry.telemetry_age import MITIGATIONS, mitigation_router
     from edgeprefix.placement.simulation.routers import SampledOnlineRouter
 
     for label, margin, _local, sample, admission in MITIGATIONS:

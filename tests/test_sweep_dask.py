@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from edgeprefix.benchmarks.sweep import Sweep, run_sweep, sweep_csv
-from edgeprefix.benchmarks.synthetic import synthetic_instance
+from edgeprefix.benchmarks.sweeps.sweep import Sweep, run_sweep, sweep_csv
+from edgeprefix.benchmarks.workloads.synthetic import synthetic_instance
 from edgeprefix.cli import main
 from edgeprefix.commands.solve import history_csv
 from edgeprefix.formulations.placement import placement_problem

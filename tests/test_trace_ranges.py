@@ -91,7 +91,7 @@ def test_profiles_refuses_a_reversed_trace_naming_the_first_bad_line(tmp_path, c
 
 @pytest.mark.slow
 def test_the_profiles_memory_benchmark_runs_and_counts_the_blocks(tmp_path):
-    from edgeprefix.benchmarks import profiles_memory
+    from edgeprefix.benchmarks.memory import profiles_memory
 
     assert profiles_memory.main(["--requests", "300", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "profiles_memory.json").read_text(encoding="utf-8"))

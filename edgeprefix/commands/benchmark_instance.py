@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edgeprefix.benchmarks.classical import ClassicalSpec, classical_instance
+    from edgeprefix.benchmarks.optimisers.classical import ClassicalSpec, classical_instance
     from edgeprefix.commands._common import print_json
     from edgeprefix.placement.model.instance import load_instance, write_instance
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from edgeprefix.commands._common import add_queue_model_argument, at_least, plain_text, print_json, queue_model_from_args
 
 if TYPE_CHECKING:
-    from edgeprefix.benchmarks.compare import CompareConfig
+    from edgeprefix.benchmarks.optimisers.compare import CompareConfig
 
 
 def _csv_list(text: str) -> tuple[str, ...]:
@@ -38,7 +38,7 @@ def _budgets(text: str) -> tuple[int, ...]:
 
 def _seeds(text: str) -> tuple[int, ...]:
     """``--seeds``: seed values as everywhere (0-9, 0,3,7); a lone number was a count here before, so it is refused."""
-    from edgeprefix.benchmarks.seeds import seeds_argument
+    from edgeprefix.benchmarks.sweeps.seeds import seeds_argument
 
     if text.strip().isdigit() and int(text) > 1:
         n = int(text)
@@ -59,7 +59,7 @@ def _loads(text: str) -> tuple[float, ...]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from edgeprefix.benchmarks.compare import (
+    from edgeprefix.benchmarks.optimisers.compare import (
         DEFAULT_BUDGETS,
         DEFAULT_INSTANCES,
         DEFAULT_METHODS,
@@ -133,9 +133,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, suite: tuple[str, ...] = ()) -> CompareConfig:
-    """The :class:`edgeprefix.benchmarks.compare.CompareConfig` of the parsed arguments (``--quick`` sets smaller defaults);
+    """The :class:`edgeprefix.benchmarks.optimisers.compare.CompareConfig` of the parsed arguments (``--quick`` sets smaller defaults);
     ``suite`` are the files of ``--suite``, compared before ``--instances``."""
-    from edgeprefix.benchmarks.compare import (
+    from edgeprefix.benchmarks.optimisers.compare import (
         DEFAULT_BUDGETS,
         DEFAULT_INSTANCES,
         DEFAULT_METHODS,
@@ -143,7 +143,7 @@ def config_from_args(args: argparse.Namespace, suite: tuple[str, ...] = ()) -> C
         QUICK_INSTANCES,
         CompareConfig,
     )
-    from edgeprefix.benchmarks.compare_classical import SUITE_BUDGETS, SUITE_METHODS
+    from edgeprefix.benchmarks.optimisers.compare_classical import SUITE_BUDGETS, SUITE_METHODS
 
     if getattr(args, "queue_law", None) == "engine":
         raise ValueError(
@@ -170,7 +170,7 @@ def config_from_args(args: argparse.Namespace, suite: tuple[str, ...] = ()) -> C
 
 
 def handle(args: argparse.Namespace) -> int:
-    from edgeprefix.benchmarks.compare import render_table, run_comparison, to_payload, write_outputs
+    from edgeprefix.benchmarks.optimisers.compare import render_table, run_comparison, to_payload, write_outputs
 
     at_least(args, 1, "--jobs", "--grid-limit")
     if args.suite is None and args.profiles is not None:
@@ -180,7 +180,7 @@ def handle(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         suite: tuple[str, ...] = ()
         if args.suite is not None:
-            from edgeprefix.benchmarks.compare_classical import write_suite
+            from edgeprefix.benchmarks.optimisers.compare_classical import write_suite
 
             # the instance files sit beside the outputs, or in a folder that lives as long as the run
             folder = args.out / "instances" if args.out is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -202,7 +202,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def header(config: CompareConfig) -> str:
     """The settings of the run, on the first line of the text output."""
-    from edgeprefix.benchmarks.compare_runs import instance_label
+    from edgeprefix.benchmarks.optimisers.compare_runs import instance_label
 
     return (
         f"compare  instances {','.join(instance_label(name) for name in config.instances)}  methods {','.join(config.methods)}  "

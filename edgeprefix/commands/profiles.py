@@ -73,7 +73,7 @@ TRACE_FIELDS = (
     "mean equal prefixes). --format tokens: tokens (the input's token ids), output_length (default 0), timestamp "
     "(seconds >= 0, default 0). The output prints the span read and the unit the format assumes."
 )
-DEFAULT_LENGTH_BINS = 8  # chosen on the training half alone (benchmarks/length_bins_choice.py, docs/model.md §2.3)
+DEFAULT_LENGTH_BINS = 8  # chosen on the training half alone (benchmarks/accuracy/replay/length_bins_choice.py, docs/model.md §2.3)
 DEFAULT_CAP = "25%"
 
 

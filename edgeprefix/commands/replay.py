@@ -292,7 +292,7 @@ def _engine_inputs(args: argparse.Namespace, instance: Any, spec: Any, cut: int)
 
 
 def _epochs(args: argparse.Namespace, instance: Any, test: Any, spec: Any, common: dict[str, Any]) -> tuple[dict[str, Any], Any]:
-    from edgeprefix.benchmarks.epoch_replay import epoch_replay
+    from edgeprefix.benchmarks.accuracy.replay.epoch_replay import epoch_replay
     from edgeprefix.formulations.migration import load_migration
 
     if args.intensity is not None:

@@ -18,7 +18,7 @@ from edgeprefix.commands._common import print_json, wrote
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from edgeprefix.benchmarks.figures import FIGURES
+    from edgeprefix.benchmarks.paper.figures import FIGURES
 
     parser = sub.add_parser(
         "reproduce",
@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from edgeprefix.benchmarks.figures import run_figure
-    from edgeprefix.benchmarks.figures.report import markdown_table, replace_section, run_all
+    from edgeprefix.benchmarks.paper.figures import run_figure
+    from edgeprefix.benchmarks.paper.figures.report import markdown_table, replace_section, run_all
 
     if args.readme is not None and not args.all:
         raise ValueError("--readme: only with --all (the table covers every figure)")
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(report)
         else:
-            from edgeprefix.benchmarks.figures._common import table as figure_table
+            from edgeprefix.benchmarks.paper.figures._common import table as figure_table
 
             for payload in report["figures"]:
                 print(figure_table(payload))

@@ -270,7 +270,7 @@ def simulation_from_args(args: argparse.Namespace):
         raise ValueError(f"--objective: unknown {args.objective!r} (valid: coverage, simulation)")
     if args.objective == "coverage":
         return None
-    from edgeprefix.benchmarks.seeds import parse_seeds
+    from edgeprefix.benchmarks.sweeps.seeds import parse_seeds
     from edgeprefix.formulations.simulated import SimulationSettings
 
     try:

@@ -1,6 +1,6 @@
 """``edgeprefix sweep``: one search per (instance, load, density, seed) cell, on Dask distributed.
 
-The same as ``python -m edgeprefix.benchmarks.sweep``: a ``LocalCluster`` by default, ``--dask ADDRESS``
+The same as ``python -m edgeprefix.benchmarks.sweeps.sweep``: a ``LocalCluster`` by default, ``--dask ADDRESS``
 for a running scheduler, ``--serial`` for this process only; the CSV is the same either way.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from edgeprefix.benchmarks.sweep import add_arguments, run_from_args
+from edgeprefix.benchmarks.sweeps.sweep import add_arguments, run_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -236,7 +236,7 @@ def default_nodes(alpha: float) -> int:
     """Gauss–Legendre nodes per segment used by default for a radio exponent α.
 
     Chosen so that the measured max error on ``A`` stays below 2e-6 over the supported range
-    α ∈ [1, 6] (docs/model.md §20; ``benchmarks/numerical_ranges.py`` measures it).
+    α ∈ [1, 6] (docs/model.md §20; ``benchmarks/accuracy/quadrature/numerical_ranges.py`` measures it).
     """
     if alpha <= 2.5:
         return DEFAULT_NODES

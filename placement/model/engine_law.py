@@ -29,7 +29,7 @@ iff both components are.  ``W̄`` is ``m`` times a function of ``a`` alone, smoo
 ``a``; the advertised delay continues each component linearly above its ``ρ_clip`` edge, as (7.1).
 Slot limit: with no compute (``π = 0``), ``θ_3 = 0``, ``θ_4 = 1`` and ``r`` the slot's service over
 ``m`` the law is Erlang C exactly.  The constants ``c_0, θ_1 … θ_5`` are fitted to single-node
-engine runs (``python -m edgeprefix.benchmarks.engine_law_fit``) and shipped in ``engine_law.json``
+engine runs (``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``) and shipped in ``engine_law.json``
 beside this module.
 """
 
@@ -100,7 +100,7 @@ class EngineLawConstants:
 
 @lru_cache(maxsize=1)
 def shipped_constants() -> EngineLawConstants:
-    """The constants in ``engine_law.json`` (written by ``python -m edgeprefix.benchmarks.engine_law_fit``)."""
+    """The constants in ``engine_law.json`` (written by ``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``)."""
     data = json.loads(LAW_FILE.read_text(encoding="utf-8"))
     return EngineLawConstants(**{k: float(v) for k, v in data["constants"].items()})
 

@@ -28,7 +28,7 @@ MIN_K = 2  # neighbours per profile asked of every query (a k = 1 route and a k 
 MAX_ENTRIES = 4  # distinct questions remembered (validate: two replications and the node-level points)
 MAX_BYTES = 256 * 2**20  # answers larger than this in total are not kept
 
-REMEMBER = True  # off: every call queries (benchmarks/validate_speed.py measures both)
+REMEMBER = True  # off: every call queries (benchmarks/speed/validate_speed.py measures both)
 
 _memory: OrderedDict[bytes, tuple[int, IntArray, FloatArray]] = OrderedDict()
 

@@ -52,7 +52,7 @@ def _plain_router(router: OnlineRouter) -> OnlineRouter:
     )
 
 
-FAST_PATH = True  # off: every request goes through ``router.choose`` (benchmarks/validate_speed.py measures both)
+FAST_PATH = True  # off: every request goes through ``router.choose`` (benchmarks/speed/validate_speed.py measures both)
 
 
 def applies(router: Any, spec: Any, shown: Any = None, churn: Any = None) -> bool:

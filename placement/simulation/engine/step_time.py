@@ -230,7 +230,7 @@ def held_out_errors(rows: tuple[TimingRow, ...], predict: object = None) -> Held
     """Fit without each consistent configuration in turn and predict its ``e2e_time``.
 
     ``predict(model, row) -> seconds`` defaults to :func:`static_batch_e2e`; the engine's own
-    scheduler can be passed instead (``benchmarks/engine_timings.py`` does).
+    scheduler can be passed instead (``benchmarks/accuracy/engine/engine_timings.py`` does).
     """
     fn = predict if callable(predict) else (lambda m, r: static_batch_e2e(m, r.batch, r.prompt, r.tokens))
     good = tuple(r for r in rows if r.consistent)

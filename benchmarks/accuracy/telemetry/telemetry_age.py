@@ -1,0 +1,353 @@
+"""What old telemetry costs the online router: the model of docs/model.md §11 against the network simulator.
+
+Run ``python -m edgeprefix.benchmarks.accuracy.telemetry.telemetry_age [--out DIR]`` (the reduced grid of benchmarks/README.md
+§11, about half an hour on a loaded machine; the predictions dominate: set ``OPENBLAS_NUM_THREADS=1`` on
+shared cores) or, for the full grid (``D = 8`` s is an equivalent board of 16 s, minutes per prediction)::
+
+    python -m edgeprefix.benchmarks.accuracy.telemetry.telemetry_age --loads 0.15,0.35,0.55,0.7,0.85 --delays 0,0.5,1,2,4,8 \\
+        --refresh 2,8 --nodes 1000 --replications 4 --out DIR
+
+For each instance and load (a fraction of the load-aware stability edge ``Λ_edge``, the largest ``Λ`` at
+which the mean-field operating point keeps every tier stable) and each telemetry setting (continuous
+delay ``D``, and periodic refresh ``Δt`` with ``D = 0``), it prints the simulated coverage of the online
+router (load-aware, ``k = 2`` candidates per profile) with its standard error, the model's prediction
+(:func:`edgeprefix.placement.model.stale_router.predict_online`), the error and whether
+``|error| ≤ max(0.02, 3 SE)``; and, per load, the simulated tier rule (Theorem 1 with the evaluation's
+advertised delays).  Replications are independent networks, the same seeds for every telemetry setting
+(common random numbers); the SE pools the batch-means SEs of the replications (docs/model.md (11.8)).
+Nothing in the model was fitted to these cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgeprefix.benchmarks.accuracy.cell.cell_validation import stability_edge
+from edgeprefix.placement.atomic import atomic_savefig, atomic_write_text
+from edgeprefix.placement.model.evaluation import evaluate
+from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.model.stale_router import flood_length, predict_online
+from edgeprefix.placement.model.telemetry import Telemetry
+from edgeprefix.placement.progress import progress_bar
+from edgeprefix.placement.simulation.compare import analytical_router
+from edgeprefix.placement.simulation.layout import LayoutSpec
+from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
+from edgeprefix.placement.simulation.routers import OnlineRouter, SampledOnlineRouter
+
+INSTANCES = ("paper_calibrated", "paper_baseline", "mooncake_small")
+BENCHMARK_INSTANCES = Path(__file__).resolve().parents[2] / "instances"
+TOLERANCE = 0.02
+
+
+def _instance(name: str):
+    path = BENCHMARK_INSTANCES / f"{name}.toml"
+    return load_instance(path if path.exists() else name)
+
+
+def _spec(instance, nodes: float, horizon: float, warmup: float) -> SimulationSpec:
+    """Run length grows with the mean occupancy (trace-built instances serve for tens of seconds)."""
+    service = float((np.asarray(instance.probabilities) * np.asarray(instance.service_time).mean(axis=0)).sum())
+    return SimulationSpec(
+        horizon=max(horizon, 15.0 * service), warmup=max(warmup, 15.0 * service), layout=LayoutSpec(mean_nodes=nodes, counts="exact")
+    )
+
+
+def _simulate(instance, router, spec, seeds, tau) -> tuple[float, float]:
+    runs = [simulate_network(instance, None, router, spec, seed=np.random.default_rng(s)) for s in seeds]
+    covs = np.array([r.coverage(tau) for r in runs])
+    ses = np.array([r.coverage_standard_error(tau) for r in runs])
+    return float(covs.mean()), float(math.sqrt(float((ses**2).sum())) / covs.size)
+
+
+def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, warmup, seed=0, log=None) -> list[dict]:
+    """Every cell of the grid (module docstring); ``log``: called with each row as it is done."""
+    settings = [Telemetry(delay=d) for d in delays] + [Telemetry(refresh=r) for r in refreshes]
+    rows = []
+    seeds = np.random.SeedSequence(seed).spawn(replications)
+    router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
+    with progress_bar(total=len(names) * len(loads) * (len(settings) + 1), desc="telemetry age", unit="cell") as bar:
+        for name in names:
+            base = _instance(name)
+            edge = stability_edge(base, None)
+            tau = float(base.placement.target)
+            for frac in loads:
+                inst = base.with_network(request_intensity=frac * edge)
+                spec = _spec(inst, nodes, horizon, warmup)
+                ev = evaluate(inst, None, "load_aware", target=tau)
+                tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
+                fresh = None  # the node model at h = 0, shared by every telemetry setting of the load
+                by_flood: dict[float, Any] = {}  # settings of equal flood length h share one prediction
+                bar.update(1)
+                for tel in settings:
+                    sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh), seeds, tau)
+                    h = flood_length(tel)
+                    if h not in by_flood:
+                        by_flood[h] = predict_online(inst, None, tel, target=tau, evaluation=ev, fresh=fresh)
+                    pred = by_flood[h]
+                    fresh = pred.fresh_node if pred.fresh_node is not None else fresh
+                    err = pred.coverage - sim
+                    rows.append(
+                        {
+                            "instance": name,
+                            "load": frac,
+                            "intensity": frac * edge,
+                            "delay": tel.delay,
+                            "refresh": tel.refresh,
+                            "simulated": sim,
+                            "simulated_se": se,
+                            "predicted": pred.coverage,
+                            "error": err,
+                            "node_model": None if pred.node is None else pred.node.coverage,
+                            "fresh_node_model": None if pred.fresh_node is None else pred.fresh_node.coverage,
+                            "flood": h,
+                            "meanfield": pred.meanfield_coverage,
+                            "tier_rule": tier,
+                            "tier_rule_se": tier_se,
+                            "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se)),
+                        }
+                    )
+                    if log is not None:
+                        log(rows[-1])
+                    bar.update(1)
+    return rows
+
+
+# label, margin z_δ, local accounting, power of d (0: every candidate), admission threshold ρ (inf: none)
+MITIGATIONS = (
+    ("none", 0.0, False, 0, math.inf),
+    ("margin z=1", 1.0, False, 0, math.inf),
+    ("margin z=3", 3.0, False, 0, math.inf),
+    ("local accounting", 0.0, True, 0, math.inf),
+    ("power of d=2", 0.0, False, 2, math.inf),
+    ("power of d=3", 0.0, False, 3, math.inf),
+    ("admission ρ=1", 0.0, False, 0, 1.0),
+    ("admission ρ=1.5", 0.0, False, 0, 1.5),
+)
+
+
+def mitigation_router(margin: float, sample: int, admission: float):
+    """The simulated router of one row of :data:`MITIGATIONS` (``k = 2`` candidates per profile)."""
+    online = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2, margin=margin, rho_high=admission, rho_low=admission)
+    return SampledOnlineRouter(online, sample) if sample > 0 else online
+
+
+def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup, seed=0) -> list[dict]:
+    """Each mitigation of docs/model.md (11.15) at each load and delay: simulated vs predicted (common random numbers)."""
+    base = _instance(name)
+    edge = stability_edge(base, None)
+    tau = float(base.placement.target)
+    seeds = np.random.SeedSequence(seed).spawn(replications)
+    rows = []
+    with progress_bar(total=len(loads) * len(delays) * len(MITIGATIONS), desc="mitigations", unit="cell") as bar:
+        for frac in loads:
+            inst = base.with_network(request_intensity=frac * edge)
+            spec = _spec(inst, nodes, horizon, warmup)
+            ev = evaluate(inst, None, "load_aware", target=tau)
+            fresh = None
+            for delay in delays:
+                for label, margin, local, sample, admission in MITIGATIONS:
+                    router = mitigation_router(margin, sample, admission)
+                    sim, se = _simulate(inst, router, replace(spec, telemetry_delay=delay, local_accounting=local), seeds, tau)
+                    pred = predict_online(
+                        inst,
+                        None,
+                        Telemetry(delay=delay),
+                        target=tau,
+                        evaluation=ev,
+                        fresh=fresh,
+                        margin=margin,
+                        local_accounting=local,
+                        sample=sample,
+                        admission=admission,
+                    )
+                    fresh = pred.fresh_node if pred.fresh_node is not None else fresh
+                    err = pred.coverage - sim
+                    rows.append(
+                        {
+                            "instance": name,
+                            "load": frac,
+                            "intensity": frac * edge,
+                            "delay": delay,
+                            "refresh": 0.0,
+                            "mitigation": label,
+                            "simulated": sim,
+                            "simulated_se": se,
+                            "predicted": pred.coverage,
+                            "error": err,
+                            "meanfield": pred.meanfield_coverage,
+                            "tier_rule": float("nan"),
+                            "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se)),
+                        }
+                    )
+                    bar.update(1)
+    return rows
+
+
+def run_decision(name, load, delay, *, resolution, nodes, replications, horizon, warmup, seed=0) -> dict:
+    """The mix chosen for the telemetry's age against the mix chosen for fresh telemetry (docs/model.md (11.14)).
+
+    Every feasible mix of the ``1/resolution`` lattice is scored by eq. (39) (fresh) and by the
+    stale-telemetry prediction at ``D = delay``; both best mixes are then simulated at ``D = delay`` on
+    the same seeds (common random numbers), and the paired difference is reported with its SE.
+    """
+    from edgeprefix.formulations.placement import placement_problem
+    from edgeprefix.solvers.grid import feasible_lattice
+
+    base = _instance(name)
+    inst = base.with_network(request_intensity=load * stability_edge(base, None))
+    tau = float(inst.placement.target)
+    tel = Telemetry(delay=delay)
+    lattice = feasible_lattice(placement_problem(inst).constraints, resolution)
+    scored = []
+    with progress_bar(total=len(lattice), desc="mixes", unit="mix") as bar:
+        for mix in lattice:
+            ev = evaluate(inst, mix, "load_aware", target=tau)
+            if ev.stable:
+                scored.append((mix, float(ev.coverage(tau)), predict_online(inst, mix, tel, target=tau, evaluation=ev).coverage))
+            bar.update(1)
+    fresh_mix = max(scored, key=lambda r: r[1])
+    stale_mix = max(scored, key=lambda r: r[2])
+    spec = replace(_spec(inst, nodes, horizon, warmup), telemetry_delay=delay)
+    router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
+    seeds = np.random.SeedSequence(seed).spawn(replications)
+    pairs = np.array(
+        [
+            [simulate_network(inst, m, router, spec, seed=np.random.default_rng(sd)).coverage(tau) for m in (fresh_mix[0], stale_mix[0])]
+            for sd in seeds
+        ]
+    )
+    gain = pairs[:, 1] - pairs[:, 0]
+    return {
+        "instance": name,
+        "load": load,
+        "intensity": float(inst.network.request_intensity),
+        "delay": delay,
+        "mixes": len(scored),
+        "fresh_mix": [float(v) for v in fresh_mix[0]],
+        "stale_mix": [float(v) for v in stale_mix[0]],
+        "fresh_mix_predicted": fresh_mix[2],
+        "stale_mix_predicted": stale_mix[2],
+        "fresh_mix_simulated": float(pairs[:, 0].mean()),
+        "stale_mix_simulated": float(pairs[:, 1].mean()),
+        "gain": float(gain.mean()),
+        "gain_se": float(gain.std(ddof=1) / np.sqrt(gain.size)) if gain.size > 1 else float("nan"),
+    }
+
+
+def render(rows: list[dict]) -> str:
+    lines = [
+        f"{'instance':<17}{'mitigation':<18}{'load':>5}{'Λ':>7}{'D':>5}{'Δt':>5}{'simulated':>10}{'± SE':>7}{'predicted':>10}"
+        f"{'error':>8}{'eq.(39)':>8}{'tier rule':>10}  ok"
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['instance']:<17}{r.get('mitigation', '—'):<18}{r['load']:>5.2f}{r['intensity']:>7.3f}{r['delay']:>5g}{r['refresh']:>5g}"
+            f"{r['simulated']:>10.4f}{r['simulated_se']:>7.4f}{r['predicted']:>10.4f}{r['error']:>+8.4f}"
+            f"{r['meanfield']:>8.4f}{r['tier_rule']:>10.4f}  {'yes' if r['passed'] else 'NO'}"
+        )
+    passed = sum(r["passed"] for r in rows)
+    lines.append(f"{passed} of {len(rows)} cells within max({TOLERANCE}, 3 SE); largest |error| {max(abs(r['error']) for r in rows):.4f}")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["instance"] for r in rows))
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.0), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        mine = [r for r in rows if r["instance"] == name and r["refresh"] == 0]
+        for i, frac in enumerate(dict.fromkeys(r["load"] for r in mine)):
+            cell = [r for r in mine if r["load"] == frac]
+            d = np.array([r["delay"] for r in cell])
+            color = f"C{i}"
+            ax.errorbar(
+                d,
+                [r["simulated"] for r in cell],
+                yerr=[3 * r["simulated_se"] for r in cell],
+                fmt="o",
+                color=color,
+                capsize=3,
+                label=f"{frac:.0%} of the edge: simulated (±3 SE)",
+            )
+            ax.plot(d, [r["predicted"] for r in cell], "-", color=color, label="predicted")
+            ax.axhline(cell[0]["tier_rule"], color=color, ls=":", lw=1, label="tier rule (simulated)")
+        ax.set_title(name)
+        ax.set_xlabel("telemetry delay D [s]")
+        ax.set_ylabel("TTFT coverage")
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=120)
+    plt.close(fig)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(",") if v.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", default=",".join(INSTANCES))
+    parser.add_argument("--loads", default="0.15,0.55,0.85", help="fractions of the load-aware stability edge")
+    parser.add_argument("--delays", default="0,0.5,1,2,4", help="continuous telemetry delays D [s]")
+    parser.add_argument("--refresh", default="2,8", help="periodic refresh periods Δt [s] (with D = 0)")
+    parser.add_argument("--nodes", type=float, default=200.0)
+    parser.add_argument("--replications", type=int, default=3)
+    parser.add_argument("--horizon", type=float, default=40.0, help="measured seconds (at least 15 mean occupancies)")
+    parser.add_argument("--warmup", type=float, default=30.0, help="discarded seconds (at least 15 mean occupancies)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--mitigations", action="store_true", help="instead: each mitigation on the first instance at --loads and --delays (no refresh)"
+    )
+    parser.add_argument(
+        "--decision",
+        action="store_true",
+        help="instead: the best mix for the first --delays value against the fresh-telemetry mix "
+        "(first instance, first load; the 1/--resolution lattice)",
+    )
+    parser.add_argument("--resolution", type=int, default=5)
+    parser.add_argument("--out", default=None, metavar="DIR", help="write telemetry_age.json and telemetry_age.png here")
+    args = parser.parse_args(argv)
+    size = dict(nodes=args.nodes, replications=args.replications, horizon=args.horizon, warmup=args.warmup, seed=args.seed)
+    if args.decision:
+        result = run_decision(
+            args.instances.split(",")[0], _floats(args.loads)[0], _floats(args.delays)[0], resolution=args.resolution, **size
+        )
+        print(json.dumps(result, indent=1))
+        return 0
+    if args.mitigations:
+        rows = run_mitigations(args.instances.split(",")[0], _floats(args.loads), _floats(args.delays), **size)
+    else:
+        rows = run_grid(
+            args.instances.split(","),
+            _floats(args.loads),
+            _floats(args.delays),
+            _floats(args.refresh),
+            **size,
+            log=lambda row: print(json.dumps(row), file=sys.stderr, flush=True),
+        )
+    print(render(rows))
+    if args.out is not None:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = "telemetry_mitigations" if args.mitigations else "telemetry_age"
+        atomic_write_text(out / f"{stem}.json", json.dumps(rows, indent=1))
+        if not args.mitigations:
+            plot(rows, out / f"{stem}.png")
+        print(f"wrote {out / stem}.json" + ("" if args.mitigations else f" and {out / stem}.png"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
