@@ -180,8 +180,8 @@ def sqlite_engine(url: str) -> dict[str, Any]:
 
     In SQLite's default rollback-journal mode every commit syncs the file system two or three times, and a
     trial commits about 18 times (the trial, each parameter, its heartbeat, claim mark, attributes and
-    value): 0.55 s of every trial went to ``fsync`` on a SQLite study (benchmarks/README.md, "Shared
-    studies on SQLite").  In write-ahead-log mode with ``synchronous = NORMAL`` (SQLite's
+    value): the commits took 12.4 s of a 40-trial run's 42.6 s, almost all in ``fsync``
+    (benchmarks/README.md, "Shared studies on SQLite").  In write-ahead-log mode with ``synchronous = NORMAL`` (SQLite's
     recommendation for WAL) a commit appends to the log without a sync: a killed process loses
     nothing it committed and the database stays consistent after a power cut, which may drop the
     last commits (a resumed study then re-runs them).  Readers no longer block the writer.  The
