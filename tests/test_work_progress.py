@@ -10,6 +10,7 @@ from edgeprefix.cli import main
 from edgeprefix.placement import work_progress
 from edgeprefix.placement.memory import evaluation_bytes
 from edgeprefix.placement.progress import progress_bar
+from edgeprefix.solvers import density
 
 ARGS = ["evaluate", "paper_baseline", "--gradient", "--json"]
 
@@ -56,3 +57,25 @@ def test_nested_long_work_shares_the_outer_bar(monkeypatch: pytest.MonkeyPatch) 
     with work_progress.long_work(-1.0, "short") as drawn:
         assert drawn is False
         work_progress.advance()  # no bar: nothing to count, no error
+
+
+def test_plan_density_counts_the_densities_it_tries(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ["plan-density", "paper_baseline", "--reliability", "0.8", "--mix", "none=0.2,shallow=0.4,deep=0.4", "--json"]
+    monkeypatch.setenv("EDGEPREFIX_PROGRESS", "0")
+    assert main(args) == 0
+    quiet_out, quiet_err = capsys.readouterr()
+    monkeypatch.setenv("EDGEPREFIX_PROGRESS", "1")
+    bars = []
+
+    def recorded(**kwargs: object) -> object:
+        bars.append(progress_bar(**kwargs))
+        return bars[-1]
+
+    monkeypatch.setattr(density, "progress_bar", recorded)
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "densities tried" not in quiet_err and "densities tried" in err
+    assert len(bars) == 1 and bars[0].n == json.loads(out)["steps"] > 1  # every density tried, counted once
+    assert {k: v for k, v in json.loads(out).items() if k != "seconds"} == {
+        k: v for k, v in json.loads(quiet_out).items() if k != "seconds"
+    }
