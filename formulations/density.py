@@ -9,7 +9,7 @@ constraints), the objective ``min λ_b`` and the reliability constraint as an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -121,7 +121,7 @@ def density_problem(
     instance: Instance,
     reliability: float,
     *,
-    mix: object | None = None,
+    mix: Mapping[str, float] | npt.ArrayLike | None = None,
     target: float | None = None,
     policy: str = "load_aware",
     evaluator: Evaluator | None = None,

@@ -21,12 +21,13 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.instance import Instance
 
 FloatArray = npt.NDArray[np.float64]
 INFEASIBLE_BASE = -1.0  # score offset of an unstable or non-converged point
 POLICIES = ("load_aware", "prefix", "nearest")
-QUEUE_MODELS = ("meanfield", "cell")
+QUEUE_MODELS = ROUTER_PREDICTION_REGISTRY.names()  # docs/model.md §8.6
 
 Evaluator = Callable[..., Any]  # evaluate(instance, mix, policy, *, target=..., warm_start=...)
 Differentiator = Callable[..., Any]  # sensitivity(evaluation, target, objectives) -> .gradients[name]

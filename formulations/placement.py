@@ -173,7 +173,7 @@ class PlacementProblem:
     """
 
     instance: Instance
-    objective: CoverageObjective
+    objective: CoverageObjective | SimulationObjective
     build_model: Callable[[], Any] = field(repr=False, compare=False)
     constraints: LinearConstraints = field(repr=False)
 
@@ -244,6 +244,7 @@ class PlacementProblem:
         """Exact ``∂value/∂π`` at a point already scored (see :meth:`CoverageObjective.gradient`)."""
         if not self.differentiable:
             raise ValueError(f"gradient: {self.gradient_missing}; use a derivative-free method")
+        assert isinstance(self.objective, CoverageObjective)  # the simulation objective has no gradient (above)
         return self.objective.gradient(score)
 
     def score_many(self, points: Sequence[npt.ArrayLike], warm_start: FloatArray | None = None) -> list[Score]:
@@ -281,7 +282,7 @@ def diagnose_infeasibility(instance: Instance) -> None:
         lower[fb] = plc.fallback_min
     if plc.memory_budget is not None:
         least = linprog(instance.memory, A_eq=np.ones((1, caps.size)), b_eq=[1.0], bounds=list(zip(lower, caps)), method="highs")
-        if least.status == 0 and least.fun > plc.memory_budget + 1e-12:
+        if least.status == 0 and least.fun is not None and least.fun > plc.memory_budget + 1e-12:
             raise InfeasibleConstraintsError(
                 f"placement.memory_budget: Σ_s π_s B_s <= B̄ must hold, but B̄ = {plc.memory_budget:g} is below the least "
                 f"fleet memory {least.fun:.6g} that the caps and fallback allow"
@@ -315,6 +316,7 @@ def placement_problem(
         (checked here, before any search).
     """
     tau = instance.placement.target if target is None else float(target)
+    objective: CoverageObjective | SimulationObjective
     if simulation is not None:  # simulation in the loop (a reference for small instances)
         objective = SimulationObjective(instance, tau, policy, simulation, evaluator)
     else:

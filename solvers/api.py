@@ -128,5 +128,7 @@ def run_solver(
         njev=tracker.njev,
         certificate=cert,  # after the clock: not part of the search, nor of njev
         certificate_note=note,
-        **frozen,
+        history=frozen["history"],
+        values=frozen["values"],
+        coverages=frozen["coverages"],
     )

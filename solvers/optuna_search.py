@@ -137,6 +137,7 @@ class OptunaSolver(Solver):
         for trial in study.get_trials(deepcopy=False):
             if trial.state == TrialState.COMPLETE and MIX_ATTR in trial.user_attrs:
                 attrs = trial.user_attrs
+                assert trial.value is not None  # a COMPLETE trial has its value
                 tracker.replay(attrs[MIX_ATTR], trial.value, attrs[COVERAGE_ATTR], attrs[FEASIBLE_ATTR])
             elif trial.state in (TrialState.RUNNING, TrialState.WAITING) and trial.params:
                 if trial.state == TrialState.RUNNING:  # left behind by a killed run: propose it again

@@ -167,5 +167,8 @@ def _merge(result: Result, runs: list[Result], best: Result, seconds: float) -> 
         evaluation=best.evaluation,
         certificate=best.certificate,
         certificate_note=best.certificate_note,
-        **arrays,
+        points=arrays["points"],
+        values=arrays["values"],
+        coverages=arrays["coverages"],
+        feasible=arrays["feasible"],
     )

@@ -46,7 +46,7 @@ class Progress:
     budget: int | None
     best_value: float
     best_coverage: float
-    best_x: FloatArray
+    best_x: FloatArray | None  # None until a point scores above -inf
     value: float
     feasible: bool
 

@@ -44,8 +44,12 @@ class TelemetryMix:
         }
 
 
-def mix_for_telemetry(instance, telemetry: Telemetry, *, resolution: int = 5, target: float | None = None, progress=None) -> TelemetryMix:
-    """Best lattice mix for the online router at ``telemetry`` (``progress``: called once per mix)."""
+def mix_for_telemetry(
+    instance, telemetry: Telemetry, *, resolution: int = 5, target: float | None = None, progress=None, method: str = "meanfield"
+) -> TelemetryMix:
+    """Best lattice mix for the online router at ``telemetry`` (``progress``: called once per mix; ``method``: the
+    prediction at the age, ``meanfield`` or ``sampled``, docs/model.md (11.19); the sampled one scores every mix on
+    the same seeds, common random numbers)."""
     from edgeprefix.formulations.placement import placement_problem
     from edgeprefix.solvers.grid import feasible_lattice
 
@@ -56,7 +60,7 @@ def mix_for_telemetry(instance, telemetry: Telemetry, *, resolution: int = 5, ta
     for mix in feasible_lattice(placement_problem(instance).constraints, resolution):
         ev = evaluate(instance, mix, "load_aware", target=tau)
         if ev.stable:
-            stale = predict_online(instance, mix, telemetry, target=tau, evaluation=ev).coverage
+            stale = predict_online(instance, mix, telemetry, target=tau, evaluation=ev, method=method).coverage
             scored.append((tuple(float(v) for v in mix), float(ev.coverage(tau)), float(stale)))
         if progress is not None:
             progress()
@@ -76,6 +80,7 @@ def freshness_for(
     refresh: bool = False,
     upper: float | None = None,
     tolerance: float = 0.05,
+    method: str = "meanfield",
 ) -> dict:
     """Largest telemetry delay (``refresh``: refresh period) at which the predicted coverage is still ``≥ coverage``.
 
@@ -96,7 +101,7 @@ def freshness_for(
 
     def at(age: float) -> float:
         tel = Telemetry(refresh=age) if refresh else Telemetry(delay=age)
-        return float(predict_online(instance, mix, tel, target=tau, evaluation=ev).coverage)
+        return float(predict_online(instance, mix, tel, target=tau, evaluation=ev, method=method).coverage)
 
     fresh = float(ev.coverage(tau))
     out = {"coverage": float(coverage), "fresh_coverage": fresh, "setting": setting, "upper": upper, "max_age": None}

@@ -8,7 +8,7 @@ spent or the callback asks to stop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,7 +26,8 @@ Callback = Callable[[Progress], Any]
 class Problem(Protocol):
     """What a solver needs from a formulation (placement, a migration epoch, ...)."""
 
-    constraints: LinearConstraints
+    @property
+    def constraints(self) -> LinearConstraints: ...
 
     @property
     def variable_names(self) -> tuple[str, ...]: ...
@@ -101,7 +102,7 @@ class Tracker:
         self._accept(score)
         return score
 
-    def evaluate_many(self, points: Sequence[npt.ArrayLike]) -> list[Score]:
+    def evaluate_many(self, points: Iterable[npt.ArrayLike]) -> list[Score]:
         """Score several feasible mixes in one batched evaluation (docs/model.md §16), recorded in order.
 
         Every fixed point starts from the tracker's warm start.  Only as many points as the budget

@@ -418,6 +418,7 @@ def collect(study: optuna.Study, tracker: Tracker) -> Counter[TrialState]:
     """Replay every COMPLETE trial (trial-number order) into ``tracker``; the study's state counts."""
     for trial in sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), key=lambda t: t.number):
         attrs = trial.user_attrs
+        assert trial.value is not None  # a COMPLETE trial has its value
         tracker.replay(attrs[MIX_ATTR], trial.value, attrs[COVERAGE_ATTR], attrs[FEASIBLE_ATTR])
     tracker.nit = tracker.nfev
     return states(study)

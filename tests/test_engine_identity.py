@@ -16,6 +16,12 @@ oldest first, which could evict the admitted request's own hit blocks (a hit on 
 cached, and the cache's block count below what it held).  It changed the three LRU rows whose
 nodes filled up (lru + dynamo, planned+lru + sglang, lru + llm-d); the other digests are the
 earlier ones (tests/test_engine.py::test_admission_never_evicts_the_requests_own_hit_blocks).
+
+The engine's fit then moved to repetition medians and an ``e2e_time`` weight chosen by
+leave-one-out (docs/model.md §17.9), which changes its step times once more.  This guard is about
+the event loop, not the coefficients, so both step times here stay the earlier fits (repetition
+means, weight 1: ``read_timings(..., statistic="mean")`` and ``fit_step_time``'s defaults) and the
+digests stand.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from edgeprefix.benchmarks.speed import engine_speed
 from edgeprefix.placement.model.instance import load_instance
 from edgeprefix.placement.pipeline.trace_workload import decode_per_token, load_trace_workload
 from edgeprefix.placement.simulation.engine.blocks import read_block_trace
-from edgeprefix.placement.simulation.engine.step_time import fit_step_time, read_timings, step_time_from_section
+from edgeprefix.placement.simulation.engine.step_time import fit_step_time, read_timings
 from edgeprefix.placement.simulation.replay import ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import replay_replicated
 
@@ -60,8 +66,8 @@ def trace():
     blocks = read_block_trace(MOONCAKE_TRACE, inst)
     wl, blocks = engine_speed.tiled(wl, blocks, 1200)
     e = inst.engine
-    rows = [r for r in read_timings(SPLITWISE_TIMINGS, e.model, e.hardware, e.tensor_parallel) if r.consistent]
-    steps = {True: step_time_from_section(e, SPLITWISE_TIMINGS), False: fit_step_time(rows, batching=False)}
+    rows = [r for r in read_timings(SPLITWISE_TIMINGS, e.model, e.hardware, e.tensor_parallel, statistic="mean") if r.consistent]
+    steps = {True: fit_step_time(rows), False: fit_step_time(rows, batching=False)}
     return inst, wl, blocks, steps, decode_per_token(inst, float(wl.output.mean()))
 
 

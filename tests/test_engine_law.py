@@ -415,9 +415,9 @@ def test_output_states_the_engine_laws_validated_region(mooncake, capsys):
     from edgeprefix.placement.model.evaluation import ENGINE_LAW_VALIDATED_LOAD
 
     light = evaluate(mooncake.with_network(request_intensity=0.02), None, queue_law="engine").to_dict()["engine_law_region"]
-    heavy = evaluate(mooncake.with_network(request_intensity=0.12), None, queue_law="engine").to_dict()["engine_law_region"]
+    heavy = evaluate(mooncake.with_network(request_intensity=0.16), None, queue_law="engine").to_dict()["engine_law_region"]
     assert light["inside"] and light["busiest_load"] <= ENGINE_LAW_VALIDATED_LOAD < heavy["busiest_load"] and not heavy["inside"]
     assert "beyond it" in heavy["note"] and "beyond it" not in light["note"]
     assert "engine_law_region" not in evaluate(mooncake, None).to_dict()
-    assert main(["evaluate", str(INSTANCE), "--queue-law", "engine", "--intensity", "0.12"]) == 0
+    assert main(["evaluate", str(INSTANCE), "--queue-law", "engine", "--intensity", "0.16"]) == 0
     assert "engine law: busiest GPU load" in capsys.readouterr().out

@@ -1,5 +1,8 @@
-"""The instance JSON Schema: valid, accepts every shipped instance, rejects what the loader rejects,
-and docs/instances.md is generated from it; ``edgeprefix instance show|schema`` round-trips."""
+"""The instance format, written once in the field table ``instance_fields.FORMAT``: the shipped JSON Schema
+is the one generated from it, valid, accepts every shipped instance and rejects what the loader rejects;
+every field of the table is read by the loader, and every bad value (missing, retyped, out of range,
+unknown) is one line naming its field; docs/instances.md is generated from it; ``edgeprefix instance
+show|schema`` round-trips."""
 
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ from edgeprefix.placement.model.instance import (
     instance_to_mapping,
     load_instance,
 )
-from edgeprefix.placement.model.instance_schema import field_reference, fields, instance_schema, schema_text
+from edgeprefix.placement.model.instance_fields import FORMAT, NO_DEFAULT, find, json_schema, walk
+from edgeprefix.placement.model.instance_schema import field_reference, fields, instance_schema, schema_text, shipped_schema_text
+from edgeprefix.placement.model.ranges import FIELD_RANGES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "instances.md"
@@ -49,7 +54,13 @@ def test_the_schema_is_a_valid_draft_2020_12_schema():
     schema = instance_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert json.loads(schema_text()) == schema
+    assert json.loads(schema_text()) == schema == json_schema()
+
+
+def test_the_shipped_schema_file_is_the_one_generated_from_the_field_table():
+    assert shipped_schema_text() == schema_text(), (
+        "placement/model/instance_schema.json is stale: run `edgeprefix instance schema > placement/model/instance_schema.json`"
+    )
 
 
 def test_the_command_lists_the_loaders_embedded_instances():
@@ -143,8 +154,39 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
     }
     extended["catalogue"] = {"bits": 64, "hashes": 2, "refresh": 5.0, "churn": 0.01}
     extended["telemetry"] = {"delay": 1.0, "refresh": 2.0}
+    extended["network"]["router"] = "tier"
+    extended["prefill"]["intercept"] = 0.01
+    extended["metadata"] = {"optimum": 0.5}
     instance_from_mapping(extended)
-    return [("", base), ("table: ", variant), ("serving: ", extended)]
+    engine = copy.deepcopy(base)  # an engine with a timing table, length sub-types, regional pools
+    engine["engine"] = {
+        "token_budget": 4096,
+        "max_running": 64,
+        "block_size": 16,
+        "watermark": 0.02,
+        "chunked_prefill": False,
+        "queue_law": "engine",
+        "timings": {"model": "llama2-70b", "hardware": "a100-80gb", "tensor_parallel": 4, "file": "timings.csv"},
+    }
+    engine["requests"][0]["lengths"] = {"input": [900.0, 1148.0], "decode": [2.0, 2.5], "weight": [1.0, 1.0]}
+    engine["remote"] = {"prefixes": ["sys"], "bandwidth": 5.0, "density": 0.1}
+    engine["serving"] = {"mode": "disaggregated", "decode_slots": 8.0, "handoff_bandwidth": 100.0}
+    instance_from_mapping(engine)
+    step = copy.deepcopy(base)  # an engine with explicit step-time coefficients
+    step["engine"] = {
+        "step_time": {"base": 0.01, "per_prefill_token": 1e-5, "per_attention": 1e-9, "per_sequence": 1e-4, "per_context_token": 1e-7}
+    }
+    instance_from_mapping(step)
+    return [("", base), ("table: ", variant), ("serving: ", extended), ("engine: ", engine), ("step: ", step)]
+
+
+def test_the_examples_carry_every_field_of_the_table():
+    """So that the mutations below reach every field, and a field added to the table but not read by the loader
+    (or not held by its dataclass) fails here: every example loads."""
+    carried = {
+        path.removesuffix("[]") for path, _ in walk(FORMAT) for _, data in examples() if _locate(data, _split(path.removesuffix("[]")))
+    }
+    assert {path.removesuffix("[]") for path, _ in walk(FORMAT)} - carried == set()
 
 
 def mutations() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -173,22 +215,7 @@ def _mutations(base: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             container, key = _locate(data, steps)  # type: ignore[misc]
             container[key] = True
             yield f"boolean {field.path}", data
-    for where in (
-        "",
-        "network",
-        "gpu",
-        "prefill",
-        "placement",
-        "prefixes[]",
-        "requests[]",
-        "profiles[]",
-        "gpu.tiers[]",
-        "remote",
-        "compression",
-        "serving",
-        "catalogue",
-        "telemetry",
-    ):
+    for where in ("", *(path for path, f in walk(FORMAT) if f.is_table)):  # every table of the format
         data = copy.deepcopy(base)
         node: Any = data
         for step in _split(where) if where else []:
@@ -230,11 +257,122 @@ def test_the_mutations_cover_every_field_of_the_example():
     } <= names
 
 
+@pytest.mark.parametrize("label,data", examples(), ids=[label or "base" for label, _ in examples()])
+def test_every_field_of_the_examples_is_written_back(label, data):
+    """What the loader reads, the writer writes: an instance read from every example round-trips."""
+    instance = instance_from_mapping(data)
+    again = instance_from_mapping(json.loads(json.dumps(instance_to_mapping(instance))))
+    assert again == instance and again.metadata == instance.metadata
+
+
+def named_field(name: str) -> str:
+    """The field path (a regular expression: ``[]`` any index) a mutation's one-line error must name."""
+    match = re.fullmatch(r"(?:\w+: )?(drop|retype|boolean|unknown field in) (.*)", name)
+    assert match is not None, name
+    kind, path = match.groups()
+    if kind == "unknown field in":
+        path = "unknown_field" if path == "the top level" else path + ".unknown_field"
+    if kind == "drop" and path == "prefill.table":
+        path = "prefill.linear"  # no law left: the first law's required field is missing
+    return re.escape(path).replace(r"\[\]", r"\[\d+\]")
+
+
 @pytest.mark.parametrize("name,data", MUTATIONS, ids=[name for name, _ in MUTATIONS])
-def test_the_schema_rejects_what_the_loader_rejects(name, data):
-    with pytest.raises(InstanceError):
+def test_the_schema_rejects_what_the_loader_rejects_in_one_line_naming_the_field(name, data):
+    with pytest.raises(InstanceError) as info:
         instance_from_mapping(data)
+    assert re.fullmatch(named_field(name), info.value.field), str(info.value)
+    assert str(info.value).startswith(info.value.field + ": ") and "\n" not in str(info.value)
     assert schema_errors(data), f"the schema accepts {name}"
+
+
+def beyond(path: str) -> list[Any]:
+    """Values just outside the range of the numeric field ``path``: below it, above it, not whole."""
+    allowed = FIELD_RANGES[path]
+    out: list[Any] = [-1.0 if allowed.low >= 0 else allowed.low * 10]
+    if not allowed.infinite:
+        out.append(allowed.high + 1 if allowed.whole else allowed.high * 10)
+    if allowed.whole:
+        out.append(allowed.low + 0.5)
+    return out
+
+
+OUT_OF_RANGE = [(path, value) for path in FIELD_RANGES for value in beyond(path)]
+
+
+@pytest.mark.parametrize("path,value", OUT_OF_RANGE, ids=[f"{p}={v!r}" for p, v in OUT_OF_RANGE])
+def test_every_numeric_field_out_of_its_range_is_one_line_naming_the_field(path, value):
+    """A property of the field table: for each ranged field (in the first example that carries it), a value
+    outside the range is refused in one line naming the field (the section's own check may come first)."""
+    base = next(data for _, data in examples() if _locate(data, _split(path.removesuffix("[]"))))
+    data = copy.deepcopy(base)
+    steps = _split(path.removesuffix("[]"))
+    container, key = _locate(data, steps)  # type: ignore[misc]
+    if path.endswith("[]"):
+        container, key = container[key], 0
+    container[key] = value
+    with pytest.raises(InstanceError) as info:
+        instance_from_mapping(data)
+    section, leaf = path.split(".", 1)[0].removesuffix("[]"), path.rsplit(".", 1)[-1].removesuffix("[]")
+    assert info.value.field.startswith(section) and leaf in info.value.field, str(info.value)
+    assert str(info.value).startswith(info.value.field + ": ") and "\n" not in str(info.value)
+    assert schema_errors(data), f"the schema accepts {path} = {value!r}"
+
+
+def test_the_enumerations_of_the_table_are_the_codes():
+    from edgeprefix.placement.model import engine_section, serving
+    from edgeprefix.placement.model.router import PREDICTION_ROUTERS
+
+    assert tuple(find("network.router").extra["enum"]) == PREDICTION_ROUTERS
+    assert tuple(find("serving.mode").extra["enum"]) == serving.SERVING_MODES
+    assert tuple(find("serving.queue").extra["enum"]) == serving.QUEUE_LAWS
+    assert tuple(find("engine.queue_law").extra["enum"]) == engine_section.QUEUE_LAWS
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "network",
+        "gpu",
+        "gpu.tiers[]",
+        "prefixes[]",
+        "requests[]",
+        "profiles[]",
+        "placement",
+        "remote",
+        "compression",
+        "serving",
+        "catalogue",
+        "telemetry",
+    ],
+)
+def test_a_dataclass_built_in_python_has_the_defaults_of_a_file(path):
+    """The sections the loader reads generically take the table's defaults; their dataclasses state the same."""
+    import dataclasses
+
+    from edgeprefix.placement.model import catalogue, instance, profiles, serving, telemetry, workload
+
+    cls = {
+        "network": instance.Network,
+        "gpu": instance.Gpu,
+        "gpu.tiers[]": serving.MemoryTier,
+        "prefixes[]": workload.Prefix,
+        "requests[]": workload.RequestType,
+        "profiles[]": profiles.Profile,
+        "placement": instance.PlacementSpec,
+        "remote": serving.RemotePool,
+        "compression": serving.Compression,
+        "serving": serving.Serving,
+        "catalogue": catalogue.Catalogue,
+        "telemetry": telemetry.Telemetry,
+    }[path]
+    own = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    own |= {f.name: f.default_factory() for f in dataclasses.fields(cls) if f.default_factory is not dataclasses.MISSING}
+    table = {
+        f.name: tuple(f.default) if isinstance(f.default, list) else f.default for f in find(path).fields if f.default is not NO_DEFAULT
+    }
+    assert {k: own.get(k) for k in table} == table
+    assert {f.name for f in find(path).fields} - {"per_node", "lengths"} <= {f.name for f in dataclasses.fields(cls)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,5 +442,18 @@ def test_the_command_module_imports_no_numpy():
     import sys
 
     code = "import sys, edgeprefix.commands.instance; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+def test_the_schema_is_generated_without_numpy():
+    """The field table is standard library only: ``edgeprefix instance schema`` needs no numpy."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from edgeprefix.placement.model.instance_schema import schema_text, field_reference; "
+        "schema_text(); field_reference(); print('numpy' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"

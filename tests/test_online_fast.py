@@ -81,3 +81,47 @@ def test_remembered_candidates_equal_a_fresh_query():
     moved[0] += 1e-9
     assert not np.array_equal(nearest.nearest_per_profile(layout, moved, 1, 3)[1][0], one[1][0])
     nearest.forget()
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_grid_query_gives_the_kd_tree_neighbours_bit_for_bit(k):
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(k)
+    for nodes, side in ((1, 3.0), (7, 10.0), (333, 31.6), (1500, 5.0)):
+        data = rng.random((nodes, 2)) * side
+        points = rng.random((20_000, 2)) * side
+        points[:4] = [[0.0, 0.0], [side * (1 - 1e-16), 0.0], data[0], [0.0, np.nextafter(side, 0)]]  # corners, a node
+        tree = cKDTree(data, boxsize=side)
+        kk = min(k, nodes)
+        want_d, want_j = tree.query(points, k=kk)
+        got_d, got_j = nearest.grid_query(data, tree, points, kk, side)
+        assert np.array_equal(got_d, want_d.reshape(-1, kk)) and np.array_equal(got_j, want_j.reshape(-1, kk))
+
+
+def test_grid_and_kd_tree_candidates_give_the_same_simulation(monkeypatch):
+    instance = default_instance().with_network(request_intensity=2.0)
+    router = ROUTERS[0]
+    nearest.forget()
+    grid = simulate_network(instance, None, router, SPEC, seed=3)
+    with monkeypatch.context() as patch:
+        patch.setattr(nearest, "GRID", False)
+        nearest.forget()
+        tree = simulate_network(instance, None, router, SPEC, seed=3)
+    nearest.forget()
+    assert grid.requests > 1000
+    for name in FIELDS:
+        assert np.array_equal(getattr(grid, name), getattr(tree, name), equal_nan=True), name
+
+
+def test_start_counts_give_the_departure_heaps_choices(monkeypatch):
+    """n_x read from the start epochs (services ≥ 0) equals the heap of departures, choice for choice."""
+    instance = default_instance().with_network(request_intensity=4.0)
+    router = ROUTERS[1]
+    counted = simulate_network(instance, None, router, SPEC, seed=7)
+    with monkeypatch.context() as patch:
+        patch.setattr(online_fast, "COUNTED", False)
+        heaps = simulate_network(instance, None, router, SPEC, seed=7)
+    assert (counted.wait > 0).mean() > 0.01
+    for name in FIELDS:
+        assert np.array_equal(getattr(counted, name), getattr(heaps, name), equal_nan=True), name

@@ -13,7 +13,7 @@ import pytest
 
 from edgeprefix.benchmarks.accuracy.extensions.queue_and_catalogue import INSTANCES, NAMES, instance_mappings
 from edgeprefix.placement.errors import InstanceError
-from edgeprefix.placement.model import evaluation as evaluation_module
+from edgeprefix.placement.model import pipeline as pipeline_module
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, load_instance, write_instance
 from edgeprefix.placement.model.mgc import (
@@ -267,13 +267,13 @@ def test_unit_service_scv_evaluates_as_erlang_c():
 
 def test_newton_sees_the_exact_jacobian_of_the_mgc_fixed_point(monkeypatch):
     captured = {}
-    original = evaluation_module.solve_fixed_point
+    original = pipeline_module.solve_fixed_point
 
     def spy(fn, start, **kwargs):
         captured["fn"], captured["jacobian"] = fn, kwargs.get("jacobian")
         return original(fn, start, **kwargs)
 
-    monkeypatch.setattr(evaluation_module, "solve_fixed_point", spy)
+    monkeypatch.setattr(pipeline_module, "solve_fixed_point", spy)
     inst = (
         base()
         .with_network(request_intensity=4.0)

@@ -101,16 +101,18 @@ def test_the_trend_test_sees_growing_waits_and_passes_a_light_load(sample):
 
 @pytest.mark.slow
 def test_small_version_of_the_mooncake_table():
-    """The shipped Mooncake trace, `profiles --split 0.5` (16 length bins), the solved mix, warm replay of the second half
-    on 50 nodes, 3 replications, Λ₀/2, tier router (a budget of 30): the planner reports the plan stable and the replayed coverage is within
-    max(0.02, 3 SE) of the prediction (benchmarks/README.md section 4b has the full table)."""
+    """The shipped Mooncake trace, `profiles --split 0.5` (the default 8 length bins), the solved mix, warm replay of
+    the second half on 50 nodes, 3 replications, Λ₀/2, tier router (a budget of 30): the planner reports the plan stable,
+    the replayed coverage is within max(0.02, 3 SE) of the prediction and the mean TTFT within 10 % (benchmarks/README.md
+    section 4b has the full table)."""
     from edgeprefix.benchmarks.accuracy.replay.replay_steady import cases
 
     rows = cases(nodes=50, replications=3, budget=30, loads=(0.5,), routers=("tier",))
     for row in rows:
         assert row["stable_planned"] and row["stationary_replications"] >= 2
         assert abs(row["coverage_predicted"] - row["coverage_replayed"]) <= max(0.02, 3 * row["coverage_se"])
-        assert abs(row["coverage_predicted_replayed_stats"] - row["coverage_replayed"]) <= max(0.02, 3 * row["coverage_se"])
-        # mean TTFT within 10 % (the replayed half is shorter: the training half's lengths over-predict it)
+        # mean TTFT within 10 % (the replayed half is shorter: the training half's lengths over-predict it) ...
         assert row["mean_ttft_replayed"] == pytest.approx(row["mean_ttft_predicted"], rel=0.10)
         assert row["mean_ttft_replayed"] < row["mean_ttft_predicted"]
+        # ... and the replayed half's own statistics say so: drift, not the model (docs/model.md (17.19))
+        assert row["mean_ttft_predicted_replayed_stats"] < row["mean_ttft_predicted"]

@@ -33,8 +33,8 @@ def many_profiles(types: int, profiles: int, alpha: float, seed: int = 0):
 
     def chain(v: str) -> list[str]:
         out = [v]
-        while parent[out[-1]] is not None:
-            out.append(parent[out[-1]])
+        while (up := parent[out[-1]]) is not None:
+            out.append(up)
         return out
 
     rng = np.random.default_rng(seed)

@@ -78,6 +78,7 @@ def measure(name: str, instance, repeats: int) -> Row:
     score_ms = _cpu_ms(lambda: problem.score(good.x), repeats)
     certificate_ms = _cpu_ms(lambda: certify_point(problem, score), repeats)
     residual = lambda r: None if r.certificate is None else r.certificate.residual  # noqa: E731
+    assert poor.certificate is not None and good.polish is not None  # solve() certifies its result, certify() polishes it
     return Row(
         name,
         problem.dimension,

@@ -40,9 +40,11 @@ class ScipySlsqpBaseline(Solver):
     def run(self, problem: Problem, projection: Projection, tracker: Tracker, rng: np.random.Generator) -> Status:
         n = problem.dimension
         rows, bounds = linear_constraints(projection)
-        result = minimize(
-            lambda x: -tracker.evaluate(x).value, projection(np.full(n, 1.0 / n)), method="SLSQP", bounds=bounds, constraints=rows
-        )
+
+        def negated(x: np.ndarray) -> float:
+            return -tracker.evaluate(x).value
+
+        result = minimize(negated, projection(np.full(n, 1.0 / n)), method="SLSQP", bounds=bounds, constraints=rows)
         tracker.nit = int(result.nit)
         tracker.extras["message"] = str(result.message)
         return Status.COMPLETED
@@ -64,7 +66,11 @@ class DifferentialEvolutionBaseline(Solver):
             point[free] = z
             return -tracker.evaluate(projection(point)).value
 
-        result = differential_evolution(objective, list(zip(box.lower[free], box.upper[free])), seed=int(rng.integers(2**31 - 1)))
+        result = differential_evolution(
+            objective,
+            list(zip(box.lower[free], box.upper[free])),  # type: ignore[arg-type]  # scipy takes (min, max) pairs; its stub only Bounds
+            seed=int(rng.integers(2**31 - 1)),
+        )
         tracker.nit = int(result.nit)
         return Status.COMPLETED
 

@@ -135,6 +135,7 @@ def constraint_activity(
         ("memory_budget", spec.memory_budget, float(mix @ instance.memory)),
         ("fallback", spec.fallback_min, float(mix[instance.fallback_index])),
     ):
+        assert bound is not None  # both constraints are set on the instances checked here
         relaxed_cov, relaxed_mix = best_mix(_without(instance, name), budget=budget)
         out.append(
             ConstraintActivity(name, float(bound), value, abs(float(bound) - value), coverage, relaxed_cov, tuple(relaxed_mix.tolist()))

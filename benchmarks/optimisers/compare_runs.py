@@ -166,7 +166,7 @@ def grid_resolution_for(problem: PlacementProblem, budget: int) -> int:
 
 
 def _timed_run(
-    problem: PlacementProblem, method: str, budget: int, seed: int | None, **options: object
+    problem: PlacementProblem, method: str, budget: int, seed: int | None, **options: Any
 ) -> tuple[Result, FloatArray, FloatArray]:
     stamps: list[float] = []
     cpu: list[float] = []
@@ -183,7 +183,7 @@ def _timed_run(
     return result, np.asarray(stamps, dtype=float), np.asarray(cpu, dtype=float)
 
 
-def split_method(method: str) -> tuple[str, dict[str, str]]:
+def split_method(method: str) -> tuple[str, dict[str, Any]]:
     """``cmaes:box`` → (``cmaes``, ``{"space": "box"}``): an Optuna method in another search space
     (:data:`edgeprefix.solvers.optuna_common.SPACES`); a plain name has no options."""
     base, sep, space = method.partition(":")
@@ -202,7 +202,7 @@ def run_method(
     problem = placement_problem(load_benchmark(name, load), queue_model=queue_model)
     base, options = split_method(method)
     if base == "grid":
-        options = {"resolution": resolution}  # type: ignore[dict-item]  # an int option
+        options = {"resolution": resolution}
     result, stamps, cpu = _timed_run(problem, base, budget, None if base == "grid" else seed, **options)
     curve = feasible_best_so_far(result.feasible, result.coverages)
     best = tuple(np.asarray(result.x, dtype=float).tolist()) if result.success else ()

@@ -28,6 +28,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+from unittest import mock
 
 import numpy as np
 
@@ -41,6 +43,7 @@ from edgeprefix.solvers.projection import Projection
 from edgeprefix.solvers.tracking import Tracker
 
 GOALS = {"medium_forest": 8.0, "mooncake_large": 3.0}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class SolveRow:
     batched_best: float
 
 
-def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+def _timed(fn: Callable[[], T]) -> tuple[float, T]:
     start = time.perf_counter()
     out = fn()
     return time.perf_counter() - start, out
@@ -99,10 +102,10 @@ def compare_paths(
     for _ in range(repeats):
         seconds, one = _timed(single)
         single_times.append(seconds)
-        seconds, (many, fallbacks) = _timed(batched)  # type: ignore[misc]
+        seconds, (many, fallbacks) = _timed(batched)
         batched_times.append(seconds)
-    diff = float(np.max(np.abs(np.array(one.coverages) - np.array(many.coverages))))  # type: ignore[attr-defined,has-type]
-    return BatchRow(case, len(points), chunk, float(np.median(single_times)), float(np.median(batched_times)), diff, int(fallbacks), goal)  # type: ignore[has-type]
+    diff = float(np.max(np.abs(np.array(one.coverages) - np.array(many.coverages))))
+    return BatchRow(case, len(points), chunk, float(np.median(single_times)), float(np.median(batched_times)), diff, int(fallbacks), goal)
 
 
 def batch_rows(mode: str, repeats: int = 1, queue_model: str = "meanfield") -> list[BatchRow]:
@@ -127,7 +130,7 @@ def solve_rows(mode: str) -> list[SolveRow]:
     from edgeprefix.solvers import optuna_search
 
     budget = {"smoke": 20, "quick": 100, "full": 300}[mode]
-    runs: list[tuple[str, str, int | None, dict[str, int]]] = [
+    runs: list[tuple[str, str, int | None, dict[str, Any]]] = [
         ("medium_forest", "grid", None, {"resolution": 5 if mode == "smoke" else 20})
     ]
     runs += [(name, method, budget, {}) for name in ("medium_forest", "mooncake_large") for method in ("random", "cmaes", "qmc")]
@@ -136,13 +139,9 @@ def solve_rows(mode: str) -> list[SolveRow]:
         problem = placement_problem(load_benchmark(name))
         batched_seconds, batched = _timed(lambda: solve(problem, method, budget=run_budget, seed=0, **options))
         unbatched_problem = _Unbatched(problem)
-        saved = optuna_search.QmcSolver.batch_size
-        optuna_search.QmcSolver.batch_size = lambda self, study: 1
-        try:
+        with mock.patch.object(optuna_search.QmcSolver, "batch_size", lambda self, study: 1):
             unbatched_seconds, unbatched = _timed(lambda: solve(unbatched_problem, method, budget=run_budget, seed=0, **options))
-        finally:
-            optuna_search.QmcSolver.batch_size = saved
-        rows.append(SolveRow(name, method, len(batched.values), unbatched_seconds, batched_seconds, unbatched.coverage, batched.coverage))  # type: ignore[attr-defined]
+        rows.append(SolveRow(name, method, len(batched.values), unbatched_seconds, batched_seconds, unbatched.coverage, batched.coverage))
     return rows
 
 
@@ -152,7 +151,7 @@ class _Unbatched:
     def __init__(self, problem: PlacementProblem) -> None:
         self._problem = problem
 
-    def __getattr__(self, name: str) -> object:
+    def __getattr__(self, name: str) -> Any:
         if name == "score_many":
             raise AttributeError(name)
         return getattr(self._problem, name)

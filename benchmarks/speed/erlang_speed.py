@@ -89,9 +89,10 @@ def evaluation_rows(memories: list[float], reps: int, recursion_limit: int) -> l
     for memory in memories:
         inst = base if memory == base.gpu.memory else _with_memory(base, memory)
         tau = inst.placement.target
-        coverage = evaluate(inst).coverage(tau)
+        coverage = float(evaluate(inst).coverage(tau))
         package = _median_seconds(lambda: evaluate(inst).coverage(tau), reps)
-        recursion_ms = difference = None
+        recursion_ms: float | None = None
+        difference: float | None = None
         if int(inst.concurrency.max()) <= recursion_limit:
             saved = queueing.LARGE_SERVERS
             queueing.LARGE_SERVERS = 1 << 62  # the recursion for every c
@@ -100,7 +101,7 @@ def evaluation_rows(memories: list[float], reps: int, recursion_limit: int) -> l
                 recursion_ms = 1e3 * _median_seconds(
                     lambda: evaluate(inst).coverage(tau), max(1, reps if inst.concurrency.max() < 1e4 else 1)
                 )
-                difference = abs(slow.coverage(tau) - coverage)
+                difference = abs(float(slow.coverage(tau)) - coverage)
             finally:
                 queueing.LARGE_SERVERS = saved
         rows.append(EvaluationRow(memory, int(inst.concurrency.max()), 1e3 * package, recursion_ms, coverage, difference))

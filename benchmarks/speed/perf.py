@@ -30,11 +30,12 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from edgeprefix.benchmarks.accuracy.quadrature.reference_kernel import QuadReferenceKernel
 from edgeprefix.benchmarks.speed import projection_speed, scale_speed, startup
@@ -136,7 +137,7 @@ def render(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def queue_model_cases(quick: bool) -> list[tuple[str, Instance, object]]:
+def queue_model_cases(quick: bool) -> list[tuple[str, Instance, Mapping[str, float] | npt.ArrayLike | None]]:
     """Every benchmark instance (with the mix its comparisons use) and the synthetic α = 2.5 case."""
     import json as _json
 
@@ -279,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print()
         print(
-            "network simulator: validate with the online router's fast path and remembered candidates vs the "
-            "per-request loop (CPU seconds, one run)"
+            "network simulator: validate with its fast paths (online router, grid and remembered candidates, FCFS "
+            "across nodes) vs the per-request loop (CPU seconds, one run; the done-when ratio against the tree "
+            "before them is in benchmarks/README.md)"
         )
         print(validate_speed.render(validate_speed.measure(full=validate_mode == "full")))
     if args.target_size != "none":

@@ -71,8 +71,10 @@ def measure(case: str, constraints: LinearConstraints, count: int, seed: int = 0
     points = proposals(constraints.n_decision, count, seed)
     exact_ms, x = _per_call_ms(exact, points)
     cvxpy_ms, y = _per_call_ms(reference, points)
-    knap = exact.exact.knapsack if exact.exact is not None else None
-    binding = 0.0 if knap is None else float(np.mean(np.abs(x @ knap - exact.exact.budget) <= 1e-9))
+    simplex = exact.exact
+    knap = simplex.knapsack if simplex is not None else None
+    budget = simplex.budget if simplex is not None else None
+    binding = 0.0 if knap is None or budget is None else float(np.mean(np.abs(x @ knap - budget) <= 1e-9))
     gain = np.sum((y - points) ** 2, axis=1) - np.sum((x - points) ** 2, axis=1)
     return ProjectionRow(case, constraints.n_decision, count, exact_ms, cvxpy_ms, binding, float(np.abs(x - y).max()), float(gain.max()))
 

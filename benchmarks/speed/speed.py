@@ -109,7 +109,7 @@ def measure(sweep: str, inst: Instance, nodes: int, *, reps: int, reference: boo
     kernel = AnalyticKernel(nodes=nodes)
     tau = inst.placement.target
     ev = evaluate(inst, kernel=kernel)
-    cov = ev.coverage(tau)
+    cov = float(ev.coverage(tau))
     ms = median_ms(lambda: evaluate(inst, kernel=kernel).coverage(tau), reps=reps)
     n_map = ev.fixed_point.evaluations if ev.fixed_point else 1
     ref_ms, diff = float("nan"), float("nan")
@@ -118,7 +118,7 @@ def measure(sweep: str, inst: Instance, nodes: int, *, reps: int, reference: boo
 
         def ref() -> None:
             r = evaluate(inst, kernel=QuadReferenceKernel(), warm_start=ev.advertised_wait, tol=1e-7)
-            holder["cov"] = r.coverage(tau)
+            holder["cov"] = float(r.coverage(tau))
 
         ref_ms = median_ms(ref, reps=1)
         diff = abs(holder["cov"] - cov)

@@ -2,9 +2,11 @@
 
 Run ``python -m edgeprefix.benchmarks.speed.validate_speed [--full]`` (``python -m edgeprefix.benchmarks.speed.perf``
 prints the same table).  Both runs are the same command in this process (CPU seconds, ``time.process_time``:
-the machine is shared): once with the online router's per-request ``choose`` loop and a fresh KD-tree query
-per simulation (what ``validate`` did before :mod:`edgeprefix.placement.simulation.online_fast` and
-:mod:`edgeprefix.placement.simulation.nearest`), once with the fast path and the remembered queries.  The
+the machine is shared): once with the online router's per-request ``choose`` loop, a fresh KD-tree query
+per simulation and the per-request FCFS heap pass (what ``validate`` did before
+:mod:`edgeprefix.placement.simulation.online_fast`, :mod:`edgeprefix.placement.simulation.nearest` and
+:mod:`edgeprefix.placement.simulation.fcfs_nodes`), once with the fast paths, the grid candidate queries and
+the remembered queries.  The
 two JSON reports must be identical (timing fields aside).  Default: a reduced ``validate`` on
 ``paper_baseline`` (300 nodes, 40 + 30 s); ``--full``: the command's defaults (1000 nodes, 60 + 80 s, minutes).
 """
@@ -30,9 +32,9 @@ def _strip(value: object) -> object:
 
 def _run(argv: list[str], fast: bool) -> tuple[float, object]:
     from edgeprefix.cli import main
-    from edgeprefix.placement.simulation import nearest, online_fast
+    from edgeprefix.placement.simulation import fcfs_nodes, nearest, online_fast
 
-    online_fast.FAST_PATH, nearest.REMEMBER = fast, fast
+    online_fast.FAST_PATH, nearest.REMEMBER, nearest.GRID, fcfs_nodes.VECTORISED = fast, fast, fast, fast
     nearest.forget()
     out, err = io.StringIO(), io.StringIO()
     start = time.process_time()
@@ -40,7 +42,7 @@ def _run(argv: list[str], fast: bool) -> tuple[float, object]:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["validate", "--json", *argv])
     finally:
-        online_fast.FAST_PATH, nearest.REMEMBER = True, True
+        online_fast.FAST_PATH, nearest.REMEMBER, nearest.GRID, fcfs_nodes.VECTORISED = True, True, True, True
         nearest.forget()
     seconds = time.process_time() - start
     if code != 0:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgeprefix.placement.errors import InstanceError
 from edgeprefix.placement.jsonable import json_ready
+from edgeprefix.placement.model.evaluation_registry import QUEUE_LAW_REGISTRY, ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.router import (
     DISAGREEMENT,
     PREDICTION_ROUTERS,
@@ -183,7 +184,7 @@ def fmt(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
-QUEUE_MODELS = ("meanfield", "cell")  # mirrors edgeprefix.placement.model.cell.QUEUE_MODELS (kept here for a fast start)
+QUEUE_MODELS = ROUTER_PREDICTION_REGISTRY.names()  # the registered router predictions (numpy-free: a fast start)
 
 
 def add_queue_model_argument(parser: argparse.ArgumentParser) -> None:
@@ -198,7 +199,7 @@ def add_queue_model_argument(parser: argparse.ArgumentParser) -> None:
     add_queue_law_argument(parser)
 
 
-QUEUE_LAWS = ("slots", "engine")  # mirrors edgeprefix.placement.model.engine_law.QUEUE_LAWS
+QUEUE_LAWS = QUEUE_LAW_REGISTRY.names()  # the registered queue laws (docs/model.md §8.6)
 
 
 def add_queue_law_argument(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from edgeprefix.commands._telemetry import telemetry_from_args
+from edgeprefix.commands._telemetry import telemetry_from_args, telemetry_model
 from edgeprefix.placement.model.telemetry import Telemetry
 
 
@@ -13,10 +13,17 @@ def run_telemetry(args: argparse.Namespace, instance) -> Telemetry:
     return telemetry_from_args(args, getattr(instance, "telemetry", None))
 
 
-def online_prediction(instance, mix, telemetry: Telemetry, *, target: float | None = None, evaluation=None) -> dict:
+def run_model(args: argparse.Namespace) -> str:
+    """``--telemetry-model``: how the prediction models the telemetry's age (docs/model.md (11.19))."""
+    return telemetry_model(args)
+
+
+def online_prediction(
+    instance, mix, telemetry: Telemetry, *, target: float | None = None, evaluation=None, method: str = "meanfield"
+) -> dict:
     """JSON block: the online router's coverage, mean TTFT and tier loads at ``telemetry`` (docs/model.md §11).
 
-    ``evaluation``: a load-aware mean-field evaluation to reuse (any other is ignored).
+    ``evaluation``: a load-aware mean-field evaluation to reuse (any other is ignored); ``method``: ``--telemetry-model``.
     """
     from edgeprefix.placement.model.stale_router import predict_online
 
@@ -31,7 +38,7 @@ def online_prediction(instance, mix, telemetry: Telemetry, *, target: float | No
     )
     if reuse is not None and target is not None and float(reuse.target) != float(target):
         reuse = None
-    return predict_online(instance, mix, telemetry, target=target, evaluation=reuse).to_dict()
+    return predict_online(instance, mix, telemetry, target=target, evaluation=reuse, method=method).to_dict()
 
 
 def online_line(block: dict) -> str:
@@ -47,7 +54,8 @@ def online_line(block: dict) -> str:
         )
     if tel["delay"] == 0 and tel["refresh"] == 0:
         return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (the mean-field model, docs/model.md §11{note})"
+    sampled = "" if block.get("coverage_se") is None else f" ± {block['coverage_se']:.4f}, sampled"
     return (
         f"online router, telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s: coverage "
-        f"{block['coverage']:.4f} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11{note})"
+        f"{block['coverage']:.4f}{sampled} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11{note})"
     )

@@ -6,9 +6,14 @@ import argparse
 
 from edgeprefix.placement.model.telemetry import Telemetry
 
+TELEMETRY_MODELS = ("meanfield", "sampled")  # edgeprefix.placement.model.stale_router.METHODS
 
-def add_telemetry_options(parser: argparse.ArgumentParser) -> None:
-    """Add the two telemetry options (docs/model.md §11); both default to the instance's setting (fresh)."""
+
+def add_telemetry_options(parser: argparse.ArgumentParser, *, prediction: bool = True) -> None:
+    """Add the two telemetry options (docs/model.md §11); both default to the instance's setting (fresh).
+
+    ``prediction``: also ``--telemetry-model``, how the online router's prediction models the age (commands that
+    report it)."""
     group = parser.add_argument_group("telemetry (how old the queue information routers act on is)")
     group.add_argument(
         "--telemetry-delay",
@@ -24,6 +29,19 @@ def add_telemetry_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="queue reports are refreshed every SECONDS (default 0: continuous)",
     )
+    if prediction:
+        group.add_argument(
+            "--telemetry-model",
+            choices=TELEMETRY_MODELS,
+            default="meanfield",
+            help="the online router's prediction at an age: the board mean field (default) or the sampled network "
+            "(docs/model.md (11.19): accurate, seconds of CPU per prediction); fresh telemetry is eq. (39) either way",
+        )
+
+
+def telemetry_model(args: argparse.Namespace) -> str:
+    """``--telemetry-model`` (``meanfield`` when the command has no such option)."""
+    return str(getattr(args, "telemetry_model", None) or "meanfield")
 
 
 def telemetry_from_args(args: argparse.Namespace, default: Telemetry | None = None) -> Telemetry:

@@ -151,6 +151,8 @@ def config_from_args(args: argparse.Namespace, suite: tuple[str, ...] = ()) -> C
             "(or evaluate/solve an instance with an [engine] section)"
         )
     quick = bool(args.quick)
+    methods: tuple[str, ...]
+    budgets: tuple[int, ...]
     if suite:
         instances, methods, budgets = (*suite, *(args.instances or ())), SUITE_METHODS, SUITE_BUDGETS
     else:

@@ -22,7 +22,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.memory import evaluation_estimate
 from edgeprefix.placement.model.cell import accuracy_region
@@ -96,7 +96,7 @@ def _run(args: argparse.Namespace, instance: Instance) -> int:
         other_ev = evaluate(instance, mix, args.policy, target=args.target, method=args.method, queue_model=other_model)
         other = router_note(router, float(ev.coverage()), float(other_ev.coverage()))
         mean_field = ev if ev.queue_model == "meanfield" else other_ev  # the online prediction starts from it, not anew
-        online = online_prediction(instance, mix, telemetry, target=args.target, evaluation=mean_field)
+        online = online_prediction(instance, mix, telemetry, target=args.target, evaluation=mean_field, method=run_model(args))
     accuracy = cell_accuracy(ev)
     freshness = None
     if args.freshness_for is not None and converged:
@@ -104,7 +104,9 @@ def _run(args: argparse.Namespace, instance: Instance) -> int:
 
         try:
             freshness = {
-                kind: freshness_for(instance, mix, args.freshness_for, target=args.target, refresh=kind == "refresh")
+                kind: freshness_for(
+                    instance, mix, args.freshness_for, target=args.target, refresh=kind == "refresh", method=run_model(args)
+                )
                 for kind in ("delay", "refresh")
             }
         except ValueError as exc:

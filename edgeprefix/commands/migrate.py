@@ -34,7 +34,7 @@ from edgeprefix.commands._common import (
     router_line,
     router_note,
 )
-from edgeprefix.commands._online import online_prediction, run_telemetry
+from edgeprefix.commands._online import online_prediction, run_model, run_telemetry
 from edgeprefix.commands._overload import node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.solve import add_search_arguments, search_options
@@ -135,7 +135,7 @@ def _online_by_epoch(args: argparse.Namespace, problem, solution) -> dict:
     if telemetry.fresh:
         return {"telemetry": {"delay": 0.0, "refresh": 0.0}, "online_predicted": None}
     covs = [
-        online_prediction(problem.epoch_instance(e), decision["mix"], telemetry)["coverage"]
+        online_prediction(problem.epoch_instance(e), decision["mix"], telemetry, method=run_model(args))["coverage"]
         for e, decision in enumerate(solution.to_dict()["epochs"])
     ]
     return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": covs}

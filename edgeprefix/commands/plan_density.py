@@ -22,7 +22,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.solve import add_search_arguments, search_options
@@ -81,7 +81,11 @@ def run(args: argparse.Namespace) -> int:
         None
         if planned.get("mix") is None or planned.get("edge_density") is None
         else online_prediction(
-            instance.with_network(edge_density=float(planned["edge_density"])), planned["mix"], telemetry, target=problem.objective.target
+            instance.with_network(edge_density=float(planned["edge_density"])),
+            planned["mix"],
+            telemetry,
+            target=problem.objective.target,
+            method=run_model(args),
         )
     )
     extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}

@@ -34,6 +34,7 @@ import numpy as np
 from edgeprefix.commands._common import at_least, print_json, wrote
 from edgeprefix.formulations.tree_knapsack import solve_knapsack
 from edgeprefix.placement.heap import map_large_blocks
+from edgeprefix.placement.model.costs import PrefillModel
 from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
 from edgeprefix.placement.model.lengths import requests_entries, type_groups
 from edgeprefix.placement.pipeline.calibration import (
@@ -170,7 +171,8 @@ def _memory_cap(text: str, memory: float) -> float:
     return cap
 
 
-def _calibration(args: argparse.Namespace) -> tuple[Any, float, dict[str, Any]]:
+def _calibration(args: argparse.Namespace) -> tuple[PrefillModel, float, dict[str, Any]]:
+    g: PrefillModel
     if args.calibration is None:
         info: dict[str, Any] = {"source": "embedded fit of splitwise llama2-70b/a100-80gb/TP4", "law": "intercept"}
         g, decode = DEFAULT_PREFILL, DEFAULT_DECODE_PER_TOKEN

@@ -132,7 +132,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help="write replay.json and requests.csv (first replication)")
     from edgeprefix.commands._telemetry import add_telemetry_options
 
-    add_telemetry_options(parser)
+    add_telemetry_options(parser, prediction=False)  # replay simulates the telemetry; it predicts no online router
     parser.set_defaults(handler=run)
 
 
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     )
     mix = mix_from_args(args)
     common: dict[str, Any] = {"replications": args.replications, "seed": args.seed}
-    warm = {"warm": train} if cut else {}
+    warm: dict[str, Any] = {"warm": train} if cut else {}
     engine = _engine_inputs(args, instance, spec, cut)
     if engine is not None:
         common["engine"] = engine

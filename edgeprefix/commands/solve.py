@@ -24,7 +24,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from edgeprefix.commands._common import (
     target_text,
     wrote,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.formulations.objective import POLICIES
@@ -409,7 +409,7 @@ def _router_stated(args: argparse.Namespace, instance: Any) -> bool:
     return args.router is not None or args.queue_model is not None or instance.network.router is not None
 
 
-def _write_instance_back(instance: Any, mix: dict[str, float], router: str | None, path: str) -> None:
+def _write_instance_back(instance: Any, mix: Mapping[str, float], router: str | None, path: str) -> None:
     """``instance`` with ``mix`` as its default mix (and ``router`` as its network.router), written atomically."""
     import dataclasses
 
@@ -425,7 +425,7 @@ def _write_instance_back(instance: Any, mix: dict[str, float], router: str | Non
         raise ValueError(f"--instance-out {path!r}: the result above was not saved ({exc.strerror or exc})") from None
 
 
-def _other_router(instance: Any, mix: dict[str, float], policy: str, target: float, router: str, coverage: float) -> Any:
+def _other_router(instance: Any, mix: Mapping[str, float], policy: str, target: float, router: str, coverage: float) -> Any:
     """The other router's predicted coverage of the returned mix (a note when it differs by more than 0.05)."""
     from edgeprefix.placement.model.evaluation import evaluate
     from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
@@ -466,6 +466,7 @@ def certify_line(result: Result) -> str:
         if spent
         else "as returned (no polishing needed)"
     )
+    assert result.certificate is not None  # certified: the polish kept the certificate it checked
     return f"certified: KKT residual {result.certificate.residual:.2e} <= {facts['tolerance']:g} {how}"
 
 
@@ -505,13 +506,17 @@ def _online_at_best(args: argparse.Namespace, instance, payload: dict, target: f
     """``telemetry`` and ``online_predicted`` (the online router at the run's telemetry, docs/model.md §11) at the best mix."""
     telemetry = run_telemetry(args, instance)
     mix = payload.get("mix")
-    online = None if not mix or not payload.get("feasible", True) else online_prediction(instance, mix, telemetry, target=target)
+    online = (
+        None
+        if not mix or not payload.get("feasible", True)
+        else online_prediction(instance, mix, telemetry, target=target, method=run_model(args))
+    )
     out = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
     if getattr(args, "for_telemetry", None) is not None:
         from edgeprefix.solvers.telemetry_mix import mix_for_telemetry
 
         at_least(args, 1, "--for-telemetry")
-        chosen = mix_for_telemetry(instance, telemetry, resolution=args.for_telemetry, target=target).to_dict()
+        chosen = mix_for_telemetry(instance, telemetry, resolution=args.for_telemetry, target=target, method=run_model(args)).to_dict()
         chosen["mix"] = dict(zip(instance.profile_ids, chosen["mix"]))
         chosen["fresh_mix"] = dict(zip(instance.profile_ids, chosen["fresh_mix"]))
         out["telemetry_mix"] = chosen

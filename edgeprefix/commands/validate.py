@@ -42,7 +42,7 @@ from edgeprefix.commands._common import (
     router_note,
     wrote,
 )
-from edgeprefix.commands._online import online_prediction, run_telemetry
+from edgeprefix.commands._online import online_prediction, run_model, run_telemetry
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.replay import PRODUCTION_ROUTERS
 from edgeprefix.placement.atomic import atomic_savefig
@@ -270,7 +270,9 @@ def run(args: argparse.Namespace) -> int:
             predicted = (
                 None
                 if policy != "load_aware" or args.no_online
-                else online_prediction(instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau)["coverage"]
+                else online_prediction(
+                    instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau, method=run_model(args)
+                )["coverage"]
             )
             report["coverage"] += [{**row.to_dict(), "online_predicted": predicted} for row in rows]
             report["coverage_table"] += [
@@ -501,9 +503,9 @@ def render(report: dict, instance, network: str = "") -> str:
         for period, pair in by_period.items():
             plain, acct = pair.get(False), pair.get(True)
             lines.append(
-                f"{period:>10g}{fmt(plain and plain['coverage']):>10}{fmt(plain and plain['p95'], 2):>8}"  # type: ignore[arg-type]
-                f"{fmt(acct and acct['coverage']):>20}{fmt(acct and acct['p95'], 2):>8}"
-            )  # type: ignore[arg-type]
+                f"{period:>10g}{fmt(None if plain is None else plain['coverage']):>10}{fmt(None if plain is None else plain['p95'], 2):>8}"
+                f"{fmt(None if acct is None else acct['coverage']):>20}{fmt(None if acct is None else acct['p95'], 2):>8}"
+            )
     eng = report.get("engine")
     if eng:
         lines += [

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +93,10 @@ def truncated_alpha2(lam: FloatArray, b: FloatArray, u_cut: FloatArray, tilt: Fl
     return scale * part1.sum(axis=2), scale * part2.sum(axis=2)
 
 
+@overload
+def association_alpha2(lam: FloatArray, b: FloatArray, *, jacobian: Literal[False] = False) -> FloatArray: ...
+@overload
+def association_alpha2(lam: FloatArray, b: FloatArray, *, jacobian: Literal[True]) -> tuple[FloatArray, FloatArray]: ...
 def association_alpha2(lam: FloatArray, b: FloatArray, *, jacobian: bool = False) -> FloatArray | tuple[FloatArray, FloatArray]:
     """Exact ``A_{s,q} = π λ_s ∫_{b_{s,q}}^∞ e^{−G_q(y)} dy`` for α = 2 (finite sum).
 
@@ -274,7 +279,7 @@ def association(lam: FloatArray, bias: FloatArray, radio_scale: float, alpha: fl
     if lam.size == 1:
         return np.ones_like(b)
     if alpha == 2.0:
-        return association_alpha2(lam, b)  # type: ignore[return-value]
+        return association_alpha2(lam, b)
     return association_quadrature(lam, b, alpha, nodes or default_nodes(alpha))
 
 

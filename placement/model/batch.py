@@ -355,6 +355,7 @@ def evaluate_batch(
             for row, start in zip(pi, starts)
         ]
         return BatchEvaluation(tuple(singles), np.array([ev.coverage(tau) for ev in singles]), np.ones(len(pi), dtype=bool), route)
+    assert isinstance(kernel, AnalyticKernel)  # _loop_reason sends every other kernel to the loop above
     evaluations: list[Evaluation] = []
     coverage, fallback = np.empty(len(pi)), np.zeros(len(pi), dtype=bool)
     size = _chunk_size(instance)
@@ -530,4 +531,4 @@ def _cell_coverage(evaluations: list[Evaluation], tau: float) -> FloatArray:
         law, tau, radio_scale=xi, first_token=cat["g"], servers=cat["c"], offered_load=cat["a"], mean_service=cat["m"]
     )
     per_mix = np.bincount(cat["group"], (inst.probabilities * pairs).sum(axis=1), minlength=len(evaluations))
-    return checked_probability(per_mix, "coverage")
+    return checked_probability(per_mix, "coverage")  # type: ignore[arg-type]  # numpy's stub: bincount is intp even with float weights

@@ -413,6 +413,7 @@ def catalogue_evaluation(
     with np.errstate(divide="ignore", invalid="ignore"):
         decay = (c - work) / mean
         if mgc:
+            assert scv is not None  # queues() returns the SCV exactly when mgc
             decay = decay / variability_factor(work, c, scv)
     decay = np.where(active, decay, np.nan)
     adv = np.full(pi.size, np.nan)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Required, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -49,12 +50,16 @@ from scipy.special import gammainc, gammaincinv, ndtri, roots_legendre
 
 from edgeprefix.placement.errors import NumericalError
 from edgeprefix.placement.model.blas_threads import single_blas_thread
+from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.mgc import variability_factor
 from edgeprefix.placement.model.queueing import erlang_c
 from edgeprefix.placement.model.router import ROUTER_DESCRIPTION, ROUTER_OF_QUEUE_MODEL  # noqa: F401  (re-exported)
 
+if TYPE_CHECKING:  # annotations only: the engine law is imported where it is used
+    from edgeprefix.placement.model.engine_law import EngineLawConstants, EngineTiers
+
 FloatArray = npt.NDArray[np.float64]
-QUEUE_MODELS = ("meanfield", "cell")
+QUEUE_MODELS = ROUTER_PREDICTION_REGISTRY.names()  # the registered router predictions (docs/model.md §8.6)
 SECTORS = 3.85  # K: independent sectors of a region (fitted; 3.5 reproduces the Poisson–Voronoi Gamma shape, docs/model.md §14)
 L_MAX = 36.0  # ℓ beyond which e^{−ℓ} < 2.4e-16
 RAY_NODES = 32  # nodes of the ℓ axis (g is integrated exactly between them)
@@ -653,6 +658,70 @@ def wait_tables(servers: FloatArray, scv: FloatArray | None = None, nodes: int =
     return table, 1.0 / variability_factor(load, cc, np.broadcast_to(np.asarray(scv, dtype=float)[:, None], load.shape))
 
 
+def engine_wait_tables(
+    servers: FloatArray, tiers: EngineTiers, constants: EngineLawConstants | None = None, nodes: int = WAIT_TABLE
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The engine law's node tables for the cell model (docs/model.md §17.10, "The cell model with the engine law").
+
+    Per tier: its stability edge ``a*_s`` (the load at which the engine law's node saturates) and, on the
+    uniform grid ``y = a_s X / a*_s = k/n``, ``P^W(y a*_s)`` (1 at ``y = 1``) and ``ι(y) = θ m / (a*_s (1 − y))``,
+    the engine law's decay per unit of ``(1 − y) a*_s / m``.  Passed as ``servers = a*_s`` and ``tables =
+    (P^W, ι)`` to :func:`cell_coverage_pairs`, a node of load ``a_s X`` has ``F_W(w) = 1 − P^W e^{−θ w}``, the
+    engine law at its own load, exactly as a slot node has Erlang C at its own (``ι`` takes the place of
+    ``1/K``).  In the slot limit of the law (no compute, ``θ_3 = 0``, ``θ_4 = 1``, ``r = 1``) ``a*_s = c_s``,
+    ``P^W`` is Erlang C and ``ι ≡ 1``: the slot cell model.  ``ι`` at ``y = 1`` is continued linearly (``θ``
+    and ``1 − y`` both vanish there; the value multiplies ``1 − y = 0``).
+    """
+    from edgeprefix.placement.model.engine_law import EngineTiers, engine_wait_law, shipped_constants, stability_edge
+
+    k = shipped_constants() if constants is None else constants
+    c = np.asarray(servers, dtype=float)
+    t = tiers  # EngineTiers of the active tiers
+    assert isinstance(t, EngineTiers)
+    edge = stability_edge(c, t, k)
+    y = np.linspace(0.0, 1.0, nodes + 1)[:-1]
+    column = EngineTiers(np.asarray(t.prefill_share, dtype=float)[:, None], np.asarray(t.memory_scale, dtype=float)[:, None])
+    law = engine_wait_law(edge[:, None] * y[None, :], c[:, None], 1.0, column, k)
+    pw = np.ones((c.size, nodes + 1))
+    pw[:, :-1] = law["weight"]
+    iota = np.empty_like(pw)
+    iota[:, :-1] = law["decay"] / (edge[:, None] * (1.0 - y[None, :]))
+    iota[:, -1] = np.maximum(2.0 * iota[:, -2] - iota[:, -3], 0.0)
+    return edge, pw, iota
+
+
+class NodeLaw(TypedDict, total=False):
+    """What :func:`cell_node_law` gives: ``servers``, and ``tables`` for the engine law."""
+
+    servers: Required[FloatArray]
+    tables: tuple[FloatArray, FloatArray]
+
+
+def cell_node_law(servers: FloatArray, engine_tiers: EngineTiers | None = None) -> NodeLaw:
+    """The node law's keyword arguments of :func:`cell_coverage_pairs` and the cell gradient: the slots'
+    ``servers = c_s`` (``engine_tiers`` None), or the engine law's stability edges and tables
+    (:func:`engine_wait_tables`, the shipped constants) for the tiers ``engine_tiers`` describes."""
+    c = np.asarray(servers, dtype=float)
+    if engine_tiers is None:
+        return {"servers": c}
+    pi = np.ascontiguousarray(getattr(engine_tiers, "prefill_share"), dtype=float)
+    r = np.ascontiguousarray(getattr(engine_tiers, "memory_scale"), dtype=float)
+    edge, pw, iota = _engine_tables(c.tobytes(), pi.tobytes(), r.tobytes())
+    return {"servers": edge, "tables": (pw, iota)}
+
+
+@lru_cache(maxsize=64)
+def _engine_tables(servers: bytes, prefill_share: bytes, memory_scale: bytes) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """:func:`engine_wait_tables` of the shipped constants, computed once per tier set (read-only arrays)."""
+    from edgeprefix.placement.model.engine_law import EngineTiers
+
+    tiers = EngineTiers(np.frombuffer(prefill_share), np.frombuffer(memory_scale))
+    out = engine_wait_tables(np.frombuffer(servers), tiers)
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
 @lru_cache(maxsize=512)
 def _wait_row(servers: float, nodes: int) -> FloatArray:
     """``P^W(y c, c)`` on ``y = k/nodes`` (1 at ``y = 1``; 0 for ``c = 0``): one row per server count, computed once."""
@@ -683,8 +752,12 @@ def cell_coverage_pairs(
     mean_service: FloatArray,
     service_scv: FloatArray | None = None,
     queue_free: FloatArray | None = None,
+    tables: tuple[FloatArray, FloatArray] | None = None,
 ) -> FloatArray:
     """``P(T ≤ τ, s | q)`` of the cell model (eq. (14.8)) for the active tiers, ``(S, Q)``.
+
+    ``tables`` ``(P^W, ι)`` replaces the node law's tables of :func:`wait_tables` (the engine law:
+    :func:`engine_wait_tables`, with ``servers`` its stability edges).
 
     ``first_token`` is ``g_{s,q}``; ``offered_load`` ``a_s``; ``mean_service`` ``1/μ_s``; ``τ = inf``
     gives the share of requests served by stable nodes.  ``service_scv`` ``C²_s`` selects the M/G/c
@@ -725,7 +798,7 @@ def cell_coverage_pairs(
     load_ratio = np.where(servers > 0, offered_load / safe, 0.0)  # ρ_s; a tier without servers: y ≡ 1 below
     rate = safe / mean_service  # c_s μ_s
     spread = (load_ratio * np.sqrt(law.conditional_variance))[:, None] * standard_nodes(law.skewness, LOAD_NODES)  # ρ_s sd_s z_j, (S, J)
-    table, inverse_k = wait_tables(servers, service_scv)
+    table, inverse_k = wait_tables(servers, service_scv) if tables is None else tables
     n = table.shape[1] - 1
     pw, pw_slope = _interpolant(table)
     ik, ik_slope = _interpolant(inverse_k) if inverse_k is not None else (None, None)

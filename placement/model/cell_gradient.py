@@ -250,12 +250,18 @@ class _Alpha2Geometry:
         return self.lam_bar + lam_bar, self.b_bar + b_bar
 
 
-def _tables(servers: FloatArray, scv: FloatArray | None) -> dict[str, FloatArray | None]:
-    """Flat ``P^W`` and ``1/K`` tables with slopes (as the forward pass) and the ``∂(1/K)/∂C²`` table."""
-    pw_table, ik_table = C.wait_tables(servers, scv)
+def _tables(
+    servers: FloatArray, scv: FloatArray | None, tables: tuple[FloatArray, FloatArray] | None = None
+) -> dict[str, FloatArray | None]:
+    """Flat ``P^W`` and ``1/K`` tables with slopes (as the forward pass) and the ``∂(1/K)/∂C²`` table
+    (``tables``: the engine law's ``(P^W, ι)``, which do not read ``C²``)."""
+    pw_table, ik_table = C.wait_tables(servers, scv) if tables is None else tables
     out: dict[str, FloatArray | None] = {"n": np.array(pw_table.shape[1] - 1)}
     out["pw"], out["pw_slope"] = C._interpolant(pw_table)
     out["ik"] = out["ik_slope"] = out["dik"] = out["dik_slope"] = None
+    if tables is not None:
+        out["ik"], out["ik_slope"] = C._interpolant(ik_table)  # type: ignore[arg-type]
+        return out
     if ik_table is not None and scv is not None:
         out["ik"], out["ik_slope"] = C._interpolant(ik_table)
         c = np.asarray(servers, dtype=float)
@@ -281,6 +287,7 @@ def cell_coverage_gradient(
     weights: npt.ArrayLike | None = None,
     alpha: float = 2.0,
     nodes: int | None = None,
+    tables: tuple[FloatArray, FloatArray] | None = None,
 ) -> CellGradient:
     """``J = Σ_{s,q} ω_{s,q} P(T ≤ τ, s | q)`` of the cell model (eq. (14.9)) and its partial derivatives.
 
@@ -296,6 +303,8 @@ def cell_coverage_gradient(
     alpha : the radio exponent ``α`` (the cost axis at ``α = 2``, the power path otherwise).
     nodes : at ``α ≠ 2``, Gauss–Legendre nodes per segment of the queue-free mass ``P1_{s,q}`` (eq. (14.14)),
         as the evaluation's kernel (default :func:`~edgeprefix.placement.model.association.default_nodes`).
+    tables : the engine law's node tables ``(P^W, ι)`` with ``servers`` its stability edges, as in
+        :func:`~edgeprefix.placement.model.cell.cell_coverage_pairs` (constants of the profiles: no partials).
     """
     lam = np.asarray(lam, dtype=float)
     b = np.asarray(offsets, dtype=float)
@@ -421,7 +430,7 @@ def cell_coverage_gradient(
     z = C.standard_nodes(skewness, C.LOAD_NODES)
     sd = np.sqrt(conditional)
     spread = (rho * sd)[:, None] * z
-    tab = _tables(c, scv)
+    tab = _tables(c, scv, tables)
     n_tab = int(tab["n"])  # type: ignore[arg-type]
     radio, radio_slope = geo.radio(v)  # v^{α/2} = r^α
     slack_raw = tau - xi * radio - g_first[tier, kind][:, None] if finite_tau else np.zeros_like(v)
@@ -481,8 +490,9 @@ def cell_coverage_gradient(
         if tab["ik"] is not None:
             ik_bar = e_bar * gap * kap
             y_bar += ik_bar * tab["ik_slope"].take(idx) * n_tab  # type: ignore[union-attr]
-            d_scv = tab["dik"].take(idx) + frac * tab["dik_slope"].take(idx)  # type: ignore[union-attr]
-            scv_bar += np.bincount(tier[lo:hi], (ik_bar * d_scv).sum(axis=(1, 2)), s_count)  # type: ignore[operator]
+            if tab["dik"] is not None:
+                d_scv = tab["dik"].take(idx) + frac * tab["dik_slope"].take(idx)  # type: ignore[union-attr]
+                scv_bar += np.bincount(tier[lo:hi], (ik_bar * d_scv).sum(axis=(1, 2)), s_count)  # type: ignore[operator]
         y_bar *= y_in
         loaded_bar[lo:hi] = y_bar.sum(axis=2)
         np.add.at(spread_bar, tier[lo:hi], y_bar.sum(axis=1))

@@ -17,7 +17,8 @@ replaces it by the node of the instance's ``[engine]`` (docs/model.md §17.9), i
 
 The wait before the first token is two equivalent ``M/M/c`` queues in tandem:
 
-- **compute** (the prefill queue): ``c_0`` servers at ``a_c = π a φ_c(a)``, ``π = ū/w̄``,
+- **compute** (the prefill queue): ``c_0`` servers at ``a_c = s_c a φ_c(a)``, ``s_c = π + θ_6 (1 − π)``, ``π = ū/w̄``
+  (a prefill queues behind the other prefills and behind the share ``θ_6`` of the decodes that run in its steps),
   ``φ_c = θ_1/(1 − θ_2 a)``, its mean wait scaled by ``θ_5`` (the prefill is nearly deterministic);
 - **memory** (admission): ``c_kv`` servers at ``a_m = r a φ_m(a)``, ``r = E[k R]/(E[k] w̄)`` with
   ``R_{s,q} = u + o (t_0 + c_kv δ̄)`` the residence in a full batch, ``φ_m = θ_4/(1 − θ_3 π a)``
@@ -27,7 +28,7 @@ The wait before the first token is two equivalent ``M/M/c`` queues in tandem:
 through the incomplete gamma function), ``F_W(w) = 1 − P^W e^{−θ w}`` with ``θ = P^W/W̄``; stable
 iff both components are.  ``W̄`` is ``m`` times a function of ``a`` alone, smooth and increasing in
 ``a``; the advertised delay continues each component linearly above its ``ρ_clip`` edge, as (7.1).
-Slot limit: with no compute (``π = 0``), ``θ_3 = 0``, ``θ_4 = 1`` and ``r`` the slot's service over
+Slot limit: with no compute (``π = 0``, ``θ_6 = 0``), ``θ_3 = 0``, ``θ_4 = 1`` and ``r`` the slot's service over
 ``m`` the law is Erlang C exactly.  The constants ``c_0, θ_1 … θ_5`` are fitted to single-node
 engine runs (``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``) and shipped in ``engine_law.json``
 beside this module.
@@ -42,14 +43,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaincc, gammaln
 
+from edgeprefix.placement.model.evaluation_registry import QUEUE_LAW_REGISTRY
+
 FloatArray = npt.NDArray[np.float64]
-QUEUE_LAWS = ("slots", "engine")  # --queue-law: the model's slots (serving.queue's law) or the engine law
+BoolArray = npt.NDArray[np.bool_]
+QUEUE_LAWS = QUEUE_LAW_REGISTRY.names()  # --queue-law: the model's slots (serving.queue's law) or the engine law
 LAW_FILE = Path(__file__).with_name("engine_law.json")
 
 
@@ -88,9 +92,10 @@ class EngineLawConstants:
     theta_3: float = 0.0  # the memory's pole in the prefill's load: φ_m = θ_4 / (1 − θ_3 π a)
     theta_4: float = 1.0  # the memory's residence over R at low load
     theta_5: float = 1.0  # the compute's mean wait over its M/M/c_0 one (the prefill's service is nearly deterministic)
+    theta_6: float = 0.0  # the share of the decode work that stands in front of a prefill: s_c = π + θ_6 (1 − π)
 
     def __post_init__(self) -> None:
-        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5"):
+        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"engine law: {name} must be a finite number >= 0, got {v!r}")
@@ -184,10 +189,16 @@ def _edge(c: FloatArray, scale: FloatArray, amp: float | FloatArray, pole: Float
 _Part = tuple[FloatArray, FloatArray, Any, FloatArray]  # (c, s, amp, p) of one component
 
 
+def _compute_share(pi: FloatArray, k: EngineLawConstants) -> FloatArray:
+    """``s_c = π + θ_6 (1 − π)``: the share of the GPU's work a prefill queues behind (its own kind, and the
+    decodes that share its steps); ``π`` at ``θ_6 = 0``."""
+    return pi + k.theta_6 * (1.0 - pi)
+
+
 def _parts(c: FloatArray, tiers: EngineTiers, k: EngineLawConstants, like: FloatArray) -> tuple[_Part, _Part]:
     """The compute's and the memory's component parameters ``(c, s, amp, p)``."""
     pi, r = tiers.arrays(like)
-    compute = (np.full_like(like, k.compute_servers), pi, k.theta_1, np.full_like(like, k.theta_2))
+    compute = (np.full_like(like, k.compute_servers), _compute_share(pi, k), k.theta_1, np.full_like(like, k.theta_2))
     memory = (c, r, k.theta_4, k.theta_3 * pi)
     return compute, memory
 
@@ -234,9 +245,21 @@ def engine_advertised(
     return np.where(ok, wait, np.inf), np.where(ok, m * (comp[1] + mem[1]), 0.0)
 
 
+class EngineWaitLaw(TypedDict):
+    """What :func:`engine_wait_law` returns, per profile."""
+
+    stable: BoolArray
+    weight: FloatArray
+    decay: FloatArray
+    d_weight_da: FloatArray
+    d_decay_da: FloatArray
+    d_decay_dm: FloatArray
+    mean: FloatArray
+
+
 def engine_wait_law(
     load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConstants | None = None
-) -> dict[str, FloatArray]:
+) -> EngineWaitLaw:
     """``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = m (f_c + f_m)``, the decay ``θ = P^W/W̄`` and their slopes in ``a``
     and ``m`` (0 where unstable)."""
     k = shipped_constants() if k is None else k
@@ -251,7 +274,7 @@ def engine_wait_law(
     pi, r = tiers.arrays(a_s)
     # θ m at a = 0, where W̄ = P^W = 0: the faster of the two components' decays
     idle = np.minimum(
-        np.divide(k.compute_servers, pi * k.theta_1, out=np.full_like(pi, np.inf), where=pi > 0),
+        np.divide(k.compute_servers, _compute_share(pi, k) * k.theta_1, out=np.full_like(pi, np.inf), where=_compute_share(pi, k) > 0),
         np.divide(cs, r * k.theta_4, out=np.full_like(r, np.inf), where=r > 0),
     )
     busy = f > 0
@@ -371,3 +394,11 @@ def engine_view(instance: Any, k: EngineLawConstants | None = None, step: Any = 
             _VIEWS.clear()
         _VIEWS[key] = (instance, view)
     return view
+
+
+def view_tiers(view: Any) -> EngineTiers:
+    """The :class:`EngineTiers` that :func:`engine_view` attached to ``view``."""
+    tiers = getattr(view, "engine_tiers", None)
+    if not isinstance(tiers, EngineTiers):
+        raise ValueError("engine law: not an engine_view(instance): it has no engine_tiers")
+    return tiers

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgeprefix.placement.errors import InstanceError, plain
+from edgeprefix.placement.model.evaluation_registry import QUEUE_LAW_REGISTRY
+from edgeprefix.placement.model.instance_fields import find, keys
 
-STEP_TIME_KEYS = ("base", "per_prefill_token", "per_attention", "per_sequence", "per_context_token")
-_KEYS = {"token_budget", "max_running", "block_size", "watermark", "chunked_prefill", "timings", "step_time", "queue_law"}
-QUEUE_LAWS = ("slots", "engine")  # engine.queue_law: the default of --queue-law (docs/model.md §17.10)
+STEP_TIME_KEYS = tuple(f.name for f in find("engine.step_time").fields)  # base first; the fields come from the field table
+_KEYS = set(keys("engine")[1])
+QUEUE_LAWS = QUEUE_LAW_REGISTRY.names()  # engine.queue_law: the default of --queue-law (docs/model.md §17.10)
 
 
 @dataclass(frozen=True)

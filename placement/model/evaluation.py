@@ -1,12 +1,14 @@
 """One evaluation of a placement: fixed point, queues and every metric of docs/model.md §8.
 
 ``evaluate(instance, mix, policy)`` returns a frozen :class:`Evaluation`.  Coverage is kept as a
-function of the target (``Evaluation.coverage(τ)``); the scalar metrics are computed once.
+function of the target (``Evaluation.coverage(τ)``); the scalar metrics are computed once.  ``evaluate``
+composes the stages of :mod:`~edgeprefix.placement.model.pipeline` (docs/model.md §8.6); the queue law and the
+router prediction are the classes registered under the options' names in
+:mod:`~edgeprefix.placement.model.evaluation_registry`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,58 +18,47 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
-from edgeprefix.placement.memory import check_memory, evaluation_bytes
-from edgeprefix.placement.model.blas_threads import single_blas_thread
-from edgeprefix.placement.model.catalogue import catalogue_evaluation
-from edgeprefix.placement.model.cell import (
-    ROUTER_OF_QUEUE_MODEL,
-    CellLoad,
-    cell_coverage_pairs,
-    cell_load,
-    check_queue_model,
-    overload_shares,
-)
+from edgeprefix.placement.model.cell import CellLoad, cell_load, cell_node_law, overload_shares
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
-from edgeprefix.placement.model.engine_law import (
-    check_queue_law,
-    engine_advertised,
-    engine_view,
-    engine_wait_law,
-    shipped_constants,
-    stability_edge,
-)
+from edgeprefix.placement.model.engine_law import view_tiers
+from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
 from edgeprefix.placement.model.fixed_point import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITERATIONS,
     DEFAULT_TOLERANCE,
     FixedPointReport,
-    solve_fixed_point,
 )
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.lengths import DeclaredTypes, type_groups
-from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes, variability_factor
-from edgeprefix.placement.model.policies import (
-    check_policy,
-    needs_fixed_point,
-    policy_bias,
+from edgeprefix.placement.model.pipeline import (  # noqa: F401  (ASSOCIATION_SLACK ... exchangeable_tiers re-exported)
+    ASSOCIATION_SLACK,
+    BIAS_CAP,
+    Equilibrium,
+    FixedPointOptions,
+    Prepared,
+    check_association,
+    check_size,
+    delay_cap,
+    equilibrium,
+    exchangeable_tiers,
+    extension_reports,
+    operating_point,
+    prepare,
 )
-from edgeprefix.placement.model.queueing import (
-    RHO_CLIP,
-    advertised_wait,
-    advertised_wait_and_slope,
-    erlang_c,
+from edgeprefix.placement.model.queue_laws import TierQueues
+from edgeprefix.placement.model.queueing import RHO_CLIP
+from edgeprefix.placement.model.router_predictions import (  # noqa: F401  (OVERLOAD_TOLERANCE re-exported)
+    OVERLOAD_TOLERANCE,
+    RouterPrediction,
+    meanfield_coverage_pairs,
 )
-from edgeprefix.placement.model.serving import serving_report
 from edgeprefix.placement.model.spatial import AnalyticKernel, SpatialKernel
-from edgeprefix.placement.model.tier_loads import lift, unlift
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-OVERLOAD_TOLERANCE = 0.01  # share of nodes allowed to overload before the cell model's plan is reported unstable
 
 
 # The GPU load up to which the engine law is validated with ample KV memory (docs/model.md §17.10 fit table).
-ENGINE_LAW_VALIDATED_LOAD = 0.55
+ENGINE_LAW_VALIDATED_LOAD = 0.7
 
 
 @dataclass(frozen=True)
@@ -138,31 +129,6 @@ class Evaluation:
         work = inst.network.request_intensity * inst.probabilities[None, :] * inst.service_time[act]
         return cell_load(self.densities[act], self.bias[act] / inst.network.radio_scale, inst.network.radio_exponent, work)
 
-    def _cell_pairs(self, tau: float) -> FloatArray:
-        inst, act = self.instance, self.active
-        xi = inst.network.radio_scale
-        g = inst.first_token_time[act]
-        queue_free = None  # α = 2: cell_coverage_pairs has P1_{s,q} in closed form
-        if inst.network.radio_exponent != 2.0:  # P1_{s,q} of eq. (39) (F_W ≡ 1): the mass the radial rule is normalised to
-            queue_free = (
-                self.kernel.truncated(
-                    self.densities[act], self.bias[act] / xi, inst.network.radio_exponent, (tau - g) / xi, np.zeros_like(g)
-                )[0]
-                if np.isfinite(tau)
-                else self.association[act]
-            )
-        return cell_coverage_pairs(
-            self.cell_load,
-            tau,
-            radio_scale=xi,
-            first_token=g,
-            servers=inst.concurrency[act].astype(float),
-            offered_load=(self.arrival_rate * self.mean_service)[act],
-            mean_service=self.mean_service[act],
-            service_scv=None if self.service_scv is None else self.service_scv[act],
-            queue_free=queue_free,
-        )
-
     def cell_gradient(self, tau: float | None = None, weights: npt.ArrayLike | None = None) -> CellGradient:
         """``J = Σ_{s,q} ω_{s,q} P(T ≤ τ, s | q)`` of the cell model and its partial derivatives in the active
         tiers' ``λ_s``, ``b_{s,q} = β_{s,q}/ξ``, ``a_s``, ``1/μ_s``, ``w_{s,q}`` and (M/G/c law) ``C²_s``
@@ -191,7 +157,7 @@ class Evaluation:
             t,
             radio_scale=net.radio_scale,
             first_token=inst.first_token_time[act],
-            servers=inst.concurrency[act].astype(float),
+            **cell_node_law(inst.concurrency[act].astype(float), view_tiers(inst).take(act) if self.queue_law == "engine" else None),
             offered_load=(self.arrival_rate * self.mean_service)[act],
             mean_service=self.mean_service[act],
             service_scv=None if self.service_scv is None else self.service_scv[act],
@@ -201,26 +167,16 @@ class Evaluation:
         )
 
     # -- coverage and quantiles -------------------------------------------------------------
-    def _coverage_pairs(self, tau: float, queue: bool) -> FloatArray:
-        inst, act = self.instance, self.active
-        if queue and self.queue_model == "cell":
-            return self._cell_pairs(tau)
-        if not np.isfinite(tau):
-            return np.where(self._stable_tiers()[:, None] | (not queue), self.association[act], 0.0)
-        xi = inst.network.radio_scale
-        g = inst.first_token_time[act]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
-        u_cut = (tau - g) / xi
-        tilt = np.where(self.decay[act] > 0, self.decay[act], 0.0)[:, None] * xi
-        p1, p2 = self.kernel.truncated(self.densities[act], self.bias[act] / xi, inst.network.radio_exponent, u_cut, tilt)
-        if not queue:
-            return p1
-        pairs = p1 - self.wait_probability[act][:, None] * p2
-        if not (np.all(np.isfinite(p1)) and np.all(np.isfinite(p2))):
-            raise NumericalError(f"coverage at τ = {tau!r} s: the tier integrals are not finite (docs/model.md §20)")
-        return np.where(self._stable_tiers()[:, None], np.maximum(pairs, 0.0), 0.0)  # finite: only rounding below 0
+    @cached_property
+    def router_prediction(self) -> RouterPrediction:
+        """The router prediction of :attr:`queue_model` (docs/model.md §8.6): how the queue enters the coverage."""
+        prediction: RouterPrediction = ROUTER_PREDICTION_REGISTRY.get(self.queue_model)()
+        return prediction
 
-    def _stable_tiers(self) -> npt.NDArray[np.bool_]:
-        return self.utilization[self.active] < 1.0
+    def _coverage_pairs(self, tau: float, queue: bool) -> FloatArray:
+        if queue:
+            return self.router_prediction.coverage_pairs(self, tau)
+        return meanfield_coverage_pairs(self, tau, queue=False)  # (8.3) whatever the router
 
     def coverage_by_pair(self, tau: float | None = None) -> FloatArray:
         """``P(T ≤ τ, s | q)`` as an ``(S, Q)`` table (zeros for inactive tiers)."""
@@ -271,7 +227,7 @@ class Evaluation:
             hi *= 2.0
         from scipy.optimize import brentq  # only quantiles need it; keeps evaluate's start-up cheap
 
-        return float(brentq(lambda t: self.coverage(t) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
+        return float(brentq(lambda t: float(self.coverage(t)) - reliability, 0.0, hi, xtol=1e-9, rtol=1e-10))
 
     # -- scalar metrics ---------------------------------------------------------------------
     @property
@@ -340,7 +296,7 @@ class Evaluation:
         node loads the law describes), at most :data:`OVERLOAD_TOLERANCE` of the nodes overload."""
         if not self.stable:
             return False
-        return self.queue_model != "cell" or self.overloaded_shares[0] <= OVERLOAD_TOLERANCE
+        return self.router_prediction.stable_on_nodes(self)
 
     # -- per declared request type (length sub-types aggregated, docs/model.md §2.3) ------------
     @cached_property
@@ -397,8 +353,8 @@ class Evaluation:
         inside = busiest <= ENGINE_LAW_VALIDATED_LOAD
         note = (
             f"engine law: busiest GPU load {busiest:.2f}; validated on single nodes up to {ENGINE_LAW_VALIDATED_LOAD} "
-            f"with ample KV memory (coverage within 0.07, mean TTFT within 10 %); on engine networks measured up to 0.10 "
-            f"too high in coverage from 0.3 of the engine's stability edge"
+            f"with ample KV memory (coverage within 0.07, mean TTFT within 12 %); on engine networks the cell model is nearer "
+            f"the engine than the mean field under either router (network error table)"
             + ("" if inside else "; beyond it the law can call a node unstable that the engine still serves")
             + " (docs/model.md §17.10)"
         )
@@ -440,7 +396,7 @@ class Evaluation:
                 "queue_model": self.queue_model,
                 "queue_law": self.queue_law,
                 **({"engine_law_region": self.engine_law_region()} if self.queue_law == "engine" else {}),
-                "router": ROUTER_OF_QUEUE_MODEL[self.queue_model],
+                "router": self.router_prediction.router,
                 "target": tau,
                 "mix": dict(zip(inst.profile_ids, map(float, self.mix))),
                 "coverage": float(self.coverage(tau)),
@@ -467,9 +423,7 @@ class Evaluation:
                     q: {s: num(distance[i, j]) for i, s in enumerate(inst.profile_ids)} for j, q in enumerate(declared)
                 },
             }
-            | ({"types": self.by_type(tau)} if self.type_groups.resolved else {})
-            | ({"serving": serving_report(self)} if inst.extended else {})
-            | ({"catalogue": catalogue_evaluation(inst, self.mix, self.policy, target=tau).report()} if inst.catalogue is not None else {})
+            | extension_reports(self, tau)  # stage 6: the instance's extensions
         )
 
 
@@ -492,54 +446,8 @@ def checked_finite(value: float, what: str) -> float:
     return value
 
 
-def _check_size(tiers: int, types: int, alpha: float, policy: str) -> None:
-    """Refuse, before allocating, an evaluation whose ``(S, S, Q)`` sensitivities or ``(S, Q, S N)``
-    quadrature grid cannot fit in memory (docs/model.md §20)."""
-    needed = evaluation_bytes(tiers, types, alpha, policy)  # docs/model.md §20, (20.5): fitted to the measured peak
-    if needed == 0.0:
-        return
-    check_memory(
-        needed,
-        "mix",
-        f"an evaluation with {tiers} active profiles and {types} request types",
-        "give fewer profiles a positive share (e.g. prune dominated profiles, profiles --max-profiles)",
-    )
-
-
-ASSOCIATION_SLACK = 1e-2  # |Σ_s A_{s,q} − 1| beyond which the association broke down (accuracy itself is
-# reported by Evaluation.quadrature_error; default nodes keep it < 2e-6, docs/model.md §20)
-
-
-def _check_association(a: FloatArray) -> None:
-    """``A_{s,q}`` finite, in [0, 1] and with columns summing to 1, else :class:`NumericalError`."""
-    total = a.sum(axis=0)
-    if not np.all(np.isfinite(a)) or np.any(a < -ASSOCIATION_SLACK) or np.any(np.abs(total - 1.0) > ASSOCIATION_SLACK):
-        raise NumericalError(f"association: Σ_s A_s,q = {total.tolist()!r}, not 1 (docs/model.md §20)")
-
-
-def exchangeable_tiers(keys: FloatArray) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """Group the active tiers whose rows of ``keys`` are equal (eq. (7.10)).
-
-    ``keys`` is ``(S, K)``: every per-tier input of the queue map ``T_s`` except the density (the
-    prefill rows ``g_{s,·}``, ``c_s``, ``1/μ_{s,·}`` and, under the M/G/c law, ``E[S²_{s,·}]``).  Returns
-    ``group`` ``(S,)``, the group of each tier (numbered by first appearance), and ``first`` ``(G,)``,
-    each group's first tier.
-    """
-    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # number the groups by their first tier
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return rank[inverse.reshape(-1)], first[order]
-
-
-BIAS_CAP = 1e250  # largest cost offset b = β/ξ at which the fixed point evaluates T (docs/model.md (7.9))
-
-
-def delay_cap(radio_scale: float) -> float:
-    """``W_max = 10²⁵⁰ ξ`` (at most ``10²⁸⁰`` s in the accepted ranges): the robust solver evaluates ``T`` at
-    ``min(W, W_max)``, so a wild trial step neither overflows ``e^v`` nor pushes ``b = β/ξ`` to where the
-    association's sums (``π λ Δb``) overflow (docs/model.md (7.9))."""
-    return BIAS_CAP * radio_scale
+_check_size = check_size  # the names before the pipeline (docs/model.md §20)
+_check_association = check_association
 
 
 def capacity_condition(instance: Instance, mix: FloatArray) -> bool:
@@ -581,218 +489,39 @@ def evaluate(
     kernel : spatial kernel (default :class:`AnalyticKernel`).
     queue_model : ``meanfield`` (eq. (39): every node carries its tier's load) or ``cell`` (the
         per-node load law of docs/model.md §14 in coverage and quantiles; the routing
-        equilibrium, ``W̄`` and ``T̄`` are the mean-field ones).
+        equilibrium, ``W̄`` and ``T̄`` are the mean-field ones); any name of ``ROUTER_PREDICTION_REGISTRY``.
     queue_law : ``slots`` (the node is ``c_s`` FCFS slots, the law of ``serving.queue``) or ``engine`` (the
         engine law of docs/model.md §17.10, fitted to the instance's ``[engine]``; the evaluation's
-        ``instance`` is then the instance in the engine's units, :func:`~edgeprefix.placement.model.engine_law.engine_view`).
+        ``instance`` is then the instance in the engine's units, :func:`~edgeprefix.placement.model.engine_law.engine_view`);
+        any name of ``QUEUE_LAW_REGISTRY`` (docs/model.md §8.6).
     """
-    check_policy(policy)
-    check_queue_model(queue_model)
-    check_queue_law(queue_law, instance)
-    engine = queue_law == "engine"
-    if engine:
-        if queue_model == "cell":
-            raise ValueError(
-                "--queue-law engine: the cell model (--queue-model cell) has no engine law yet; use "
-                "--queue-model meanfield with --queue-law engine"
-            )
-        instance = engine_view(instance)
-    pi = instance.mix_vector(mix)
-    tau = instance.placement.target if target is None else float(target)
-    if not (np.isfinite(tau) and tau > 0):
-        raise ValueError(f"target: τ must be a positive number of seconds, got {plain(tau)}")
-    kernel = kernel or AnalyticKernel()
-    net = instance.network
-    xi, alpha = net.radio_scale, net.radio_exponent
-    active = pi > 0
-    _check_size(int(active.sum()), len(instance.requests), alpha, policy)
-    lam_all = pi * net.edge_density
-    lam = lam_all[active]
-    g = instance.first_token_time[active]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
-    c = instance.concurrency[active].astype(float)
-    tiers = instance.engine_tiers.take(active) if engine else None
+    prepared = prepare(instance, mix, policy, target, kernel, queue_model, queue_law)  # 1. mix
+    law = prepared.law_family.for_tiers(prepared.instance, prepared.active)
+    options = FixedPointOptions(method, warm_start, tol, damping, max_iterations, rho_clip, record_history)
+    routing = equilibrium(prepared, law, options)  # 2-3. association and fixed point
+    queues = operating_point(prepared, law, routing)  # 4. queue law
+    return assemble(prepared, routing, queues, rho_clip)  # 5-6. router prediction and metrics (lazily)
 
-    last: dict[str, FloatArray] = {}  # the fixed point's last association, reused at the end
 
-    def assoc(bias: FloatArray) -> FloatArray:
-        if policy == "nearest":
-            return np.repeat((lam / lam.sum())[:, None], g.shape[1], axis=1)
-        if "bias" in last and np.array_equal(last["bias"], bias):
-            return last["association"]
-        return kernel.association(lam, bias / xi, alpha)
-
-    # Hot path of the fixed point: λq_s, a_s and 1/μ_s from A with precomputed weights.
-    scale = net.request_intensity / lam
-    p_q = instance.probabilities
-    service = instance.service_time[active]
-    weighted_service = p_q * service  # p_q / μ_{s,q}
-    idle_service = service.min(axis=1)  # 1/μ_s of a tier that receives nothing
-    scale_xi = (scale / xi)[:, None]
-
-    def lifted_loads(a_q: FloatArray) -> tuple[IntArray, FloatArray, FloatArray, FloatArray]:
-        """``k`` and ``2^k λq_s``, ``2^k a_s`` on rows lifted out of underflow (:mod:`~edgeprefix.placement.model.tier_loads`), ``1/μ_s``."""
-        lifted, k = lift(a_q)
-        arrivals = scale * (lifted @ p_q)
-        work = scale * (lifted * weighted_service).sum(axis=1)
-        busy = arrivals > 0
-        mean_service = np.where(busy, work / np.where(busy, arrivals, 1.0), idle_service)
-        return k, arrivals, work, mean_service
-
-    def loads(a_q: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        k, arrivals, work, mean_service = lifted_loads(a_q)
-        return unlift(arrivals, k), unlift(work, k), mean_service
-
-    mgc = instance.queue_law == "mgc" and not engine  # M/G/c law of docs/model.md §19.6: the tier's C_S² from the mix
-    weighted_second = p_q * instance.service_second_moment[active]  # p_q E[S_{s,q}²]
-    idle_second = np.take_along_axis(instance.service_second_moment[active], service.argmin(axis=1)[:, None], 1)[:, 0]
-
-    def service_scv(a_q: FloatArray, mean_service: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """``C_S² = E[S²] / E[S]² − 1`` (eq. (19.17)) and ``E[S²]`` (a ratio of lifted sums, as ``1/μ_s``)."""
-        lifted, _ = lift(a_q)
-        arrivals = scale * (lifted @ p_q)
-        second = scale * (lifted * weighted_second).sum(axis=1)
-        busy = arrivals > 0
-        moment = np.where(busy, second / np.where(busy, arrivals, 1.0), idle_second)
-        return np.maximum(moment / mean_service**2 - 1.0, 0.0), moment
-
-    def queue_map(w: FloatArray) -> FloatArray:
-        a_q = assoc(g + w[:, None])
-        _, work, mean_service = loads(a_q)
-        if mgc:
-            scv = service_scv(a_q, mean_service)[0]
-            return mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)[0]
-        if engine:
-            return engine_advertised(work, c, mean_service, tiers, rho_clip)[0]
-        return advertised_wait(work, c, mean_service, rho_clip)
-
-    contracted = hasattr(kernel, "association_contracted")
-
-    def queue_map_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """``T(W)`` and ``∂T_s/∂W_t`` through ``∂A/∂b`` (kernel), ``a_s``, ``1/μ_s`` and Erlang C."""
-        bias = g + w[:, None]
-        if contracted:  # only the sums of (16.7), type block by type block (docs/model.md §16.3)
-            weights = np.stack([np.broadcast_to(p_q, bias.shape), weighted_service] + ([weighted_second] if mgc else []))
-            a_q, sums, _ = kernel.association_contracted(lam, bias / xi, alpha, weights)
-        else:
-            a_q, d_a = kernel.association_jacobian(lam, bias / xi, alpha)
-        last["bias"], last["association"] = bias, a_q
-        k, arrivals, work, mean_service = lifted_loads(a_q)  # row s lifted by 2^{k_s}: so is ∂A_{s,·}/∂b below
-        work = unlift(work, k)
-        if mgc:
-            scv, moment = service_scv(a_q, mean_service)
-            wait, slope, slope_scv = mgc_advertised_wait_and_slopes(work, c, mean_service, scv, rho_clip)
-        elif engine:  # W = m f(a): ∂W/∂m = W/m as for Erlang C
-            wait, slope = engine_advertised(work, c, mean_service, tiers, rho_clip)
-        else:
-            wait, slope = advertised_wait_and_slope(work, c, mean_service, rho_clip)
-        if contracted:  # lifted by lift_exponents(A), the k above
-            d_arrivals, d_work = scale_xi * sums[0], scale_xi * sums[1]
-        else:
-            if k.any():
-                d_a = np.ldexp(d_a, k[:, None, None])
-            d_arrivals = scale_xi * (d_a @ p_q)  # (S, T), lifted
-            d_work = scale_xi * np.matmul(d_a, weighted_service[:, :, None])[:, :, 0]
-        lifted_arrivals = np.where(arrivals > 0, arrivals, np.inf)[:, None]  # divides lifted derivatives: no overflow
-        d_mean = (d_work - mean_service[:, None] * d_arrivals) / lifted_arrivals
-        jac = slope[:, None] * unlift(d_work, k) + (wait / mean_service)[:, None] * d_mean
-        if mgc:  # ∂C²/∂W through E[S²] and 1/μ (eq. (19.24))
-            d_second = scale_xi * (sums[2] if contracted else np.matmul(d_a, weighted_second[:, :, None])[:, :, 0])
-            d_moment = (d_second - moment[:, None] * d_arrivals) / lifted_arrivals
-            d_scv = np.where(
-                (scv > 0)[:, None], d_moment / mean_service[:, None] ** 2 - 2.0 * (moment / mean_service**3)[:, None] * d_mean, 0.0
-            )
-            jac = jac + slope_scv[:, None] * d_scv
-        return wait, jac
-
-    report: FixedPointReport | None = None
-    if needs_fixed_point(policy):
-        start = np.zeros(lam.size)
-        if warm_start is not None:
-            ws = np.asarray(warm_start, dtype=float)
-            if ws.shape != pi.shape:
-                raise ValueError(f"warm_start: expected shape {pi.shape}, got {ws.shape}")
-            start = np.where(np.isfinite(ws[active]), ws[active], 0.0)
-        has_jacobian = bool(getattr(kernel, "provides_jacobian", False))
-        # Exchangeable tiers (identical profiles, eq. (7.10)) share one unknown W: their breakpoints then
-        # coincide exactly at every iterate, where the quadrature is smooth, instead of crossing.
-        keys = (
-            [g, c[:, None], service]
-            + ([instance.service_second_moment[active]] if mgc else [])
-            + ([] if tiers is None else [np.stack([tiers.prefill_share, tiers.memory_scale], axis=1)])
-        )
-        group, first = exchangeable_tiers(np.hstack(keys))
-        members = np.equal.outer(group, np.arange(first.size)).astype(float)  # (S, G) one-hot
-
-        def group_map(w: FloatArray) -> FloatArray:
-            return queue_map(w[group])[first]
-
-        def group_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
-            wait, jac = queue_map_jacobian(w[group])
-            return wait[first], jac[first] @ members  # ∂T_g/∂W_h = Σ_{t ∈ h} ∂T_g/∂W_t
-
-        with single_blas_thread():  # Newton's |S| × |S| solves and the kernel's products (docs/model.md (16.11))
-            w_group, report = solve_fixed_point(
-                group_map,
-                start[first],
-                method=method,
-                tol=tol,
-                damping=damping,
-                max_iterations=max_iterations,
-                record=record_history,
-                jacobian=group_jacobian if has_jacobian else None,
-                w_shift=0.05 * float(service.mean()),
-                w_max=delay_cap(xi),
-            )
-        w_adv = w_group[group]
-        if report.history:
-            report = dataclasses.replace(report, history=tuple(tuple(np.asarray(h)[group].tolist()) for h in report.history))
-    else:
-        w_adv = np.zeros(lam.size)
-    bias = policy_bias(policy, g, w_adv)
-    a_active = assoc(bias)
-    _check_association(a_active)
-    arrivals, work, mean_service = loads(a_active)  # λq_s, a_s, 1/μ_s (docs/model.md §5)
-    if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
-        raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
-    scv_active = service_scv(a_active, mean_service)[0] if mgc else None
-    if not needs_fixed_point(policy):
-        w_adv = (
-            mgc_advertised_wait_and_slopes(work, c, mean_service, scv_active, rho_clip)[0]
-            if mgc
-            else engine_advertised(work, c, mean_service, tiers, rho_clip)[0]
-            if engine
-            else advertised_wait(work, c, mean_service, rho_clip)
-        )
-    if engine:  # ρ_s = a_s / a*_s, the load over the engine law's stability edge (docs/model.md §17.10)
-        law = engine_wait_law(work, c, mean_service, tiers)
-        rho = work / stability_edge(c, tiers, shipped_constants())
-        stable_tier = law["stable"]
-        pw = np.where(stable_tier, law["weight"], 1.0)
-        decay = np.where(stable_tier, law["decay"], 0.0)
-        w_bar = law["mean"]
-    else:
-        rho = work / c
-        stable_tier = rho < 1.0
-        pw = erlang_c(work, c)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            decay = (c - work) / mean_service  # c μ − λq
-            if mgc:
-                decay = decay / variability_factor(work, c, scv_active)  # θ = P^W / W̄, eq. (19.21)
-            w_bar = np.where(stable_tier, pw / decay, np.inf)
-
+def assemble(prepared: Prepared, routing: Equilibrium, queues: TierQueues, rho_clip: float = RHO_CLIP) -> Evaluation:
+    """The metrics stage: the active tiers' vectors scattered into the :class:`Evaluation` (NaN for inactive tiers)."""
+    pi, active, instance = prepared.mix, prepared.active, prepared.instance
     per_tier = np.full((7, pi.size), np.nan)  # scatter the active tiers' vectors in one step
-    per_tier[:, active] = np.vstack([w_adv, arrivals, mean_service, rho, pw, w_bar, decay])
-    association_full = np.zeros((pi.size, g.shape[1]))
-    association_full[active] = a_active
-    bias_full = np.full((pi.size, g.shape[1]), np.nan)
-    bias_full[active] = bias
-
+    per_tier[:, active] = np.vstack(
+        [routing.advertised_wait, routing.arrival_rate, routing.mean_service, queues.utilization]
+        + [queues.wait_probability, queues.mean_wait, queues.decay]
+    )
+    types = routing.association.shape[1]
+    association_full = np.zeros((pi.size, types))
+    association_full[active] = routing.association
+    bias_full = np.full((pi.size, types), np.nan)
+    bias_full[active] = routing.bias
     return Evaluation(
         instance=instance,
-        policy=policy,
+        policy=prepared.policy,
         mix=pi,
-        target=tau,
-        densities=lam_all,
+        target=prepared.target,
+        densities=prepared.densities,
         active=active,
         association=association_full,
         bias=bias_full,
@@ -803,14 +532,14 @@ def evaluate(
         wait_probability=per_tier[4],
         mean_wait=per_tier[5],
         decay=per_tier[6],
-        stable=bool(np.all(stable_tier)),
+        stable=bool(np.all(queues.stable)),
         capacity_condition=capacity_condition(instance, pi),
-        fixed_point=report,
-        kernel=kernel,
-        service_scv=_scatter(scv_active, active) if mgc else None,  # type: ignore[arg-type]
-        queue_model=queue_model,
+        fixed_point=routing.report,
+        kernel=prepared.kernel,
+        service_scv=None if routing.service_scv is None else _scatter(routing.service_scv, active),
+        queue_model=prepared.queue_model,
         rho_clip=rho_clip,
-        queue_law=queue_law,
+        queue_law=prepared.queue_law,
     )
 
 

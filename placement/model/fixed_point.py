@@ -224,7 +224,7 @@ def robust_solve(
     options = {"xtol": 1e-12, "maxfev": 200 * (w0.size + 1)}
     from scipy.optimize import root  # the rare fallback; keeps evaluate's start-up cheap
 
-    sol = root(residual_v, v0, method="hybr", options=options)
+    sol = root(residual_v, v0, method="hybr", options=options)  # type: ignore[call-overload]  # the stub spells maxfev "maxffev"
     w = np.maximum(np.exp(np.minimum(np.asarray(sol.x, dtype=float), v_max)) - w_shift, 0.0)  # rounding, as above
     residual = float(np.max(np.abs(t(w) - w)))
     if np.isfinite(residual) and residual <= allowed_residual(w, tol):

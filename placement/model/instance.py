@@ -32,6 +32,7 @@ from edgeprefix.placement.model.costs import (
     RadioCost,
 )
 from edgeprefix.placement.model.engine_section import EngineSection, engine_from_mapping, engine_to_mapping
+from edgeprefix.placement.model.instance_fields import NO_DEFAULT, Field, find, keys
 from edgeprefix.placement.model.lengths import expand_type, requests_entries
 from edgeprefix.placement.model.profiles import (
     Profile,
@@ -43,6 +44,7 @@ from edgeprefix.placement.model.profiles import (
 )
 from edgeprefix.placement.model.ranges import (
     check_concurrency,
+    check_field,
     check_instance_ranges,
     check_radio_exponent,
     check_scale,
@@ -50,7 +52,6 @@ from edgeprefix.placement.model.ranges import (
 )
 from edgeprefix.placement.model.router import check_router
 from edgeprefix.placement.model.serving import (
-    DEFAULT_INTERFERENCE,
     Compression,
     MemoryTier,
     RemotePool,
@@ -319,6 +320,7 @@ class Instance:
         """Decode pool load ``ρ_dec = Λ Σ_q p_q D_q / (λ_b n_dec)`` when disaggregated (eq. (19.13)), else ``None``."""
         if self.serving is None or not self.serving.disaggregated:
             return None
+        assert self.serving.decode_slots is not None  # Serving requires it when disaggregated
         demand = self.network.request_intensity * float(self.probabilities @ self.decodes)
         return demand / (self.network.edge_density * float(self.serving.decode_slots))
 
@@ -399,9 +401,14 @@ def check_names(instance: Instance) -> None:
             raise InstanceError(where, f"{text!r} holds a control character; names and ids must be printable text")
 
     printable("name", instance.name)
-    for key, items in (("prefixes", instance.prefixes), ("requests", instance.requests), ("profiles", instance.profiles)):
-        for i, item in enumerate(items):
-            printable(f"{key}[{i}].id", item.id)
+    ids = {
+        "prefixes": [p.id for p in instance.prefixes],
+        "requests": [r.id for r in instance.requests],
+        "profiles": [s.id for s in instance.profiles],
+    }
+    for key, items in ids.items():
+        for i, item_id in enumerate(items):
+            printable(f"{key}[{i}].id", item_id)
     for i, tier in enumerate(instance.gpu.tiers):
         printable(f"gpu.tiers[{i}].name", tier.name)
     for i, s in enumerate(instance.profiles):
@@ -413,21 +420,69 @@ def check_names(instance: Instance) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Mapping <-> Instance
+# Mapping <-> Instance.  Which fields a table requires and allows, each field's type and default,
+# and the range of every number come from the field table
+# (edgeprefix.placement.model.instance_fields.FORMAT); the code below adds the rules across fields.
 # --------------------------------------------------------------------------------------------
-_TOP = {"name", "network", "gpu", "prefill", "prefixes", "requests", "profiles", "placement", "metadata"}
-_EXTENSIONS = ("remote", "compression", "serving", "catalogue")  # optional sections of docs/model.md §19
-_SECTION_KEYS = {
-    "network": {"edge_density", "request_intensity", "radio_scale", "radio_exponent", "router"},
-    "gpu": {"memory", "runtime_per_sequence", "kv_per_token", "tiers"},
-    "prefill": {"linear", "quadratic", "intercept", "table"},
-    "placement": {"target", "memory_budget", "fallback", "fallback_min", "max_share", "mix"},
-}
-_ITEM_KEYS = {
-    "prefixes": ({"id", "depth"}, {"parent", "kv_per_token", "blocks"}),
-    "requests": ({"id", "probability", "length", "decode"}, {"path", "lengths"}),
-    "profiles": ({"id"}, {"prefixes"}),
-}
+def _check_section(where: str, data: Any, path: str | None = None) -> None:
+    """``data`` a table with the fields of the table at ``path`` (default ``where``) of the field table."""
+    _check_keys(where, data, *keys(where if path is None else path))
+
+
+def section_values(where: str, data: Mapping[str, Any], path: str | None = None, *, skip: AbstractSet[str] = frozenset()) -> dict[str, Any]:
+    """The fields of a checked table of values (numbers, flags, strings, lists of ids) read by the types of the
+    field table, with the table's defaults for the absent ones: the keyword arguments of the section's dataclass.
+
+    ``where`` names the table in messages (``gpu.tiers[2]``), ``path`` is its path in the field table
+    (``gpu.tiers[]``; default ``where``); ``skip``: fields the caller reads itself."""
+    out: dict[str, Any] = {}
+    for f in find(where if path is None else path).fields:
+        if f.name in skip:
+            continue
+        if f.name in data:
+            out[f.name] = _typed(f"{where}.{f.name}", f, data[f.name])
+        elif f.default is not NO_DEFAULT and f.default is not None:
+            out[f.name] = tuple(f.default) if isinstance(f.default, list) else f.default  # frozen: lists are tuples
+    return out
+
+
+def _typed(where: str, f: Field, value: Any) -> Any:
+    """``value`` read as the type of field ``f`` (one-line :class:`InstanceError` naming ``where`` otherwise)."""
+    if value is None and "null" in f.types:
+        return None
+    if "enum" in f.extra:
+        if value not in f.extra["enum"]:
+            raise InstanceError(where, f"must be one of {list(f.extra['enum'])}, got {value!r}")
+        return value
+    if "number" in f.types or "integer" in f.types:
+        return _number(where, value)
+    if "boolean" in f.types:
+        return _flag(where, value)
+    if "string" in f.types:
+        if not f.nonempty and isinstance(value, str):
+            return value
+        return _string(where, value)
+    if f.items is not None and f.items.types == ("string",):
+        return _string_list(where, value)
+    raise TypeError(f"{where}: a {f.type} field has no generic reader; read it in its section's code")
+
+
+def _check_tree(where: str, data: Any, path: str | None = None) -> None:
+    """The fields of every table from ``where`` down and the type of every string, by the field table
+    (for a section whose own parser reads the values, e.g. ``[engine]``)."""
+    path = where if path is None else path
+    _check_section(where, data, path)
+    for f in find(path).fields:
+        if f.name in data:
+            if f.fields:
+                _check_tree(f"{where}.{f.name}", data[f.name], f"{path}.{f.name}")
+            elif f.types == ("string",):
+                _typed(f"{where}.{f.name}", f, data[f.name])
+
+
+def _engine_from(data: Any) -> EngineSection:
+    _check_tree("engine", data)
+    return engine_from_mapping(data)
 
 
 def _check_keys(where: str, data: Any, required: AbstractSet[str], optional: AbstractSet[str] = frozenset()) -> None:
@@ -452,7 +507,8 @@ def _number(where: str, value: Any) -> float:
         raise InstanceError(where, f"must be a number, got {_short(value)}")
     try:
         return float(value)
-    except OverflowError:
+    except OverflowError:  # only an int is out of the float range
+        assert isinstance(value, int)
         raise InstanceError(where, f"must be a number within the float range, got an integer of {integer_digits(value)} digits") from None
 
 
@@ -481,12 +537,12 @@ def _share_table(where: str, value: Any) -> tuple[tuple[str, float], ...]:
 
 
 def _prefill_from(data: Mapping[str, Any]) -> PrefillModel:
-    _check_keys("prefill", data, set(), _SECTION_KEYS["prefill"])
+    _check_section("prefill", data)
     if "table" in data:
         if set(data) - {"table"}:
             raise InstanceError("prefill.table", "give either a table or linear/quadratic/intercept, not both")
         table = data["table"]
-        _check_keys("prefill.table", table, {"tokens", "seconds"})
+        _check_section("prefill.table", table)
         for key in ("tokens", "seconds"):
             if not isinstance(table[key], list):
                 raise InstanceError(f"prefill.table.{key}", f"must be a list of numbers, got {_short(table[key])}")
@@ -513,127 +569,77 @@ def _tiers_from(data: Any) -> tuple[MemoryTier, ...]:
         raise InstanceError("gpu.tiers", "must be a list of tables ([[gpu.tiers]])")
     out = []
     for i, t in enumerate(data):
-        where = f"gpu.tiers[{i}]"
-        _check_keys(where, t, {"name", "capacity", "bandwidth"}, {"latency", "pipelined"})
-        out.append(
-            MemoryTier(
-                name=_string(f"{where}.name", t["name"]),
-                capacity=_number(f"{where}.capacity", t["capacity"]),
-                bandwidth=_number(f"{where}.bandwidth", t["bandwidth"]),
-                latency=_number(f"{where}.latency", t.get("latency", 0.0)),
-                pipelined=_flag(f"{where}.pipelined", t.get("pipelined", False)),
-            )
-        )
+        _check_section(f"gpu.tiers[{i}]", t, "gpu.tiers[]")
+        out.append(MemoryTier(**section_values(f"gpu.tiers[{i}]", t, "gpu.tiers[]")))
     return tuple(out)
 
 
 def _remote_from(data: Any) -> RemotePool:
-    _check_keys("remote", data, {"prefixes", "bandwidth"}, {"latency", "density", "per_node", "interference", "pipelined"})
+    _check_section("remote", data)
     if ("density" in data) == ("per_node" in data):
         raise InstanceError("remote.density", "give exactly one reachability: density = <pool sites per area> or per_node = true")
     if "per_node" in data and _flag("remote.per_node", data["per_node"]) is not True:
         raise InstanceError("remote.per_node", "must be true (or give density instead)")
-    return RemotePool(
-        prefixes=_string_list("remote.prefixes", data["prefixes"]),
-        bandwidth=_number("remote.bandwidth", data["bandwidth"]),
-        latency=_number("remote.latency", data.get("latency", 0.0)),
-        density=_number("remote.density", data["density"]) if "density" in data else None,
-        interference=_number("remote.interference", data.get("interference", DEFAULT_INTERFERENCE)),
-        pipelined=_flag("remote.pipelined", data.get("pipelined", False)),
-    )
+    return RemotePool(**section_values("remote", data, skip={"per_node"}))
 
 
 def _compression_from(data: Any) -> Compression:
-    _check_keys("compression", data, {"ratio"}, {"decompress_per_token", "quality_loss"})
-    return Compression(**{k: _number(f"compression.{k}", v) for k, v in data.items()})
-
-
-_SERVING_WORDS = ("mode", "queue")
+    _check_section("compression", data)
+    return Compression(**section_values("compression", data))
 
 
 def _serving_from(data: Any) -> Serving:
-    _check_keys(
-        "serving",
-        data,
-        set(),
-        {"mode", "decode_slots", "handoff_bandwidth", "handoff_latency", "queue", "chunk_size", "chunk_overhead", "decode_scv"},
-    )
+    _check_section("serving", data)
     if "chunk_overhead" in data and "chunk_size" not in data:
         raise InstanceError("serving.chunk_overhead", "needs serving.chunk_size (tokens per chunk)")
-    numbers = {k: _number(f"serving.{k}", v) for k, v in data.items() if k not in _SERVING_WORDS}
-    words = {k: _string(f"serving.{k}", data[k]) for k in _SERVING_WORDS if k in data}
-    return Serving(**words, **numbers)
+    return Serving(**section_values("serving", data))
 
 
 def _catalogue_from(data: Any) -> Catalogue:
-    _check_keys("catalogue", data, {"bits", "hashes"}, {"refresh", "churn"})
-    values = {k: _number(f"catalogue.{k}", v) for k, v in data.items()}
+    _check_section("catalogue", data)
+    values = section_values("catalogue", data)
     for key in ("bits", "hashes"):
         if not float(values[key]).is_integer():
             raise InstanceError(f"catalogue.{key}", f"must be a whole number, got {plain(data[key])}")
-    return Catalogue(bits=values["bits"], hashes=int(values["hashes"]), refresh=values.get("refresh", 0.0), churn=values.get("churn", 0.0))
+        if isinstance(data[key], int) and data[key] > 2**53:  # beyond float64's whole numbers: checked before rounding
+            check_field(f"catalogue.{key}", f"catalogue.{key}", data[key])
+    return Catalogue(**values | {"hashes": int(values["hashes"])})
 
 
 def _telemetry_from(data: Any) -> Telemetry:
-    _check_keys("telemetry", data, set(), {"delay", "refresh"})
-    values = {k: _number(f"telemetry.{k}", v) for k, v in data.items()}
-    for key, value in values.items():
-        if value < 0:
+    _check_section("telemetry", data)
+    values = section_values("telemetry", data)
+    for key in data:
+        if values[key] < 0:
             raise InstanceError(f"telemetry.{key}", f"must be >= 0 seconds, got {plain(data[key])}")
-    return Telemetry(delay=values.get("delay", 0.0), refresh=values.get("refresh", 0.0))
+    return Telemetry(**values)
 
 
 def _items(key: str, data: Any) -> list[Mapping[str, Any]]:
     if not isinstance(data, list) or not data:
         raise InstanceError(key, "must be a non-empty list of tables")
-    required, optional = _ITEM_KEYS[key]
     for i, item in enumerate(data):
-        _check_keys(f"{key}[{i}]", item, required, optional)
+        _check_section(f"{key}[{i}]", item, f"{key}[]")
     return data
 
 
 def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
     """Build and validate an :class:`Instance` from a parsed TOML/JSON mapping."""
-    _check_keys(
-        "",
-        data,
-        {"network", "gpu", "prefill", "requests", "profiles", "placement"},
-        {"name", "prefixes", "metadata", "engine", "telemetry", *_EXTENSIONS},
-    )
+    _check_section("", data)
     for section in ("network", "gpu", "placement"):
-        required = (
-            {"edge_density", "request_intensity", "radio_scale"}
-            if section == "network"
-            else (_SECTION_KEYS["gpu"] - {"tiers"} if section == "gpu" else {"target"})
-        )
-        _check_keys(section, data[section], required, _SECTION_KEYS[section])
+        _check_section(section, data[section])
     net, gpu, plc = data["network"], data["gpu"], data["placement"]
-    network = Network(
-        **{k: _number(f"network.{k}", v) for k, v in net.items() if k != "router"},
-        router=check_router(net["router"]) if "router" in net else None,
-    )
-    gpu_spec = Gpu(
-        **{k: _number(f"gpu.{k}", v) for k, v in gpu.items() if k != "tiers"},
-        tiers=_tiers_from(gpu["tiers"]) if "tiers" in gpu else (),
-    )
+    network = Network(**section_values("network", net))
+    gpu_spec = Gpu(**section_values("gpu", gpu, skip={"tiers"}), tiers=_tiers_from(gpu["tiers"]) if "tiers" in gpu else ())
     prefixes = tuple(
         Prefix(
-            id=_string(f"prefixes[{i}].id", p["id"]),
-            depth=_number(f"prefixes[{i}].depth", p["depth"]),
-            parent=None if p.get("parent") is None else _string(f"prefixes[{i}].parent", p["parent"]),
-            kv_per_token=None if p.get("kv_per_token") is None else _number(f"prefixes[{i}].kv_per_token", p["kv_per_token"]),
+            **section_values(f"prefixes[{i}]", p, "prefixes[]", skip={"blocks"}),
             blocks=_block_list(f"prefixes[{i}].blocks", p.get("blocks", [])),
         )
         for i, p in enumerate(_items("prefixes", data["prefixes"]) if data.get("prefixes") else [])
     )
     requests = tuple(
-        RequestType(
-            id=_string(f"requests[{i}].id", q["id"]),
-            probability=_number(f"requests[{i}].probability", q["probability"]),
-            length=_number(f"requests[{i}].length", q["length"]),
-            decode=_number(f"requests[{i}].decode", q["decode"]),
-            path=_string_list(f"requests[{i}].path", q.get("path", [])),
-        )
+        RequestType(**section_values(f"requests[{i}]", q, "requests[]", skip={"lengths"}))
         for i, q in enumerate(_items("requests", data["requests"]))
     )
     if any("lengths" in q for q in data["requests"]):  # length-resolved types expand into sub-types (docs/model.md §2.3)
@@ -643,14 +649,10 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
             for sub in (expand_type(f"requests[{i}]", q, entry["lengths"]) if "lengths" in entry else (q,))
         )
     profiles = tuple(
-        Profile(id=_string(f"profiles[{i}].id", s["id"]), prefixes=_string_list(f"profiles[{i}].prefixes", s.get("prefixes", [])))
-        for i, s in enumerate(_items("profiles", data["profiles"]))
+        Profile(**section_values(f"profiles[{i}]", s, "profiles[]")) for i, s in enumerate(_items("profiles", data["profiles"]))
     )
     placement = PlacementSpec(
-        target=_number("placement.target", plc["target"]),
-        memory_budget=None if plc.get("memory_budget") is None else _number("placement.memory_budget", plc["memory_budget"]),
-        fallback=None if plc.get("fallback") is None else _string("placement.fallback", plc["fallback"]),
-        fallback_min=_number("placement.fallback_min", plc.get("fallback_min", 0.0)),
+        **section_values("placement", plc, skip={"max_share", "mix"}),
         max_share=_share_table("placement.max_share", plc.get("max_share", {})),
         mix=None if plc.get("mix") is None else _share_table("placement.mix", plc["mix"]),
     )
@@ -672,7 +674,7 @@ def instance_from_mapping(data: Mapping[str, Any]) -> Instance:
         compression=_compression_from(data["compression"]) if "compression" in data else None,
         serving=_serving_from(data["serving"]) if "serving" in data else None,
         catalogue=_catalogue_from(data["catalogue"]) if "catalogue" in data else None,
-        engine=engine_from_mapping(data["engine"]) if "engine" in data else None,
+        engine=_engine_from(data["engine"]) if "engine" in data else None,
         telemetry=_telemetry_from(data["telemetry"]) if "telemetry" in data else None,
     )
 
@@ -741,7 +743,7 @@ def instance_to_mapping(instance: Instance) -> dict[str, Any]:
     if instance.engine is not None:
         out["engine"] = engine_to_mapping(instance.engine)
     if instance.telemetry is not None:
-        out["telemetry"] = {"delay": instance.telemetry.delay, "refresh": instance.telemetry.refresh}
+        out["telemetry"] = dataclasses.asdict(instance.telemetry)
     if instance.serving is not None:
         defaults = {"queue": "mmc", "chunk_overhead": 0.0, "decode_scv": 0.0}  # written only when set
         out["serving"] = {

@@ -1,12 +1,14 @@
 """The JSON Schema of the instance file, and the field reference generated from it.
 
-TOML and JSON instance files share one schema (draft 2020-12), shipped as package data next to
-this module.  The loader :func:`edgeprefix.placement.model.instance.instance_from_mapping` stays
-the authority: it also checks what a schema cannot state (probabilities summing to 1, known
-ids, ancestor closure, depths growing along parents) and names the field path of every error.
-Each property carries two annotations besides ``description`` and ``default``: ``x-unit`` and
-``x-symbol`` (the model's symbol in docs/model.md).  :func:`field_reference` renders them as the
-table of ``docs/instances.md``.
+TOML and JSON instance files share one schema (draft 2020-12), generated from the field table
+:data:`edgeprefix.placement.model.instance_fields.FORMAT` (the one source of the instance format,
+which the loader reads too) and shipped as package data next to this module: ``edgeprefix
+instance schema > placement/model/instance_schema.json`` regenerates the file, and a test checks
+that it is current.  The loader :func:`edgeprefix.placement.model.instance.instance_from_mapping`
+also checks what a schema cannot state (probabilities summing to 1, known ids, ancestor closure,
+depths growing along parents) and names the field path of every error.  Each property carries
+two annotations besides ``description`` and ``default``: ``x-unit`` and ``x-symbol`` (the model's
+symbol in docs/model.md).  :func:`field_reference` renders them as the table of ``docs/instances.md``.
 
 Only the standard library is imported here, so the CLI can print the schema without numpy.
 """
@@ -19,17 +21,24 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from edgeprefix.placement.model.instance_fields import json_schema
+
 SCHEMA_FILE = "instance_schema.json"
 
 
 def schema_text() -> str:
-    """The schema file as shipped (JSON text)."""
+    """The schema as JSON text, generated from the field table (the shipped file holds the same text)."""
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def shipped_schema_text() -> str:
+    """The schema file as shipped (``placement/model/instance_schema.json``)."""
     return resources.files("edgeprefix.placement.model").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
 
 
 def instance_schema() -> dict[str, Any]:
-    """The instance JSON Schema as a dict."""
-    return json.loads(schema_text())
+    """The instance JSON Schema as a dict (generated from the field table)."""
+    return json_schema()
 
 
 @dataclass(frozen=True)

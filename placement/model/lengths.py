@@ -18,12 +18,13 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import InstanceError, plain
+from edgeprefix.placement.model.instance_fields import keys
 from edgeprefix.placement.model.workload import RequestType
 
 FloatArray = npt.NDArray[np.float64]
 SEPARATOR = "~"  # sub-type k of type q is named f"{q}~{k}" (k from 1)
 MEAN_TOLERANCE = 1e-6  # relative: a declared length/decode must be the weighted mean of its sub-types'
-LENGTH_KEYS = ({"input"}, {"decode", "weight"})
+LENGTH_KEYS = keys("requests[].lengths")  # required and optional fields of a lengths table (the field table)
 
 
 def _numbers(where: str, value: Any) -> tuple[float, ...]:
@@ -213,7 +214,7 @@ def length_bins(
 
 
 def replace_lengths(
-    request: RequestType, inputs: Sequence[float], decodes: Sequence[float], weights: Sequence[float]
+    request: RequestType, inputs: Sequence[float] | FloatArray, decodes: Sequence[float] | FloatArray, weights: Sequence[float] | FloatArray
 ) -> tuple[RequestType, ...]:
     """Sub-types of a declared (scalar) ``request`` with the given lengths (one sub-type gives the
     declared type back unchanged)."""

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.model.evaluation_registry import SLOT_QUEUE_REGISTRY
 from edgeprefix.placement.model.queueing import (
     RHO_CLIP,
     _erlang_c_and_slope,
@@ -30,7 +31,7 @@ from edgeprefix.placement.model.queueing import (
 )
 
 FloatArray = npt.NDArray[np.float64]
-QUEUE_LAWS = ("mmc", "mgc")
+QUEUE_LAWS = SLOT_QUEUE_REGISTRY.names()
 
 
 def _arrays(*values: npt.ArrayLike) -> list[FloatArray]:

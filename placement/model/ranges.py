@@ -10,7 +10,6 @@ far from the float64 limits (1e±308).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,8 +17,14 @@ import numpy.typing as npt
 
 from edgeprefix.placement.errors import InstanceError, plain
 
-SCALE_MIN, SCALE_MAX = 1e-30, 1e30  # densities λ_b, intensity Λ, radio scale ξ, memories M, m_run, κ, τ_0, L_q
-RADIO_EXPONENT_MIN, RADIO_EXPONENT_MAX = 1.0, 6.0  # α: quadrature error on A_{s,q} < 2e-6 with the default nodes
+# The ranges are stated with the fields they bound (one source, also of the JSON Schema); re-exported here.
+from edgeprefix.placement.model.instance_fields import MAX_BLOCK_ID as MAX_BLOCK_ID
+from edgeprefix.placement.model.instance_fields import MAX_FILTER_BITS as MAX_FILTER_BITS
+from edgeprefix.placement.model.instance_fields import MAX_HASHES as MAX_HASHES
+from edgeprefix.placement.model.instance_fields import MAX_TOKENS as MAX_TOKENS
+from edgeprefix.placement.model.instance_fields import RADIO_EXPONENT_MAX, RADIO_EXPONENT_MIN, SCALE_MAX, SCALE_MIN, Range, field_ranges
+from edgeprefix.placement.model.instance_fields import integer_digits as integer_digits
+
 MAX_CONCURRENCY = 10**12  # c_s: Erlang B costs O(1) in c (docs/model.md §16.1); c_s stays exact in int64 and float64
 MAX_SIMULATED_SLOTS = 100_000  # the simulators keep one slot per concurrent sequence of every node
 
@@ -70,113 +75,9 @@ def check_simulated_slots(servers: npt.ArrayLike) -> None:
 # --------------------------------------------------------------------------------------------
 # The accepted range of every numeric instance field (docs/model.md §20.2, Table 20.2)
 # --------------------------------------------------------------------------------------------
-MAX_TOKENS = 1e9  # L_q, ℓ_v, prefill table sizes, chunk size: 100× the longest context windows of today's models
-MAX_BLOCK_ID = 2**63 - 1  # trace block ids are stored as int64
-MAX_FILTER_BITS = 2**53  # m: a whole number exact in float64 (and an int64 index of the simulator's filters)
-MAX_HASHES = 64  # k: the optimal k = (m/n) ln 2 reaches 64 only at 92 bits per entry
-
-
-@dataclass(frozen=True)
-class Range:
-    """A closed range ``[low, high]`` of one numeric field, optionally with exactly 0 and/or ``+inf`` besides."""
-
-    low: float = SCALE_MIN
-    high: float = SCALE_MAX
-    zero: bool = False  # exactly 0 is also accepted (an extension switched off)
-    infinite: bool = False  # +inf is accepted in Python (an unlimited bandwidth, an exact catalogue)
-    whole: bool = False  # a whole number
-
-    def describe(self) -> str:
-        """The range in words, e.g. ``0 or a finite number in [1e-30, 1e+30]``."""
-        kind = "a whole number" if self.whole else "a finite number"
-        extra = ("0 or " if self.zero else "") + ("inf or " if self.infinite else "")
-
-        def show(x: float) -> str:
-            return str(x) if isinstance(x, int) else f"{x:g}"
-
-        return f"{extra}{kind} in [{show(self.low)}, {show(self.high)}]"
-
-    def contains(self, value: float) -> bool:
-        if isinstance(value, (int, np.integer)):  # exact, also beyond the float range (a 5000-digit integer)
-            return (self.zero and value == 0) or self.low <= int(value) <= self.high
-        if self.zero and value == 0:
-            return True
-        if self.infinite and value == math.inf:
-            return True
-        if not (math.isfinite(value) and self.low <= value <= self.high):
-            return False
-        return not self.whole or float(value).is_integer()
-
-    def check(self, field: str, value: float) -> None:
-        """Raise :class:`InstanceError` on ``field`` unless ``value`` lies in the range."""
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise InstanceError(field, f"must be {self.describe()} (docs/model.md §20), got {plain(value)}")
-        if not self.contains(value):
-            if isinstance(value, (int, np.integer)) and abs(int(value)) > 10**30:
-                raise InstanceError(
-                    field, f"must be {self.describe()} (docs/model.md §20), got an integer of {integer_digits(int(value))} digits"
-                )
-            raise InstanceError(field, f"must be {self.describe()} (docs/model.md §20), got {plain(value)}")
-
-
-def integer_digits(value: int) -> int:
-    """Decimal digits of ``value`` without ``str()`` (which refuses more than 4300 digits)."""
-    return max(1, math.floor(abs(value).bit_length() * math.log10(2)) + 1)
-
-
-_SCALE = Range()
-_SCALE_OR_ZERO = Range(zero=True)
-_SCALE_OR_INF = Range(infinite=True)
-_SHARE = Range(0.0, 1.0)
-_TOKENS = Range(SCALE_MIN, MAX_TOKENS)
-
-# schema path (``[]`` marks the items of a list) → range; tests/test_instance_schema.py checks that
-# placement/model/instance_schema.json states the same bounds.
-FIELD_RANGES: dict[str, Range] = {
-    "network.edge_density": _SCALE,
-    "network.request_intensity": _SCALE,
-    "network.radio_scale": _SCALE,
-    "network.radio_exponent": Range(RADIO_EXPONENT_MIN, RADIO_EXPONENT_MAX),
-    "gpu.memory": _SCALE,
-    "gpu.runtime_per_sequence": _SCALE,
-    "gpu.kv_per_token": _SCALE,
-    "gpu.tiers[].capacity": _SCALE_OR_ZERO,
-    "gpu.tiers[].bandwidth": _SCALE_OR_INF,
-    "gpu.tiers[].latency": _SCALE_OR_ZERO,
-    "prefill.linear": _SCALE_OR_ZERO,
-    "prefill.quadratic": _SCALE_OR_ZERO,
-    "prefill.intercept": _SCALE_OR_ZERO,
-    "prefill.table.tokens[]": Range(SCALE_MIN, MAX_TOKENS, zero=True),
-    "prefill.table.seconds[]": _SCALE_OR_ZERO,
-    "prefixes[].depth": _TOKENS,
-    "prefixes[].kv_per_token": _SCALE,
-    "prefixes[].blocks[]": Range(0, MAX_BLOCK_ID, whole=True),
-    "requests[].probability": _SHARE,
-    "requests[].length": _TOKENS,
-    "requests[].decode": _SCALE_OR_ZERO,
-    "placement.target": _SCALE,
-    "placement.memory_budget": _SCALE_OR_ZERO,
-    "placement.fallback_min": _SHARE,
-    "remote.bandwidth": _SCALE_OR_INF,
-    "remote.latency": _SCALE_OR_ZERO,
-    "remote.density": _SCALE,
-    "remote.interference": _SCALE_OR_ZERO,
-    "compression.ratio": Range(1.0, SCALE_MAX),
-    "compression.decompress_per_token": _SCALE_OR_ZERO,
-    "compression.quality_loss": _SHARE,
-    "serving.decode_slots": _SCALE,
-    "serving.handoff_bandwidth": _SCALE_OR_INF,
-    "serving.handoff_latency": _SCALE_OR_ZERO,
-    "serving.chunk_size": Range(1.0, MAX_TOKENS),
-    "serving.chunk_overhead": _SCALE_OR_ZERO,
-    "serving.decode_scv": _SCALE_OR_ZERO,
-    "catalogue.bits": Range(1, MAX_FILTER_BITS, whole=True),  # inf (an exact catalogue) is Python-only, see below
-    "catalogue.hashes": Range(1.0, float(MAX_HASHES), whole=True),
-    "catalogue.refresh": _SCALE_OR_ZERO,
-    "catalogue.churn": _SCALE_OR_ZERO,
-    "telemetry.delay": _SCALE_OR_ZERO,
-    "telemetry.refresh": _SCALE_OR_ZERO,
-}
+# schema path (``[]`` marks the items of a list) → range, read from the field table
+# edgeprefix.placement.model.instance_fields.FORMAT (which the JSON Schema is generated from).
+FIELD_RANGES: dict[str, Range] = field_ranges()
 
 
 def check_field(path: str, field: str, value: float) -> None:
@@ -198,31 +99,36 @@ def check_instance_ranges(instance: Any) -> None:
             if value is not None:
                 check_field(f"{section}.{name}", f"{where or section}.{name}", value)
 
-    each("network", instance.network, ("edge_density", "request_intensity", "radio_scale", "radio_exponent"))
-    each("gpu", instance.gpu, ("memory", "runtime_per_sequence", "kv_per_token"))
+    each("network", instance.network, _names("network"))
+    each("gpu", instance.gpu, _names("gpu"))
     for i, tier in enumerate(instance.gpu.tiers):
-        each("gpu.tiers[]", tier, ("capacity", "bandwidth", "latency"), f"gpu.tiers[{i}]")
+        each("gpu.tiers[]", tier, _names("gpu.tiers[]"), f"gpu.tiers[{i}]")
     g = instance.prefill
     if hasattr(g, "linear"):
-        each("prefill", g, ("linear", "quadratic", "intercept"))
+        each("prefill", g, _names("prefill"))
     if hasattr(g, "tokens") and hasattr(g, "seconds"):
         for key in ("tokens", "seconds"):
             for i, value in enumerate(getattr(g, key)):
                 check_field(f"prefill.table.{key}[]", f"prefill.table.{key}[{i}]", value)
     for i, p in enumerate(instance.prefixes):
-        each("prefixes[]", p, ("depth", "kv_per_token"), f"prefixes[{i}]")
+        each("prefixes[]", p, _names("prefixes[]"), f"prefixes[{i}]")
         for j, block in enumerate(p.blocks):
             check_field("prefixes[].blocks[]", f"prefixes[{i}].blocks[{j}]", block)
     for i, q in enumerate(instance.requests):
-        each("requests[]", q, ("probability", "length", "decode"), f"requests[{i}]")
-    each("placement", instance.placement, ("target", "memory_budget", "fallback_min"))
+        each("requests[]", q, _names("requests[]"), f"requests[{i}]")
+    each("placement", instance.placement, _names("placement"))
     for section in ("remote", "compression", "serving", "catalogue", "telemetry"):
         obj = getattr(instance, section)
         if obj is not None:
-            names = tuple(key.split(".", 1)[1] for key in FIELD_RANGES if key.startswith(section + "."))
+            names = _names(section)
             if section == "catalogue" and math.isinf(obj.bits):  # Catalogue(bits=math.inf): exact, no file form
                 names = tuple(n for n in names if n != "bits")
             each(section, obj, names)
+
+
+def _names(section: str) -> tuple[str, ...]:
+    """The fields of ``section`` (a table such as ``gpu`` or ``requests[]``) with a range, not those of its sub-tables or lists."""
+    return tuple(rest for key in FIELD_RANGES if key.startswith(section + ".") and not {".", "["} & set(rest := key[len(section) + 1 :]))
 
 
 # --------------------------------------------------------------------------------------------

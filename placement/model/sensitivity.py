@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from edgeprefix.placement.memory import check_memory
 from edgeprefix.placement.model.association import TierGrid, default_nodes, tier_grid
+from edgeprefix.placement.model.cell import cell_node_law
 from edgeprefix.placement.model.cell_gradient import cell_coverage_gradient
 from edgeprefix.placement.model.queueing import RHO_CLIP
 from edgeprefix.placement.model.spatial import AnalyticKernel, column_blocks
@@ -392,8 +393,8 @@ class _Loads:
         d_a = d_a[:, None, :] if one else d_a
         sums = np.stack(
             [np.einsum("q,stq->st", self.p, d_a), np.einsum("sq,stq->st", self.ws, d_a)]
-            + ([np.einsum("sq,stq->st", self.w2, d_a)] if self.scv is not None else [])
-        )  # type: ignore[arg-type]
+            + ([np.einsum("sq,stq->st", self.w2, d_a)] if self.w2 is not None and self.scv is not None else [])
+        )
         d_work, d_mean, d_scv = self.directional_sums(sums)
         if one:
             return d_work[:, 0], d_mean[:, 0], d_scv[:, 0]
@@ -402,7 +403,9 @@ class _Loads:
     def contraction_weights(self) -> FloatArray:
         """``(W, n, Q)`` weights of the sums (16.7) that :meth:`directional_sums` reads: ``p_q``, ``p_q/μ_{s,q}``
         and, when the law reads ``C²``, ``p_q E[S²_{s,q}]``."""
-        return np.stack([np.broadcast_to(self.p, self.ws.shape), self.ws] + ([self.w2] if self.scv is not None else []))  # type: ignore[list-item]
+        return np.stack(
+            [np.broadcast_to(self.p, self.ws.shape), self.ws] + ([self.w2] if self.w2 is not None and self.scv is not None else [])
+        )
 
     def directional_sums(self, sums: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``(∂a, ∂m, ∂C²)`` ``(n, n)`` from ``sums[w, s, t] = Σ_q weight_w[s, q] ∂A_{s,q}/∂W_t`` (docs/model.md (16.7))."""
@@ -690,7 +693,7 @@ class _Linearisation:
             self.target,
             radio_scale=self.xi,
             first_token=self.g,
-            servers=self.c,
+            **cell_node_law(self.c, self.law.tiers if isinstance(self.law, EngineLaw) else None),
             offered_load=self.work,
             mean_service=self.mean_service,
             service_scv=self.load.scv if self.law.needs_scv else None,

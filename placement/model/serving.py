@@ -25,12 +25,13 @@ import numpy.typing as npt
 
 from edgeprefix.placement.errors import InstanceError
 from edgeprefix.placement.model.costs import PrefillModel
+from edgeprefix.placement.model.evaluation_registry import SLOT_QUEUE_REGISTRY
 from edgeprefix.placement.model.profiles import Profile
 from edgeprefix.placement.model.workload import PrefixForest, RequestType, check_unique_ids
 
 FloatArray = npt.NDArray[np.float64]
 SERVING_MODES = ("colocated", "disaggregated")
-QUEUE_LAWS = ("mmc", "mgc")  # Erlang C (the paper's) or the M/G/c law of docs/model.md §19.6
+QUEUE_LAWS = SLOT_QUEUE_REGISTRY.names()  # Erlang C (the paper's) or the M/G/c law of docs/model.md §19.6
 # ShadowServe (arXiv:2509.16857) measured up to 1.38× lower TTFT than GPU-decompression baselines
 # once fetch and decompression leave the GPU (≤ 20 Gbps links): the default slowdown of the
 # node's prefill while it serves a pool fetch is that gap, ι = 0.38 (docs/model.md §19.2).

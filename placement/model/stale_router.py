@@ -55,6 +55,7 @@ NEAR_EDGE_BIAS = (0.0, 0.07)  # eq. (39) − simulated fresh online router, meas
 INSIDE_BIAS = (-0.02, 0.04)  # ... and below it (mooncake_small at 55 % of the edge: +0.039 at a busiest load of 0.67)
 CLOSED = 1e6  # seconds added to the shown delay of a node closed by admission control (never preferred)
 CANDIDATES = (1, 2)  # k nearest per profile with a closed form (the online router of docs/model.md §11 uses 2)
+METHODS = ("meanfield", "sampled")  # the node model of this module; the sampled network (docs/model.md (11.19))
 
 
 def flood_length(telemetry: Telemetry) -> float:
@@ -95,6 +96,8 @@ class StaleRouterPrediction:
     node: NodeModel | None = field(default=None, repr=False)
     meanfield_utilization: FloatArray | None = field(default=None, repr=False)  # eq. (39)'s tier loads
     fresh_node: NodeModel | None = field(default=None, repr=False)
+    method: str = "meanfield"  # how the age was modelled (METHODS); fresh telemetry is eq. (39) either way
+    coverage_se: float | None = None  # the sampled prediction's standard error (None: not sampled)
 
     def to_dict(self) -> dict:
         return {
@@ -107,6 +110,8 @@ class StaleRouterPrediction:
             "node_coverage": None if self.node is None else float(self.node.coverage),
             "fresh_node_coverage": None if self.fresh_node is None else float(self.fresh_node.coverage),
             "fresh_region": fresh_region(self.meanfield_utilization),
+            "method": self.method,
+            "coverage_se": None if self.coverage_se is None else float(self.coverage_se),
         }
 
 
@@ -122,8 +127,13 @@ def predict_online(
     local_accounting: bool = False,
     sample: int = 0,
     admission: float = math.inf,
+    method: str = "meanfield",
 ) -> StaleRouterPrediction:
     """Coverage at ``target``, mean TTFT and tier loads of the online router at ``telemetry``.
+
+    ``method``: ``"meanfield"`` (the node model of this module, anchored on eq. (39), docs/model.md (11.14)) or
+    ``"sampled"`` (the network sampled under the telemetry, :func:`edgeprefix.placement.model.sampled_router.predict_sampled`,
+    docs/model.md (11.19)); fresh telemetry without a mitigation is eq. (39) itself for both.
 
     Mitigations (docs/model.md (11.15)): ``margin`` ``z_δ`` adds ``z_δ sqrt(k_x) m̄_s / c_s`` to the shown
     delay (the age term of ``σ̂`` is the same for every candidate, so it does not change the choice);
@@ -148,8 +158,29 @@ def predict_online(
         raise ValueError(f"margin: z_δ must be a finite number >= 0, got {margin}")
     h = flood_length(telemetry)
     window = float(telemetry.delay) + 0.5 * float(telemetry.refresh)
+    if method not in METHODS:
+        raise ValueError(f"method: unknown {method!r} (valid: {list(METHODS)})")
     if h == 0.0 and margin == 0.0 and sample == 0 and admission == math.inf:
-        return StaleRouterPrediction(telemetry, tau, base_cov, base_ttft, base_util, base_cov, meanfield_utilization=base_util)
+        return StaleRouterPrediction(
+            telemetry, tau, base_cov, base_ttft, base_util, base_cov, meanfield_utilization=base_util, method=method
+        )
+    if method == "sampled":
+        from edgeprefix.placement.model.sampled_router import predict_sampled
+
+        got = predict_sampled(
+            instance, mix, telemetry, target=tau, margin=margin, local_accounting=local_accounting, sample=sample, admission=admission
+        )
+        return StaleRouterPrediction(
+            telemetry=telemetry,
+            target=tau,
+            coverage=got.coverage,
+            mean_ttft=got.mean_ttft,
+            utilization=got.utilization,
+            meanfield_coverage=base_cov,
+            meanfield_utilization=base_util,
+            method=method,
+            coverage_se=got.coverage_se,
+        )
     fresh = node_model(instance, ev, 0.0, tau) if fresh is None else fresh
     stale = node_model(
         instance,

@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -356,6 +357,14 @@ def concurrency_from_memory(gpu_bytes: float, weight_bytes: float, sequence_byte
     return max(0, int(math.floor(free / sequence_bytes + 1e-12)))
 
 
+class GpuNumbers(TypedDict):
+    """The ``gpu`` section of an instance, as :meth:`Deployment.normalised` gives it."""
+
+    memory: float
+    runtime_per_sequence: float
+    kv_per_token: float
+
+
 @dataclass(frozen=True)
 class Deployment:
     """One serving replica: total GPU memory (all tensor-parallel GPUs), model and budget.
@@ -393,7 +402,7 @@ class Deployment:
         """``m_run`` in bytes."""
         return self.kappa_bytes * self.sequence_tokens
 
-    def normalised(self) -> dict[str, float]:
+    def normalised(self) -> GpuNumbers:
         """``gpu`` section of an instance: ``memory`` ``M``, ``runtime_per_sequence`` 1, ``kv_per_token`` ``κ``."""
         return {
             "memory": self.free_bytes / self.sequence_bytes,

@@ -280,16 +280,16 @@ class TraceWorkload:
     def requests(self) -> int:
         return int(self.time.size)
 
-    def part(self, index: slice | npt.ArrayLike) -> TraceWorkload:
+    def part(self, index: slice | npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_]) -> TraceWorkload:
         """The requests selected by ``index`` (a slice or index/mask array), in order."""
         return TraceWorkload(
             self.time[index],
             self.length[index],
             self.output[index],
             self.hit[:, index],
-            self.kind[index],  # type: ignore[index]
+            self.kind[index],
             self.matched[index],
-        )  # type: ignore[index]
+        )
 
     def type_mix(self, types: int) -> FloatArray:
         """Empirical distribution of the request types, ``(Q,)``."""

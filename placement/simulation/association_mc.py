@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import qmc
 
 from edgeprefix.placement.errors import plain
 
@@ -100,6 +99,8 @@ def nearest_distances(
     rng = np.random.default_rng(seed)
     n = int(samples)
     if sampler == "sobol":
+        from scipy.stats import qmc  # imported here: scipy.stats costs a second to import (validate does not draw Sobol points)
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # n need not be a power of two
             u = qmc.Sobol(d=lam.size, scramble=True, seed=rng).random(n).T

@@ -161,7 +161,7 @@ def full_scan_route(
         best = np.full(rows.size, np.inf)
         for value in np.unique(bias[eligible, q]).tolist():
             idx = np.flatnonzero(eligible & (bias[:, q] == value))
-            d, j = cKDTree(wrapped[idx], boxsize=side).query(points[rows], k=1)
+            d, j = cKDTree(wrapped[idx], boxsize=side).query(points[rows], k=1)  # type: ignore[call-overload]  # stub lacks scalar boxsize
             cost = xi * d**alpha + value
             better = cost < best
             best = np.where(better, cost, best)

@@ -16,9 +16,11 @@ added the Allen–Cunneen way (decay rate scaled by ``2 / (1 + C_S²)``).
 
 from __future__ import annotations
 
+from typing import Any, Literal, overload
+
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
+from scipy import special
 
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.queueing import erlang_c
@@ -39,8 +41,9 @@ def load_distribution(shape: float = VORONOI_SHAPE, *, size_biased: bool = True,
     if not np.isfinite(shape):
         return np.ones(1), np.ones(1)
     u = (np.arange(points) + 0.5) / points
-    law = stats.gamma(shape + 1.0 if size_biased else shape, scale=1.0 / shape)
-    return law.ppf(u), np.full(points, 1.0 / points)
+    # the Gamma(a, 1/k) quantiles, as scipy.stats.gamma(a, scale=1/k).ppf gives them (scipy.stats is slow to import)
+    quantiles = special.gammaincinv(shape + 1.0 if size_biased else shape, u) * (1.0 / shape)
+    return quantiles, np.full(points, 1.0 / points)
 
 
 def _route_sampled_requests(evaluation, mean_nodes: float, points_per_node: int, rng: np.random.Generator):
@@ -169,20 +172,44 @@ def corrected_coverage(
         stable = offered < c[s]
         pw = np.asarray(erlang_c(offered[stable], np.full(stable.sum(), c[s])), dtype=float)
         decay = (c[s] - offered[stable]) / mean_service[s] * scale[s]
-        w = np.maximum(slack[s], 0.0)[..., None]  # (Q, R, 1)
+        reached = slack[s] >= 0  # elsewhere the coverage is 0: the load points' sum is formed where it counts
+        w = slack[s][reached][:, None]  # (pairs reached, 1)
         tail = (wts[stable] * pw * np.exp(-decay * w)).sum(axis=-1)
-        cdf[s] = np.where(slack[s] >= 0, wts[stable].sum() - tail, 0.0)
+        cdf[s][reached] = wts[stable].sum() - tail
     pairs = np.trapezoid(f * cdf, r, axis=-1)  # (S, Q)
     return float(np.clip((np.asarray(inst.probabilities) * pairs.sum(axis=0)).sum(), 0.0, 1.0))
 
 
+Seed = int | np.integer[Any] | np.random.Generator | None
+
+
+@overload
 def node_erlang_coverage(
-    evaluation,
+    evaluation: Any,
     tau: float | None = None,
     *,
     mean_nodes: float = 2000.0,
     points_per_node: int = 500,
-    seed: int | np.random.Generator | None = None,
+    seed: Seed = None,
+    with_queue_free: Literal[False] = False,
+) -> float: ...
+@overload
+def node_erlang_coverage(
+    evaluation: Any,
+    tau: float | None = None,
+    *,
+    mean_nodes: float = 2000.0,
+    points_per_node: int = 500,
+    seed: Seed = None,
+    with_queue_free: Literal[True],
+) -> tuple[float, float]: ...
+def node_erlang_coverage(
+    evaluation: Any,
+    tau: float | None = None,
+    *,
+    mean_nodes: float = 2000.0,
+    points_per_node: int = 500,
+    seed: Seed = None,
     with_queue_free: bool = False,
 ) -> float | tuple[float, float]:
     """Coverage with one Erlang-C queue per node, loads and distances sampled jointly.

@@ -166,7 +166,7 @@ class Layout:
                 out.append(None)
                 continue
             pts = np.mod(self.positions[idx], self.side)
-            out.append((s, cKDTree(pts, boxsize=self.side), idx))
+            out.append((s, cKDTree(pts, boxsize=self.side), idx))  # type: ignore[call-overload]  # stub lacks scalar boxsize
         return out
 
 
@@ -211,24 +211,26 @@ def sample_layout(instance, mix, spec: LayoutSpec = LayoutSpec(), *, seed=None) 
     expected = {v: expected_record(current, v) for v in depths}
     corrupt = rng.random(n) < spec.mismatch_fraction
     states: list[dict[str, StateRecord]] = []
-    for x in range(n):
-        own = {v: expected_record(attrs[x], v) for v in instance.profiles[profile[x]].prefixes}
-        if corrupt[x] and own:
-            deepest = max(own, key=lambda v: depths[v])
-            rec = own[deepest]
-            own[deepest] = StateRecord(
-                rec.model, rec.tokenizer, rec.adapter, rec.prefix_hash + "-stale", rec.position_encoding, rec.catalogue_epoch
-            )
-        states.append(own)
     advertised = np.asarray(instance.hit_depth, dtype=float)[profile]  # (N, Q)
     verified = np.zeros_like(advertised)
     reused: list[tuple[str | None, ...]] = []
-    for x in range(n):
-        row = []
-        for q, req in enumerate(instance.requests):
-            verified[x, q], used = verify_reuse(states[x], expected, req.path, depths)
-            row.append(used)
-        reused.append(tuple(row))
+    seen: dict[tuple[NodeAttributes, int, bool], tuple[dict[str, StateRecord], list[float], tuple[str | None, ...]]] = {}
+    for x in range(n):  # nodes alike in attributes, profile and corruption get the same states: built once per kind
+        key = (attrs[x], int(profile[x]), bool(corrupt[x]))
+        if key not in seen:
+            own = {v: expected_record(attrs[x], v) for v in instance.profiles[profile[x]].prefixes}
+            if corrupt[x] and own:
+                deepest = max(own, key=lambda v: depths[v])
+                rec = own[deepest]
+                own[deepest] = StateRecord(
+                    rec.model, rec.tokenizer, rec.adapter, rec.prefix_hash + "-stale", rec.position_encoding, rec.catalogue_epoch
+                )
+            checked = [verify_reuse(own, expected, req.path, depths) for req in instance.requests]
+            seen[key] = (own, [depth for depth, _ in checked], tuple(used for _, used in checked))
+        own, hits, used_row = seen[key]
+        states.append(dict(own))
+        verified[x] = hits
+        reused.append(used_row)
     return Layout(side, positions, profile, servers, tuple(attrs), eligible, advertised, verified, tuple(reused), tuple(states), current)
 
 

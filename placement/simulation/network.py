@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+import edgeprefix.placement.simulation.delayed_fast as delayed_fast
 import edgeprefix.placement.simulation.online_fast as online_fast
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.ranges import check_simulated_events
+from edgeprefix.placement.simulation.fcfs_nodes import fcfs_node_waits
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, sample_layout
 from edgeprefix.placement.simulation.nearest import nearest_per_profile
 from edgeprefix.placement.simulation.nearest import query as query_nearest
@@ -401,20 +403,7 @@ def _serve_static(layout, req, chosen, occupancy):
     hits = np.where(routed, layout.verified_hit[np.maximum(chosen, 0), req.kind], 0.0)
     means = occupancy[np.maximum(chosen, 0), req.kind]
     services = np.where(routed, req.unit_service * means + req.extra_service, 0.0)
-    free = [[0.0] * int(c) for c in layout.servers]
-    waits = [0.0] * chosen.size
-    replace = heapq.heapreplace
-    for i, (x, t, svc) in enumerate(zip(chosen.tolist(), req.time.tolist(), services.tolist())):
-        if x < 0:
-            continue
-        heap = free[x]
-        f = heap[0]
-        if f > t:
-            waits[i] = f - t
-            replace(heap, f + svc)
-        else:
-            replace(heap, t + svc)
-    return np.asarray(waits), services, hits
+    return fcfs_node_waits(chosen, req.time, services, layout.servers), services, hits
 
 
 def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_service, shown=None, churn=None):
@@ -430,6 +419,10 @@ def _route_online(instance, layout, req, cand, dist, router, spec, rng, real_ser
         fast = online_fast.route_fresh(instance, layout, req, cand, dist, router, real_service)
         if fast is not None:
             return fast
+    if delayed_fast.applies(router, spec, shown, churn):  # delayed or periodic telemetry, routed in blocks
+        blocked = delayed_fast.route_delayed(instance, layout, req, cand, dist, router, spec, real_service)
+        if blocked is not None:
+            return blocked
     n_nodes = layout.nodes
     prof = layout.profile
     g_adv = np.asarray(instance.first_token_time, dtype=float)  # g(L_q − h_{s,q}) in the paper's model
@@ -713,6 +706,7 @@ def _simulate_catalogue(instance, mix, layout, req, router, spec, rng):
     n = req.time.size
     static = node_bias is not None and node_bias(nodecat.first_token[rows, snaps[0]], snaps[0]) is not None
     if static:
+        assert node_bias is not None  # static: the router biases by node
         chosen = np.full(n, -1, dtype=np.int64)
         for e in np.unique(epoch).tolist():
             sel = np.flatnonzero(epoch == e)

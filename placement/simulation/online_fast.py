@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -75,6 +76,7 @@ def applies(router: Any, spec: Any, shown: Any = None, churn: Any = None) -> boo
 
 
 CHUNK = 1 << 15  # requests whose candidate arrays are built at once (bounds the memory)
+COUNTED = True  # off: the in-system counts come from heaps of departure epochs (tests compare both)
 
 
 def route_fresh(
@@ -96,13 +98,17 @@ def route_fresh(
     free = [[0.0] * int(c) for c in layout.servers]
     departures: list[list[float]] = [[] for _ in range(layout.nodes)]
     occ = occupancy.tolist()
+    # services never negative: a node's in-system count follows from its start times (see _book_counted)
+    counted = COUNTED and bool((req.unit_service >= 0).all() and (occupancy >= 0).all() and (extra >= 0).all())
+    starts: list[list[float]] = [[] for _ in range(layout.nodes)]
+    seen = [0] * layout.nodes
     for lo in range(0, n, CHUNK):
         hi = min(n, lo + CHUNK)
         packed = _telemetry_free(instance, layout, req.kind[lo:hi], cand[lo:hi], dist[lo:hi], router)
         if packed is None:
             return None
         svc_first = req.unit_service[lo:hi] * occupancy[np.maximum(packed[:, 0, 0].astype(np.int64), 0), req.kind[lo:hi]] + extra[lo:hi]
-        chosen[lo:hi], waits[lo:hi] = _book(
+        args = (
             packed,
             req.time[lo:hi].tolist(),
             svc_first.tolist(),
@@ -112,8 +118,11 @@ def route_fresh(
             occ,
             router,
             free,
-            departures,
         )
+        if counted:
+            chosen[lo:hi], waits[lo:hi] = _book_counted(*args, (starts, seen))
+        else:
+            chosen[lo:hi], waits[lo:hi] = _book(*args, departures)
     served = chosen >= 0
     safe = np.maximum(chosen, 0)
     services = np.where(served, req.unit_service * occupancy[safe, req.kind] + extra, 0.0)
@@ -143,8 +152,7 @@ def _telemetry_free(
     fetch_all = per = tier = zeros
     base = rp
     if router.policy == "load_aware":
-        fetch = np.zeros_like(g_adv) if router.fetch is None else np.asarray(router.fetch, dtype=float)
-        fetch_all = fetch[s_all, kind[:, None]]
+        fetch_all = zeros if router.fetch is None else np.asarray(router.fetch, dtype=float)[s_all, kind[:, None]]
         tier = np.asarray(router.tier_wait, dtype=float)[s_all] if router.delay == "tier" else zeros
         base = rp + (tier + fetch_all)  # the router's cost with no customer ahead
         p = np.asarray(instance.probabilities, dtype=float)
@@ -153,9 +161,17 @@ def _telemetry_free(
         return None
     masked = np.where(valid, base, np.inf)
     order = np.argsort(masked, axis=1, kind="stable")
-    index = np.broadcast_to(np.arange(cand.shape[1], dtype=float), cand.shape)
-    packed = np.stack((cand.astype(float), masked, rp, fetch_all, per, c_all, index, tier), axis=2)
-    return np.take_along_axis(packed, order[:, :, None], axis=1)
+    n, k = cand.shape
+    flat = (order + (np.arange(n) * k)[:, None]).ravel()
+    columns = np.empty((8, n * k))
+    for c, column in enumerate((cand.astype(float), masked, rp, fetch_all, per, c_all, None, tier)):
+        if column is None:
+            columns[c] = order.ravel()  # _INDEX: the candidate's original column
+        elif column is zeros:
+            columns[c] = 0.0
+        else:
+            np.take(column.ravel(), flat, out=columns[c])
+    return columns.reshape(8, n, k).transpose(1, 2, 0)  # (n, K, 8), rows sorted
 
 
 def _book(
@@ -198,6 +214,83 @@ def _book(
         replace_min(heap, end)
         push(departures[x], end)
     return chosen, waits
+
+
+def _book_counted(
+    packed: FloatArray,
+    times: list[float],
+    svc_first: list[float],
+    units: list[float],
+    extras: list[float],
+    kinds: list[int],
+    occ: list[list[float]],
+    router: OnlineRouter,
+    free: list[list[float]],
+    counts: tuple[list[list[float]], list[int]],
+) -> tuple[list[int], list[float]]:
+    """:func:`_book` with each node's start epochs (in booking order) in place of its heap of departures.
+
+    Requests arrive in time order and services are ``≥ 0``, so the start epochs ``max(t, min free)`` of a
+    node never decrease, and when all ``c_x`` servers are busy at ``t`` (the earliest free time is ``> t``)
+    each server holds exactly one request in service (its end ``> t``): the requests in the system are then
+    ``c_x`` plus those booked to start after ``t``, the count the departure heap gives, with a bisection.
+    A request that starts on arrival starts before every later arrival, so only the starts of requests that
+    waited are kept (still in non-decreasing order).
+    """
+    replace_min = heapq.heapreplace
+    state = router.policy == "load_aware" and (router.delay == "telemetry" or router.margin > 0)
+    tier = router.delay == "tier"
+    margin = float(router.margin)
+    starts, seen = counts
+    chosen = packed[:, 0, _NODE].astype(np.int64).tolist()
+    waits = [0.0] * len(chosen)
+    for i, (t, x, svc) in enumerate(zip(times, chosen, svc_first)):
+        if x < 0:
+            continue  # no eligible candidate
+        heap = free[x]
+        f = heap[0]
+        if f <= t:  # the cheapest candidate has a free server: it takes the request at once
+            replace_min(heap, t + svc)
+            continue
+        if state:  # the cheapest candidate is busy: the router's full cost decides
+            x = _full_choice_counted(packed[i].tolist(), t, tier, margin, free, starts, seen)
+            chosen[i] = x
+            svc = units[i] * occ[x][kinds[i]] + extras[i]
+            heap = free[x]
+            f = heap[0]
+        if f > t:
+            waits[i] = f - t
+            replace_min(heap, f + svc)
+            starts[x].append(f)  # only a start after the arrival can lie after a later request's arrival
+        else:
+            replace_min(heap, t + svc)
+    return chosen, waits
+
+
+def _full_choice_counted(
+    row: list[list[float]], t: float, tier: bool, margin: float, free: list[list[float]], starts: list[list[float]], seen: list[int]
+) -> int:
+    """:func:`_full_choice` with ``n_x − c_x`` read as the requests of ``x`` booked to start after ``t``."""
+    best_cost = math.inf
+    best_index = math.inf
+    best = -1
+    for x, bound, rp, fetch, per, servers, index, tier_wait in row:
+        if bound > best_cost or x < 0:
+            break
+        x = int(x)
+        if free[x][0] <= t:  # a free server: nobody ahead, the cost is its bound
+            cost = bound
+        else:
+            booked = starts[x]
+            first = bisect_right(booked, t, seen[x])
+            seen[x] = first
+            ahead = (len(booked) - first) + 1.0  # n_x − c_x + 1 with n_x = c_x + the requests not started by t
+            cost = rp + ((tier_wait if tier else ahead * per) + fetch)
+            if margin > 0:
+                cost = cost + margin * (math.sqrt(ahead) * per + 0.0)
+        if cost < best_cost or (cost == best_cost and index < best_index):
+            best_cost, best_index, best = cost, index, x
+    return best
 
 
 def _full_choice(

@@ -14,7 +14,7 @@ Built on :func:`edgeprefix.placement.simulation.replay.replay` (docs/model.md §
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,18 @@ from edgeprefix.placement.simulation.replay import (
 
 FloatArray = npt.NDArray[np.float64]
 BURST_WINDOWS = (10, 100, 1000)  # expected requests per window
-ABLATIONS: tuple[tuple[str, dict[str, str]], ...] = (
+
+
+class Switches(TypedDict, total=False):
+    """The :class:`ReplaySpec` fields one ablation changes."""
+
+    arrivals: str
+    hits: str
+    lengths: str
+    service: str
+
+
+ABLATIONS: tuple[tuple[str, Switches], ...] = (
     ("trace", {}),
     ("poisson arrivals", {"arrivals": "poisson"}),
     ("per-type hit depths", {"hits": "type"}),

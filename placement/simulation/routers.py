@@ -124,8 +124,11 @@ class CandidateView:
 class Router(Protocol):
     """What the simulator needs from a router."""
 
-    name: str
-    candidates_per_profile: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def candidates_per_profile(self) -> int: ...
 
     def choose(self, view: CandidateView, rng: np.random.Generator) -> int: ...
 

@@ -17,6 +17,7 @@ import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def regret_rows(name: str, *, resolution: int = 10, reps: int = 8, seed: int = 0
             evaluations[key] = result.nfev
         sims = simulate_mixes(net, chosen, spec, fresh, tau)
         base = np.array(sims["simulation"]["raw"])
-        row = {
+        row: dict[str, Any] = {
             "instance": name,
             "load": label,
             "intensity": net.network.request_intensity,

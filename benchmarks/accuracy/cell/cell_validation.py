@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from edgeprefix.placement.atomic import atomic_savefig, atomic_write_text
 from edgeprefix.placement.model.evaluation import evaluate
@@ -43,7 +45,7 @@ BENCHMARK_INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 class Case:
     name: str
     instance: Instance
-    mix: object
+    mix: Mapping[str, float] | npt.ArrayLike | None  # None: the instance's placement.mix
     spec: SimulationSpec
 
 

@@ -129,7 +129,7 @@ def density_rows(instance: Instance, lam: float, size: SimSize, router: str, rel
 
     base = instance.with_network(request_intensity=float(lam))
     step = step_time(instance)
-    out = []
+    out: list[dict[str, Any]] = []
     for law in QUEUE_LAWS:
         if law not in laws():
             out.append({"law": law, "density": None})

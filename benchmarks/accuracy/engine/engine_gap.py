@@ -59,9 +59,6 @@ ROUTERS = ("tier", "online")
 START = {"paper_baseline": 0.8, "mooncake_engine": 0.1}  # where the edge search starts (any load > 0 works)
 
 
-NO_CELL = {"coverage": math.nan, "no_wait": math.nan, "mean_ttft": math.nan, "p90": math.nan}
-
-
 def _diff(a: float, b: float) -> str:
     return "n/a" if math.isnan(a) or math.isnan(b) else f"{a - b:+.3f}"
 
@@ -86,10 +83,7 @@ def gap_rows(
     rows = []
     for share in shares:
         lam = float(share) * edges["online"].edge
-        model = {
-            qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell") if law == "slots" or qm == "meanfield"
-        }
-        model.setdefault("cell", NO_CELL)  # the cell model has no engine law (docs/model.md §17.10)
+        model = {qm: model_point(predict(instance, None, lam, qm, law)) for qm in ("meanfield", "cell")}
         for router in routers:
             results = simulate(instance, None, lam, size, router=router, step=step)
             rows.append(
@@ -131,6 +125,32 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
             f"{fmt(_ratio(mf['mean_ttft'], s['mean_ttft']), 2)} | {fmt(s['p90'], 2)} | {fmt(mf['p90'], 2)} | "
             f"{fmt(cell['p90'], 2)} | {fmt(_ratio(mf['p90'], s['p90']), 2)} | {'sat' if r['saturated'] else ''} |"
         )
+    return "\n".join(lines)
+
+
+def summary(rows: Sequence[dict[str, Any]]) -> str:
+    """Per model (mean field, cell model): the cells whose coverage is within ``max(0.02, 3 SE)`` of the simulation
+    (all rows, and the rows of the router the model describes: the online router for the mean field, the tier
+    router for the cell model, docs/model.md §14) and those whose mean TTFT is within 10 % (online router)."""
+    lines = []
+    for key, own in (("meanfield", "online"), ("cell", "tier")):
+        hits, total, own_hits, own_total, ttft, ttft_total = 0, 0, 0, 0, 0, 0
+        for r in rows:
+            s, m = r["sim"], r[key]
+            if math.isnan(m["coverage"]):
+                continue
+            ok = abs(m["coverage"] - s["coverage"]) <= max(0.02, 3.0 * s["coverage_se"])
+            hits, total = hits + ok, total + 1
+            if r["router"] == own:
+                own_hits, own_total = own_hits + ok, own_total + 1
+            if r["router"] == "online":
+                ratio = _ratio(m["mean_ttft"], s["mean_ttft"])
+                ttft, ttft_total = ttft + (math.isfinite(ratio) and abs(ratio - 1.0) <= 0.10), ttft_total + 1
+        if total:
+            lines.append(
+                f"{key}: coverage within max(0.02, 3 SE) in {hits} of {total} cells ({own_hits} of {own_total} with the "
+                f"{own} router); mean TTFT within 10 % in {ttft} of {ttft_total} online-router cells"
+            )
     return "\n".join(lines)
 
 
@@ -179,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(edge_lines(edges))
     print(table(rows))
+    print(summary(rows))
     print(f"wall time {time.perf_counter() - t0:.0f} s, CPU {time.process_time() - c0:.0f} s")
 
 

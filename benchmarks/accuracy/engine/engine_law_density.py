@@ -6,7 +6,8 @@ profile, simulates the batching-engine network at the engine law's density (plan
 workload, ``--router``, seed 0), and prints beside it the engine law averaged over the load a
 request meets in a Poisson–Voronoi cell (its cell's area is size-biased, ``Gamma(k + 1)/k`` with
 ``k = 3.575``; the radio distance is held at the mean field's): the mean field's one-load-per-tier
-assumption is what that average removes.
+assumption is what that average removes; the last column is the cell model (docs/model.md §14) with the
+engine law at the same density.
 """
 
 from __future__ import annotations
@@ -72,12 +73,34 @@ def main(argv: list[str] | None = None) -> int:
         f"instance {inst.name}, mix none=1, Λ = {inst.network.request_intensity:g}, ζ = {args.reliability}, router {args.router}, "
         f"{args.nodes:g} nodes, {args.requests} requests × {args.replications} replications, seed 0"
     )
-    print("| law | planned λ_b | predicted coverage | engine network ± SE | engine law over the cell load |")
-    print("|---|---|---|---|---|")
-    print(f"| slots | {plans['slots'].edge_density:.3f} | {plans['slots'].coverage:.4f} | | |")
+    cell = evaluate(planned, mix, queue_law="engine", queue_model="cell").coverage()  # docs/model.md §17.10.1
+    # the density planned on the cell model with the engine law, simulated the same way
+    cell_plan = plan_density(density_problem(inst, args.reliability, mix=mix, queue_law="engine", queue_model="cell"))
+    cell_row = engine_rows(
+        inst.with_network(edge_density=cell_plan.edge_density),
+        mix,
+        (inst.network.request_intensity,),
+        step=default_step_time(inst),
+        engine="batching",
+        cache="planned",
+        router=args.router,
+        telemetry=Telemetry(),
+        requests=args.requests,
+        replications=args.replications,
+        nodes=args.nodes,
+        seed=0,
+        tau=float(inst.placement.target),
+    )[0]
+    print("| law | planned λ_b | predicted coverage | engine network ± SE | engine law over the cell load | cell model, engine law |")
+    print("|---|---|---|---|---|---|")
+    print(f"| slots | {plans['slots'].edge_density:.3f} | {plans['slots'].coverage:.4f} | | | |")
     print(
         f"| engine | {plans['engine'].edge_density:.3f} | {plans['engine'].coverage:.4f} | {row['coverage_engine']:.4f} ± "
-        f"{row['coverage_engine_se']:.4f} | {cell_averaged_coverage(planned, mix):.4f} |"
+        f"{row['coverage_engine_se']:.4f} | {cell_averaged_coverage(planned, mix):.4f} | {cell:.4f} |"
+    )
+    print(
+        f"| engine, cell model | {cell_plan.edge_density:.3f} | {cell_plan.coverage:.4f} | {cell_row['coverage_engine']:.4f} ± "
+        f"{cell_row['coverage_engine_se']:.4f} | | {cell_plan.coverage:.4f} |"
     )
     print(f"CPU {time.process_time() - t0:.1f} s")
     return 0

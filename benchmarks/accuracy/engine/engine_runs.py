@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -65,7 +65,13 @@ def engine_law_available() -> bool:
     return takes_law(evaluate)
 
 
-def law_keywords(law: str, entry: Callable[..., Any] | None = None) -> dict[str, str]:
+class LawKeywords(TypedDict, total=False):
+    """What :func:`law_keywords` gives: ``queue_law`` or nothing."""
+
+    queue_law: str
+
+
+def law_keywords(law: str, entry: Callable[..., Any] | None = None) -> LawKeywords:
     """The keywords that select ``law`` in the model's ``entry`` (default ``evaluate``): none for ``slots``;
     ``queue_law=law`` otherwise.
 
@@ -85,7 +91,7 @@ def law_keywords(law: str, entry: Callable[..., Any] | None = None) -> dict[str,
     return {"queue_law": law}
 
 
-def checked_law(law: str) -> dict[str, str]:
+def checked_law(law: str) -> LawKeywords:
     """:func:`law_keywords` for a command line: a bad law exits with one line on stderr (code 2)."""
     try:
         return law_keywords(law)
@@ -303,6 +309,7 @@ def solo_coverage(result: ReplayResult, instance: Instance, step: StepTime) -> f
     """The share of the measured requests whose radio term plus :func:`solo_prefill` is within the target: the
     engine's coverage without waiting or batching (rejected requests count as misses)."""
     eng = instance.engine
+    assert eng is not None  # an engine replay ran on the instance's [engine] section
     served = result.node >= 0
     radio = instance.network.radio_scale * np.nan_to_num(result.distance) ** instance.network.radio_exponent
     alone = radio + solo_prefill(step, np.maximum(result.length - result.hit, 0.0), result.hit, eng.token_budget, eng.chunked_prefill)

@@ -194,6 +194,7 @@ QUICK_CHUNKS = (256.0, 1024.0, None)
 
 
 def _with_serving(inst: Instance, **changes: Any) -> Instance:
+    assert inst.serving is not None  # the chunked-prefill instance has a [serving] section
     return inst.replace(serving=dataclasses.replace(inst.serving, **changes))
 
 
@@ -212,6 +213,7 @@ def chunked_rows(*, quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
     service law routed at each analysis' operating point, and with exponential service (Erlang C's
     router) as the reference the analysis' M/M/c queue assumes."""
     base = load("serving_chunked")
+    assert base.serving is not None  # the instance exists for its [serving] section
     spec = QUICK_SPEC if quick else SPEC
     law = dataclasses.replace(spec, service="instance")
     rows = []
@@ -219,6 +221,7 @@ def chunked_rows(*, quick: bool = False, seed: int = 0) -> list[dict[str, Any]]:
         inst = _with_serving(base, chunk_size=chunk, chunk_overhead=base.serving.chunk_overhead if chunk else 0.0)
         mgc = evaluate(inst)
         mmc = evaluate(_with_serving(inst, queue="mmc"))
+        assert mgc.service_scv is not None  # the instance's M/G/c queue law reports C_S²
         row = {
             "chunk": chunk,
             "mmc": mmc.coverage_at_target,
@@ -312,6 +315,7 @@ def _catalogue_point(
 def catalogue_rows(*, quick: bool = False, seeds: Sequence[int] = (0, 1, 2, 3)) -> list[dict[str, Any]]:
     """Coverage loss against the exact catalogue, simulated (same seeds, same layouts) and analysed."""
     base = load("serving_catalogue")
+    assert base.catalogue is not None  # the instance exists for its [catalogue] section
     exact_inst = base.replace(catalogue=None)
     spec = QUICK_SPEC if quick else SPEC
     seeds = seeds[:2] if quick else seeds

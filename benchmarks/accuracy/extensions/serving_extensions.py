@@ -155,6 +155,7 @@ def tier_series() -> dict[str, Callable[[Instance, float], Instance]]:
 
 def remote_series() -> dict[str, Callable[[Instance, float], Instance]]:
     def pool(i: Instance, x: float, density: float | None) -> Instance:
+        assert i.remote is not None  # the series varies the base instance's remote pool
         return i.replace(remote=dataclasses.replace(i.remote, bandwidth=x, density=density))
 
     return {
@@ -166,6 +167,7 @@ def remote_series() -> dict[str, Callable[[Instance, float], Instance]]:
 
 def compression_series() -> dict[str, Callable[[Instance, float], Instance]]:
     def comp(i: Instance, x: float, d: float) -> Instance:
+        assert i.compression is not None  # the series varies the base instance's compression
         return i.replace(compression=Compression(x, d, i.compression.quality_loss))
 
     return {
@@ -177,6 +179,7 @@ def compression_series() -> dict[str, Callable[[Instance, float], Instance]]:
 
 def disaggregation_series() -> dict[str, Callable[[Instance, float], Instance]]:
     def split(i: Instance, x: float) -> Instance:
+        assert i.serving is not None  # the series varies the base instance's serving section
         return i.replace(serving=dataclasses.replace(i.serving, handoff_bandwidth=x))
 
     return {"disaggregated": split, "colocated": lambda i, x: i.replace(serving=Serving())}

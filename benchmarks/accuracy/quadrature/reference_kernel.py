@@ -57,6 +57,10 @@ class QuadReferenceKernel:
                 out[s, q] = _integrate(_density(lam, b, alpha, s, q), lam, b, alpha, s, q, np.inf)
         return out
 
+    def association_jacobian(self, lam: FloatArray, b: FloatArray, alpha: float) -> tuple[FloatArray, FloatArray]:
+        """Not available (``provides_jacobian`` is false, so the fixed point never asks)."""
+        raise NotImplementedError("QuadReferenceKernel has no exact ∂A/∂b; the robust fixed point uses hybr on it")
+
     def truncated(self, lam: FloatArray, b: FloatArray, alpha: float, u_cut: FloatArray, tilt: FloatArray) -> tuple[FloatArray, FloatArray]:
         tilt = np.broadcast_to(np.asarray(tilt, dtype=float), b.shape)
         p1 = np.zeros(b.shape)

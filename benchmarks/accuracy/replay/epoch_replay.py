@@ -96,7 +96,7 @@ def epoch_schedule(problem: MigrationProblem, mixes: list[Any]) -> MixSchedule:
     if missing:
         raise ValueError(f"epochs file: epoch {missing[0]!r} has no window (start/end): cut the trace with edgeprefix epochs")
     return MixSchedule(
-        starts=tuple(float(e.start) for e in problem.epochs),
+        starts=tuple(float(e.start) for e in problem.epochs if e.start is not None),  # all of them (checked above)
         instances=tuple(problem.epoch_instance(e) for e in range(len(problem.epochs))),
         mixes=tuple(mixes),
         names=tuple(e.name for e in problem.epochs),
@@ -130,12 +130,11 @@ def epoch_replay(
         migrated = epoch_schedule(problem, [problem.instance.mix_vector(dict(d.mix)) for d in solution.epochs])
         fixed = epoch_schedule(problem, [static] * len(problem.epochs))
         base = problem.instance
-        kwargs = {"replications": replications, "seed": seed}
         bar.set_postfix_str("replay under the plan", refresh=False)
-        migrated_report = replay_replicated(base, workload, None, spec, schedule=migrated, **kwargs)
+        migrated_report = replay_replicated(base, workload, None, spec, schedule=migrated, replications=replications, seed=seed)
         bar.update(1)
         bar.set_postfix_str("replay under the static mix", refresh=False)
-        static_report = replay_replicated(base, workload, None, spec, schedule=fixed, **kwargs)
+        static_report = replay_replicated(base, workload, None, spec, schedule=fixed, replications=replications, seed=seed)
         bar.update(1)
     return EpochReplay(
         problem=problem,

@@ -1,8 +1,8 @@
 """Does a real trace confirm the plan?  Plan on one half of the Mooncake trace, replay the other warm.
 
-Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 16]``.
+Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 8] [--trace PATH] [--recent F]``.
 The instance is what ``edgeprefix profiles --split 0.5`` builds from the shipped Mooncake conversation trace
-(length sub-types, ``--length-bins 16``, docs/model.md §2.3); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
+(length sub-types, ``--length-bins 8``, the default of ``profiles``, docs/model.md §2.3); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
 is solved (``solve --method gradient --budget B`` with the router's own queue model: the cell model for the tier
 rule, eq. (39) for the online router) and the second half is replayed warm (``replay --split 0.5``: the training
 half fills the queues first, every replayed request is measured; docs/model.md §17.7).  Printed per case:
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from edgeprefix.benchmarks.accuracy.replay.length_bins import trace_instance
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.pipeline.trace_workload import block_catalogue, decode_per_token, split_index, trace_workload
-from edgeprefix.placement.pipeline.traces import read_trace
+from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace
 from edgeprefix.placement.simulation.replay import ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import replay_replicated
 from edgeprefix.solvers.api import solve
@@ -44,14 +45,21 @@ def cases(
     loads: Sequence[float] = (0.5, 1.0),
     routers: Sequence[str] = ("tier", "online"),
     seed: int = 0,
-    bins: int = 16,
+    bins: int = 8,
+    trace: str | Path | Sequence[TraceRecord] = MOONCAKE_TRACE,
+    recent: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """One row per (load, router): the numbers the module docstring lists."""
-    records = list(read_trace(MOONCAKE_TRACE))
+    """One row per (load, router): the numbers the module docstring lists.  ``recent < 1`` builds the
+    instance from the last ``recent`` of the training half only (a recent-window forecast of the workload);
+    the whole training half still warms the replay.  ``trace`` is a path or the records themselves."""
+    if not 0.0 < recent <= 1.0:
+        raise ValueError(f"recent must be in (0, 1], got {recent!r}")
+    records = list(read_trace(trace) if isinstance(trace, (str, Path)) else trace)
     if requests is not None:
         records = records[:requests]
     cut = split_index(len(records), 0.5)
-    instance = trace_instance(records[:cut], bins)
+    start = cut - max(1, int(round(recent * cut)))
+    instance = trace_instance(records[start:cut], bins)
     catalogue = block_catalogue(instance)
     train, test = trace_workload(records[:cut], catalogue, desc="train"), trace_workload(records[cut:], catalogue, desc="test")
     decode = decode_per_token(instance, float(train.output.mean()))
@@ -128,9 +136,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--nodes", type=float, default=50.0)
     parser.add_argument("--requests", type=int, default=None)
     parser.add_argument("--budget", type=int, default=60)
-    parser.add_argument("--length-bins", type=int, default=16, help="length sub-types per type (profiles --length-bins)")
+    parser.add_argument("--length-bins", type=int, default=8, help="length sub-types per type (profiles --length-bins)")
+    parser.add_argument("--trace", default=str(MOONCAKE_TRACE), help="a Mooncake-format trace (default: the shipped one)")
+    parser.add_argument(
+        "--recent", type=float, default=1.0, help="build the instance from the last F of the training half only (default 1: all of it)"
+    )
     args = parser.parse_args(argv)
-    rows = cases(args.requests, args.nodes, args.replications, args.budget, bins=args.length_bins)
+    rows = cases(args.requests, args.nodes, args.replications, args.budget, bins=args.length_bins, trace=args.trace, recent=args.recent)
     print(table(rows))
 
 

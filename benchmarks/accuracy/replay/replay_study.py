@@ -3,7 +3,7 @@
 Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_study [--quick] [--replications R] [--nodes N] [--parts ...] [--out DIR]``.
 Every instance is built from the *first half* of a trace with the defaults of ``edgeprefix
 profiles`` (Llama-2-70B on 4 × A100, embedded Splitwise prefill fit, 25 % memory cap, k_min = 2,
-Λ at 60 % load of an all-fallback network) and the *second half* is replayed
+Λ at 60 % load of an all-fallback network) but one length per request type (``--length-bins 1``) and the *second half* is replayed
 (:mod:`edgeprefix.placement.simulation.replay`, docs/model.md §17).  Parts:
 
 - ``loads``: the Mooncake conversation trace at ``Λ`` and ``Λ / 2``, both routers, the mix the
@@ -78,7 +78,8 @@ CAP_SHARE = 0.25  # edgeprefix profiles --memory-cap 25%
 # Traces and instances
 # ------------------------------------------------------------------------------------------
 def trace_instance(records: Sequence[TraceRecord], name: str) -> Instance:
-    """The instance ``edgeprefix profiles`` builds from ``records`` with its defaults."""
+    """The instance ``edgeprefix profiles --length-bins 1`` builds from ``records`` (its other defaults; one
+    length per request type, as before length sub-types, docs/model.md §2.3)."""
     gpu = Gpu(**Deployment(gpu_bytes=320e9, model=LLAMA2_70B, sequence_tokens=16384.0).normalised())
     profile_set = generate_profiles(
         build_forest(records),

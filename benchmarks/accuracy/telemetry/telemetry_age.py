@@ -11,7 +11,8 @@ For each instance and load (a fraction of the load-aware stability edge ``Λ_edg
 which the mean-field operating point keeps every tier stable) and each telemetry setting (continuous
 delay ``D``, and periodic refresh ``Δt`` with ``D = 0``), it prints the simulated coverage of the online
 router (load-aware, ``k = 2`` candidates per profile) with its standard error, the model's prediction
-(:func:`edgeprefix.placement.model.stale_router.predict_online`), the error and whether
+(:func:`edgeprefix.placement.model.stale_router.predict_online`; ``--method``: the board mean field, the sampled
+network of docs/model.md (11.19), or both), the error and whether
 ``|error| ≤ max(0.02, 3 SE)``; and, per load, the simulated tier rule (Theorem 1 with the evaluation's
 advertised delays).  Replications are independent networks, the same seeds for every telemetry setting
 (common random numbers); the SE pools the batch-means SEs of the replications (docs/model.md (11.8)).
@@ -45,6 +46,8 @@ from edgeprefix.placement.simulation.routers import OnlineRouter, SampledOnlineR
 INSTANCES = ("paper_calibrated", "paper_baseline", "mooncake_small")
 BENCHMARK_INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 TOLERANCE = 0.02
+METHODS = ("meanfield", "sampled")  # predictions of the grid (docs/model.md (11.14), (11.19))
+MEANFIELD_FLOOD = 8.0  # the mean field is skipped above this flood length h [s] (minutes of CPU per prediction)
 
 
 def _instance(name: str):
@@ -67,8 +70,30 @@ def _simulate(instance, router, spec, seeds, tau) -> tuple[float, float]:
     return float(covs.mean()), float(math.sqrt(float((ses**2).sum())) / covs.size)
 
 
-def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, warmup, seed=0, log=None) -> list[dict]:
-    """Every cell of the grid (module docstring); ``log``: called with each row as it is done."""
+def run_grid(
+    names,
+    loads,
+    delays,
+    refreshes,
+    *,
+    nodes,
+    replications,
+    horizon,
+    warmup,
+    seed=0,
+    log=None,
+    methods=METHODS,
+    meanfield_flood=MEANFIELD_FLOOD,
+    simulated=None,
+) -> list[dict]:
+    """Every cell of the grid (module docstring); ``log``: called with each row as it is done.
+
+    ``methods``: the predictions computed (``"meanfield"``, ``"sampled"``); the mean field is skipped (None) at
+    flood lengths above ``meanfield_flood`` seconds (minutes of CPU each).  The row's ``predicted``/``error``/
+    ``passed`` are the first method's; every method's are in ``predicted_<method>`` etc.  ``simulated``: rows of an
+    earlier run of the same grid and sizes (its JSON), whose simulated columns are taken instead of simulating again.
+    """
+    done = {(r["instance"], r["load"], r["delay"], r["refresh"]): r for r in (simulated or [])}
     settings = [Telemetry(delay=d) for d in delays] + [Telemetry(refresh=r) for r in refreshes]
     rows = []
     seeds = np.random.SeedSequence(seed).spawn(replications)
@@ -82,17 +107,44 @@ def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, w
                 inst = base.with_network(request_intensity=frac * edge)
                 spec = _spec(inst, nodes, horizon, warmup)
                 ev = evaluate(inst, None, "load_aware", target=tau)
-                tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
+                known = [r for r in done.values() if r["instance"] == name and r["load"] == frac]
+                if known:
+                    tier, tier_se = known[0]["tier_rule"], known[0]["tier_rule_se"]
+                else:
+                    tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
                 fresh = None  # the node model at h = 0, shared by every telemetry setting of the load
                 by_flood: dict[float, Any] = {}  # settings of equal flood length h share one prediction
                 bar.update(1)
                 for tel in settings:
-                    sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh), seeds, tau)
+                    old = done.get((name, frac, tel.delay, tel.refresh))
+                    if old is not None:
+                        sim, se = old["simulated"], old["simulated_se"]
+                    else:
+                        sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh), seeds, tau)
                     h = flood_length(tel)
-                    if h not in by_flood:
-                        by_flood[h] = predict_online(inst, None, tel, target=tau, evaluation=ev, fresh=fresh)
-                    pred = by_flood[h]
-                    fresh = pred.fresh_node if pred.fresh_node is not None else fresh
+                    preds: dict[str, Any] = {}
+                    if "meanfield" in methods and h <= meanfield_flood:
+                        if h not in by_flood:
+                            by_flood[h] = predict_online(inst, None, tel, target=tau, evaluation=ev, fresh=fresh)
+                        preds["meanfield"] = by_flood[h]
+                        fresh = by_flood[h].fresh_node if by_flood[h].fresh_node is not None else fresh
+                    if "sampled" in methods:
+                        preds["sampled"] = predict_online(inst, None, tel, target=tau, evaluation=ev, method="sampled")
+                    per_method = {}
+                    for m in methods:
+                        got = preds.get(m)
+                        e = None if got is None else got.coverage - sim
+                        per_method.update(
+                            {
+                                f"predicted_{m}": None if got is None else got.coverage,
+                                f"predicted_{m}_se": None if got is None else got.coverage_se,
+                                f"error_{m}": e,
+                                f"passed_{m}": None if e is None else bool(abs(e) <= max(TOLERANCE, 3.0 * se)),
+                            }
+                        )
+                    pred = preds.get(methods[0])
+                    if pred is None:  # the first method skipped: the row reports the next one
+                        pred = next(iter(preds.values()))
                     err = pred.coverage - sim
                     rows.append(
                         {
@@ -105,6 +157,8 @@ def run_grid(names, loads, delays, refreshes, *, nodes, replications, horizon, w
                             "simulated_se": se,
                             "predicted": pred.coverage,
                             "error": err,
+                            "method": pred.method,
+                            **per_method,
                             "node_model": None if pred.node is None else pred.node.coverage,
                             "fresh_node_model": None if pred.fresh_node is None else pred.fresh_node.coverage,
                             "flood": h,
@@ -139,7 +193,7 @@ def mitigation_router(margin: float, sample: int, admission: float):
     return SampledOnlineRouter(online, sample) if sample > 0 else online
 
 
-def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup, seed=0) -> list[dict]:
+def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup, seed=0, method="meanfield") -> list[dict]:
     """Each mitigation of docs/model.md (11.15) at each load and delay: simulated vs predicted (common random numbers)."""
     base = _instance(name)
     edge = stability_edge(base, None)
@@ -167,6 +221,7 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
                         local_accounting=local,
                         sample=sample,
                         admission=admission,
+                        method=method,
                     )
                     fresh = pred.fresh_node if pred.fresh_node is not None else fresh
                     err = pred.coverage - sim
@@ -191,7 +246,7 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
     return rows
 
 
-def run_decision(name, load, delay, *, resolution, nodes, replications, horizon, warmup, seed=0) -> dict:
+def run_decision(name, load, delay, *, resolution, nodes, replications, horizon, warmup, seed=0, method="meanfield") -> dict:
     """The mix chosen for the telemetry's age against the mix chosen for fresh telemetry (docs/model.md (11.14)).
 
     Every feasible mix of the ``1/resolution`` lattice is scored by eq. (39) (fresh) and by the
@@ -211,7 +266,9 @@ def run_decision(name, load, delay, *, resolution, nodes, replications, horizon,
         for mix in lattice:
             ev = evaluate(inst, mix, "load_aware", target=tau)
             if ev.stable:
-                scored.append((mix, float(ev.coverage(tau)), predict_online(inst, mix, tel, target=tau, evaluation=ev).coverage))
+                scored.append(
+                    (mix, float(ev.coverage(tau)), predict_online(inst, mix, tel, target=tau, evaluation=ev, method=method).coverage)
+                )
             bar.update(1)
     fresh_mix = max(scored, key=lambda r: r[1])
     stale_mix = max(scored, key=lambda r: r[2])
@@ -227,10 +284,12 @@ def run_decision(name, load, delay, *, resolution, nodes, replications, horizon,
     gain = pairs[:, 1] - pairs[:, 0]
     return {
         "instance": name,
+        "method": method,
         "load": load,
         "intensity": float(inst.network.request_intensity),
         "delay": delay,
         "mixes": len(scored),
+        "scored": [{"mix": [float(v) for v in m], "fresh": f, "predicted": c} for m, f, c in scored],
         "fresh_mix": [float(v) for v in fresh_mix[0]],
         "stale_mix": [float(v) for v in stale_mix[0]],
         "fresh_mix_predicted": fresh_mix[2],
@@ -258,6 +317,34 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def render_grid(rows: list[dict], methods=METHODS) -> str:
+    """The grid as a markdown table, one prediction column group per method, and each method's count of passes."""
+    head = "| instance | load | Λ | D [s] | Δt [s] | simulated ± SE |"
+    rule = "|---|---:|---:|---:|---:|---:|"
+    for m in methods:
+        head += f" {m} | error | within |"
+        rule += "---:|---:|:-:|"
+    head += " eq. (39) | tier rule (sim.) |"
+    rule += "---:|---:|"
+    lines = [head, rule]
+    for r in rows:
+        line = f"| {r['instance']} | {r['load']:.2f} | {r['intensity']:.3f} | {r['delay']:g} | {r['refresh']:g} | {r['simulated']:.4f} ± {r['simulated_se']:.4f} |"
+        for m in methods:
+            p, e, ok = r.get(f"predicted_{m}"), r.get(f"error_{m}"), r.get(f"passed_{m}")
+            line += " — | — | — |" if p is None else f" {p:.4f} | {e:+.4f} | {'yes' if ok else '**no**'} |"
+        line += f" {r['meanfield']:.4f} | {r['tier_rule']:.4f} |"
+        lines.append(line)
+    for m in methods:
+        done = [r for r in rows if r.get(f"passed_{m}") is not None]
+        aged = [r for r in done if r["delay"] > 0 or r["refresh"] > 0]
+        worst = max((abs(r[f"error_{m}"]) for r in done), default=float("nan"))
+        lines.append(
+            f"{m}: {sum(r[f'passed_{m}'] for r in done)} of {len(done)} cells within max({TOLERANCE}, 3 SE) "
+            f"({sum(r[f'passed_{m}'] for r in aged)} of {len(aged)} with old telemetry); largest |error| {worst:.4f}"
+        )
+    return "\n".join(lines)
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -281,7 +368,10 @@ def plot(rows: list[dict], path: Path) -> None:
                 capsize=3,
                 label=f"{frac:.0%} of the edge: simulated (±3 SE)",
             )
-            ax.plot(d, [r["predicted"] for r in cell], "-", color=color, label="predicted")
+            for m, style in (("meanfield", "-"), ("sampled", "--")):
+                got = [(x, r.get(f"predicted_{m}")) for x, r in zip(d, cell) if r.get(f"predicted_{m}") is not None]
+                if got:
+                    ax.plot([g[0] for g in got], [g[1] for g in got], style, color=color, label=f"predicted ({m})")
             ax.axhline(cell[0]["tier_rule"], color=color, ls=":", lw=1, label="tier rule (simulated)")
         ax.set_title(name)
         ax.set_xlabel("telemetry delay D [s]")
@@ -317,17 +407,39 @@ def main(argv: list[str] | None = None) -> int:
         "(first instance, first load; the 1/--resolution lattice)",
     )
     parser.add_argument("--resolution", type=int, default=5)
+    parser.add_argument(
+        "--method",
+        default=",".join(METHODS),
+        help="predictions to compute, comma-separated (meanfield, sampled; --mitigations and --decision use the first)",
+    )
+    parser.add_argument(
+        "--reuse-simulation",
+        default=None,
+        metavar="JSON",
+        help="take the simulated columns from an earlier telemetry_age.json of the same grid and sizes (predictions only)",
+    )
+    parser.add_argument("--meanfield-flood", type=float, default=MEANFIELD_FLOOD, help="skip the mean field above this flood length h [s]")
     parser.add_argument("--out", default=None, metavar="DIR", help="write telemetry_age.json and telemetry_age.png here")
     args = parser.parse_args(argv)
     size = dict(nodes=args.nodes, replications=args.replications, horizon=args.horizon, warmup=args.warmup, seed=args.seed)
+    methods = tuple(m.strip() for m in args.method.split(",") if m.strip())
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        parser.error(f"--method: unknown {unknown} (valid: {list(METHODS)})")
     if args.decision:
         result = run_decision(
-            args.instances.split(",")[0], _floats(args.loads)[0], _floats(args.delays)[0], resolution=args.resolution, **size
+            args.instances.split(",")[0],
+            _floats(args.loads)[0],
+            _floats(args.delays)[0],
+            resolution=args.resolution,
+            method=methods[0],
+            **size,
         )
         print(json.dumps(result, indent=1))
         return 0
     if args.mitigations:
-        rows = run_mitigations(args.instances.split(",")[0], _floats(args.loads), _floats(args.delays), **size)
+        rows = run_mitigations(args.instances.split(",")[0], _floats(args.loads), _floats(args.delays), method=methods[0], **size)
+        print(render(rows))
     else:
         rows = run_grid(
             args.instances.split(","),
@@ -336,8 +448,11 @@ def main(argv: list[str] | None = None) -> int:
             _floats(args.refresh),
             **size,
             log=lambda row: print(json.dumps(row), file=sys.stderr, flush=True),
+            methods=methods,
+            meanfield_flood=args.meanfield_flood,
+            simulated=None if args.reuse_simulation is None else json.loads(Path(args.reuse_simulation).read_text()),
         )
-    print(render(rows))
+        print(render_grid(rows, methods))
     if args.out is not None:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -89,7 +89,7 @@ def search(start: Parameters, budget: int) -> Parameters:
         objective,
         x0,
         method="Nelder-Mead",
-        options={"maxfev": budget, "xatol": 1e-5, "fatol": 1e-9, "adaptive": True, "initial_simplex": None},
+        options={"maxfev": budget, "xatol": 1e-5, "fatol": 1e-9, "adaptive": True},
     )
     return Parameters(**dict(zip(names, np.exp(res.x).tolist())))
 

@@ -517,4 +517,4 @@ def _mix_feasible(instance: Instance) -> bool:
         return False
     if plc.memory_budget is not None and pi @ instance.memory > plc.memory_budget + 1e-9:
         return False
-    return plc.fallback is None or pi[instance.fallback_index] >= plc.fallback_min - 1e-9
+    return plc.fallback is None or bool(pi[instance.fallback_index] >= plc.fallback_min - 1e-9)

@@ -73,7 +73,8 @@ def run(
     inst = resolve_instance(instance)
     k = resolution or RESOLUTION  # the candidate set is small (≤ 231 mixes): quick mode keeps it
     loads = loads_of(inst).fig10_labels
-    points, best = [], {}
+    points: list[Any] = []
+    best: dict[str, dict[str, Any]] = {}
     for label, load in loads.items():
         mix, coverage, scored = best_mix(inst, load, k)
         best[label] = {"load": load, "mix": mix, "coverage": coverage, "candidates": scored}

@@ -82,7 +82,9 @@ def run(
     """Damped vs robust iterates of ``W̄_s``; ``iterations`` reports both counts."""
     inst = resolve_instance(instance).with_network(request_intensity=intensity)
     damped = evaluate(inst, None, "load_aware", method="damped", record_history=True)
-    history = [np.asarray(w) for w in damped.fixed_point.history]
+    damped_fp = damped.fixed_point
+    assert damped_fp is not None  # the load-aware policy solves the fixed point
+    history = [np.asarray(w) for w in damped_fp.history]
     robust, ev = robust_path(inst, intensity)
     ids = [sid for sid, on in zip(inst.profile_ids, damped.active) if on]
     shown = history if not quick else history[: min(len(history), 60)]
@@ -124,8 +126,8 @@ def run(
         points,
         instance=inst.name,
         intensity=intensity,
-        iterations={"damped": damped.fixed_point.iterations, "robust": ev.fixed_point.evaluations},
-        converged={"damped": damped.fixed_point.converged, "robust": ev.fixed_point.converged},
+        iterations={"damped": damped_fp.iterations, "robust": ev.fixed_point.evaluations},
+        converged={"damped": damped_fp.converged, "robust": ev.fixed_point.converged},
         final_wait={"damped": final_damped, "robust": final_robust},
         peak_wait_damped=peak,
     )
@@ -135,7 +137,7 @@ def run(
         for i, sid in enumerate(ids):
             left.plot([w[i] for w in history], label=sid)
             right.plot([w[i] for w in robust], marker="o", label=sid)
-        left.set_title(f"(a) damped η = 0.3: {damped.fixed_point.iterations} iterations", fontsize=9)
+        left.set_title(f"(a) damped η = 0.3: {damped_fp.iterations} iterations", fontsize=9)
         right.set_title(f"(b) robust: {ev.fixed_point.evaluations} evaluations", fontsize=9)
         fig.suptitle(
             f"Fig. 6: per-tier mean wait across fixed-point iterations\n{subtitle(inst, f'load-aware, Λ = {intensity:g}, default mix')}",

@@ -25,12 +25,20 @@ of ``benchmarks/data/splitwise_perf_model.csv`` (per model, hardware and tensor-
 (``P = b p``, ``S = b``, ``A = b p²``); ``token_time`` is one decode step of ``b`` requests at a
 mean context ``p + t/2``; ``e2e_time`` is one prefill step and ``t − 1`` decode steps with the
 context growing by one token per step (the sum of their features).  The fit minimises relative
-squared error over the three (non-negative least squares).
+squared error over the three (non-negative least squares), the ``e2e_time`` rows weighted by
+``e2e_weight`` (the measured end-to-end time is what the check predicts, and in the table it is not
+always the sum of its parts: a row's ``e2e_time`` is up to 11 % below its own ``prompt_time + (t − 1)
+· token_time``).  :func:`select_e2e_weight` chooses the weight among :data:`E2E_WEIGHTS` by
+leave-one-out on the rows it is given; the engine's fit (:func:`step_time_from_section`) uses it.
+A configuration's repetitions are summarised by their median (:func:`read_timings`): a repetition
+whose generation stopped early (Llama-2-70B, A100, TP 4, 512 output tokens: one repetition of
+12.6 s beside 20.4 s and three of 22.7–22.9 s) would pull a mean far off the others.
 
 :func:`static_batch_e2e` predicts a static batch's end-to-end time: one prefill step and
 ``t − 1`` decode steps with the context growing by one token per step.
 :func:`held_out_errors` is the check: every configuration is left out of the fit in turn and
-its measured ``e2e_time`` predicted.  Configurations whose measured ``e2e_time`` disagrees with
+its measured ``e2e_time`` predicted; the weight is chosen on the training fold only (an inner
+leave-one-out, nested inside the outer one), so the left-out configuration never selects it.  Configurations whose measured ``e2e_time`` disagrees with
 their own ``prompt_time + (t − 1) · token_time`` by more than :data:`CONSISTENCY` (the generation
 stopped early, or a batch that did not fit: in the shipped table every output of 1,024 tokens or
 more, and batch 64 at tensor-parallel degree 2) are reported and left out of fit and check.  A
@@ -51,6 +59,7 @@ from scipy.optimize import nnls
 
 FloatArray = npt.NDArray[np.float64]
 CONSISTENCY = 0.15  # relative gap between e2e_time and prompt_time + (t − 1) token_time that flags a row
+E2E_WEIGHTS = (1.0, 3.0, 10.0)  # candidate weights of the e2e_time rows, chosen by inner leave-one-out
 
 
 @dataclass(frozen=True)
@@ -137,8 +146,14 @@ class TimingRow:
         return abs(self.e2e_time - own) <= CONSISTENCY * self.e2e_time
 
 
-def read_timings(path: str | os.PathLike[str], model: str, hardware: str, tensor_parallel: int) -> tuple[TimingRow, ...]:
-    """The configurations of one model, hardware and tensor-parallel degree, repetitions averaged."""
+def read_timings(
+    path: str | os.PathLike[str], model: str, hardware: str, tensor_parallel: int, *, statistic: str = "median"
+) -> tuple[TimingRow, ...]:
+    """The configurations of one model, hardware and tensor-parallel degree, each column the median of
+    the repetitions (``statistic="mean"``: their mean, the summary before docs/model.md §17.9's robust one)."""
+    if statistic not in ("median", "mean"):
+        raise ValueError(f"engine.timings: statistic must be 'median' or 'mean', got {statistic!r}")
+    summary = np.median if statistic == "median" else np.mean
     groups: dict[tuple[int, int, int], list[tuple[float, float, float]]] = {}
     with open(path, newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
@@ -154,8 +169,8 @@ def read_timings(path: str | os.PathLike[str], model: str, hardware: str, tensor
         )
     out = []
     for (b, p, t), reps in sorted(groups.items()):
-        mean = np.mean(np.asarray(reps), axis=0)
-        out.append(TimingRow(b, p, t, float(mean[0]), float(mean[1]), float(mean[2])))
+        mid = summary(np.asarray(reps), axis=0)
+        out.append(TimingRow(b, p, t, float(mid[0]), float(mid[1]), float(mid[2])))
     return tuple(out)
 
 
@@ -173,18 +188,42 @@ def _design(rows: Iterable[TimingRow]) -> tuple[FloatArray, FloatArray]:
     return np.asarray(x), np.asarray(y)
 
 
-def fit_step_time(rows: Iterable[TimingRow], *, batching: bool = True) -> StepTime:
-    """Non-negative least squares on relative errors (see the module docstring); ``batching=False``
-    fits the five-term model (both log-batch coefficients zero)."""
+def fit_step_time(rows: Iterable[TimingRow], *, batching: bool = True, e2e_weight: float = 1.0) -> StepTime:
+    """Non-negative least squares on relative errors (see the module docstring), the ``e2e_time`` rows
+    weighted by ``e2e_weight``; ``batching=False`` fits the five-term model (both log-batch coefficients zero)."""
+    if not np.isfinite(e2e_weight) or e2e_weight <= 0:
+        raise ValueError(f"engine.timings: e2e_weight must be a finite number > 0, got {e2e_weight!r}")
     x, y = _design(rows)
     if y.size < 3 * 3:
         raise ValueError(f"engine.timings: at least 3 configurations are needed to fit the step time, got {y.size // 3}")
-    a = x / y[:, None]
+    w = np.tile([1.0, 1.0, e2e_weight], y.size // 3)
+    a = x / y[:, None] * w[:, None]
     if not batching:
         a = a[:, :5]
-    coef, _ = nnls(a, np.ones_like(y))
+    coef, _ = nnls(a, w)
     coef[0] = max(coef[0], 1e-9)  # a step always takes time
     return StepTime(*(float(c) for c in coef))
+
+
+def _loo_mean_error(rows: tuple[TimingRow, ...], e2e_weight: float, batching: bool) -> float:
+    """Mean relative ``e2e_time`` error of each row predicted by the fit without it."""
+    errors = [
+        abs(
+            static_batch_e2e(fit_step_time(rows[:i] + rows[i + 1 :], batching=batching, e2e_weight=e2e_weight), r.batch, r.prompt, r.tokens)
+            / r.e2e_time
+            - 1
+        )
+        for i, r in enumerate(rows)
+    ]
+    return float(np.mean(errors))
+
+
+def select_e2e_weight(rows: Iterable[TimingRow], *, batching: bool = True, weights: tuple[float, ...] = E2E_WEIGHTS) -> float:
+    """The ``e2e_time`` weight among ``weights`` with the least mean leave-one-out ``e2e_time`` error on
+    ``rows`` (the first on ties)."""
+    rows = tuple(rows)
+    scores = [_loo_mean_error(rows, w, batching) for w in weights]
+    return weights[int(np.argmin(scores))]
 
 
 def static_batch_e2e(model: StepTime, batch: int, prompt: int, tokens: int) -> float:
@@ -200,6 +239,7 @@ class HeldOut:
     rows: tuple[TimingRow, ...]
     predicted: FloatArray
     excluded: tuple[TimingRow, ...]  # inconsistent measurements (generation stopped early)
+    weights: tuple[float, ...] = ()  # the e2e weight each fold chose (inner leave-one-out)
 
     @property
     def errors(self) -> FloatArray:
@@ -222,21 +262,35 @@ class HeldOut:
         return float(self.errors[self.boundary].max())
 
     @property
+    def worst_all(self) -> float:
+        """Worst relative error over every left-out configuration, interior and extrapolated."""
+        return float(self.errors.max())
+
+    @property
     def worst_row(self) -> TimingRow:
         return self.rows[int(np.argmax(np.where(self.boundary, -1.0, self.errors)))]
 
 
-def held_out_errors(rows: tuple[TimingRow, ...], predict: object = None) -> HeldOut:
+def held_out_errors(
+    rows: tuple[TimingRow, ...], predict: object = None, *, weights: tuple[float, ...] = E2E_WEIGHTS, batching: bool = True
+) -> HeldOut:
     """Fit without each consistent configuration in turn and predict its ``e2e_time``.
 
-    ``predict(model, row) -> seconds`` defaults to :func:`static_batch_e2e`; the engine's own
-    scheduler can be passed instead (``benchmarks/accuracy/engine/engine_timings.py`` does).
+    The fit of each fold takes the ``e2e_time`` weight :func:`select_e2e_weight` chooses on that
+    fold's rows alone (nested leave-one-out; ``weights=(1.0,)`` fixes it).  ``predict(model, row) ->
+    seconds`` defaults to :func:`static_batch_e2e`; the engine's own scheduler can be passed instead
+    (``benchmarks/accuracy/engine/engine_timings.py`` does).
     """
     fn = predict if callable(predict) else (lambda m, r: static_batch_e2e(m, r.batch, r.prompt, r.tokens))
     good = tuple(r for r in rows if r.consistent)
     bad = tuple(r for r in rows if not r.consistent)
-    predicted = np.array([fn(fit_step_time(good[:i] + good[i + 1 :]), r) for i, r in enumerate(good)])
-    return HeldOut(good, predicted, bad)
+    predicted, chosen = [], []
+    for i, r in enumerate(good):
+        train = good[:i] + good[i + 1 :]
+        w = weights[0] if len(weights) == 1 else select_e2e_weight(train, batching=batching, weights=weights)
+        chosen.append(w)
+        predicted.append(fn(fit_step_time(train, batching=batching, e2e_weight=w), r))
+    return HeldOut(good, np.array(predicted), bad, tuple(chosen))
 
 
 def step_time_from_section(section: object, default_file: str | os.PathLike[str]) -> StepTime:
@@ -247,4 +301,5 @@ def step_time_from_section(section: object, default_file: str | os.PathLike[str]
         return StepTime(**dict(coefficients))
     path = getattr(section, "timings_file") or default_file
     rows = read_timings(path, getattr(section, "model"), getattr(section, "hardware"), getattr(section, "tensor_parallel"))
-    return fit_step_time([r for r in rows if r.consistent])
+    good = tuple(r for r in rows if r.consistent)
+    return fit_step_time(good, e2e_weight=select_e2e_weight(good))

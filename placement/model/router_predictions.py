@@ -1,0 +1,112 @@
+"""What each router delivers from one evaluation: its coverage pairs and its stability (docs/model.md §8.6, §14).
+
+An evaluation's routing equilibrium, advertised delays and mean TTFT are the mean-field ones whatever the
+router; the router a prediction is for changes how the queue enters the coverage ``P(T ≤ τ, s | q)``:
+
+* :class:`OnlinePrediction` (``queue_model = "meanfield"``, router ``online``): eq. (39), every node of a
+  tier carries the tier's load (computed as in (8.2));
+* :class:`TierPrediction` (``queue_model = "cell"``, router ``tier``): the per-node load law of docs/model.md
+  §14 averaged into the coverage, and a plan whose nodes overload (docs/model.md §14.9) reported unstable.
+
+Both are registered in :data:`~edgeprefix.placement.model.evaluation_registry.ROUTER_PREDICTION_REGISTRY` under the
+``--queue-model`` name; the router's name (:data:`~edgeprefix.placement.model.router.ROUTER_OF_QUEUE_MODEL`) is
+the class's ``router``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from edgeprefix.placement.errors import NumericalError
+from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_node_law
+from edgeprefix.placement.model.engine_law import view_tiers
+
+if TYPE_CHECKING:
+    from edgeprefix.placement.model.evaluation import Evaluation
+
+FloatArray = npt.NDArray[np.float64]
+OVERLOAD_TOLERANCE = 0.01  # share of nodes allowed to overload before the cell model's plan is reported unstable
+
+
+class RouterPrediction(Protocol):
+    """The coverage and stability one router delivers, read from an :class:`~edgeprefix.placement.model.evaluation.Evaluation`."""
+
+    @property
+    def router(self) -> str:
+        """The router the prediction is for (``network.router`` / ``--router``)."""
+        ...
+
+    def coverage_pairs(self, evaluation: Evaluation, tau: float) -> FloatArray:
+        """``P(T ≤ τ, s | q)`` over the active tiers, ``(n, Q)``."""
+        ...
+
+    def stable_on_nodes(self, evaluation: Evaluation) -> bool:
+        """Whether the plan is stable for this router, given every tier has ``ρ_s < 1``."""
+        ...
+
+
+def meanfield_coverage_pairs(ev: Evaluation, tau: float, queue: bool) -> FloatArray:
+    """Eq. (39)'s pairs by (8.2) (``queue = False``: the queue-free bound (8.3), ``F_W ≡ 1``), active tiers."""
+    inst, act = ev.instance, ev.active
+    stable_tiers = ev.utilization[act] < 1.0
+    if not np.isfinite(tau):
+        return np.where(stable_tiers[:, None] | (not queue), ev.association[act], 0.0)
+    xi = inst.network.radio_scale
+    g = inst.first_token_time[act]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
+    u_cut = (tau - g) / xi
+    tilt = np.where(ev.decay[act] > 0, ev.decay[act], 0.0)[:, None] * xi
+    p1, p2 = ev.kernel.truncated(ev.densities[act], ev.bias[act] / xi, inst.network.radio_exponent, u_cut, tilt)
+    if not queue:
+        return p1
+    pairs = p1 - ev.wait_probability[act][:, None] * p2
+    if not (np.all(np.isfinite(p1)) and np.all(np.isfinite(p2))):
+        raise NumericalError(f"coverage at τ = {tau!r} s: the tier integrals are not finite (docs/model.md §20)")
+    return np.where(stable_tiers[:, None], np.maximum(pairs, 0.0), 0.0)  # finite: only rounding below 0
+
+
+class OnlinePrediction:
+    """``queue_model = "meanfield"``: a router that sees each node's own queue, predicted by eq. (39)."""
+
+    router: ClassVar[str] = "online"
+
+    def coverage_pairs(self, evaluation: Evaluation, tau: float) -> FloatArray:
+        return meanfield_coverage_pairs(evaluation, tau, queue=True)
+
+    def stable_on_nodes(self, evaluation: Evaluation) -> bool:
+        return True  # per-node balancing evens the loads: the tiers' ρ_s < 1 is the whole condition
+
+
+class TierPrediction:
+    """``queue_model = "cell"``: Theorem 1's tier-level rule, predicted by the cell model (docs/model.md §14)."""
+
+    router: ClassVar[str] = "tier"
+
+    def coverage_pairs(self, evaluation: Evaluation, tau: float) -> FloatArray:
+        ev = evaluation
+        inst, act = ev.instance, ev.active
+        xi = inst.network.radio_scale
+        g = inst.first_token_time[act]
+        queue_free = None  # α = 2: cell_coverage_pairs has P1_{s,q} in closed form
+        if inst.network.radio_exponent != 2.0:  # P1_{s,q} of eq. (39) (F_W ≡ 1): the mass the radial rule is normalised to
+            queue_free = (
+                ev.kernel.truncated(ev.densities[act], ev.bias[act] / xi, inst.network.radio_exponent, (tau - g) / xi, np.zeros_like(g))[0]
+                if np.isfinite(tau)
+                else ev.association[act]
+            )
+        return cell_coverage_pairs(
+            ev.cell_load,
+            tau,
+            radio_scale=xi,
+            first_token=g,
+            **cell_node_law(inst.concurrency[act].astype(float), view_tiers(inst).take(act) if ev.queue_law == "engine" else None),
+            offered_load=(ev.arrival_rate * ev.mean_service)[act],
+            mean_service=ev.mean_service[act],
+            service_scv=None if ev.service_scv is None else ev.service_scv[act],
+            queue_free=queue_free,
+        )
+
+    def stable_on_nodes(self, evaluation: Evaluation) -> bool:
+        return evaluation.overloaded_shares[0] <= OVERLOAD_TOLERANCE  # the tier rule's node loads follow the law
