@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -78,7 +79,7 @@ def marginal_values(forest: RadixForest, g: Prefill) -> FloatArray:
     the same order as one pass over all of them."""
     parent, depth, ends = forest.parent, forest.depth, forest.ends
     total = np.zeros(forest.n_vertices)
-    index = np.int32 if forest.n_vertices < 2**31 else np.int64
+    index: Any = np.int32 if forest.n_vertices < 2**31 else np.int64
     leaf = np.flatnonzero(ends > 0).astype(index)  # each pair's leaf (requests end there) ...
     v = leaf.copy()  # ... and the leaf's ancestor at this level
     while leaf.size:
@@ -266,7 +267,7 @@ def _weighted_quantile(values: FloatArray, weights: FloatArray, q: float) -> flo
 def _deepest_marked(parent: np.ndarray, marked: npt.NDArray[np.bool_]) -> np.ndarray:
     """Deepest marked ancestor-or-self of every vertex (``-1`` if none), by pointer jumping:
     ``anc[v]`` skips unmarked vertices only, so ``O(log depth)`` vectorised rounds."""
-    index = np.int32 if parent.size < 2**31 else np.int64  # vertex numbers: half the memory of int64 on any trace
+    index: Any = np.int32 if parent.size < 2**31 else np.int64  # vertex numbers: half the memory of int64 on any trace
     deepest = np.where(marked, np.arange(parent.size, dtype=index), index(-1))
     anc = parent.astype(index)
     todo = np.flatnonzero((deepest < 0) & (anc >= 0)).astype(index)
