@@ -7,6 +7,7 @@ memory this machine has available (``MemAvailable`` of ``/proc/meminfo``, else p
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from edgeprefix.placement.errors import InstanceError
 
@@ -62,3 +63,10 @@ def evaluation_bytes(tiers: int, types: int, alpha: float, policy: str) -> float
     s, q = float(tiers), float(types)
     grid = 0.0 if alpha == 2.0 else 8.0 * 2 * min(BLOCK_ELEMENTS, s * s * q * default_nodes(alpha))
     return EVALUATION_BASE + PER_TRIPLE * s * s * q + PER_TIER_POWER * s**2.5 + grid
+
+
+def evaluation_estimate(instance: Any, mix: Any, policy: str) -> float:
+    """:func:`evaluation_bytes` of evaluating ``mix`` (``None``: the instance's) on ``instance`` under ``policy``:
+    its active profiles and request types (what a command asks before it starts, e.g. for a progress bar)."""
+    active = int((instance.mix_vector(mix) > 0).sum())
+    return evaluation_bytes(active, len(instance.requests), instance.network.radio_exponent, policy)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from edgeprefix.formulations.density import DensityPlanningProblem
 from edgeprefix.formulations.objective import Score
 from edgeprefix.placement.errors import plain
+from edgeprefix.placement.progress import progress_bar
 from edgeprefix.solvers.api import solve
 
 FloatArray = npt.NDArray[np.float64]
@@ -108,46 +109,50 @@ def plan_density(
             score = problem.score(density, warm_start=warm["w"])
             warm["w"] = score.warm_start
             counter["evaluations"] += 1
+        bar.update(1)
+        bar.set_postfix_str(f"λ_b = {density:.4g}, coverage {score.coverage:.4f}")
         return problem.meets(score), score
 
-    base = problem.instance.network.edge_density
-    ok, score = attempt(base)
-    if ok:
-        hi, hi_score, lo = base, score, base / 2
-        while (found := attempt(lo))[0]:
-            hi, hi_score = lo, found[1]
-            lo /= 2
-            if lo < base * 2.0**-MAX_DOUBLINGS:
-                raise ValueError(f"coverage stays ≥ ζ = {problem.reliability} down to λ_b = {lo:.3g}: no finite bracket")
-    else:
-        lo, hi = base, base * 2
-        while not (found := attempt(hi))[0]:
-            lo, hi = hi, hi * 2
-            if hi > base * 2.0**MAX_DOUBLINGS:
-                raise ValueError(
-                    f"reliability ζ = {problem.reliability} is not reached up to λ_b = {lo:.3g} "
-                    f"(coverage there {found[1].coverage:.4f}, stable {found[1].feasible}): lower ζ or raise τ_0"
-                )
-        hi_score = found[1]
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        ok, score = attempt(mid)
+    # one step per density tried: at an extreme load the doubling alone takes tens of steps (docs/model.md §20)
+    with progress_bar(desc="plan-density: densities tried", unit=" λ_b") as bar:
+        base = problem.instance.network.edge_density
+        ok, score = attempt(base)
         if ok:
-            hi, hi_score = mid, score
+            hi, hi_score, lo = base, score, base / 2
+            while (found := attempt(lo))[0]:
+                hi, hi_score = lo, found[1]
+                lo /= 2
+                if lo < base * 2.0**-MAX_DOUBLINGS:
+                    raise ValueError(f"coverage stays ≥ ζ = {problem.reliability} down to λ_b = {lo:.3g}: no finite bracket")
         else:
-            lo = mid
-    ids = problem.instance.profile_ids
-    return DensityPlan(
-        edge_density=float(hi),
-        coverage=float(hi_score.coverage),
-        lower=float(lo),
-        reliability=problem.reliability,
-        mix=dict(zip(ids, hi_score.mix.tolist())),
-        x=hi_score.mix,
-        joint=problem.joint,
-        method=method if problem.joint else "fixed-mix",
-        evaluations=counter["evaluations"],
-        steps=counter["steps"],
-        seconds=time.perf_counter() - start,
-        evaluation=hi_score.evaluation,
-    )
+            lo, hi = base, base * 2
+            while not (found := attempt(hi))[0]:
+                lo, hi = hi, hi * 2
+                if hi > base * 2.0**MAX_DOUBLINGS:
+                    raise ValueError(
+                        f"reliability ζ = {problem.reliability} is not reached up to λ_b = {lo:.3g} "
+                        f"(coverage there {found[1].coverage:.4f}, stable {found[1].feasible}): lower ζ or raise τ_0"
+                    )
+            hi_score = found[1]
+        while hi / lo > 1 + rtol:
+            mid = math.sqrt(lo * hi)
+            ok, score = attempt(mid)
+            if ok:
+                hi, hi_score = mid, score
+            else:
+                lo = mid
+        ids = problem.instance.profile_ids
+        return DensityPlan(
+            edge_density=float(hi),
+            coverage=float(hi_score.coverage),
+            lower=float(lo),
+            reliability=problem.reliability,
+            mix=dict(zip(ids, hi_score.mix.tolist())),
+            x=hi_score.mix,
+            joint=problem.joint,
+            method=method if problem.joint else "fixed-mix",
+            evaluations=counter["evaluations"],
+            steps=counter["steps"],
+            seconds=time.perf_counter() - start,
+            evaluation=hi_score.evaluation,
+        )

@@ -24,12 +24,15 @@ from edgeprefix.commands._common import (
 )
 from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
 from edgeprefix.commands._telemetry import add_telemetry_options
+from edgeprefix.placement.memory import evaluation_estimate
 from edgeprefix.placement.model.cell import accuracy_region
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
+from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import POLICIES
 from edgeprefix.placement.model.router import QUEUE_MODEL_OF_ROUTER, other_router
 from edgeprefix.placement.model.sensitivity import sensitivity
+from edgeprefix.placement.work_progress import long_work
 
 EXIT_NOT_CONVERGED = 3
 EXIT_OVERLOADED = 1  # as solve's "no evaluated mix was stable"
@@ -69,7 +72,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The command, under a progress bar of type blocks when the size guard's estimate calls the run long
+    (docs/model.md §20; placement/work_progress.py): on stderr, never in the tables or the JSON."""
     instance = instance_from_args(args)
+    with long_work(evaluation_estimate(instance, mix_from_args(args), args.policy), "evaluate"):
+        return _run(args, instance)
+
+
+def _run(args: argparse.Namespace, instance: Instance) -> int:
     router, queue_model = prediction_from_args(args, instance)
     mix = mix_from_args(args)
     telemetry = run_telemetry(args, instance)

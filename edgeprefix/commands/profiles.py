@@ -33,6 +33,7 @@ import numpy as np
 
 from edgeprefix.commands._common import at_least, print_json, wrote
 from edgeprefix.formulations.tree_knapsack import solve_knapsack
+from edgeprefix.placement.heap import map_large_blocks
 from edgeprefix.placement.model.costs import PrefillModel
 from edgeprefix.placement.model.instance import Gpu, load_instance, write_instance
 from edgeprefix.placement.model.lengths import requests_entries, type_groups
@@ -224,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--length-quantile gives one length per type: drop --length-bins (or give --length-bins 1)")
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out!r} is a folder; name the instance file to write (e.g. {Path(args.out) / 'instance.toml'})")
+    map_large_blocks()  # freed chunk temporaries go back to the system: the peak is what is held (placement/heap.py)
     start = time.perf_counter()
     log = SkipLog()
     path = _trace_path(args.trace)
@@ -309,20 +311,33 @@ def _blocks_text(first: list[int], last: int | None, count: int) -> str:
 
 
 class _Seen:
-    """Arrival times and input lengths of the requests the forest is built from (read as they stream by)."""
+    """Input lengths (4 bytes each: at most 10⁹ tokens, docs/model.md §20) and the first and last arrival
+    time of the requests the forest is built from (read as they stream by)."""
 
     def __init__(self) -> None:
-        self.times, self.lengths = array("d"), array("d")
+        self.lengths = array("i")
+        self.count = 0
+        self.first = self.last = 0.0
 
     def watch(self, records: Any) -> Any:
         for record in records:
-            self.times.append(record.timestamp)
+            if not self.count:
+                self.first = record.timestamp
+            self.last = record.timestamp
+            self.count += 1
             self.lengths.append(record.input_length)
             yield record
 
     def prefill(self, g: Any) -> np.ndarray:
         """``g(L_i)`` of every request: its time to first token with no cache, no queue and no radio."""
-        return np.asarray(g(np.frombuffer(self.lengths, dtype=float)), dtype=float)
+        lengths = np.frombuffer(self.lengths, dtype=np.intc)
+        out = np.empty(lengths.size)
+        for lo in range(0, lengths.size, PREFILL_CHUNK):  # elementwise: the numbers of one pass, in bounded memory
+            out[lo : lo + PREFILL_CHUNK] = np.asarray(g(lengths[lo : lo + PREFILL_CHUNK].astype(float)), dtype=float)
+        return out
+
+
+PREFILL_CHUNK = 1 << 18  # requests whose g(L_i) is computed at once
 
 
 PERCENTILES = (10, 25, 50, 75, 90, 99)
@@ -376,14 +391,13 @@ def _intensity(instance: Any, ps: Any, args: argparse.Namespace, seen: _Seen) ->
         "mean_occupancy_s": occupancy,
         "request_intensity": float(instance.network.request_intensity),
     }
-    times = np.frombuffer(seen.times, dtype=float)
-    out["trace_requests"] = int(times.size)
-    if times.size >= 2 and times[-1] > times[0]:
-        span = float(times[-1] - times[0])
+    out["trace_requests"] = seen.count
+    if seen.count >= 2 and seen.last > seen.first:  # timestamps do not decrease (read_trace)
+        span = float(seen.last - seen.first)
         out |= {
             "trace_span_s": span,
-            "trace_rate_per_s": (times.size - 1) / span,
-            "trace_utilisation_per_node": (times.size - 1) / span * occupancy / c0,
+            "trace_rate_per_s": (seen.count - 1) / span,
+            "trace_utilisation_per_node": (seen.count - 1) / span * occupancy / c0,
         }
     return out
 

@@ -238,7 +238,8 @@ class Evaluation:
         """``T̄`` (eq. (42)): mean radio + residual prefill + Erlang-C mean wait; ``inf`` if unstable."""
         inst, act = self.instance, self.active
         a = self.association[act]
-        per_pair = self.mean_radio[act] + a * (inst.first_token_time[act] + self.mean_wait[act][:, None])
+        wait = np.where(a > 0, self.mean_wait[act][:, None], 0.0)  # a pair no request reaches adds nothing, not 0 × ∞
+        per_pair = self.mean_radio[act] + a * (inst.first_token_time[act] + wait)
         per_pair = np.where(a > 0, per_pair, 0.0)
         return float((inst.probabilities * per_pair.sum(axis=0)).sum())
 

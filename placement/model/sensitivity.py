@@ -55,6 +55,7 @@ from edgeprefix.placement.model.queueing import RHO_CLIP
 from edgeprefix.placement.model.spatial import AnalyticKernel, column_blocks
 from edgeprefix.placement.model.tier_loads import lift, unlift
 from edgeprefix.placement.model.wait_laws import EngineLaw, QueueLaw, WaitLaw, wait_law_for
+from edgeprefix.placement.work_progress import blocks_done
 
 FloatArray = npt.NDArray[np.float64]
 _PSI_COEF = [1.0 / (float(np.prod(np.arange(1, n + 1))) * (n + 2)) for n in range(10)]
@@ -304,7 +305,7 @@ class _BlockWindow:
 
     def _each(self, fn: Any) -> FloatArray:
         out = np.empty(self.shape)
-        for cols in self.blocks:
+        for cols in blocks_done(self.blocks):  # counted on a long run's bar (placement/work_progress.py)
             out[:, cols] = fn(self.make(cols), cols)
         return out
 
@@ -314,7 +315,7 @@ class _BlockWindow:
 
     def vjp(self, w: FloatArray, lam: FloatArray) -> tuple[FloatArray, FloatArray]:
         lam_bar, b_bar = np.zeros(self.shape[0]), np.empty(self.shape)
-        for cols in self.blocks:
+        for cols in blocks_done(self.blocks):
             lb, b_bar[:, cols] = self.make(cols).vjp(w[:, cols], lam)
             lam_bar += lb
         return lam_bar, b_bar
@@ -337,7 +338,7 @@ class _BlockedAtoms:
         return _BlockWindow(lambda cols: self._atoms(cols).truncated(None if tilt is None else tilt[:, cols]), self.blocks, self.b.shape)
 
     def axis_lambda_vjp(self, w: FloatArray) -> FloatArray:
-        return sum((self._atoms(cols).axis_lambda_vjp(w[cols]) for cols in self.blocks), np.zeros(self.lam.size))
+        return sum((self._atoms(cols).axis_lambda_vjp(w[cols]) for cols in blocks_done(self.blocks)), np.zeros(self.lam.size))
 
 
 def point_atoms(lam: FloatArray, b: FloatArray, u_cut: FloatArray, alpha: float, nodes: int) -> _Atoms | _BlockedAtoms:
@@ -576,7 +577,7 @@ class _Linearisation:
                 wait[e] = w_e
                 bias = self.bias(wait)
                 a_q, diagonal = np.empty_like(bias), np.empty_like(bias)
-                for cols in column_blocks(bias.shape[1], bias.shape[0] ** 2):  # the diagonal only: (S, S) per type at a time
+                for cols in blocks_done(column_blocks(bias.shape[1], bias.shape[0] ** 2)):  # the diagonal only: (S, S) per type at a time
                     a_q[:, cols], d_a = kernel.association_jacobian(self.lam, bias[:, cols], self.alpha)
                     diagonal[:, cols] = np.einsum("ssq->sq", d_a)
                 return a_q[e], diagonal[e] / self.xi

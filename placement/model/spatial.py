@@ -15,6 +15,7 @@ quadrature otherwise).  A reference kernel built on ``scipy.integrate.quad`` liv
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,6 +33,7 @@ from edgeprefix.placement.model.association import (
 from edgeprefix.placement.model.blas_threads import single_blas_thread
 from edgeprefix.placement.model.grouped_quadrature import grouped_quadrature_jacobian
 from edgeprefix.placement.model.tier_loads import lift_exponents
+from edgeprefix.placement.work_progress import blocks_done
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,9 +71,10 @@ def column_blocks(n_columns: int, per_column: int, elements: int | None = None) 
     return [slice(start, min(n_columns, start + step)) for start in range(0, n_columns, step)]
 
 
-def _blocks(n_columns: int, per_column: int, alpha: float) -> list[slice]:
-    """:func:`column_blocks` with cache-sized blocks at α ≠ 2 (the quadrature, docs/model.md (16.10))."""
-    return column_blocks(n_columns, per_column, None if alpha == 2.0 else CACHE_BLOCK_ELEMENTS)
+def _blocks(n_columns: int, per_column: int, alpha: float) -> Iterator[slice]:
+    """:func:`column_blocks` with cache-sized blocks at α ≠ 2 (the quadrature, docs/model.md (16.10)),
+    each counted on a long run's progress bar once done (:mod:`edgeprefix.placement.work_progress`)."""
+    return blocks_done(column_blocks(n_columns, per_column, None if alpha == 2.0 else CACHE_BLOCK_ELEMENTS))
 
 
 def _columns(lam: FloatArray, cols: slice) -> FloatArray:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -57,26 +58,49 @@ def _leaves(forest: RadixForest) -> tuple[np.ndarray, FloatArray, FloatArray]:
 
 
 def value_scores(forest: RadixForest, g: Prefill, kappa: float) -> FloatArray:
-    """``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / (κ ℓ_v)`` (eq. (48)): saved prefill per persistent byte."""
-    length = forest.mean_length
-    saved = np.asarray(g(length)) - np.asarray(g(np.maximum(length - forest.depth, 0.0)))
-    return forest.popularity * saved / forest.state_size(kappa)
+    """``Γ_v = p̂_v [g(L_v) − g(L_v − ℓ_v)] / (κ ℓ_v)`` (eq. (48)): saved prefill per persistent byte.
+
+    Computed :data:`CHUNK` vertices at a time (every entry is its vertex's alone: the same numbers
+    as over the whole forest at once, in bounded memory)."""
+    out = np.empty(forest.n_vertices)
+    for cols in _chunks(forest.n_vertices):
+        count, depth = forest.count[cols], forest.depth[cols]
+        length = forest.input_sum[cols] / count
+        saved = np.asarray(g(length)) - np.asarray(g(np.maximum(length - depth, 0.0)))
+        out[cols] = count / forest.n_requests * saved / (kappa * depth)
+    return out
 
 
 def marginal_values(forest: RadixForest, g: Prefill) -> FloatArray:
-    """``val_v = Σ_{q through v} p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]`` (§9.3c)."""
-    leaves, weight, length = _leaves(forest)
+    """``val_v = Σ_{q through v} p_q [g(L_q − ℓ_parent(v)) − g(L_q − ℓ_v)]`` (§9.3c).
+
+    Level by level (each leaf, then its parent, ...): never all (leaf, ancestor) pairs at once; a
+    level's pairs go :data:`CHUNK` at a time, in order, so every vertex's sum adds the same terms in
+    the same order as one pass over all of them."""
+    parent, depth, ends = forest.parent, forest.depth, forest.ends
     total = np.zeros(forest.n_vertices)
-    parent_depth = forest.parent_depth
-    pos, v = np.arange(leaves.size), leaves.copy()
-    while pos.size:  # level by level (each leaf, then its parent, ...): never all (leaf, ancestor) pairs at once
-        lq = length[pos]
-        gain = np.asarray(g(lq - parent_depth[v])) - np.asarray(g(np.maximum(lq - forest.depth[v], 0.0)))
-        np.add.at(total, v, weight[pos] * gain)  # in order, as one bincount over all the pairs adds them
-        up = forest.parent[v]
-        keep = up >= 0
-        pos, v = pos[keep], up[keep]
+    index: Any = np.int32 if forest.n_vertices < 2**31 else np.int64
+    leaf = np.flatnonzero(ends > 0).astype(index)  # each pair's leaf (requests end there) ...
+    v = leaf.copy()  # ... and the leaf's ancestor at this level
+    while leaf.size:
+        for cols in _chunks(leaf.size):
+            w, u = leaf[cols], v[cols]
+            lq = forest.end_input_sum[w] / ends[w]  # L_w, the mean input length of the requests ending at w
+            up = parent[u]
+            parent_depth = np.where(up >= 0, depth[np.maximum(up, 0)], 0.0)
+            gain = np.asarray(g(lq - parent_depth)) - np.asarray(g(np.maximum(lq - depth[u], 0.0)))
+            np.add.at(total, u, ends[w] / forest.n_requests * gain)  # p_w = n_end / N
+            v[cols] = up  # the next level's ancestor (-1 past a root)
+        keep = v >= 0
+        leaf, v = leaf[keep], v[keep]
     return total
+
+
+CHUNK = 1 << 18  # vertices (or leaf-ancestor pairs) per vectorised step of the per-vertex passes
+
+
+def _chunks(n: int) -> list[slice]:
+    return [slice(lo, min(lo + CHUNK, n)) for lo in range(0, n, CHUNK)]
 
 
 def eligible_vertices(forest: RadixForest, k_min: int) -> npt.NDArray[np.bool_]:
@@ -102,7 +126,13 @@ def is_ancestor_closed(forest: RadixForest, vertices: Sequence[int]) -> bool:
 def profile_weight(forest: RadixForest, vertices: Sequence[int], kappa: float) -> float:
     """``B_s = Σ_{v ∈ C_s} κ (ℓ_v − ℓ_parent(v))``."""
     idx = np.asarray(list(vertices), dtype=np.int64)
-    return float(kappa * forest.segment[idx].sum()) if idx.size else 0.0
+    return float(kappa * _segment(forest, idx).sum()) if idx.size else 0.0
+
+
+def _segment(forest: RadixForest, idx: np.ndarray) -> FloatArray:
+    """``forest.segment[idx]`` without the whole forest's column (``ℓ_v − ℓ_parent(v)`` for ``v`` in ``idx``)."""
+    up = forest.parent[idx]
+    return forest.depth[idx] - np.where(up >= 0, forest.depth[np.maximum(up, 0)], 0.0)
 
 
 # ------------------------------------------------------------------------------------------
@@ -120,8 +150,10 @@ def greedy_profile(
     """Greedy expansion on ``scores`` (``Γ_v``): repeatedly add the best frontier vertex whose
     own segment still fits under ``cap``; the set stays ancestor-closed.  ``within`` forces a
     starting set (its vertices are taken first and count against the cap)."""
-    seg = kappa * forest.segment
     chosen: list[int] = list(_closed(forest, within or ()))
+    seg = np.zeros(forest.n_vertices)  # read at the eligible vertices (the frontier) and the start set only
+    at = np.union1d(np.flatnonzero(eligible), np.asarray(chosen, dtype=np.int64))
+    seg[at] = kappa * _segment(forest, at)
     used = float(seg[chosen].sum()) if chosen else 0.0
     members = set(chosen)
     frontier = [
@@ -198,7 +230,7 @@ def knapsack_profile(
     renumber = np.full(forest.n_vertices, -1, dtype=np.int64)
     renumber[sub] = np.arange(sub.size)
     parent = np.where(forest.parent[sub] >= 0, renumber[np.maximum(forest.parent[sub], 0)], -1)
-    weights = kappa * forest.segment[sub]
+    weights = kappa * _segment(forest, sub)
     result = knapsack(parent, weights, values[sub], cap)
     return tuple(sorted(int(sub[i]) for i in result.selected))
 
@@ -220,6 +252,12 @@ class TypeGroups:
     bins: tuple[tuple[FloatArray, FloatArray, FloatArray], ...] | None = None
 
 
+def _leaf_columns(forest: RadixForest, leaves: np.ndarray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``p_w = n_end / N``, the mean input ``L_w`` and the mean output of the requests ending at each of ``leaves``."""
+    ends = forest.ends[leaves]
+    return ends / forest.n_requests, forest.end_input_sum[leaves] / ends, forest.end_output_sum[leaves] / ends
+
+
 def _weighted_quantile(values: FloatArray, weights: FloatArray, q: float) -> float:
     order = np.argsort(values)
     cum = np.cumsum(weights[order])
@@ -229,9 +267,10 @@ def _weighted_quantile(values: FloatArray, weights: FloatArray, q: float) -> flo
 def _deepest_marked(parent: np.ndarray, marked: npt.NDArray[np.bool_]) -> np.ndarray:
     """Deepest marked ancestor-or-self of every vertex (``-1`` if none), by pointer jumping:
     ``anc[v]`` skips unmarked vertices only, so ``O(log depth)`` vectorised rounds."""
-    deepest = np.where(marked, np.arange(parent.size), -1)
-    anc = parent.copy()
-    todo = np.flatnonzero((deepest < 0) & (anc >= 0))
+    index: Any = np.int32 if parent.size < 2**31 else np.int64  # vertex numbers: half the memory of int64 on any trace
+    deepest = np.where(marked, np.arange(parent.size, dtype=index), index(-1))
+    anc = parent.astype(index)
+    todo = np.flatnonzero((deepest < 0) & (anc >= 0)).astype(index)
     while todo.size:
         up = anc[todo]
         deepest[todo] = deepest[up]
@@ -264,31 +303,32 @@ def request_types(
     keep = np.zeros(forest.n_vertices, dtype=bool)
     keep[list(retained)] = True
     deepest = _deepest_marked(forest.parent, keep)
-    leaves, weight, length = _leaves(forest)
+    del keep
+    leaves = np.flatnonzero(forest.ends > 0).astype(deepest.dtype)  # per-leaf columns are gathered per type below
     group = deepest[leaves]
     del deepest
     group[group < 0] = forest.n_vertices
     vertices = np.unique(group)
     inverse = np.searchsorted(vertices, group)  # np.unique's inverse without sorting every leaf again
     del group
-    n = np.bincount(inverse, weights=forest.ends[leaves].astype(float))
+    n = np.bincount(inverse, weights=forest.ends[leaves])  # read as float64 (counts: exact)
     probability = n / forest.n_requests
     if length_quantile is None:
         lengths = np.bincount(inverse, weights=forest.end_input_sum[leaves]) / n
     else:
-        lengths = np.array([_weighted_quantile(length[inverse == k], weight[inverse == k], length_quantile) for k in range(vertices.size)])
+        quantiles = []
+        for k in range(vertices.size):
+            weight, length, _ = _leaf_columns(forest, leaves[inverse == k])
+            quantiles.append(_weighted_quantile(length, weight, length_quantile))
+        lengths = np.array(quantiles)
     outputs = np.bincount(inverse, weights=forest.end_output_sum[leaves]) / n
     bins: list[tuple[FloatArray, FloatArray, FloatArray]] | None = None
     if length_bins is not None and length_bins > 1:
-        leaf_output = forest.end_output_sum[leaves] / forest.ends[leaves]
         bins = []
         for k in range(vertices.size):
-            if vertices.size == 1:  # one type holds every leaf: no copies
-                inp, out, w = bin_lengths(length, weight, length_bins, leaf_output)
-                bins.append((inp, out * decode_per_token, w))
-                continue
-            mine = inverse == k
-            inp, out, w = bin_lengths(length[mine], weight[mine], length_bins, leaf_output[mine])
+            mine = leaves if vertices.size == 1 else leaves[inverse == k]  # one type holds every leaf: no mask
+            weight, length, leaf_output = _leaf_columns(forest, mine)
+            inp, out, w = bin_lengths(length, weight, length_bins, leaf_output)
             bins.append((inp, out * decode_per_token, w))
     retained = tuple(int(u) if u < forest.n_vertices else -1 for u in vertices)  # "no retained vertex" last
     return TypeGroups(retained, probability, lengths, outputs, outputs * decode_per_token, None if bins is None else tuple(bins))
