@@ -54,6 +54,7 @@ from edgeprefix.placement.pipeline.trace_clock import TraceClock
 from edgeprefix.placement.pipeline.trace_instance import (
     DEFAULT_UTILISATION,
     instance_from_profiles,
+    target_length,
 )
 from edgeprefix.placement.pipeline.trace_workload import split_index
 from edgeprefix.placement.pipeline.traces import (
@@ -107,6 +108,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="length sub-types per request type: K quantile bins of its input lengths, each at its "
         f"conditional mean (docs/model.md §2.3); 1 = one mean length per type (default: {DEFAULT_LENGTH_BINS})",
+    )
+    parser.add_argument(
+        "--bin-edges-at-target",
+        action="store_true",
+        help="also split each type's length bins at its threshold lengths L* + h, g(L*) = τ_0 and h a hit depth a "
+        "profile can give it, so no bin straddles the target (docs/model.md (2.10))",
     )
     cal = parser.add_argument_group("calibration")
     cal.add_argument("--calibration", default=None, metavar="FILE", help="CSV of prefill timings (tokens,seconds or a Splitwise profile)")
@@ -243,6 +250,14 @@ def run(args: argparse.Namespace) -> int:
     gpu_numbers = deployment.normalised()
     gpu = Gpu(**gpu_numbers)
     cap = _memory_cap(args.memory_cap, gpu.memory)
+    binned = args.length_quantile is None and args.length_bins > 1
+    if args.bin_edges_at_target and not binned:
+        raise ValueError("--bin-edges-at-target splits length bins: give --length-bins K with K > 1 (and no --length-quantile)")
+    target, target_info = _target(args.target, g, seen)
+    threshold = None
+    if args.bin_edges_at_target:  # τ_0 as instance_from_profiles sets it: given, or g(mean input length)
+        tau = target if target is not None else float(np.asarray(g(forest.end_input_sum.sum() / max(forest.n_requests, 1))))
+        threshold = target_length(g, tau)
     profile_set = generate_profiles(
         forest,
         g,
@@ -255,10 +270,10 @@ def run(args: argparse.Namespace) -> int:
         n_families=args.families,
         length_quantile=args.length_quantile,
         knapsack=solve_knapsack,
-        length_bins=None if args.length_quantile is not None or args.length_bins == 1 else args.length_bins,
+        length_bins=args.length_bins if binned else None,
+        length_threshold=threshold,
     )
     name = args.name or Path(str(path)).name.split(".")[0]
-    target, target_info = _target(args.target, g, seen)
     instance = instance_from_profiles(
         profile_set, g, gpu, name=name, target=target, utilisation=args.utilisation, edge_density=args.edge_density
     )

@@ -28,16 +28,22 @@ from edgeprefix.placement.model.instance import Gpu, Instance
 from edgeprefix.placement.pipeline.calibration import DEFAULT_DECODE_PER_TOKEN, DEFAULT_PREFILL, LLAMA2_70B, Deployment
 from edgeprefix.placement.pipeline.forest import build_forest
 from edgeprefix.placement.pipeline.profile_generation import generate_profiles
-from edgeprefix.placement.pipeline.trace_instance import instance_from_profiles
+from edgeprefix.placement.pipeline.trace_instance import instance_from_profiles, target_length
 from edgeprefix.placement.pipeline.trace_workload import split_index
 from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace
 
 CAP_SHARE = 0.25  # edgeprefix profiles --memory-cap 25%
 
 
-def trace_instance(records: Sequence[TraceRecord], bins: int) -> Instance:
-    """What ``edgeprefix profiles --length-bins K`` builds from ``records`` with its other defaults."""
+def trace_instance(records: Sequence[TraceRecord], bins: int, edges_at_target: bool = False) -> Instance:
+    """What ``edgeprefix profiles --length-bins K`` builds from ``records`` with its other defaults
+    (``edges_at_target``: ``--bin-edges-at-target``, bins split at the target's threshold lengths,
+    docs/model.md (2.10))."""
     gpu = Gpu(**Deployment(gpu_bytes=320e9, model=LLAMA2_70B, sequence_tokens=16384.0).normalised())
+    threshold = None
+    if edges_at_target and bins > 1:  # the default τ_0 = g(L̄) of instance_from_profiles
+        mean_length = float(np.mean([r.input_length for r in records]))
+        threshold = target_length(DEFAULT_PREFILL, float(DEFAULT_PREFILL(mean_length)))
     profile_set = generate_profiles(
         build_forest(records),
         DEFAULT_PREFILL,
@@ -46,8 +52,9 @@ def trace_instance(records: Sequence[TraceRecord], bins: int) -> Instance:
         cap=CAP_SHARE * gpu.memory,
         decode_per_token=DEFAULT_DECODE_PER_TOKEN,
         length_bins=None if bins == 1 else bins,
+        length_threshold=threshold,
     )
-    return instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name=f"mooncake_K{bins}")
+    return instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name=f"mooncake_K{bins}{'t' if threshold is not None else ''}")
 
 
 def timed(instance: Instance, repeats: int) -> tuple[float, float, float, int]:

@@ -1,6 +1,6 @@
 """Does a real trace confirm the plan?  Plan on one half of the Mooncake trace, replay the other warm.
 
-Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 8] [--trace PATH] [--recent F]``.
+Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 8] [--trace PATH] [--recent F] [--bin-edges-at-target]``.
 The instance is what ``edgeprefix profiles --split 0.5`` builds from the shipped Mooncake conversation trace
 (length sub-types, ``--length-bins 8``, the default of ``profiles``, docs/model.md §2.3); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
 is solved (``solve --method gradient --budget B`` with the router's own queue model: the cell model for the tier
@@ -48,10 +48,13 @@ def cases(
     bins: int = 8,
     trace: str | Path | Sequence[TraceRecord] = MOONCAKE_TRACE,
     recent: float = 1.0,
+    edges_at_target: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per (load, router): the numbers the module docstring lists.  ``recent < 1`` builds the
     instance from the last ``recent`` of the training half only (a recent-window forecast of the workload);
-    the whole training half still warms the replay.  ``trace`` is a path or the records themselves."""
+    the whole training half still warms the replay.  ``trace`` is a path or the records themselves;
+    ``edges_at_target``: the bins split at the target's threshold lengths (``profiles --bin-edges-at-target``,
+    docs/model.md (2.10))."""
     if not 0.0 < recent <= 1.0:
         raise ValueError(f"recent must be in (0, 1], got {recent!r}")
     records = list(read_trace(trace) if isinstance(trace, (str, Path)) else trace)
@@ -59,7 +62,7 @@ def cases(
         records = records[:requests]
     cut = split_index(len(records), 0.5)
     start = cut - max(1, int(round(recent * cut)))
-    instance = trace_instance(records[start:cut], bins)
+    instance = trace_instance(records[start:cut], bins, edges_at_target)
     catalogue = block_catalogue(instance)
     train, test = trace_workload(records[:cut], catalogue, desc="train"), trace_workload(records[cut:], catalogue, desc="test")
     decode = decode_per_token(instance, float(train.output.mean()))
@@ -141,8 +144,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--recent", type=float, default=1.0, help="build the instance from the last F of the training half only (default 1: all of it)"
     )
+    parser.add_argument(
+        "--bin-edges-at-target", action="store_true", help="split the bins at the target's threshold lengths (docs/model.md (2.10))"
+    )
     args = parser.parse_args(argv)
-    rows = cases(args.requests, args.nodes, args.replications, args.budget, bins=args.length_bins, trace=args.trace, recent=args.recent)
+    rows = cases(
+        args.requests,
+        args.nodes,
+        args.replications,
+        args.budget,
+        bins=args.length_bins,
+        trace=args.trace,
+        recent=args.recent,
+        edges_at_target=args.bin_edges_at_target,
+    )
     print(table(rows))
 
 
