@@ -94,15 +94,30 @@ def test_profiles_bins_keep_every_types_share_below_each_of_its_thresholds():
     assert straddled > 0  # the plain bins of (2.8) do straddle here: the test can fail
 
 
-def test_profiles_option_writes_split_bins_and_bad_use_is_one_line(tmp_path, capsys):
+def test_profiles_splits_at_the_target_by_default_and_bad_use_is_one_line(tmp_path, capsys):
     out = tmp_path / "edges.toml"
-    assert main(["profiles", "--bin-edges-at-target", "--length-bins", "3", "--out", str(out), "--json"]) == 0
-    with_edges = json.loads(capsys.readouterr().out)
-    assert main(["profiles", "--length-bins", "3", "--json"]) == 0
+    assert main(["profiles", "--length-bins", "3", "--out", str(out), "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main(["profiles", "--length-bins", "3", "--bin-edges-at-target", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == default["requests"]
+    assert main(["profiles", "--length-bins", "3", "--no-bin-edges-at-target", "--json"]) == 0
     without = json.loads(capsys.readouterr().out)
-    assert with_edges["network"]["target"] == without["network"]["target"]
-    count = sum(len(q.get("lengths", {"input": [0]})["input"]) for q in with_edges["requests"])
-    assert count >= sum(len(q.get("lengths", {"input": [0]})["input"]) for q in without["requests"])
-    assert main(["profiles", "--bin-edges-at-target", "--length-bins", "1"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--bin-edges-at-target" in err[0]
+    assert default["network"]["target"] == without["network"]["target"]
+    count = sum(len(q.get("lengths", {"input": [0]})["input"]) for q in default["requests"])
+    assert count > sum(len(q.get("lengths", {"input": [0]})["input"]) for q in without["requests"])
+    for bad in (["--bin-edges-at-target", "--length-bins", "1"], ["--recent", "0"], ["--recent", "1.5"]):
+        assert main(["profiles", *bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and bad[0] in err[0]
+    assert main(["profiles", "--length-bins", "1"]) == 0  # the default edges need bins; one length is still fine
+    capsys.readouterr()
+
+
+def test_a_recent_window_builds_from_the_last_requests_of_the_training_part(capsys):
+    records = list(read_trace(SAMPLE))
+    assert main(["profiles", "--split", "0.5", "--recent", "0.5", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    lam = report["intensity"]
+    assert lam["trace_requests"] == 50  # the last half of the first 100
+    first, last = records[50].timestamp, records[99].timestamp
+    assert lam["trace_span_s"] == pytest.approx(last - first, rel=1e-9)

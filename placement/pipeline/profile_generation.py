@@ -48,6 +48,12 @@ FALLBACK_ID = "none"
 # ------------------------------------------------------------------------------------------
 # Scores and marginal values
 # ------------------------------------------------------------------------------------------
+# length sub-types of `profiles` (docs/model.md (2.10)): 16 bins per type, split at the target's threshold lengths,
+# chosen on the Mooncake training half alone by their in-sample quadrature error (benchmarks/README.md 4b)
+DEFAULT_LENGTH_BINS = 16
+DEFAULT_BIN_EDGES_AT_TARGET = True
+
+
 def _leaves(forest: RadixForest) -> tuple[np.ndarray, FloatArray, FloatArray]:
     """Leaf vertices (requests end there), their weight ``p_w = n_end / N`` and mean ``L_w``."""
     leaves = np.flatnonzero(forest.ends > 0)

@@ -36,9 +36,9 @@ CAP_SHARE = 0.25  # edgeprefix profiles --memory-cap 25%
 
 
 def trace_instance(records: Sequence[TraceRecord], bins: int, edges_at_target: bool = False) -> Instance:
-    """What ``edgeprefix profiles --length-bins K`` builds from ``records`` with its other defaults
-    (``edges_at_target``: ``--bin-edges-at-target``, bins split at the target's threshold lengths,
-    docs/model.md (2.10))."""
+    """What ``edgeprefix profiles --length-bins K --no-bin-edges-at-target`` builds from ``records`` with its
+    other defaults (``edges_at_target``: ``--bin-edges-at-target``, the default of ``profiles``: bins split at
+    the target's threshold lengths, docs/model.md (2.10))."""
     gpu = Gpu(**Deployment(gpu_bytes=320e9, model=LLAMA2_70B, sequence_tokens=16384.0).normalised())
     threshold = None
     if edges_at_target and bins > 1:  # the default τ_0 = g(L̄) of instance_from_profiles
@@ -55,6 +55,19 @@ def trace_instance(records: Sequence[TraceRecord], bins: int, edges_at_target: b
         length_threshold=threshold,
     )
     return instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name=f"mooncake_K{bins}{'t' if threshold is not None else ''}")
+
+
+def variant(text: str) -> tuple[int, bool]:
+    """``"8"`` → (8, False), ``"8t"`` → (8, True): bins per type and whether they split at the target."""
+    raw = text.strip().lower()
+    edges = raw.endswith("t")
+    try:
+        k = int(raw[:-1] if edges else raw)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise ValueError(f"--variants: {text!r} is not K or Kt with K >= 1 (e.g. 8,8t,16t)")
+    return k, edges
 
 
 def timed(instance: Instance, repeats: int) -> tuple[float, float, float, int]:

@@ -1,10 +1,10 @@
 """Can the planner see the drift from its training half alone?  A recent-window forecast, chosen out of sample.
 
 Run ``python -m edgeprefix.benchmarks.accuracy.replay.recent_window [--traces mooncake,phased,stationary]
-[--windows 1,0.5,0.25,0.125] [--variants 8] [--replications 3] [--nodes 50] [--budget 60]``.
+[--windows 1,0.5,0.25,0.125] [--variants 16t] [--replications 3] [--nodes 50] [--budget 60]``.
 
-The pipeline is that of :mod:`edgeprefix.benchmarks.accuracy.replay.replay_steady` (``profiles --split 0.5`` at
-8 length bins, ``solve --method gradient`` at ``Λ₀/2`` and ``Λ₀`` for the tier and online routers, the second
+The pipeline is that of :mod:`edgeprefix.benchmarks.accuracy.replay.replay_steady` (``profiles --split 0.5`` with
+its length sub-types, ``solve --method gradient`` at ``Λ₀/2`` and ``Λ₀`` for the tier and online routers, the second
 half replayed warm); the forecast is a *recent window*: the instance is built from the last ``F`` of the
 training requests only (``F = 1``: all of them, no forecast).  Per trace (docs/model.md (17.19)):
 
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.benchmarks.accuracy.replay.length_bins import variant
 from edgeprefix.benchmarks.accuracy.replay.replay_steady import cases, table
 from edgeprefix.benchmarks.accuracy.replay.replay_study import phased_records
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
@@ -96,24 +97,13 @@ def score(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
     return sum(r["coverage_ok"] for r in rows), int(ttft), len(stable)
 
 
-def variant(text: str) -> tuple[int, bool]:
-    """``"8"`` → (8, False), ``"8t"`` → (8, True): bins per type and whether they split at the target."""
-    raw = text.strip().lower()
-    edges = raw.endswith("t")
-    try:
-        k = int(raw[:-1] if edges else raw)
-    except ValueError:
-        k = 0
-    if k < 1:
-        raise ValueError(f"--variants: {text!r} is not K or Kt with K >= 1 (e.g. 8,8t,16t)")
-    return k, edges
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default=",".join(TRACES), help=f"comma-separated, of {', '.join(TRACES)}")
     parser.add_argument("--windows", default="1,0.5,0.25,0.125", help="recent-window fractions F (1 = no forecast)")
-    parser.add_argument("--variants", default="8", help="length sub-types: K or Kt (split at the target), e.g. 8,8t,16t")
+    parser.add_argument(
+        "--variants", default="16t", help="length sub-types: K or Kt (split at the target), e.g. 8,8t,16t (default: 16t, profiles' own)"
+    )
     parser.add_argument("--replications", type=int, default=3)
     parser.add_argument("--nodes", type=float, default=50.0)
     parser.add_argument("--budget", type=int, default=60)
