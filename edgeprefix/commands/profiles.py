@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     log = SkipLog()
     path = _trace_path(args.trace)
     clock = TraceClock(args.format)
-    records = clock.watch(read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log))
+    records = read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     if not 0.0 < args.split <= 1.0:
         raise ValueError(f"--split must lie in (0, 1], got {args.split!r}")
     if not 0.0 < args.recent <= 1.0:
@@ -254,9 +254,10 @@ def run(args: argparse.Namespace) -> int:
     if args.split < 1.0 or args.recent < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
         total = sum(1 for _ in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid))
         count = _training_count(total, args.split)
-        start = count - max(1, int(round(args.recent * count)))  # the recent window (docs/model.md §17.11)
-        records = itertools.islice(records, start, count)
-        count -= start
+        first = count - max(1, int(round(args.recent * count)))  # the recent window (docs/model.md §17.11)
+        records = itertools.islice(records, first, count)
+        count -= first
+    records = clock.watch(records)
     records = with_progress(records, total=count, desc="profiles: reading the trace")
     seen = _Seen()
     forest = stream_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
