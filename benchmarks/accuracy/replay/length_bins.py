@@ -84,10 +84,13 @@ def timed(instance: Instance, repeats: int) -> tuple[float, float, float, int]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bins", default="1,2,4,8,16", help="K values (default: 1,2,4,8,16)")
+    parser.add_argument("--bins", default="1,2,4,8,16", help="K values; Kt splits the bins at the target (default: 1,2,4,8,16)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    ks = [int(k) for k in args.bins.split(",")]
+    try:
+        ks = [variant(k) for k in args.bins.split(",")]
+    except ValueError as err:
+        parser.error(str(err).replace("--variants", "--bins"))
     records = list(read_trace(MOONCAKE_TRACE))
     cut = split_index(len(records), 0.5)
     first, second = records[:cut], records[cut:]
@@ -105,14 +108,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{'coverage':>10}{'mean TTFT [s]':>15}"
     )
     base = None
-    for k in ks:
-        inst = trace_instance(first, k)
+    for k, edges in ks:
+        inst = trace_instance(first, k, edges)
         declared = len({q.group or q.id for q in inst.requests})
         ms, cov, ttft, maps = timed(inst, args.repeats)
         base = ms if base is None else base
         mean_g = float(inst.probabilities @ inst.full_prefill)
         print(
-            f"{k:>3}{declared:>7}{len(inst.requests):>9}{ms:>9.1f}{ms / base:>7.2f}{maps:>6}{mean_g:>14.3f}{mean_g / fit:>16.3f}"
+            f"{str(k) + ('t' if edges else ''):>3}{declared:>7}{len(inst.requests):>9}{ms:>9.1f}{ms / base:>7.2f}{maps:>6}{mean_g:>14.3f}{mean_g / fit:>16.3f}"
             f"{mean_g / truth:>8.3f}"
             f"{cov:>10.3f}{ttft:>15.3f}"
         )
