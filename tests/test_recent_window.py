@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgeprefix.benchmarks.accuracy.replay.length_bins import variant
 from edgeprefix.benchmarks.accuracy.replay.recent_window import prefill_forecasts, score, trace_records
 from edgeprefix.benchmarks.accuracy.replay.replay_steady import cases
 
@@ -35,3 +36,10 @@ def test_bad_input_names_the_option():
         trace_records("nope")
     with pytest.raises(ValueError, match="recent"):
         cases(recent=0.0)
+
+
+def test_variants_name_bins_and_the_split_at_the_target():
+    assert variant("8") == (8, False) and variant(" 16T ") == (16, True)
+    for bad in ("t", "0", "x8", "-2t"):
+        with pytest.raises(ValueError, match="--variants"):
+            variant(bad)

@@ -51,11 +51,16 @@ from edgeprefix.placement.pipeline.calibration import (
     read_measurements,
 )
 from edgeprefix.placement.pipeline.forest_stream import stream_forest
-from edgeprefix.placement.pipeline.profile_generation import generate_profiles
+from edgeprefix.placement.pipeline.profile_generation import (  # the defaults of docs/model.md (2.10)
+    DEFAULT_BIN_EDGES_AT_TARGET,
+    DEFAULT_LENGTH_BINS,
+    generate_profiles,
+)
 from edgeprefix.placement.pipeline.trace_clock import TraceClock
 from edgeprefix.placement.pipeline.trace_instance import (
     DEFAULT_UTILISATION,
     instance_from_profiles,
+    target_length,
 )
 from edgeprefix.placement.pipeline.trace_workload import split_index
 from edgeprefix.placement.pipeline.traces import (
@@ -74,7 +79,6 @@ TRACE_FIELDS = (
     "mean equal prefixes). --format tokens: tokens (the input's token ids), output_length (default 0), timestamp "
     "(seconds >= 0, default 0). The output prints the span read and the unit the format assumes."
 )
-DEFAULT_LENGTH_BINS = 8  # chosen on the training half alone (benchmarks/accuracy/replay/length_bins_choice.py, docs/model.md §2.3)
 DEFAULT_CAP = "25%"
 
 
@@ -107,8 +111,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=DEFAULT_LENGTH_BINS,
         metavar="K",
-        help="length sub-types per request type: K quantile bins of its input lengths, each at its "
+        help="length sub-types per request type: K bins of its input lengths, each at its "
         f"conditional mean (docs/model.md §2.3); 1 = one mean length per type (default: {DEFAULT_LENGTH_BINS})",
+    )
+    parser.add_argument(
+        "--bin-edges-at-target",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also split each type's length bins at its threshold lengths L* + h, g(L*) = τ_0 and h a hit depth a "
+        "profile can give it, so no bin straddles the target (docs/model.md (2.10); default: on when binned)",
     )
     cal = parser.add_argument_group("calibration")
     cal.add_argument("--calibration", default=None, metavar="FILE", help="CSV of prefill timings (tokens,seconds or a Splitwise profile)")
@@ -142,6 +153,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1.0,
         metavar="F",
         help="build from the first F of the requests only, e.g. 0.5 to replay the rest (default: 1, all)",
+    )
+    parser.add_argument(
+        "--recent",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="build from the last F of those requests only: a recent-window forecast of the workload, F chosen "
+        "on the training part (docs/model.md §17.11; default: 1, all)",
     )
     parser.add_argument("--name", default=None, help="instance name (default: the trace's file stem)")
     parser.add_argument("--out", default=None, metavar="FILE", help="write the instance (.toml or .json)")
@@ -230,14 +249,19 @@ def run(args: argparse.Namespace) -> int:
     log = SkipLog()
     path = _trace_path(args.trace)
     clock = TraceClock(args.format)
-    records = clock.watch(read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log))
+    records = read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     if not 0.0 < args.split <= 1.0:
         raise ValueError(f"--split must lie in (0, 1], got {args.split!r}")
+    if not 0.0 < args.recent <= 1.0:
+        raise ValueError(f"--recent must lie in (0, 1], got {args.recent!r}")
     count = None
-    if args.split < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
+    if args.split < 1.0 or args.recent < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
         total = sum(1 for _ in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid))
         count = _training_count(total, args.split)
-        records = itertools.islice(records, count)
+        first = count - max(1, int(round(args.recent * count)))  # the recent window (docs/model.md §17.11)
+        records = itertools.islice(records, first, count)
+        count -= first
+    records = clock.watch(records)
     records = with_progress(records, total=count, desc="profiles: reading the trace")
     seen = _Seen()
     forest = stream_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
@@ -247,6 +271,15 @@ def run(args: argparse.Namespace) -> int:
     gpu_numbers = deployment.normalised()
     gpu = Gpu(**gpu_numbers)
     cap = _memory_cap(args.memory_cap, gpu.memory)
+    binned = args.length_quantile is None and args.length_bins > 1
+    if args.bin_edges_at_target and not binned:
+        raise ValueError("--bin-edges-at-target splits length bins: give --length-bins K with K > 1 (and no --length-quantile)")
+    edges = binned and (DEFAULT_BIN_EDGES_AT_TARGET if args.bin_edges_at_target is None else args.bin_edges_at_target)
+    target, target_info = _target(args.target, g, seen)
+    threshold = None
+    if edges:  # τ_0 as instance_from_profiles sets it: given, or g(mean input length)
+        tau = target if target is not None else float(np.asarray(g(forest.end_input_sum.sum() / max(forest.n_requests, 1))))
+        threshold = target_length(g, tau)
     profile_set = generate_profiles(
         forest,
         g,
@@ -259,10 +292,10 @@ def run(args: argparse.Namespace) -> int:
         n_families=args.families,
         length_quantile=args.length_quantile,
         knapsack=solve_knapsack,
-        length_bins=None if args.length_quantile is not None or args.length_bins == 1 else args.length_bins,
+        length_bins=args.length_bins if binned else None,
+        length_threshold=threshold,
     )
     name = args.name or Path(str(path)).name.split(".")[0]
-    target, target_info = _target(args.target, g, seen)
     instance = instance_from_profiles(
         profile_set, g, gpu, name=name, target=target, utilisation=args.utilisation, edge_density=args.edge_density
     )

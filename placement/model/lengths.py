@@ -169,7 +169,13 @@ def type_groups(requests: Sequence[RequestType]) -> DeclaredTypes:
 
 
 def length_bins(
-    values: npt.ArrayLike, weights: npt.ArrayLike, parts: int, paired: npt.ArrayLike | None = None, *, iterations: int = 100
+    values: npt.ArrayLike,
+    weights: npt.ArrayLike,
+    parts: int,
+    paired: npt.ArrayLike | None = None,
+    *,
+    iterations: int = 100,
+    edges: npt.ArrayLike = (),
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """At most ``parts`` contiguous bins of the weighted ``values`` that minimise the weighted
     within-bin variance (1-D k-means: Lloyd's iteration from equal-weight quantile bins), each
@@ -177,7 +183,10 @@ def length_bins(
 
     For a prefill law ``g(n) = g_0 + a n + b n²`` the bins' error is exact: ``E g(L − h) − Σ_k w_k
     g(L̄_k − h) = b Σ_k w_k Var_k(L)`` at any hit depth ``h`` (docs/model.md §2.3), and the weighted
-    mean is kept.  Returns ``(means, paired_means, bin weights)``; empty bins are dropped.
+    mean is kept.  ``edges``: lengths no bin may straddle — a bin holding values on both sides of an
+    edge is split there (a value equal to an edge goes above it), so at most ``parts + len(edges)``
+    bins (the threshold lengths of the target, (2.10)).  Returns ``(means, paired_means, bin
+    weights)``; empty bins are dropped.
     """
     x = np.asarray(values, dtype=float)
     wt = np.asarray(weights, dtype=float)
@@ -206,6 +215,10 @@ def length_bins(
             break
         bin_of = new
         centre, _ = means(bin_of)
+    cuts = np.unique(np.asarray(edges, dtype=float))
+    if cuts.size:  # split the bins at the edges: both labels rise with x, so their pairs are contiguous
+        side = np.searchsorted(cuts, x, side="right")
+        bin_of = np.unique(bin_of * (cuts.size + 1) + side, return_inverse=True)[1].reshape(-1)
     mass = np.bincount(bin_of, weights=wt)
     keep = mass > 0
     mean_x = np.bincount(bin_of, weights=wt * x)[keep] / mass[keep]

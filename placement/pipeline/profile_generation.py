@@ -49,6 +49,12 @@ FALLBACK_ID = "none"
 # ------------------------------------------------------------------------------------------
 # Scores and marginal values
 # ------------------------------------------------------------------------------------------
+# length sub-types of `profiles` (docs/model.md (2.10)): 16 bins per type, split at the target's threshold lengths,
+# chosen on the Mooncake training half alone by their in-sample quadrature error (benchmarks/README.md 4b)
+DEFAULT_LENGTH_BINS = 16
+DEFAULT_BIN_EDGES_AT_TARGET = True
+
+
 def _leaves(forest: RadixForest) -> tuple[np.ndarray, FloatArray, FloatArray]:
     """Leaf vertices (requests end there), their weight ``p_w = n_end / N`` and mean ``L_w``."""
     leaves = np.flatnonzero(forest.ends > 0)
@@ -279,6 +285,15 @@ def _deepest_marked(parent: np.ndarray, marked: npt.NDArray[np.bool_]) -> np.nda
     return deepest
 
 
+def _hit_depths(forest: RadixForest, retained: npt.NDArray[np.bool_], vertex: int) -> FloatArray:
+    """The hit depths a profile can give the type of ``vertex`` (``n_vertices``: none): 0 and the
+    token depths of the retained vertices on its path (profiles are ancestor-closed)."""
+    if vertex >= forest.n_vertices or vertex < 0:
+        return np.zeros(1)
+    path = np.asarray(forest.path(vertex), dtype=np.intp)
+    return np.concatenate(([0.0], forest.depth[path[retained[path]]]))
+
+
 def request_types(
     forest: RadixForest,
     retained: Sequence[int],
@@ -286,6 +301,7 @@ def request_types(
     *,
     length_quantile: float | None = None,
     length_bins: int | None = None,
+    length_threshold: float | None = None,
 ) -> TypeGroups:
     """Group requests by the deepest retained vertex on their path (§9.4).
 
@@ -293,17 +309,22 @@ def request_types(
     from the per-leaf mean lengths (exact to within one block).  ``length_bins = K`` also gives
     each type's length distribution as ``K`` bins of its per-leaf lengths of least within-bin
     variance, each at its conditional mean input and decode (docs/model.md §2.3; ``L_q`` stays the mean).
+    ``length_threshold`` ``L*`` (with bins): the uncached length whose prefill is the target,
+    ``g(L*) = τ_0``; a type's bins are also split at ``L* + h`` for every hit depth ``h`` a profile
+    can give it (0 and the depths of the retained vertices on its path), so no bin straddles a
+    threshold of its coverage (docs/model.md (2.10)).
     """
     if length_bins is not None and (length_bins < 1 or length_quantile is not None):
         raise ValueError(f"length_bins must be >= 1 and excludes length_quantile, got {length_bins!r}")
     if decode_per_token < 0:
         raise ValueError(f"decode_per_token must be >= 0, got {plain(decode_per_token)}")
+    if length_threshold is not None and not (np.isfinite(length_threshold) and length_threshold >= 0):
+        raise ValueError(f"length_threshold must be a finite number of tokens >= 0, got {plain(length_threshold)}")
     if length_quantile is not None and not 0 <= length_quantile <= 1:
         raise ValueError(f"length_quantile must lie in [0, 1], got {plain(length_quantile)}")
     keep = np.zeros(forest.n_vertices, dtype=bool)
     keep[list(retained)] = True
-    deepest = _deepest_marked(forest.parent, keep)
-    del keep
+    deepest = _deepest_marked(forest.parent, keep)  # keep (one byte per vertex) stays: the bin edges read it
     leaves = np.flatnonzero(forest.ends > 0).astype(deepest.dtype)  # per-leaf columns are gathered per type below
     group = deepest[leaves]
     del deepest
@@ -326,9 +347,10 @@ def request_types(
     if length_bins is not None and length_bins > 1:
         bins = []
         for k in range(vertices.size):
+            edges = () if length_threshold is None else length_threshold + _hit_depths(forest, keep, int(vertices[k]))
             mine = leaves if vertices.size == 1 else leaves[inverse == k]  # one type holds every leaf: no mask
             weight, length, leaf_output = _leaf_columns(forest, mine)
-            inp, out, w = bin_lengths(length, weight, length_bins, leaf_output)
+            inp, out, w = bin_lengths(length, weight, length_bins, leaf_output, edges=edges)
             bins.append((inp, out * decode_per_token, w))
     retained = tuple(int(u) if u < forest.n_vertices else -1 for u in vertices)  # "no retained vertex" last
     return TypeGroups(retained, probability, lengths, outputs, outputs * decode_per_token, None if bins is None else tuple(bins))
@@ -375,6 +397,7 @@ def assemble(
     decode_per_token: float,
     length_quantile: float | None = None,
     length_bins: int | None = None,
+    length_threshold: float | None = None,
 ) -> tuple[tuple[Prefix, ...], tuple[RequestType, ...], tuple[Profile, ...], TypeGroups]:
     """Instance objects for profiles ``named`` (id, vertex set): prefixes = union of the sets."""
     retained = sorted(set().union(*[set(s) for _, s in named])) if named else []
@@ -383,7 +406,9 @@ def assemble(
         Prefix(ids[v], float(forest.depth[v]), None if forest.parent[v] < 0 else ids[int(forest.parent[v])], blocks=forest.chain(v))
         for v in retained
     )
-    types = request_types(forest, retained, decode_per_token, length_quantile=length_quantile, length_bins=length_bins)
+    types = request_types(
+        forest, retained, decode_per_token, length_quantile=length_quantile, length_bins=length_bins, length_threshold=length_threshold
+    )
     declared = tuple(
         RequestType(
             id=f"q_{ids[u]}" if u >= 0 else "q_uncached",
@@ -463,13 +488,15 @@ def generate_profiles(
     length_quantile: float | None = None,
     knapsack: KnapsackSolver = knapsack_dp,
     length_bins: int | None = None,
+    length_threshold: float | None = None,
 ) -> ProfileSet:
     """Candidate profiles → dedupe → drop infeasible (``c_s < 1``) → prune dominated → keep
     at most ``max_profiles`` (the empty fallback ``"none"`` always first).
 
     Candidates in preference order: tree knapsack at ``cap × ladder`` (``knapsack``,
     ``knapsack_50`` ...), greedy on Γ at ``cap``, then one profile per top family.  ``knapsack``
-    solves the tree knapsack (exact DP by default; the CLI passes the HiGHS MILP).
+    solves the tree knapsack (exact DP by default; the CLI passes the HiGHS MILP).  ``length_threshold``:
+    see :func:`request_types` (bin edges at the target, docs/model.md (2.10)).
     """
     if max_profiles < 1:
         raise ValueError(f"max_profiles must be >= 1, got {plain(max_profiles)}")
@@ -497,7 +524,12 @@ def generate_profiles(
     kept, pruned = prune_dominated(forest, unique, kappa=kappa, gpu_memory=gpu_memory, runtime_per_sequence=runtime_per_sequence)
     kept = kept[:max_profiles]
     prefixes, requests, profiles, types = assemble(
-        forest, kept, decode_per_token=decode_per_token, length_quantile=length_quantile, length_bins=length_bins
+        forest,
+        kept,
+        decode_per_token=decode_per_token,
+        length_quantile=length_quantile,
+        length_bins=length_bins,
+        length_threshold=length_threshold,
     )
     memory, hits, slots = profile_metrics(prefixes, requests, profiles, kappa, gpu_memory, runtime_per_sequence)
     return ProfileSet(prefixes, requests, profiles, tuple(s for _, s in kept), types, memory, hits, slots, tuple(pruned), tuple(dropped))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.optimize import brentq
 
 from edgeprefix.placement.errors import plain
 from edgeprefix.placement.model.costs import PrefillModel
@@ -35,6 +36,26 @@ def default_target(profile_set: ProfileSet, g: PrefillModel) -> float:
     """``τ_0 = g(L̄)`` with ``L̄ = Σ_q p_q L_q``."""
     mean_length = float(np.dot(profile_set.types.probability, profile_set.types.length))
     return float(np.asarray(g(mean_length)))
+
+
+def target_length(g: PrefillModel, tau: float) -> float | None:
+    """``L*`` with ``g(L*) = τ_0``: the longest uncached request that meets the target with no radio
+    cost and no wait (``0`` if ``τ_0 ≤ g(0+)``; ``None`` if no length reaches it).  Root of the
+    nondecreasing ``g`` by Brent's method (docs/model.md (2.10))."""
+    if not (math.isfinite(tau) and tau > 0):
+        raise ValueError(f"target τ_0 must be > 0 seconds, got {plain(tau)}")
+
+    def gap(n: float) -> float:
+        return float(np.asarray(g(n))) - tau
+
+    low, high = 1e-9, 1.0
+    if gap(low) >= 0:
+        return 0.0
+    while gap(high) < 0:
+        low, high = high, 2.0 * high
+        if high > 1e12:
+            return None
+    return float(brentq(gap, low, high, xtol=1e-6, rtol=1e-12))
 
 
 def instance_from_profiles(

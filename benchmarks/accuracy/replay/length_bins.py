@@ -28,16 +28,22 @@ from edgeprefix.placement.model.instance import Gpu, Instance
 from edgeprefix.placement.pipeline.calibration import DEFAULT_DECODE_PER_TOKEN, DEFAULT_PREFILL, LLAMA2_70B, Deployment
 from edgeprefix.placement.pipeline.forest import build_forest
 from edgeprefix.placement.pipeline.profile_generation import generate_profiles
-from edgeprefix.placement.pipeline.trace_instance import instance_from_profiles
+from edgeprefix.placement.pipeline.trace_instance import instance_from_profiles, target_length
 from edgeprefix.placement.pipeline.trace_workload import split_index
 from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace
 
 CAP_SHARE = 0.25  # edgeprefix profiles --memory-cap 25%
 
 
-def trace_instance(records: Sequence[TraceRecord], bins: int) -> Instance:
-    """What ``edgeprefix profiles --length-bins K`` builds from ``records`` with its other defaults."""
+def trace_instance(records: Sequence[TraceRecord], bins: int, edges_at_target: bool = False) -> Instance:
+    """What ``edgeprefix profiles --length-bins K --no-bin-edges-at-target`` builds from ``records`` with its
+    other defaults (``edges_at_target``: ``--bin-edges-at-target``, the default of ``profiles``: bins split at
+    the target's threshold lengths, docs/model.md (2.10))."""
     gpu = Gpu(**Deployment(gpu_bytes=320e9, model=LLAMA2_70B, sequence_tokens=16384.0).normalised())
+    threshold = None
+    if edges_at_target and bins > 1:  # the default τ_0 = g(L̄) of instance_from_profiles
+        mean_length = float(np.mean([r.input_length for r in records]))
+        threshold = target_length(DEFAULT_PREFILL, float(DEFAULT_PREFILL(mean_length)))
     profile_set = generate_profiles(
         build_forest(records),
         DEFAULT_PREFILL,
@@ -46,8 +52,22 @@ def trace_instance(records: Sequence[TraceRecord], bins: int) -> Instance:
         cap=CAP_SHARE * gpu.memory,
         decode_per_token=DEFAULT_DECODE_PER_TOKEN,
         length_bins=None if bins == 1 else bins,
+        length_threshold=threshold,
     )
-    return instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name=f"mooncake_K{bins}")
+    return instance_from_profiles(profile_set, DEFAULT_PREFILL, gpu, name=f"mooncake_K{bins}{'t' if threshold is not None else ''}")
+
+
+def variant(text: str) -> tuple[int, bool]:
+    """``"8"`` → (8, False), ``"8t"`` → (8, True): bins per type and whether they split at the target."""
+    raw = text.strip().lower()
+    edges = raw.endswith("t")
+    try:
+        k = int(raw[:-1] if edges else raw)
+    except ValueError:
+        k = 0
+    if k < 1:
+        raise ValueError(f"--variants: {text!r} is not K or Kt with K >= 1 (e.g. 8,8t,16t)")
+    return k, edges
 
 
 def timed(instance: Instance, repeats: int) -> tuple[float, float, float, int]:
@@ -64,10 +84,13 @@ def timed(instance: Instance, repeats: int) -> tuple[float, float, float, int]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bins", default="1,2,4,8,16", help="K values (default: 1,2,4,8,16)")
+    parser.add_argument("--bins", default="1,2,4,8,16", help="K values; Kt splits the bins at the target (default: 1,2,4,8,16)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    ks = [int(k) for k in args.bins.split(",")]
+    try:
+        ks = [variant(k) for k in args.bins.split(",")]
+    except ValueError as err:
+        parser.error(str(err).replace("--variants", "--bins"))
     records = list(read_trace(MOONCAKE_TRACE))
     cut = split_index(len(records), 0.5)
     first, second = records[:cut], records[cut:]
@@ -85,14 +108,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{'coverage':>10}{'mean TTFT [s]':>15}"
     )
     base = None
-    for k in ks:
-        inst = trace_instance(first, k)
+    for k, edges in ks:
+        inst = trace_instance(first, k, edges)
         declared = len({q.group or q.id for q in inst.requests})
         ms, cov, ttft, maps = timed(inst, args.repeats)
         base = ms if base is None else base
         mean_g = float(inst.probabilities @ inst.full_prefill)
         print(
-            f"{k:>3}{declared:>7}{len(inst.requests):>9}{ms:>9.1f}{ms / base:>7.2f}{maps:>6}{mean_g:>14.3f}{mean_g / fit:>16.3f}"
+            f"{str(k) + ('t' if edges else ''):>3}{declared:>7}{len(inst.requests):>9}{ms:>9.1f}{ms / base:>7.2f}{maps:>6}{mean_g:>14.3f}{mean_g / fit:>16.3f}"
             f"{mean_g / truth:>8.3f}"
             f"{cov:>10.3f}{ttft:>15.3f}"
         )

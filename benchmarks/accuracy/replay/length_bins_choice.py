@@ -17,7 +17,9 @@ target ``τ_0``: ``Σ p P(ξ R^α ≤ τ_0 − g(L_{q,k}))`` minus the requests'
 ``R`` the distance to the nearest node (``P(R > r) = e^{−π λ_b r²}``), i.e. the coverage of an
 uncached, unqueued network, the part of coverage the lengths decide.  Rule: the smallest ``K`` whose
 coverage error on the check part is within ``--slack`` (default 0.01, about one standard error of a
-3,000-request share) of the best ``K``'s.
+3,000-request share) of the best ``K``'s.  ``--bins 8t`` splits the bins at the target's threshold lengths
+(docs/model.md (2.10)); two further in-sample tables (the whole training half, and its recent half as
+``profiles --recent 0.5`` builds from it) measure the representation where it is the only error.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeprefix.benchmarks.accuracy.replay.length_bins import trace_instance
+from edgeprefix.benchmarks.accuracy.replay.length_bins import trace_instance, variant
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.pipeline.calibration import DEFAULT_PREFILL
@@ -43,9 +45,14 @@ class Fit:
     mean_ratio: float  # Σ p g(L) / E g(L_i)
     distance: float  # Kolmogorov distance of the g(L) distributions
     coverage_error: float  # model − requests: coverage at τ_0 with the radio delay, no cache, no queue
+    edges: bool = False  # bins split at the target's threshold lengths (docs/model.md (2.10))
+
+    @property
+    def label(self) -> str:
+        return f"{self.k}{'t' if self.edges else ''}"
 
 
-def compare(instance: Instance, requests: Sequence[TraceRecord], k: int) -> Fit:
+def compare(instance: Instance, requests: Sequence[TraceRecord], k: int, edges: bool = False) -> Fit:
     """The instance's no-cache prefill distribution against the requests' own."""
     g = DEFAULT_PREFILL
     own = np.sort(np.asarray(g(np.array([r.input_length for r in requests], dtype=float)), dtype=float))
@@ -66,7 +73,12 @@ def compare(instance: Instance, requests: Sequence[TraceRecord], k: int) -> Fit:
 
     error = float(p @ radio_coverage(np.asarray(instance.full_prefill, dtype=float)) - radio_coverage(own).mean())
     return Fit(
-        k, len(instance.requests), float(p @ instance.full_prefill) / float(own.mean()), float(np.max(np.abs(f_model - f_own))), error
+        k,
+        len(instance.requests),
+        float(p @ instance.full_prefill) / float(own.mean()),
+        float(np.max(np.abs(f_model - f_own))),
+        error,
+        edges,
     )
 
 
@@ -80,27 +92,37 @@ def table(title: str, fits: Sequence[Fit], chosen: int) -> str:
     lines = [title, "| `K` | columns | `Σ p g(L)` / `E g(L_i)` | Kolmogorov distance | coverage error at τ₀ |", "|---|---|---|---|---|"]
     for f in fits:
         mark = " (chosen)" if f.k == chosen else ""
-        lines.append(f"| {f.k}{mark} | {f.columns} | {f.mean_ratio:.3f} | {f.distance:.3f} | {f.coverage_error:+.4f} |")
+        lines.append(f"| {f.label}{mark} | {f.columns} | {f.mean_ratio:.3f} | {f.distance:.3f} | {f.coverage_error:+.4f} |")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bins", default="1,2,4,8,16,32", help="K values (default: 1,2,4,8,16,32)")
+    parser.add_argument(
+        "--bins", default="1,2,4,8,16,32", help="K values; Kt splits the bins at the target (docs/model.md (2.10)); default: 1,2,4,8,16,32"
+    )
     parser.add_argument("--slack", type=float, default=0.01, help="tolerance of the rule in coverage (default: 0.01)")
     args = parser.parse_args(argv)
-    ks = [int(k) for k in args.bins.split(",")]
+    try:
+        ks = [variant(k) for k in args.bins.split(",")]
+    except ValueError as err:
+        parser.error(str(err).replace("--variants", "--bins"))
     records = list(read_trace(MOONCAKE_TRACE))
     train, test = records[: split_index(len(records), 0.5)], records[split_index(len(records), 0.5) :]
     cut = split_index(len(train), 0.5)
     fit_part, check_part = train[:cut], train[cut:]
-    inside = [compare(trace_instance(fit_part, k), fit_part, k) for k in ks]
-    check = [compare(trace_instance(fit_part, k), check_part, k) for k in ks]
+    recent = train[cut:]
+    inside = [compare(trace_instance(fit_part, k, e), fit_part, k, e) for k, e in ks]
+    check = [compare(trace_instance(fit_part, k, e), check_part, k, e) for k, e in ks]
     chosen = choose(check, args.slack)
     print(f"requests: fit {len(fit_part)}, check {len(check_part)} (the training half's two parts), test {len(test)}")
     print(table("\nfit part (in sample; not used by the rule)", inside, chosen))
     print(table("\ncheck part (chooses K)", check, chosen))
-    report = [compare(trace_instance(train, k), test, k) for k in ks]
+    whole = [compare(trace_instance(train, k, e), train, k, e) for k, e in ks]
+    print(table("\nwhole training half, in sample (F = 1, docs/model.md (2.10))", whole, chosen))
+    window = [compare(trace_instance(recent, k, e), recent, k, e) for k, e in ks]
+    print(table("\nits recent half, in sample (F = 0.5, docs/model.md §17.11)", window, chosen))
+    report = [compare(trace_instance(train, k, e), test, k, e) for k, e in ks]
     print(table("\ntest half, instance from the whole training half (reported, not used)", report, chosen))
     print(f"\nchosen K = {chosen} (rule: smallest K within {args.slack} of the best on the check part)")
     return 0

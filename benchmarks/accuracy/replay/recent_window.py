@@ -1,10 +1,10 @@
 """Can the planner see the drift from its training half alone?  A recent-window forecast, chosen out of sample.
 
 Run ``python -m edgeprefix.benchmarks.accuracy.replay.recent_window [--traces mooncake,phased,stationary]
-[--windows 1,0.5,0.25,0.125] [--replications 3] [--nodes 50] [--budget 60]``.
+[--windows 1,0.5,0.25,0.125] [--variants 16t] [--replications 3] [--nodes 50] [--budget 60]``.
 
-The pipeline is that of :mod:`edgeprefix.benchmarks.accuracy.replay.replay_steady` (``profiles --split 0.5`` at
-8 length bins, ``solve --method gradient`` at ``Λ₀/2`` and ``Λ₀`` for the tier and online routers, the second
+The pipeline is that of :mod:`edgeprefix.benchmarks.accuracy.replay.replay_steady` (``profiles --split 0.5`` with
+its length sub-types, ``solve --method gradient`` at ``Λ₀/2`` and ``Λ₀`` for the tier and online routers, the second
 half replayed warm); the forecast is a *recent window*: the instance is built from the last ``F`` of the
 training requests only (``F = 1``: all of them, no forecast).  Per trace (docs/model.md (17.19)):
 
@@ -16,6 +16,11 @@ training requests only (``F = 1``: all of them, no forecast).  Per trace (docs/m
    last ``F`` of its first half, its second half replayed warm); score = cases with coverage within
    ``max(0.02, 3 SE)`` + stable cases with mean TTFT within 10 %; the largest ``F`` of the best score is chosen;
 3. the test half at the chosen ``F`` and at ``F = 1`` (reported only, never used to choose).
+
+``--variants`` adds the length sub-types to the choice: ``K`` quantile bins (``8``) or ``K`` bins split at the
+target's threshold lengths (``8t``, ``profiles --bin-edges-at-target``, docs/model.md (2.10)); every
+(variant, ``F``) pair is scored on the training half alone and the best is chosen (ties: the larger ``F``, then
+the variant listed first), then the test half is replayed at it and at the first variant with ``F = 1``.
 
 Traces: ``mooncake`` (the shipped conversation trace), ``phased`` (a drifting synthetic trace: four phases,
 each reshuffling which prefix families are popular and scaling the rate, 12,000 requests, seed 0) and
@@ -30,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.benchmarks.accuracy.replay.length_bins import variant
 from edgeprefix.benchmarks.accuracy.replay.replay_steady import cases, table
 from edgeprefix.benchmarks.accuracy.replay.replay_study import phased_records
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
@@ -95,6 +101,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default=",".join(TRACES), help=f"comma-separated, of {', '.join(TRACES)}")
     parser.add_argument("--windows", default="1,0.5,0.25,0.125", help="recent-window fractions F (1 = no forecast)")
+    parser.add_argument(
+        "--variants", default="16t", help="length sub-types: K or Kt (split at the target), e.g. 8,8t,16t (default: 16t, profiles' own)"
+    )
     parser.add_argument("--replications", type=int, default=3)
     parser.add_argument("--nodes", type=float, default=50.0)
     parser.add_argument("--budget", type=int, default=60)
@@ -102,23 +111,39 @@ def main(argv: Sequence[str] | None = None) -> None:
     windows = sorted({float(f) for f in args.windows.split(",")}, reverse=True)
     if not windows or windows[0] > 1 or windows[-1] <= 0:
         parser.error("--windows: fractions in (0, 1], e.g. 1,0.5,0.25")
+    try:
+        variants = list(dict.fromkeys(variant(v) for v in args.variants.split(",")))
+    except ValueError as err:
+        parser.error(str(err))
     common = {"nodes": args.nodes, "replications": args.replications, "budget": args.budget}
+
+    def label(v: tuple[int, bool]) -> str:
+        return f"K = {v[0]}{' at the target' if v[1] else ''}"
+
     for name in args.traces.split(","):
         records = trace_records(name)
         cut = split_index(len(records), 0.5)
-        print(f"## {name}: {len(records)} requests\n\n{prefill_table(records, windows)}\n")
+        print(f"## {name}: {len(records)} requests\n\n{prefill_table(records, windows)}\n", flush=True)
         scores = {}
-        for f in windows:
-            s = score(cases(trace=records[:cut], recent=f, **common))
-            scores[f] = s
-            print(f"check (training half alone), F = {f:g}: coverage {s[0]}/4, mean TTFT {s[1]}/{s[2]} stable cases")
-        chosen = max(windows, key=lambda f: (scores[f][0] + scores[f][1], f))
-        print(f"chosen F = {chosen:g}\n")
-        for f in sorted({chosen, 1.0}, reverse=True):
-            rows = cases(trace=records, recent=f, **common)
+        for v in variants:
+            for f in windows:
+                s = score(cases(trace=records[:cut], recent=f, bins=v[0], edges_at_target=v[1], **common))
+                scores[(v, f)] = s
+                print(
+                    f"check (training half alone), {label(v)}, F = {f:g}: coverage {s[0]}/4, mean TTFT {s[1]}/{s[2]} stable cases",
+                    flush=True,
+                )
+        rank = {v: i for i, v in enumerate(variants)}
+        chosen = max(scores, key=lambda vf: (scores[vf][0] + scores[vf][1], vf[1], -rank[vf[0]]))
+        print(f"chosen {label(chosen[0])}, F = {chosen[1]:g}\n", flush=True)
+        for v, f in dict.fromkeys([chosen, (variants[0], 1.0)]):
+            rows = cases(trace=records, recent=f, bins=v[0], edges_at_target=v[1], **common)
             s = score(rows)
-            label = "chosen" if f == chosen else "no forecast"
-            print(f"test half, F = {f:g} ({label}): coverage {s[0]}/4, mean TTFT {s[1]}/{s[2]} stable cases\n\n{table(rows)}\n")
+            tag = "chosen" if (v, f) == chosen else "reference"
+            print(
+                f"test half, {label(v)}, F = {f:g} ({tag}): coverage {s[0]}/4, mean TTFT {s[1]}/{s[2]} stable cases\n\n{table(rows)}\n",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Does a real trace confirm the plan?  Plan on one half of the Mooncake trace, replay the other warm.
 
-Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 8] [--trace PATH] [--recent F]``.
+Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 16] [--trace PATH] [--recent F] [--[no-]bin-edges-at-target]``.
 The instance is what ``edgeprefix profiles --split 0.5`` builds from the shipped Mooncake conversation trace
-(length sub-types, ``--length-bins 8``, the default of ``profiles``, docs/model.md §2.3); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
+(length sub-types, 16 per type split at the target's threshold lengths, the default of ``profiles``, docs/model.md (2.10)); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
 is solved (``solve --method gradient --budget B`` with the router's own queue model: the cell model for the tier
 rule, eq. (39) for the online router) and the second half is replayed warm (``replay --split 0.5``: the training
 half fills the queues first, every replayed request is measured; docs/model.md §17.7).  Printed per case:
@@ -28,6 +28,7 @@ import numpy as np
 from edgeprefix.benchmarks.accuracy.replay.length_bins import trace_instance
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
 from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.pipeline.profile_generation import DEFAULT_BIN_EDGES_AT_TARGET, DEFAULT_LENGTH_BINS
 from edgeprefix.placement.pipeline.trace_workload import block_catalogue, decode_per_token, split_index, trace_workload
 from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace
 from edgeprefix.placement.simulation.replay import ReplaySpec
@@ -45,13 +46,16 @@ def cases(
     loads: Sequence[float] = (0.5, 1.0),
     routers: Sequence[str] = ("tier", "online"),
     seed: int = 0,
-    bins: int = 8,
+    bins: int = DEFAULT_LENGTH_BINS,
     trace: str | Path | Sequence[TraceRecord] = MOONCAKE_TRACE,
     recent: float = 1.0,
+    edges_at_target: bool = DEFAULT_BIN_EDGES_AT_TARGET,
 ) -> list[dict[str, Any]]:
     """One row per (load, router): the numbers the module docstring lists.  ``recent < 1`` builds the
     instance from the last ``recent`` of the training half only (a recent-window forecast of the workload);
-    the whole training half still warms the replay.  ``trace`` is a path or the records themselves."""
+    the whole training half still warms the replay.  ``trace`` is a path or the records themselves;
+    ``edges_at_target``: the bins split at the target's threshold lengths (``profiles --bin-edges-at-target``,
+    docs/model.md (2.10))."""
     if not 0.0 < recent <= 1.0:
         raise ValueError(f"recent must be in (0, 1], got {recent!r}")
     records = list(read_trace(trace) if isinstance(trace, (str, Path)) else trace)
@@ -59,7 +63,7 @@ def cases(
         records = records[:requests]
     cut = split_index(len(records), 0.5)
     start = cut - max(1, int(round(recent * cut)))
-    instance = trace_instance(records[start:cut], bins)
+    instance = trace_instance(records[start:cut], bins, edges_at_target)
     catalogue = block_catalogue(instance)
     train, test = trace_workload(records[:cut], catalogue, desc="train"), trace_workload(records[cut:], catalogue, desc="test")
     decode = decode_per_token(instance, float(train.output.mean()))
@@ -136,13 +140,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--nodes", type=float, default=50.0)
     parser.add_argument("--requests", type=int, default=None)
     parser.add_argument("--budget", type=int, default=60)
-    parser.add_argument("--length-bins", type=int, default=8, help="length sub-types per type (profiles --length-bins)")
+    parser.add_argument("--length-bins", type=int, default=DEFAULT_LENGTH_BINS, help="length sub-types per type (profiles --length-bins)")
     parser.add_argument("--trace", default=str(MOONCAKE_TRACE), help="a Mooncake-format trace (default: the shipped one)")
     parser.add_argument(
         "--recent", type=float, default=1.0, help="build the instance from the last F of the training half only (default 1: all of it)"
     )
+    parser.add_argument(
+        "--bin-edges-at-target",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_BIN_EDGES_AT_TARGET,
+        help="split the bins at the target's threshold lengths (profiles --bin-edges-at-target, docs/model.md (2.10))",
+    )
     args = parser.parse_args(argv)
-    rows = cases(args.requests, args.nodes, args.replications, args.budget, bins=args.length_bins, trace=args.trace, recent=args.recent)
+    rows = cases(
+        args.requests,
+        args.nodes,
+        args.replications,
+        args.budget,
+        bins=args.length_bins,
+        trace=args.trace,
+        recent=args.recent,
+        edges_at_target=args.bin_edges_at_target,
+    )
     print(table(rows))
 
 
