@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -65,6 +66,7 @@ from edgeprefix.placement.simulation.layout import (
     sample_layout,
 )
 from edgeprefix.placement.simulation.mmc import simulate_mmc
+from edgeprefix.placement.simulation.replay import SHORT_SPAN
 
 # the telemetry periods of ``--baselines`` (staleness_sweep's default), run one at a time
 COVERAGE_TABLE_KEYS = ("intensity", "policy", "simulated", "simulated_se", "meanfield", "cell", "online", "online_se")
@@ -240,7 +242,12 @@ def run(args: argparse.Namespace) -> int:
         "intensities": list(intensities),
         "mix": dict(zip(instance.profile_ids, instance.mix_vector(mix).tolist())),
         "telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh},
+        "warnings": [],
     }
+    short = short_horizon_warning(instance, mix, args.horizon, tau)
+    if short is not None:  # said before the run: the run itself may be long
+        report["warnings"].append(short)
+        print(f"edgeprefix validate: warning: {short}", file=sys.stderr)
     with progress_bar(total=steps, desc="validate", unit="step") as bar:
 
         def step(label: str) -> None:
@@ -336,6 +343,24 @@ def _engine_columns(report: dict, instance, mix, tau: float, engine_rows: list[d
         ev = predicted(float(row["intensity"]), "load_aware")
         row["engine_law"] = float(ev.coverage())
         row["engine_law_mean_ttft"] = float(ev.mean_ttft) if np.isfinite(ev.mean_ttft) else None
+
+
+def short_horizon_warning(instance, mix, horizon: float, tau: float) -> str | None:
+    """The warning when the measured ``horizon`` holds fewer than ``SHORT_SPAN`` mean service times of a
+    request (``Σ_q p_q Σ_s A_{s,q} / μ_{s,q}`` at the instance's Λ, load-aware; as ``replay`` warns,
+    docs/model.md §17.7 and §20): the simulated network is then mostly transient, and its coverage is not the
+    steady state the analysis describes (``decode = 1e30`` gave 0 analytical against 0.31 simulated)."""
+    ev = evaluate(instance, mix, "load_aware", target=tau)
+    mean = float(np.nansum(instance.probabilities * (np.asarray(ev.association) * instance.service_time).sum(axis=0)))
+    if not (np.isfinite(mean) and mean > 0):
+        return None
+    spans = horizon / mean
+    if spans >= SHORT_SPAN:
+        return None
+    return (
+        f"the measured span is {spans:.3g} mean service times (< {SHORT_SPAN:g}; a request's mean service time is "
+        f"{mean:.3g} s): the simulation is mostly transient, not the steady state the analysis describes; raise --horizon"
+    )
 
 
 def _other_router(report: dict, router: str) -> dict | None:
