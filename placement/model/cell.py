@@ -704,8 +704,8 @@ def cell_node_law(servers: FloatArray, engine_tiers: EngineTiers | None = None) 
     c = np.asarray(servers, dtype=float)
     if engine_tiers is None:
         return {"servers": c}
-    pi = np.ascontiguousarray(getattr(engine_tiers, "prefill_share"), dtype=float)
-    r = np.ascontiguousarray(getattr(engine_tiers, "memory_scale"), dtype=float)
+    pi = np.ascontiguousarray(engine_tiers.prefill_share, dtype=float)
+    r = np.ascontiguousarray(engine_tiers.memory_scale, dtype=float)
     edge, pw, iota = _engine_tables(c.tobytes(), pi.tobytes(), r.tobytes())
     return {"servers": edge, "tables": (pw, iota)}
 

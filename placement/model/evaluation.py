@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
-from edgeprefix.placement.model.cell import CellLoad, cell_load, cell_node_law, overload_shares
+from edgeprefix.placement.model.cell import CellLoad, NodeLaw, cell_load, cell_node_law, overload_shares
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
 from edgeprefix.placement.model.engine_law import view_tiers
 from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
@@ -126,6 +126,14 @@ class Evaluation:
 
     # -- cell-load queue model (docs/model.md §14) ------------------------------------------
     @cached_property
+    def node_law(self) -> NodeLaw:
+        """The cell model's node law of the active tiers: ``c_s`` slots, or under the engine law its stability
+        edges and wait tables (docs/model.md §17.10.1); shared by the coverage and the cell gradient."""
+        inst, act = self.instance, self.active
+        tiers = view_tiers(inst).take(act) if self.queue_law == "engine" else None
+        return cell_node_law(inst.concurrency[act].astype(float), tiers)
+
+    @cached_property
     def cell_load(self) -> CellLoad:
         """Per-node load law of the active tiers (variance ``v_s``, skewness ``γ_s``, ``M_{s,q}``)."""
         inst, act = self.instance, self.active
@@ -160,7 +168,7 @@ class Evaluation:
             t,
             radio_scale=net.radio_scale,
             first_token=inst.first_token_time[act],
-            **cell_node_law(inst.concurrency[act].astype(float), view_tiers(inst).take(act) if self.queue_law == "engine" else None),
+            **self.node_law,
             offered_load=(self.arrival_rate * self.mean_service)[act],
             mean_service=self.mean_service[act],
             service_scv=None if self.service_scv is None else self.service_scv[act],

@@ -21,8 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError
-from edgeprefix.placement.model.cell import cell_coverage_pairs, cell_node_law
-from edgeprefix.placement.model.engine_law import view_tiers
+from edgeprefix.placement.model.cell import cell_coverage_pairs
 
 if TYPE_CHECKING:
     from edgeprefix.placement.model.evaluation import Evaluation
@@ -101,7 +100,7 @@ class TierPrediction:
             tau,
             radio_scale=xi,
             first_token=g,
-            **cell_node_law(inst.concurrency[act].astype(float), view_tiers(inst).take(act) if ev.queue_law == "engine" else None),
+            **ev.node_law,
             offered_load=(ev.arrival_rate * ev.mean_service)[act],
             mean_service=ev.mean_service[act],
             service_scv=None if ev.service_scv is None else ev.service_scv[act],
