@@ -16,6 +16,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -23,7 +24,7 @@ from scipy import stats
 from edgeprefix.formulations.density import density_problem
 from edgeprefix.placement.model.engine_law import default_step_time
 from edgeprefix.placement.model.evaluation import evaluate
-from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.model.instance import Instance, load_instance
 from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.simulation.engine.model_workload import engine_rows
 from edgeprefix.solvers.density import plan_density
@@ -48,27 +49,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=float, default=40.0)
     ap.add_argument("--replications", type=int, default=3)
     args = ap.parse_args(argv)
+    if args.replications < 2:
+        ap.error(f"--replications: at least 2 for a standard error, got {args.replications}")
     t0 = time.process_time()
     inst = load_instance(INSTANCE)
     mix = {"none": 1.0}
     plans = {law: plan_density(density_problem(inst, args.reliability, mix=mix, queue_law=law)) for law in ("slots", "engine")}
     planned = inst.with_network(edge_density=plans["engine"].edge_density)
-    rows = engine_rows(
-        planned,
-        mix,
-        (inst.network.request_intensity,),
-        step=default_step_time(inst),
-        engine="batching",
-        cache="planned",
-        router=args.router,
-        telemetry=Telemetry(),
-        requests=args.requests,
-        replications=args.replications,
-        nodes=args.nodes,
-        seed=0,
-        tau=float(inst.placement.target),
-    )
-    row = rows[0]
+
+    def simulated(at: Instance) -> dict[str, Any]:
+        """The batching-engine network at ``at``'s density, the instance's own Λ, planned caches, seed 0."""
+        return engine_rows(
+            at,
+            mix,
+            (inst.network.request_intensity,),
+            step=default_step_time(inst),
+            engine="batching",
+            cache="planned",
+            router=args.router,
+            telemetry=Telemetry(),
+            requests=args.requests,
+            replications=args.replications,
+            nodes=args.nodes,
+            seed=0,
+            tau=float(inst.placement.target),
+        )[0]
+
+    row = simulated(planned)
     print(
         f"instance {inst.name}, mix none=1, Λ = {inst.network.request_intensity:g}, ζ = {args.reliability}, router {args.router}, "
         f"{args.nodes:g} nodes, {args.requests} requests × {args.replications} replications, seed 0"
@@ -76,21 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     cell = evaluate(planned, mix, queue_law="engine", queue_model="cell").coverage()  # docs/model.md §17.10.1
     # the density planned on the cell model with the engine law, simulated the same way
     cell_plan = plan_density(density_problem(inst, args.reliability, mix=mix, queue_law="engine", queue_model="cell"))
-    cell_row = engine_rows(
-        inst.with_network(edge_density=cell_plan.edge_density),
-        mix,
-        (inst.network.request_intensity,),
-        step=default_step_time(inst),
-        engine="batching",
-        cache="planned",
-        router=args.router,
-        telemetry=Telemetry(),
-        requests=args.requests,
-        replications=args.replications,
-        nodes=args.nodes,
-        seed=0,
-        tau=float(inst.placement.target),
-    )[0]
+    cell_row = simulated(inst.with_network(edge_density=cell_plan.edge_density))
     print("| law | planned λ_b | predicted coverage | engine network ± SE | engine law over the cell load | cell model, engine law |")
     print("|---|---|---|---|---|---|")
     print(f"| slots | {plans['slots'].edge_density:.3f} | {plans['slots'].coverage:.4f} | | | |")
