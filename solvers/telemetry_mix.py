@@ -103,7 +103,7 @@ def freshness_for(
         tel = Telemetry(refresh=age) if refresh else Telemetry(delay=age)
         return float(predict_online(instance, mix, tel, target=tau, evaluation=ev, method=method).coverage)
 
-    fresh = float(ev.coverage(tau))
+    fresh = at(0.0) if method == "sampled" else float(ev.coverage(tau))  # sampled: fresh telemetry sampled too (11.19)
     out = {"coverage": float(coverage), "fresh_coverage": fresh, "setting": setting, "upper": upper, "max_age": None}
     if fresh < coverage:
         return out

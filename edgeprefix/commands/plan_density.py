@@ -22,7 +22,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry, show_online
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.solve import add_search_arguments, search_options
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(overload_line(nodes, queue_model))
         print(router_line(queue_model))
-        if online is not None and not telemetry.fresh:
+        if show_online(online):
             print(online_line(online))
     print_router_note(other)
     return 0
