@@ -30,6 +30,7 @@ class TelemetryMix:
     fresh_mix_coverage: float  # the fresh-telemetry mix's predicted coverage at the age
     fresh_mix_fresh_coverage: float  # ... and with fresh telemetry (eq. (39))
     mixes: int  # stable lattice mixes scored
+    coverage_se: float | None = None  # the sampled prediction's standard error of ``coverage`` (None: mean field)
 
     def to_dict(self) -> dict:
         return {
@@ -41,6 +42,7 @@ class TelemetryMix:
             "fresh_mix_fresh_coverage": self.fresh_mix_fresh_coverage,
             "gain": self.coverage - self.fresh_mix_coverage,
             "mixes": self.mixes,
+            "coverage_se": self.coverage_se,
         }
 
 
@@ -60,15 +62,16 @@ def mix_for_telemetry(
     for mix in feasible_lattice(placement_problem(instance).constraints, resolution):
         ev = evaluate(instance, mix, "load_aware", target=tau)
         if ev.stable:
-            stale = predict_online(instance, mix, telemetry, target=tau, evaluation=ev, method=method).coverage
-            scored.append((tuple(float(v) for v in mix), float(ev.coverage(tau)), float(stale)))
+            stale = predict_online(instance, mix, telemetry, target=tau, evaluation=ev, method=method)
+            scored.append((tuple(float(v) for v in mix), float(ev.coverage(tau)), float(stale.coverage), stale.coverage_se))
         if progress is not None:
             progress()
     if not scored:
         raise ValueError("mix: no mix of the lattice keeps every tier stable at this load; lower the request intensity")
     best = max(scored, key=lambda r: r[2])
     fresh = max(scored, key=lambda r: r[1])
-    return TelemetryMix(telemetry, best[0], best[2], fresh[0], fresh[2], fresh[1], len(scored))
+    se = None if best[3] is None else float(best[3])
+    return TelemetryMix(telemetry, best[0], best[2], fresh[0], fresh[2], fresh[1], len(scored), se)
 
 
 def freshness_for(
@@ -116,3 +119,152 @@ def freshness_for(
         low, high = (mid, high) if at(mid) >= coverage else (low, mid)
     out["max_age"] = float(np.round(low, 6))
     return out
+
+
+MAX_DOUBLINGS = 20
+
+
+@dataclass(frozen=True)
+class TelemetryDensity:
+    """The smallest edge density at which the online router at ``telemetry`` reaches ``reliability`` (docs/model.md (11.18)).
+
+    ``mix``: the mix used at ``edge_density`` (the given one, or the lattice's best for the age there);
+    ``lower``: the largest density tried that misses ``ζ`` (``lower < edge_density ≤ lower (1 + rtol)``);
+    ``coverage_se``: the sampled prediction's standard error at ``edge_density`` (None for the mean field).
+    """
+
+    telemetry: Telemetry
+    reliability: float
+    edge_density: float
+    lower: float
+    coverage: float
+    coverage_se: float | None
+    mix: tuple[float, ...]
+    joint: bool
+    method: str
+    steps: int
+    predictions: int
+    trace: tuple[tuple[float, float], ...]  # (density, coverage) of every density tried, in order
+
+    def to_dict(self, profile_ids=None) -> dict:
+        mix = list(self.mix) if profile_ids is None else dict(zip(profile_ids, self.mix))
+        return {
+            "telemetry": {"delay": float(self.telemetry.delay), "refresh": float(self.telemetry.refresh)},
+            "reliability": self.reliability,
+            "edge_density": self.edge_density,
+            "lower": self.lower,
+            "coverage": self.coverage,
+            "coverage_se": self.coverage_se,
+            "mix": mix,
+            "joint": self.joint,
+            "method": self.method,
+            "steps": self.steps,
+            "predictions": self.predictions,
+            "trace": [[d, c] for d, c in self.trace],
+        }
+
+
+def density_for_telemetry(
+    instance,
+    reliability: float,
+    telemetry: Telemetry,
+    *,
+    mix=None,
+    resolution: int = 5,
+    target: float | None = None,
+    method: str = "meanfield",
+    rtol: float = 0.01,
+    start: float | None = None,
+    progress=None,
+) -> TelemetryDensity:
+    """Smallest ``λ_b`` at which the online router's predicted coverage at ``telemetry`` reaches ``reliability``.
+
+    At each density tried the coverage is :func:`~edgeprefix.placement.model.stale_router.predict_online` at the age
+    (``method``: ``meanfield`` or ``sampled``, docs/model.md (11.19)) for ``mix`` when given, else the best of the
+    ``1/resolution`` lattice for the age (:func:`mix_for_telemetry`, the mix optimised for the age at that density);
+    a density where no mix keeps every tier stable misses.  From ``start`` (default the instance's ``λ_b``) the
+    bracket doubles or halves until it holds a miss and a hit, then geometric bisection narrows it to
+    ``hi / lo ≤ 1 + rtol``; the answer is ``hi``.  The coverage grows with the density (nearer nodes, lighter
+    queues); the sampled prediction's seeds are fixed, so it is a deterministic function of the density.
+    """
+    if not (0.0 < reliability < 1.0):
+        raise ValueError(f"reliability: ζ must lie in (0, 1), got {reliability}")
+    if not (0.0 < rtol < 1.0):
+        raise ValueError(f"rtol must lie in (0, 1), got {rtol}")
+    if mix is None and not (isinstance(resolution, int) and resolution >= 1):
+        raise ValueError(f"resolution: the lattice needs an integer >= 1, got {resolution}")
+    tau = float(instance.placement.target if target is None else target)
+    fixed = None if mix is None else tuple(float(v) for v in np.asarray(mix, dtype=float))
+    count = {"predictions": 0}
+    trace: list[tuple[float, float]] = []
+
+    def score(density: float) -> tuple[float, float | None, tuple[float, ...]]:
+        inst = instance.with_network(edge_density=float(density))
+        if fixed is not None:
+            ev = evaluate(inst, np.asarray(fixed), "load_aware", target=tau)
+            if not ev.stable:
+                trace.append((float(density), 0.0))
+                return 0.0, None, fixed
+            got = predict_online(inst, np.asarray(fixed), telemetry, target=tau, evaluation=ev, method=method)
+            count["predictions"] += 1
+            cov, se, used = float(got.coverage), got.coverage_se, fixed
+        else:
+            try:
+                chosen = mix_for_telemetry(inst, telemetry, resolution=resolution, target=tau, method=method)
+            except ValueError:  # no stable mix at this density
+                trace.append((float(density), 0.0))
+                return 0.0, None, ()
+            count["predictions"] += chosen.mixes
+            cov, se, used = float(chosen.coverage), chosen.coverage_se, chosen.mix
+        trace.append((float(density), cov))
+        if progress is not None:
+            progress(density, cov)
+        return cov, se, used
+
+    lo_d = hi_d = float(instance.network.edge_density if start is None else start)
+    if not (math.isfinite(lo_d) and lo_d > 0):
+        raise ValueError(f"start: the first density must be a finite number > 0, got {start}")
+    got = score(lo_d)
+    if got[0] >= reliability:
+        best = got
+        for _ in range(MAX_DOUBLINGS):
+            lo_d = hi_d / 2.0
+            low = score(lo_d)
+            if low[0] < reliability:
+                break
+            hi_d, best = lo_d, low
+        else:
+            raise ValueError(f"reliability: ζ = {reliability:g} is met at every density down to {lo_d:.3g}")
+    else:
+        for _ in range(MAX_DOUBLINGS):
+            hi_d = lo_d * 2.0
+            best = score(hi_d)
+            if best[0] >= reliability:
+                break
+            lo_d = hi_d
+        else:
+            raise ValueError(
+                f"reliability: ζ = {reliability:g} is out of reach of the online router at telemetry delay "
+                f"{telemetry.delay:g} s, refresh {telemetry.refresh:g} s up to λ_b = {hi_d:.3g}: lower --reliability"
+            )
+    while hi_d / lo_d > 1.0 + rtol:
+        mid = math.sqrt(lo_d * hi_d)
+        now = score(mid)
+        if now[0] >= reliability:
+            hi_d, best = mid, now
+        else:
+            lo_d = mid
+    return TelemetryDensity(
+        telemetry,
+        float(reliability),
+        float(hi_d),
+        float(lo_d),
+        float(best[0]),
+        None if best[1] is None else float(best[1]),
+        tuple(best[2]),
+        fixed is None,
+        method,
+        len(trace),
+        count["predictions"],
+        tuple(trace),
+    )

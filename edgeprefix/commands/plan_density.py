@@ -48,6 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_queue_model_argument(parser)
     add_overload_argument(parser)
     add_telemetry_options(parser)
+    parser.add_argument(
+        "--for-telemetry",
+        type=int,
+        default=None,
+        metavar="K",
+        help="also plan the density for the online router at the telemetry age (--telemetry-delay/--telemetry-refresh): "
+        "the smallest λ_b whose predicted coverage at that age reaches ζ, with --mix fixed or else the best mix of the "
+        "1/K lattice for the age at each density (docs/model.md (11.18)); JSON key telemetry_plan",
+    )
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -89,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
+    if args.for_telemetry is not None:
+        extra["telemetry_plan"] = _telemetry_plan(args, instance, problem, plan, telemetry)
     if args.json:
         print_json(
             {
@@ -117,8 +128,49 @@ def run(args: argparse.Namespace) -> int:
         print(router_line(queue_model))
         if show_online(online):
             print(online_line(online))
+        if "telemetry_plan" in extra:
+            print(telemetry_plan_line(extra["telemetry_plan"]))
     print_router_note(other)
     return 0
+
+
+def _telemetry_plan(args: argparse.Namespace, instance, problem, plan: DensityPlan, telemetry) -> dict:
+    """``--for-telemetry K``: the density for ζ when the online router sees telemetry of this age (docs/model.md (11.18)),
+    the bracket started at the fresh plan's density."""
+    from edgeprefix.commands._common import at_least
+    from edgeprefix.solvers.telemetry_mix import density_for_telemetry
+
+    at_least(args, 1, "--for-telemetry")
+    if args.policy != "load_aware":
+        raise ValueError("--for-telemetry plans the load-aware online router: drop --policy (or use --policy load_aware)")
+    got = density_for_telemetry(
+        instance,
+        args.reliability,
+        telemetry,
+        mix=problem.mix,
+        resolution=args.for_telemetry,
+        target=problem.objective.target,
+        method=run_model(args),
+        rtol=max(args.rtol, 0.01),
+        start=float(plan.edge_density),
+    )
+    out = got.to_dict(instance.profile_ids)
+    out["fresh_edge_density"] = float(plan.edge_density)
+    return out
+
+
+def telemetry_plan_line(block: dict) -> str:
+    """One line for ``--for-telemetry``: the density the telemetry's age needs against the fresh plan's."""
+    tel = block["telemetry"]
+    mix = "  ".join(f"{k}={v:.2f}" for k, v in block["mix"].items())
+    se = "" if block.get("coverage_se") is None else f" ± {block['coverage_se']:.4f}"
+    how = "the mix optimised for the age" if block["joint"] else "the given mix"
+    fresh = float(block["fresh_edge_density"])
+    return (
+        f"online router at telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s ({block['method']}): "
+        f"λ_b {block['edge_density']:.4f} (misses ζ at {block['lower']:.4f}) with {how} {mix}, coverage "
+        f"{block['coverage']:.4f}{se}; fresh telemetry: λ_b {fresh:.4f} (×{block['edge_density'] / fresh:.2f})"
+    )
 
 
 def _other_router(instance, plan: DensityPlan, policy: str, target: float, router: str):
