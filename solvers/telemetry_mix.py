@@ -47,11 +47,19 @@ class TelemetryMix:
 
 
 def mix_for_telemetry(
-    instance, telemetry: Telemetry, *, resolution: int = 5, target: float | None = None, progress=None, method: str = "meanfield"
+    instance,
+    telemetry: Telemetry,
+    *,
+    resolution: int = 5,
+    target: float | None = None,
+    progress=None,
+    method: str = "meanfield",
+    extra=(),
 ) -> TelemetryMix:
     """Best lattice mix for the online router at ``telemetry`` (``progress``: called once per mix; ``method``: the
     prediction at the age, ``meanfield`` or ``sampled``, docs/model.md (11.19); the sampled one scores every mix on
-    the same seeds, common random numbers)."""
+    the same seeds, common random numbers).  ``extra``: further mixes scored with the lattice's (e.g. a fresh plan's
+    mix off the lattice)."""
     from edgeprefix.formulations.placement import placement_problem
     from edgeprefix.solvers.grid import feasible_lattice
 
@@ -59,7 +67,12 @@ def mix_for_telemetry(
         raise ValueError(f"resolution: the lattice needs an integer >= 1, got {resolution}")
     tau = float(instance.placement.target if target is None else target)
     scored = []
-    for mix in feasible_lattice(placement_problem(instance).constraints, resolution):
+    lattice = [np.asarray(m, dtype=float) for m in feasible_lattice(placement_problem(instance).constraints, resolution)]
+    for more in extra:
+        more = np.asarray(more, dtype=float)
+        if not any(np.allclose(more, m, rtol=0.0, atol=1e-9) for m in lattice):
+            lattice.append(more)
+    for mix in lattice:
         ev = evaluate(instance, mix, "load_aware", target=tau)
         if ev.stable:
             stale = predict_online(instance, mix, telemetry, target=tau, evaluation=ev, method=method)
@@ -121,7 +134,8 @@ def freshness_for(
     return out
 
 
-MAX_DOUBLINGS = 20
+MAX_DOUBLINGS = 12  # density doublings (or halvings) before ζ is declared out of reach (or met everywhere)
+LEVEL_OFF = 0.002  # a doubling that adds less coverage than this (after two) ends the search: ζ out of reach
 
 
 @dataclass(frozen=True)
@@ -176,12 +190,14 @@ def density_for_telemetry(
     rtol: float = 0.01,
     start: float | None = None,
     progress=None,
+    extra=(),
 ) -> TelemetryDensity:
     """Smallest ``λ_b`` at which the online router's predicted coverage at ``telemetry`` reaches ``reliability``.
 
     At each density tried the coverage is :func:`~edgeprefix.placement.model.stale_router.predict_online` at the age
     (``method``: ``meanfield`` or ``sampled``, docs/model.md (11.19)) for ``mix`` when given, else the best of the
-    ``1/resolution`` lattice for the age (:func:`mix_for_telemetry`, the mix optimised for the age at that density);
+    ``1/resolution`` lattice (and the ``extra`` mixes) for the age (:func:`mix_for_telemetry`, the mix optimised for
+    the age at that density);
     a density where no mix keeps every tier stable misses.  From ``start`` (default the instance's ``λ_b``) the
     bracket doubles or halves until it holds a miss and a hit, then geometric bisection narrows it to
     ``hi / lo ≤ 1 + rtol``; the answer is ``hi``.  The coverage grows with the density (nearer nodes, lighter
@@ -210,7 +226,7 @@ def density_for_telemetry(
             cov, se, used = float(got.coverage), got.coverage_se, fixed
         else:
             try:
-                chosen = mix_for_telemetry(inst, telemetry, resolution=resolution, target=tau, method=method)
+                chosen = mix_for_telemetry(inst, telemetry, resolution=resolution, target=tau, method=method, extra=extra)
             except ValueError:  # no stable mix at this density
                 trace.append((float(density), 0.0))
                 return 0.0, None, ()
@@ -236,16 +252,23 @@ def density_for_telemetry(
         else:
             raise ValueError(f"reliability: ζ = {reliability:g} is met at every density down to {lo_d:.3g}")
     else:
-        for _ in range(MAX_DOUBLINGS):
+        previous = got[0]
+        for step in range(MAX_DOUBLINGS):
             hi_d = lo_d * 2.0
             best = score(hi_d)
             if best[0] >= reliability:
                 break
-            lo_d = hi_d
+            if step >= 2 and best[0] - previous < LEVEL_OFF:  # nearer nodes no longer help: out of reach
+                hi_d = math.inf
+                break
+            lo_d, previous = hi_d, best[0]
         else:
+            hi_d = math.inf
+        if not math.isfinite(hi_d):
             raise ValueError(
                 f"reliability: ζ = {reliability:g} is out of reach of the online router at telemetry delay "
-                f"{telemetry.delay:g} s, refresh {telemetry.refresh:g} s up to λ_b = {hi_d:.3g}: lower --reliability"
+                f"{telemetry.delay:g} s, refresh {telemetry.refresh:g} s: its predicted coverage levels off at "
+                f"{best[0]:.4f} by λ_b = {lo_d * 2.0:.4g}; lower --reliability (or use a finer mix lattice)"
             )
     while hi_d / lo_d > 1.0 + rtol:
         mid = math.sqrt(lo_d * hi_d)

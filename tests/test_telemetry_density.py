@@ -58,6 +58,9 @@ def test_the_mix_optimised_at_each_density_needs_no_more_nodes_than_a_fixed_one(
     assert joint.edge_density <= fixed.edge_density * 1.01  # (0.6, 0.2, 0.2) is on the 1/5 lattice
     with pytest.raises(ValueError, match="reliability"):
         density_for_telemetry(calibrated, 1.2, Telemetry(), mix=MIX)
+    # the 1/2 lattice has no deep cache (its share is capped at 0.2): coverage levels off near 0.39 at any density
+    with pytest.raises(ValueError, match="levels off at 0.389"):
+        density_for_telemetry(calibrated, 0.8, Telemetry(), resolution=2)
 
 
 def test_a_loop_mitigation_is_sized_to_its_request_budget(calibrated, monkeypatch):

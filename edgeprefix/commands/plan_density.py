@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
@@ -55,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="also plan the density for the online router at the telemetry age (--telemetry-delay/--telemetry-refresh): "
         "the smallest λ_b whose predicted coverage at that age reaches ζ, with --mix fixed or else the best mix of the "
-        "1/K lattice for the age at each density (docs/model.md (11.18)); JSON key telemetry_plan",
+        "1/K lattice (and the fresh plan's mix) for the age at each density (docs/model.md (11.18)); JSON key telemetry_plan",
     )
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
@@ -153,6 +155,7 @@ def _telemetry_plan(args: argparse.Namespace, instance, problem, plan: DensityPl
         method=run_model(args),
         rtol=max(args.rtol, 0.01),
         start=float(plan.edge_density),
+        extra=() if problem.mix is not None or plan.x is None else (np.asarray(plan.x, dtype=float),),  # the fresh plan's mix too
     )
     out = got.to_dict(instance.profile_ids)
     out["fresh_edge_density"] = float(plan.edge_density)
