@@ -84,3 +84,44 @@ def test_a_loop_mitigation_is_sized_to_its_request_budget(calibrated, monkeypatc
     assert not plain.loop
     # router-local in-flight counts undo most of the herding (simulated +0.30 at this load, benchmarks/README.md §11)
     assert local.coverage - plain.coverage > 0.1 + 3 * np.hypot(local.coverage_se, plain.coverage_se)
+
+
+def test_the_freshness_sweep_benchmark_runs_small(capsys, tmp_path):
+    """The sweep of benchmarks/README.md §11 on a tiny reference (mean field, two 40-node networks): one row per delay,
+    the bisected answer and the JSON written."""
+    from edgeprefix.benchmarks.accuracy.telemetry import telemetry_density
+
+    argv = ["--delays", "0", "--method", "meanfield", "--nodes", "40", "--replications", "2", "--resolution", "5", "--out", str(tmp_path)]
+    assert telemetry_density.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "largest delay keeping ζ = 0.8 at λ_b = 2" in out
+    result = json.loads((tmp_path / "telemetry_density.json").read_text())
+    (row,) = result["rows"]
+    assert row["delay"] == 0.0 and row["predicted"] == pytest.approx(result["eq39"])  # the mean field at D = 0: eq. (39)
+    assert row["density_coverage"] >= 0.8 and row["density_for_reliability"] < 2.0  # eq. (39) is above 0.8 at λ_b = 2
+    with pytest.raises(SystemExit):
+        telemetry_density.main(["--replications", "1"])
+
+
+def test_the_mitigations_table_states_sizes_and_gains():
+    from edgeprefix.benchmarks.accuracy.telemetry.telemetry_age import render_mitigations
+
+    rows = [
+        {
+            "load": 0.3,
+            "intensity": 2.9,
+            "mitigation": m,
+            "simulated": s,
+            "simulated_se": 0.003,
+            "predicted": p,
+            "predicted_se": 0.002,
+            "error": p - s,
+            "passed": abs(p - s) <= 0.02,
+            "prediction_nodes": n,
+            "prediction_cpu_seconds": 1.0,
+        }
+        for m, s, p, n in (("none", 0.55, 0.56, 1000), ("local accounting", 0.68, 0.67, 499))
+    ]
+    table = render_mitigations(rows)
+    assert "| 0.30 | 2.900 | local accounting | 0.6800 ± 0.0030 | 0.6700 ± 0.0020 | -0.0100 | yes | +0.1300 | +0.1100 | 499 |" in table
+    assert "2 of 2 cells within" in table

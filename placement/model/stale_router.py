@@ -235,13 +235,14 @@ def stability_edge(instance, mix=None, *, target: float | None = None, steps: in
     return lo
 
 
-def edge_region(instance, mix=None, *, target: float | None = None, method: str = "meanfield") -> dict:
+def edge_region(instance, mix=None, *, target: float | None = None, method: str = "meanfield", edge: float | None = None) -> dict:
     """Where the operating point lies against the stability edge, and what eq. (39)'s fresh prediction was measured to
     miss there (docs/model.md (11.17)): ``edge_fraction`` ``Λ / Λ_edge``, ``region`` :data:`EDGE_REGION`, ``in_region``,
     ``bias_measured`` (eq. (39) − simulated fresh online router, :data:`EDGE_BIAS` in the region,
     :data:`BELOW_EDGE_BIAS` below it, None beyond it: not measured), ``corrected`` (the sampled method samples fresh
-    telemetry too, so the bias is not in its prediction) and a one-line ``note``."""
-    edge = stability_edge(instance, mix, target=target)
+    telemetry too, so the bias is not in its prediction) and a one-line ``note``.  ``edge``: the stability edge of
+    ``mix`` when known (:func:`stability_edge`; it does not depend on the instance's own ``Λ``)."""
+    edge = stability_edge(instance, mix, target=target) if edge is None else float(edge)
     frac = float(instance.network.request_intensity) / edge if math.isfinite(edge) and edge > 0 else 0.0
     lo_r, hi_r = EDGE_REGION
     inside = bool(lo_r <= frac <= hi_r)
