@@ -19,13 +19,14 @@ def run_model(args: argparse.Namespace) -> str:
 
 
 def online_prediction(
-    instance, mix, telemetry: Telemetry, *, target: float | None = None, evaluation=None, method: str = "meanfield"
+    instance, mix, telemetry: Telemetry, *, target: float | None = None, evaluation=None, method: str = "meanfield", region: bool = True
 ) -> dict:
     """JSON block: the online router's coverage, mean TTFT and tier loads at ``telemetry`` (docs/model.md §11), and
     ``fresh_edge``: the operating point's fraction of the stability edge and eq. (39)'s fresh bias measured there
     (:func:`~edgeprefix.placement.model.stale_router.edge_region`).
 
-    ``evaluation``: a load-aware mean-field evaluation to reuse (any other is ignored); ``method``: ``--telemetry-model``.
+    ``evaluation``: a load-aware mean-field evaluation to reuse (any other is ignored); ``method``: ``--telemetry-model``;
+    ``region``: False leaves ``fresh_edge`` out (callers that read only the coverage skip its bisection).
     """
     from edgeprefix.placement.model.stale_router import predict_online
 
@@ -43,7 +44,8 @@ def online_prediction(
     from edgeprefix.placement.model.stale_router import edge_region
 
     block = predict_online(instance, mix, telemetry, target=target, evaluation=reuse, method=method).to_dict()
-    block["fresh_edge"] = edge_region(instance, mix, target=target, method=method)  # where eq. (39)'s fresh bias lies
+    if region:
+        block["fresh_edge"] = edge_region(instance, mix, target=target, method=method)  # where eq. (39)'s fresh bias lies
     return block
 
 
