@@ -216,7 +216,8 @@ EDGE_STEPS = 12  # bisection steps of the stability edge (relative precision 2^-
 
 def stability_edge(instance, mix=None, *, target: float | None = None, steps: int = EDGE_STEPS) -> float:
     """Largest ``Λ`` at which the load-aware mean-field operating point of ``mix`` keeps every tier stable (bisection
-    on ``network.request_intensity``; inf when no ``Λ`` up to 2^40 times the instance's destabilises it)."""
+    on ``network.request_intensity``; inf when no ``Λ`` up to 2^40 times the instance's, or up to the accepted range of
+    ``network.request_intensity``, destabilises it)."""
     from edgeprefix.placement.model.evaluation import evaluate
 
     def stable(lam: float) -> bool:
@@ -224,8 +225,11 @@ def stability_edge(instance, mix=None, *, target: float | None = None, steps: in
 
     lo, hi = 0.0, float(instance.network.request_intensity)
     for _ in range(40):
-        if not stable(hi):
-            break
+        try:
+            if not stable(hi):
+                break
+        except ValueError:  # Λ beyond network.request_intensity's accepted range: still stable there
+            return math.inf
         lo, hi = hi, 2.0 * hi
     else:
         return math.inf
@@ -248,7 +252,7 @@ def edge_region(instance, mix=None, *, target: float | None = None, method: str 
     inside = bool(lo_r <= frac <= hi_r)
     bias = EDGE_BIAS if inside else (BELOW_EDGE_BIAS if frac < lo_r else None)
     corrected = method == "sampled"
-    where = f"{frac:.0%} of the load-aware stability edge"
+    where = f"{frac:.0%} of the load-aware stability edge" if math.isfinite(edge) else "no load-aware stability edge found"
     if bias is None:
         note = f"{where}: beyond the measured {lo_r:.0%}–{hi_r:.0%}; eq. (39)'s fresh bias is not measured here"
     else:
