@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace, instance: Instance) -> int:
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
-        if show_online(online):
+        if online is not None and show_online(online):
             print(online_line(online))
         if freshness is not None:
             print(freshness_line(freshness))

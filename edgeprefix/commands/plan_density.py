@@ -99,9 +99,10 @@ def run(args: argparse.Namespace) -> int:
             method=run_model(args),
         )
     )
-    extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
-    if args.for_telemetry is not None:
-        extra["telemetry_plan"] = _telemetry_plan(args, instance, problem, plan, telemetry)
+    extra: dict = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
+    telemetry_plan = None if args.for_telemetry is None else _telemetry_plan(args, instance, problem, plan, telemetry)
+    if telemetry_plan is not None:
+        extra["telemetry_plan"] = telemetry_plan
     if args.json:
         print_json(
             {
@@ -128,10 +129,10 @@ def run(args: argparse.Namespace) -> int:
         )
         print(overload_line(nodes, queue_model))
         print(router_line(queue_model))
-        if show_online(online):
+        if online is not None and show_online(online):
             print(online_line(online))
-        if "telemetry_plan" in extra:
-            print(telemetry_plan_line(extra["telemetry_plan"]))
+        if telemetry_plan is not None:
+            print(telemetry_plan_line(telemetry_plan))
     print_router_note(other)
     return 0
 
