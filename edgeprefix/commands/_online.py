@@ -19,11 +19,14 @@ def run_model(args: argparse.Namespace) -> str:
 
 
 def online_prediction(
-    instance, mix, telemetry: Telemetry, *, target: float | None = None, evaluation=None, method: str = "meanfield"
+    instance, mix, telemetry: Telemetry, *, target: float | None = None, evaluation=None, method: str = "meanfield", region: bool = True
 ) -> dict:
-    """JSON block: the online router's coverage, mean TTFT and tier loads at ``telemetry`` (docs/model.md §11).
+    """JSON block: the online router's coverage, mean TTFT and tier loads at ``telemetry`` (docs/model.md §11), and
+    ``fresh_edge``: the operating point's fraction of the stability edge and eq. (39)'s fresh bias measured there
+    (:func:`~edgeprefix.placement.model.stale_router.edge_region`).
 
-    ``evaluation``: a load-aware mean-field evaluation to reuse (any other is ignored); ``method``: ``--telemetry-model``.
+    ``evaluation``: a load-aware mean-field evaluation to reuse (any other is ignored); ``method``: ``--telemetry-model``;
+    ``region``: False leaves ``fresh_edge`` out (callers that read only the coverage skip its bisection).
     """
     from edgeprefix.placement.model.stale_router import predict_online
 
@@ -38,7 +41,24 @@ def online_prediction(
     )
     if reuse is not None and target is not None and float(reuse.target) != float(target):
         reuse = None
-    return predict_online(instance, mix, telemetry, target=target, evaluation=reuse, method=method).to_dict()
+    from edgeprefix.placement.model.stale_router import edge_region
+
+    block = predict_online(instance, mix, telemetry, target=target, evaluation=reuse, method=method).to_dict()
+    if region:
+        block["fresh_edge"] = edge_region(instance, mix, target=target, method=method)  # where eq. (39)'s fresh bias lies
+    return block
+
+
+def show_online(block: dict | None) -> bool:
+    """Whether the text output prints :func:`online_line`: old telemetry, the sampled method, or an operating point
+    where eq. (39)'s fresh bias was measured large or not at all (docs/model.md (11.17))."""
+    if block is None:
+        return False
+    tel = block["telemetry"]
+    edge = block.get("fresh_edge") or {}
+    return bool(
+        tel["delay"] or tel["refresh"] or block.get("method") == "sampled" or edge.get("in_region") or edge.get("bias_measured", 0) is None
+    )
 
 
 def online_line(block: dict) -> str:
@@ -52,9 +72,13 @@ def online_line(block: dict) -> str:
             f"; near the stability edge (busiest tier at {region['max_utilization']:.2f}) eq. (39) was measured "
             f"{lo:+.2f}…{hi:+.2f} above the simulated fresh router, docs/model.md (11.17)"
         )
-    if tel["delay"] == 0 and tel["refresh"] == 0:
-        return f"online router, fresh telemetry: coverage {block['coverage']:.4f} (the mean-field model, docs/model.md §11{note})"
+    edge = block.get("fresh_edge") or {}
+    if edge.get("in_region") or (edge and edge.get("bias_measured") is None):
+        note = f"; {edge['note']}"
     sampled = "" if block.get("coverage_se") is None else f" ± {block['coverage_se']:.4f}, sampled"
+    if tel["delay"] == 0 and tel["refresh"] == 0:
+        how = "the network sampled, docs/model.md (11.19)" if sampled else "the mean-field model, docs/model.md §11"
+        return f"online router, fresh telemetry: coverage {block['coverage']:.4f}{sampled.replace(', sampled', '')} ({how}{note})"
     return (
         f"online router, telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s: coverage "
         f"{block['coverage']:.4f}{sampled} (fresh: {block['meanfield_coverage']:.4f}; docs/model.md §11{note})"

@@ -34,8 +34,8 @@ def add_telemetry_options(parser: argparse.ArgumentParser, *, prediction: bool =
             "--telemetry-model",
             choices=TELEMETRY_MODELS,
             default="meanfield",
-            help="the online router's prediction at an age: the board mean field (default) or the sampled network "
-            "(docs/model.md (11.19): accurate, seconds of CPU per prediction); fresh telemetry is eq. (39) either way",
+            help="the online router's prediction at an age: the board mean field (default; fresh telemetry: eq. (39)) or "
+            "the sampled network, fresh telemetry included (docs/model.md (11.19): accurate, seconds of CPU per prediction)",
         )
 
 

@@ -22,7 +22,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry, show_online
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.memory import evaluation_estimate
 from edgeprefix.placement.model.cell import accuracy_region
@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace, instance: Instance) -> int:
         print_json(payload)
     else:
         print(render(ev, network_text(instance, args), args, gradient))
-        if online is not None and not telemetry.fresh:
+        if online is not None and show_online(online):
             print(online_line(online))
         if freshness is not None:
             print(freshness_line(freshness))

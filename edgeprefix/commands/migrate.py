@@ -135,7 +135,7 @@ def _online_by_epoch(args: argparse.Namespace, problem, solution) -> dict:
     if telemetry.fresh:
         return {"telemetry": {"delay": 0.0, "refresh": 0.0}, "online_predicted": None}
     covs = [
-        online_prediction(problem.epoch_instance(e), decision["mix"], telemetry, method=run_model(args))["coverage"]
+        online_prediction(problem.epoch_instance(e), decision["mix"], telemetry, method=run_model(args), region=False)["coverage"]
         for e, decision in enumerate(solution.to_dict()["epochs"])
     ]
     return {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": covs}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from edgeprefix.commands._common import (
     ROUTER_OF_QUEUE_MODEL,
     add_instance_argument,
@@ -22,7 +24,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry, show_online
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.commands.solve import add_search_arguments, search_options
@@ -48,6 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_queue_model_argument(parser)
     add_overload_argument(parser)
     add_telemetry_options(parser)
+    parser.add_argument(
+        "--for-telemetry",
+        type=int,
+        default=None,
+        metavar="K",
+        help="also plan the density for the online router at the telemetry age (--telemetry-delay/--telemetry-refresh): "
+        "the smallest λ_b whose predicted coverage at that age reaches ζ, with --mix fixed or else the best mix of the "
+        "1/K lattice (and the fresh plan's mix) for the age at each density (docs/model.md (11.18)); JSON key telemetry_plan",
+    )
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -88,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
             method=run_model(args),
         )
     )
-    extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
+    extra: dict = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
+    telemetry_plan = None if args.for_telemetry is None else _telemetry_plan(args, instance, problem, plan, telemetry)
+    if telemetry_plan is not None:
+        extra["telemetry_plan"] = telemetry_plan
     if args.json:
         print_json(
             {
@@ -115,10 +129,52 @@ def run(args: argparse.Namespace) -> int:
         )
         print(overload_line(nodes, queue_model))
         print(router_line(queue_model))
-        if online is not None and not telemetry.fresh:
+        if online is not None and show_online(online):
             print(online_line(online))
+        if telemetry_plan is not None:
+            print(telemetry_plan_line(telemetry_plan))
     print_router_note(other)
     return 0
+
+
+def _telemetry_plan(args: argparse.Namespace, instance, problem, plan: DensityPlan, telemetry) -> dict:
+    """``--for-telemetry K``: the density for ζ when the online router sees telemetry of this age (docs/model.md (11.18)),
+    the bracket started at the fresh plan's density."""
+    from edgeprefix.commands._common import at_least
+    from edgeprefix.solvers.telemetry_mix import density_for_telemetry
+
+    at_least(args, 1, "--for-telemetry")
+    if args.policy != "load_aware":
+        raise ValueError("--for-telemetry plans the load-aware online router: drop --policy (or use --policy load_aware)")
+    got = density_for_telemetry(
+        instance,
+        args.reliability,
+        telemetry,
+        mix=problem.mix,
+        resolution=args.for_telemetry,
+        target=problem.objective.target,
+        method=run_model(args),
+        rtol=max(args.rtol, 0.01),
+        start=float(plan.edge_density),
+        extra=() if problem.mix is not None or plan.x is None else (np.asarray(plan.x, dtype=float),),  # the fresh plan's mix too
+    )
+    out = got.to_dict(instance.profile_ids)
+    out["fresh_edge_density"] = float(plan.edge_density)
+    return out
+
+
+def telemetry_plan_line(block: dict) -> str:
+    """One line for ``--for-telemetry``: the density the telemetry's age needs against the fresh plan's."""
+    tel = block["telemetry"]
+    mix = "  ".join(f"{k}={v:.2f}" for k, v in block["mix"].items())
+    se = "" if block.get("coverage_se") is None else f" ± {block['coverage_se']:.4f}"
+    how = "the mix optimised for the age" if block["joint"] else "the given mix"
+    fresh = float(block["fresh_edge_density"])
+    return (
+        f"online router at telemetry delay {tel['delay']:g} s, refresh {tel['refresh']:g} s ({block['method']}): "
+        f"λ_b {block['edge_density']:.4f} (misses ζ at {block['lower']:.4f}) with {how} {mix}, coverage "
+        f"{block['coverage']:.4f}{se}; fresh telemetry: λ_b {fresh:.4f} (×{block['edge_density'] / fresh:.2f})"
+    )
 
 
 def _other_router(instance, plan: DensityPlan, policy: str, target: float, router: str):

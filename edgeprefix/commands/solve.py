@@ -46,7 +46,7 @@ from edgeprefix.commands._common import (
     target_text,
     wrote,
 )
-from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
+from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry, show_online
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.formulations.objective import POLICIES
@@ -366,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(payload)
     else:
         print(render(payload, result, network_text(instance, args), target_text("τ_0", problem.target, args)))
-        if payload["online_predicted"] is not None and any(payload["telemetry"].values()):
+        if show_online(payload["online_predicted"]):
             print(online_line(payload["online_predicted"]))
         if "telemetry_mix" in payload:
             print(telemetry_mix_line(payload["telemetry_mix"]))

@@ -278,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
                 None
                 if policy != "load_aware" or args.no_online
                 else online_prediction(
-                    instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau, method=run_model(args)
+                    instance.with_network(request_intensity=float(lam)), mix, telemetry, target=tau, method=run_model(args), region=False
                 )["coverage"]
             )
             report["coverage"] += [{**row.to_dict(), "online_predicted": predicted} for row in rows]

@@ -31,6 +31,8 @@ SEED = 20_611  # fixed: a prediction is a function of its inputs; not a seed any
 MIN_HORIZON = 40.0  # measured seconds, at least OCCUPANCIES mean occupancies
 MIN_WARMUP = 30.0  # discarded seconds (queues start empty), at least OCCUPANCIES mean occupancies
 OCCUPANCIES = 15.0
+LOOP_REQUESTS = 300_000  # requests per prediction (all networks) when a mitigation takes the per-request loop
+LOOP_MIN_NODES = 100  # ... but never fewer nodes per network than this
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class SampledPrediction:
     mean_ttft: float
     utilization: FloatArray
     requests: int
+    nodes: int = NODES  # nodes per sampled network
+    loop: bool = False  # routed by the simulator's per-request loop (a mitigation block routing cannot hold)
 
 
 def run_length(instance) -> tuple[float, float]:
@@ -55,13 +59,33 @@ def run_length(instance) -> tuple[float, float]:
     return max(MIN_HORIZON, OCCUPANCIES * service), max(MIN_WARMUP, OCCUPANCIES * service)
 
 
+def takes_loop(*, local_accounting: bool = False, sample: int = 0, admission: float = math.inf) -> bool:
+    """Whether the simulator routes this router by its per-request loop: router-local in-flight counts change the
+    next read within a block (a send moves the count), power of ``d`` draws its sample per request, and admission
+    control keeps per-node open/closed states (docs/model.md (11.19))."""
+    return bool(local_accounting or sample > 0 or math.isfinite(admission))
+
+
+def loop_nodes(instance, replications: int = REPLICATIONS) -> int:
+    """Nodes per network when the per-request loop routes: :data:`LOOP_REQUESTS` over the replications' expected
+    requests (``Λ / λ_b`` per node over warm-up and horizon), at most :data:`NODES`, at least :data:`LOOP_MIN_NODES`.
+
+    The loop costs 50–90 CPU-µs per request (paper_calibrated, 55 % of the edge, ``D = 2`` s: local accounting,
+    admission ρ = 1, power of 2), so a prediction stays near 15–30 CPU-seconds."""
+    horizon, warmup = run_length(instance)
+    per_node = float(instance.network.request_intensity) / float(instance.network.edge_density) * (horizon + warmup)
+    if not (math.isfinite(per_node) and per_node > 0):
+        return NODES
+    return int(min(NODES, max(LOOP_MIN_NODES, LOOP_REQUESTS / (replications * per_node))))
+
+
 def predict_sampled(
     instance,
     mix,
     telemetry: Telemetry,
     *,
     target: float | None = None,
-    nodes: int = NODES,
+    nodes: int | None = None,
     replications: int = REPLICATIONS,
     seed: int = SEED,
     margin: float = 0.0,
@@ -74,16 +98,21 @@ def predict_sampled(
 
     Mitigations as in :func:`edgeprefix.placement.model.stale_router.predict_online`: ``margin`` ``z_δ``,
     ``local_accounting``, ``sample`` ``d`` (power of ``d``; 0: every candidate) and ``admission`` ``ρ``
-    (``ρ^high = ρ^low = ρ``).  Those other than the margin take the simulator's per-request loop (slower).
+    (``ρ^high = ρ^low = ρ``).  Those other than the margin take the simulator's per-request loop (:func:`takes_loop`);
+    ``nodes`` None is :data:`NODES` per network on the block (or fresh) routing and :func:`loop_nodes` on the loop, so a
+    prediction costs seconds, not minutes.
     """
     from edgeprefix.placement.simulation.layout import LayoutSpec
     from edgeprefix.placement.simulation.network import SimulationSpec, simulate_network
     from edgeprefix.placement.simulation.routers import OnlineRouter, SampledOnlineRouter
 
-    if not (isinstance(nodes, (int, np.integer)) and nodes >= 10):
-        raise ValueError(f"nodes: the sampled prediction needs an integer >= 10 nodes per network, got {nodes}")
     if not (isinstance(replications, (int, np.integer)) and replications >= 1):
         raise ValueError(f"replications: must be an integer >= 1, got {replications}")
+    loop = takes_loop(local_accounting=local_accounting, sample=sample, admission=admission)
+    if nodes is None:
+        nodes = loop_nodes(instance, int(replications)) if loop else NODES
+    if not (isinstance(nodes, (int, np.integer)) and nodes >= 10):
+        raise ValueError(f"nodes: the sampled prediction needs an integer >= 10 nodes per network, got {nodes}")
     tau = float(instance.placement.target if target is None else target)
     horizon, warmup = run_length(instance)
     spec = SimulationSpec(
@@ -110,4 +139,4 @@ def predict_sampled(
     se = float(np.sqrt(np.sum(np.square(ses)))) / len(ses)
     if len(covs) > 1:
         se = max(se, float(np.std(covs, ddof=1)) / math.sqrt(len(covs)))
-    return SampledPrediction(float(np.mean(covs)), se, float(np.mean(ttfts)), np.mean(np.vstack(utils), axis=0), count)
+    return SampledPrediction(float(np.mean(covs)), se, float(np.mean(ttfts)), np.mean(np.vstack(utils), axis=0), count, int(nodes), loop)

@@ -96,7 +96,7 @@ class StaleRouterPrediction:
     node: NodeModel | None = field(default=None, repr=False)
     meanfield_utilization: FloatArray | None = field(default=None, repr=False)  # eq. (39)'s tier loads
     fresh_node: NodeModel | None = field(default=None, repr=False)
-    method: str = "meanfield"  # how the age was modelled (METHODS); fresh telemetry is eq. (39) either way
+    method: str = "meanfield"  # how the age was modelled (METHODS); fresh: eq. (39) for the mean field, sampled for "sampled"
     coverage_se: float | None = None  # the sampled prediction's standard error (None: not sampled)
 
     def to_dict(self) -> dict:
@@ -133,7 +133,9 @@ def predict_online(
 
     ``method``: ``"meanfield"`` (the node model of this module, anchored on eq. (39), docs/model.md (11.14)) or
     ``"sampled"`` (the network sampled under the telemetry, :func:`edgeprefix.placement.model.sampled_router.predict_sampled`,
-    docs/model.md (11.19)); fresh telemetry without a mitigation is eq. (39) itself for both.
+    docs/model.md (11.19)).  Fresh telemetry without a mitigation is eq. (39) itself for the mean field (bit for
+    bit); the sampled method samples it like every other age, which corrects eq. (39)'s bias near the stability
+    edge (docs/model.md (11.17), (11.19); :func:`edge_region` states where that bias was measured).
 
     Mitigations (docs/model.md (11.15)): ``margin`` ``z_δ`` adds ``z_δ sqrt(k_x) m̄_s / c_s`` to the shown
     delay (the age term of ``σ̂`` is the same for every candidate, so it does not change the choice);
@@ -143,8 +145,8 @@ def predict_online(
 
     ``evaluation``: the load-aware mean-field evaluation of ``instance`` (computed when None); ``fresh``:
     the node model at ``h = 0`` of the same instance, mix and target (a previous prediction's
-    ``fresh_node``; computed when None).  Fresh telemetry returns eq. (39)'s coverage, mean TTFT and
-    loads unchanged.
+    ``fresh_node``; computed when None).  With the mean field, fresh telemetry returns eq. (39)'s coverage, mean
+    TTFT and loads unchanged.
     """
     from edgeprefix.placement.model.evaluation import evaluate
 
@@ -160,11 +162,11 @@ def predict_online(
     window = float(telemetry.delay) + 0.5 * float(telemetry.refresh)
     if method not in METHODS:
         raise ValueError(f"method: unknown {method!r} (valid: {list(METHODS)})")
-    if h == 0.0 and margin == 0.0 and sample == 0 and admission == math.inf:
+    if method == "meanfield" and h == 0.0 and margin == 0.0 and sample == 0 and admission == math.inf:
         return StaleRouterPrediction(
             telemetry, tau, base_cov, base_ttft, base_util, base_cov, meanfield_utilization=base_util, method=method
         )
-    if method == "sampled":
+    if method == "sampled":  # every age, fresh telemetry included: the network sampled (docs/model.md (11.19))
         from edgeprefix.placement.model.sampled_router import predict_sampled
 
         got = predict_sampled(
@@ -204,6 +206,73 @@ def predict_online(
         fresh_node=fresh,
         meanfield_utilization=base_util,
     )
+
+
+EDGE_REGION = (0.55, 0.95)  # fractions of the load-aware stability edge where eq. (39)'s fresh bias was measured large
+EDGE_BIAS = (0.008, 0.066)  # eq. (39) − simulated fresh online router there (55, 70, 85 % of the edge; docs/model.md (11.17))
+BELOW_EDGE_BIAS = (-0.010, 0.008)  # ... and at 15 % of the edge (the three instances of benchmarks/README.md §11)
+EDGE_STEPS = 12  # bisection steps of the stability edge (relative precision 2^-12)
+
+
+def stability_edge(instance, mix=None, *, target: float | None = None, steps: int = EDGE_STEPS) -> float:
+    """Largest ``Λ`` at which the load-aware mean-field operating point of ``mix`` keeps every tier stable (bisection
+    on ``network.request_intensity``; inf when no ``Λ`` up to 2^40 times the instance's, or up to the accepted range of
+    ``network.request_intensity``, destabilises it)."""
+    from edgeprefix.placement.model.evaluation import evaluate
+
+    def stable(lam: float) -> bool:
+        return bool(evaluate(instance.with_network(request_intensity=lam), mix, "load_aware", target=target).stable)
+
+    lo, hi = 0.0, float(instance.network.request_intensity)
+    for _ in range(40):
+        try:
+            if not stable(hi):
+                break
+        except ValueError:  # Λ beyond network.request_intensity's accepted range: still stable there
+            return math.inf
+        lo, hi = hi, 2.0 * hi
+    else:
+        return math.inf
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if stable(mid) else (lo, mid)
+    return lo
+
+
+def edge_region(instance, mix=None, *, target: float | None = None, method: str = "meanfield", edge: float | None = None) -> dict:
+    """Where the operating point lies against the stability edge, and what eq. (39)'s fresh prediction was measured to
+    miss there (docs/model.md (11.17)): ``edge_fraction`` ``Λ / Λ_edge``, ``region`` :data:`EDGE_REGION`, ``in_region``,
+    ``bias_measured`` (eq. (39) − simulated fresh online router, :data:`EDGE_BIAS` in the region,
+    :data:`BELOW_EDGE_BIAS` below it, None beyond it: not measured), ``corrected`` (the sampled method samples fresh
+    telemetry too, so the bias is not in its prediction) and a one-line ``note``.  ``edge``: the stability edge of
+    ``mix`` when known (:func:`stability_edge`; it does not depend on the instance's own ``Λ``)."""
+    edge = stability_edge(instance, mix, target=target) if edge is None else float(edge)
+    frac = float(instance.network.request_intensity) / edge if math.isfinite(edge) and edge > 0 else 0.0
+    lo_r, hi_r = EDGE_REGION
+    inside = bool(lo_r <= frac <= hi_r)
+    bias = EDGE_BIAS if inside else (BELOW_EDGE_BIAS if frac < lo_r else None)
+    corrected = method == "sampled"
+    where = f"{frac:.0%} of the load-aware stability edge" if math.isfinite(edge) else "no load-aware stability edge found"
+    if bias is None:
+        note = f"{where}: beyond the measured {lo_r:.0%}–{hi_r:.0%}; eq. (39)'s fresh bias is not measured here"
+    else:
+        span = f"{bias[0]:+.3f}…{bias[1]:+.3f}"
+        region = f"inside the near-edge region {lo_r:.0%}–{hi_r:.0%}" if inside else f"below the near-edge region {lo_r:.0%}–{hi_r:.0%}"
+        note = f"{where} ({region}): eq. (39) was measured {span} above the simulated fresh online router"
+    note += (
+        "; the sampled prediction samples fresh telemetry too, so it does not carry that bias, docs/model.md (11.19)"
+        if corrected
+        else "; --telemetry-model sampled corrects it, docs/model.md (11.17)"
+    )
+    return {
+        "edge_fraction": frac,
+        "stability_edge": edge,
+        "region": [lo_r, hi_r],
+        "in_region": inside,
+        "bias_measured": None if bias is None else [bias[0], bias[1]],
+        "corrected": corrected,
+        "note": note,
+    }
 
 
 def fresh_region(utilization: FloatArray | None) -> dict | None:

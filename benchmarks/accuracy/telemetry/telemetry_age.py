@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,7 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
                 for label, margin, local, sample, admission in MITIGATIONS:
                     router = mitigation_router(margin, sample, admission)
                     sim, se = _simulate(inst, router, replace(spec, telemetry_delay=delay, local_accounting=local), seeds, tau)
+                    clock = time.process_time()
                     pred = predict_online(
                         inst,
                         None,
@@ -223,6 +225,7 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
                         admission=admission,
                         method=method,
                     )
+                    cpu = time.process_time() - clock
                     fresh = pred.fresh_node if pred.fresh_node is not None else fresh
                     err = pred.coverage - sim
                     rows.append(
@@ -236,6 +239,10 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
                             "simulated": sim,
                             "simulated_se": se,
                             "predicted": pred.coverage,
+                            "predicted_se": pred.coverage_se,
+                            "method": pred.method,
+                            "prediction_cpu_seconds": cpu,
+                            "prediction_nodes": None if method != "sampled" else _sampled_nodes(inst, local, sample, admission),
                             "error": err,
                             "meanfield": pred.meanfield_coverage,
                             "tier_rule": float("nan"),
@@ -244,6 +251,34 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
                     )
                     bar.update(1)
     return rows
+
+
+def _sampled_nodes(instance, local: bool, sample: int, admission: float) -> int:
+    """Nodes per network of the sampled prediction of one mitigation (the per-request loop is sized down)."""
+    from edgeprefix.placement.model.sampled_router import NODES, loop_nodes, takes_loop
+
+    return loop_nodes(instance) if takes_loop(local_accounting=local, sample=sample, admission=admission) else NODES
+
+
+def render_mitigations(rows: list[dict]) -> str:
+    """The mitigations as a markdown table: simulated, predicted, error, within, and the gain over no mitigation."""
+    lines = [
+        "| load | Λ | mitigation | simulated ± SE | predicted ± SE | error | within | simulated gain | predicted gain | nodes | CPU s |",
+        "|---:|---:|---|---:|---:|---:|:-:|---:|---:|---:|---:|",
+    ]
+    base = {r["load"]: r for r in rows if r["mitigation"] == "none"}
+    for r in rows:
+        b = base.get(r["load"])
+        pse = "" if r.get("predicted_se") is None else f" ± {r['predicted_se']:.4f}"
+        gains = " — | — |" if b is None else f" {r['simulated'] - b['simulated']:+.4f} | {r['predicted'] - b['predicted']:+.4f} |"
+        lines.append(
+            f"| {r['load']:.2f} | {r['intensity']:.3f} | {r['mitigation']} | {r['simulated']:.4f} ± {r['simulated_se']:.4f} | "
+            f"{r['predicted']:.4f}{pse} | {r['error']:+.4f} | {'yes' if r['passed'] else '**no**'} |{gains} "
+            f"{r.get('prediction_nodes') or '—'} | {r.get('prediction_cpu_seconds', float('nan')):.1f} |"
+        )
+    passed = sum(r["passed"] for r in rows)
+    lines.append(f"\n{passed} of {len(rows)} cells within max({TOLERANCE}, 3 SE); largest |error| {max(abs(r['error']) for r in rows):.4f}")
+    return "\n".join(lines)
 
 
 def run_decision(name, load, delay, *, resolution, nodes, replications, horizon, warmup, seed=0, method="meanfield") -> dict:
@@ -440,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mitigations:
         rows = run_mitigations(args.instances.split(",")[0], _floats(args.loads), _floats(args.delays), method=methods[0], **size)
         print(render(rows))
+        print(render_mitigations(rows))
     else:
         rows = run_grid(
             args.instances.split(","),
