@@ -1,7 +1,8 @@
 """Does a real trace confirm the plan?  Plan on one half of the Mooncake trace, replay the other warm.
 
-Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 16] [--trace PATH] [--recent F] [--[no-]bin-edges-at-target]``.
-The instance is what ``edgeprefix profiles --split 0.5`` builds from the shipped Mooncake conversation trace
+Run ``python -m edgeprefix.benchmarks.accuracy.replay.replay_steady [--replications 3] [--nodes 50] [--requests N] [--budget 60] [--length-bins 16] [--trace PATH] [--recent F|auto] [--[no-]bin-edges-at-target]``.
+The instance is what ``edgeprefix profiles --split 0.5`` builds from the shipped Mooncake conversation trace (its recent
+window chosen on the training half, ``--recent auto``, docs/model.md (17.24))
 (length sub-types, 16 per type split at the target's threshold lengths, the default of ``profiles``, docs/model.md (2.10)); at ``Λ₀/2`` and ``Λ₀`` and for both routers the mix
 is solved (``solve --method gradient --budget B`` with the router's own queue model: the cell model for the tier
 rule, eq. (39) for the online router) and the second half is replayed warm (``replay --split 0.5``: the training
@@ -28,7 +29,9 @@ import numpy as np
 from edgeprefix.benchmarks.accuracy.replay.length_bins import trace_instance
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
 from edgeprefix.formulations.placement import placement_problem
+from edgeprefix.placement.pipeline.calibration import DEFAULT_PREFILL
 from edgeprefix.placement.pipeline.profile_generation import DEFAULT_BIN_EDGES_AT_TARGET, DEFAULT_LENGTH_BINS
+from edgeprefix.placement.pipeline.recent_window import choose_window
 from edgeprefix.placement.pipeline.trace_workload import block_catalogue, decode_per_token, split_index, trace_workload
 from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace
 from edgeprefix.placement.simulation.replay import ReplaySpec
@@ -48,20 +51,23 @@ def cases(
     seed: int = 0,
     bins: int = DEFAULT_LENGTH_BINS,
     trace: str | Path | Sequence[TraceRecord] = MOONCAKE_TRACE,
-    recent: float = 1.0,
+    recent: float | str = "auto",
     edges_at_target: bool = DEFAULT_BIN_EDGES_AT_TARGET,
 ) -> list[dict[str, Any]]:
     """One row per (load, router): the numbers the module docstring lists.  ``recent < 1`` builds the
     instance from the last ``recent`` of the training half only (a recent-window forecast of the workload);
-    the whole training half still warms the replay.  ``trace`` is a path or the records themselves;
+    the whole training half still warms the replay; ``"auto"`` (the default, as ``profiles --split``) chooses it on
+    the training half alone by docs/model.md (17.24).  ``trace`` is a path or the records themselves;
     ``edges_at_target``: the bins split at the target's threshold lengths (``profiles --bin-edges-at-target``,
     docs/model.md (2.10))."""
-    if not 0.0 < recent <= 1.0:
-        raise ValueError(f"recent must be in (0, 1], got {recent!r}")
+    if recent != "auto" and not (isinstance(recent, (int, float)) and 0.0 < recent <= 1.0):
+        raise ValueError(f"recent must be in (0, 1] or 'auto', got {recent!r}")
     records = list(read_trace(trace) if isinstance(trace, (str, Path)) else trace)
     if requests is not None:
         records = records[:requests]
     cut = split_index(len(records), 0.5)
+    if recent == "auto":
+        recent = choose_window(DEFAULT_PREFILL(np.array([r.input_length for r in records[:cut]], dtype=float))).fraction
     start = cut - max(1, int(round(recent * cut)))
     instance = trace_instance(records[start:cut], bins, edges_at_target)
     catalogue = block_catalogue(instance)
@@ -104,6 +110,7 @@ def cases(
                     "measured_service_times": s["measured_service_times"],
                     "requests": s["requests"],
                     "replications": replications,
+                    "recent": recent,
                 }
             )
     return rows
@@ -143,7 +150,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--length-bins", type=int, default=DEFAULT_LENGTH_BINS, help="length sub-types per type (profiles --length-bins)")
     parser.add_argument("--trace", default=str(MOONCAKE_TRACE), help="a Mooncake-format trace (default: the shipped one)")
     parser.add_argument(
-        "--recent", type=float, default=1.0, help="build the instance from the last F of the training half only (default 1: all of it)"
+        "--recent",
+        default="auto",
+        help="build the instance from the last F of the training half only; auto (default, as profiles --split): "
+        "F chosen on the training half by docs/model.md (17.24)",
     )
     parser.add_argument(
         "--bin-edges-at-target",
@@ -159,9 +169,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.budget,
         bins=args.length_bins,
         trace=args.trace,
-        recent=args.recent,
+        recent=args.recent if args.recent == "auto" else float(args.recent),
         edges_at_target=args.bin_edges_at_target,
     )
+    print(f"recent window F = {rows[0]['recent']:g}" + (" (auto, docs/model.md (17.24))" if args.recent == "auto" else ""))
     print(table(rows))
 
 
