@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from edgeprefix.placement.model.evaluation import OVERLOAD_TOLERANCE, evaluate
+import numpy as np
+
+from edgeprefix.placement.model.evaluation import MEAN_TTFT_TOLERANCE, OVERLOAD_TOLERANCE, REFERENCE_SERVICE_TIMES, evaluate
 
 
 def add_overload_argument(parser: argparse.ArgumentParser) -> None:
@@ -29,15 +31,42 @@ def node_overload(instance: Any, mix: Any, policy: str, target: float | None, qu
     """``stable`` (tiers, and under the cell model the nodes), ``overloaded_node_share`` and
     ``overloaded_request_share`` of one mix."""
     ev = evaluate(instance, mix, policy, target=target, queue_model=queue_model, queue_law=queue_law)
+    return overload_report(ev)
+
+
+def overload_report(ev: Any) -> dict[str, Any]:
+    """The keys above, and the overloaded nodes' growth of the mean wait (docs/model.md (14.17), (14.18)):
+    ``mean_wait_growth`` (seconds of mean wait per second the plan runs), ``mean_ttft_horizon_s`` (the horizon
+    over which that growth stays within the tolerance of the mean TTFT; null when nothing overloads) and
+    ``reference_horizon_s`` (the span it must cover for ``stable`` under the cell model)."""
     nodes, requests = ev.overloaded_shares
-    return {"stable": ev.stable_on_nodes, "overloaded_node_share": nodes, "overloaded_request_share": requests}
+    horizon = ev.mean_ttft_horizon
+    return {
+        "stable": ev.stable_on_nodes,
+        "overloaded_node_share": nodes,
+        "overloaded_request_share": requests,
+        "mean_wait_growth": ev.overload_wait_growth,
+        "mean_ttft_horizon_s": horizon if np.isfinite(horizon) else None,
+        "reference_horizon_s": ev.reference_horizon,
+    }
+
+
+def horizon_text(report: dict[str, Any]) -> str:
+    """How soon the overloaded nodes' growing queues move the mean TTFT, as ``stable`` counts it (docs/model.md (14.18))."""
+    horizon = report.get("mean_ttft_horizon_s")
+    reach = "never" if horizon is None else f"after {horizon:.4g} s"
+    return (
+        f"their growing queues move the mean TTFT by {100 * MEAN_TTFT_TOLERANCE:g} % {reach}; stable needs at most "
+        f"{100 * OVERLOAD_TOLERANCE:g} % of nodes and {REFERENCE_SERVICE_TIMES:g} mean service times = "
+        f"{report['reference_horizon_s']:.4g} s (docs/model.md (14.18))"
+    )
 
 
 def overload_line(report: dict[str, Any], queue_model: str) -> str:
     """One line for the text output."""
     counted = (
-        f"counted in stable (at most {100 * OVERLOAD_TOLERANCE:g} % allowed)"
-        if queue_model == "cell"
+        horizon_text(report)
+        if queue_model == "cell" and report.get("reference_horizon_s") is not None
         else "the online router balances them (docs/model.md §14.9)"
     )
     return (

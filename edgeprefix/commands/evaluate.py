@@ -26,6 +26,7 @@ from edgeprefix.commands._online import online_line, online_prediction, run_mode
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.memory import evaluation_estimate
 from edgeprefix.placement.model.cell import accuracy_region
+from edgeprefix.commands._overload import horizon_text
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.instance import Instance
@@ -204,11 +205,7 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
             "not computed (no converged fixed point)"
             if d["overloaded_node_share"] is None
             else f"{100 * d['overloaded_node_share']:.1f} % of nodes, {100 * d['overloaded_request_share']:.1f} % of requests"
-            + (
-                "; counted in stable (at most 1 % allowed)"
-                if d["queue_model"] == "cell"
-                else "; the online router balances them (docs/model.md §14.9)"
-            )
+            + ("; " + horizon_text(d) if d["queue_model"] == "cell" else "; the online router balances them (docs/model.md §14.9)")
         ),
         f"fixed point                 {fp['method']}: converged={fp['converged']} iterations={fp['iterations']} "
         f"residual={fp['residual']:.2e}",

@@ -10,8 +10,10 @@ half fills the queues first, every replayed request is measured; docs/model.md �
 
 - coverage predicted, replayed (± SE over replications), the prediction with the replayed half's own type mix and
   lengths (``coverage_predicted_replayed_stats``), and whether ``|predicted − replayed| ≤ max(0.02, 3 SE)``;
-- mean TTFT predicted / replayed and their ratio; whether the planner reports the plan stable (tiers, and under
-  the cell model at most 1 % of nodes overloaded) and the overloaded node shares predicted / replayed;
+- mean TTFT predicted / replayed and their ratio, and the prediction over the replay's own horizon (the overloaded
+  nodes' growing queues added, docs/model.md (14.17)); whether the planner reports the plan stable (tiers, and under
+  the cell model overloaded nodes that do not move the mean TTFT, (14.18)) and the overloaded node shares
+  predicted / replayed;
 - whether the replay is stationary (Kendall trend test on per-window waits, every replication).
 
 ``--requests N`` keeps only the first N requests of the trace (a quick version; the test of this table uses it).
@@ -102,6 +104,7 @@ def cases(
                     "mean_ttft_predicted": s["mean_ttft_predicted"],
                     "mean_ttft_replayed": s["mean_ttft_replayed"],
                     "mean_ttft_predicted_replayed_stats": stats["mean_ttft"],
+                    "mean_ttft_predicted_horizon": s["mean_ttft_predicted_horizon"],
                     "stable_planned": bool(s["stable_predicted"]),
                     "overloaded_node_share_predicted": s["overloaded_node_share_predicted"],
                     "overloaded_node_share_replayed": s["overloaded_node_share_replayed"],
@@ -123,10 +126,10 @@ def _num(value: float | None) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| Λ | router | coverage predicted / replayed (± SE) | with replayed stats | within max(0.02, 3 SE) | "
-        "mean TTFT [s] predicted / replayed (ratio) | with replayed stats | planner: stable | overloaded nodes predicted / replayed | "
-        "replay stationary |"
+        "mean TTFT [s] predicted / replayed (ratio) | with replayed stats | over the replay's horizon (14.17) | planner: stable | "
+        "overloaded nodes predicted / replayed | replay stationary |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         ttft = r["mean_ttft_predicted"]
         ratio = r["mean_ttft_replayed"] / ttft if ttft and np.isfinite(ttft) else float("nan")
@@ -134,7 +137,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['load']:g} Λ₀ | {r['router']} | {r['coverage_predicted']:.3f} / {r['coverage_replayed']:.3f} ± {r['coverage_se']:.3f} | "
             f"{r['coverage_predicted_replayed_stats']:.3f} | {'yes' if r['coverage_ok'] else 'no'} / "
             f"{'yes' if r['coverage_ok_replayed_stats'] else 'no'} | {ttft:.2f} / {r['mean_ttft_replayed']:.2f} ({ratio:.2f}) | "
-            f"{_num(r['mean_ttft_predicted_replayed_stats'])} | "
+            f"{_num(r['mean_ttft_predicted_replayed_stats'])} | {_num(r['mean_ttft_predicted_horizon'])} | "
             f"{'yes' if r['stable_planned'] else 'no'} | {r['overloaded_node_share_predicted']:.3f} / "
             f"{r['overloaded_node_share_replayed']:.3f} | {r['stationary_replications']}/{r['replications']} |"
         )
