@@ -23,10 +23,10 @@ from edgeprefix.commands._common import (
     target_text,
 )
 from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
+from edgeprefix.commands._overload import horizon_text
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.memory import evaluation_estimate
 from edgeprefix.placement.model.cell import accuracy_region
-from edgeprefix.commands._overload import horizon_text
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.instance import Instance
