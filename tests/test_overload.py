@@ -177,12 +177,13 @@ def test_solve_plan_density_and_migrate_report_the_shares(tmp_path, capsys):
     assert main(["solve", "--method", "grid", "--intensity", "2", "--queue-model", "cell", "--max-overload", "0.005", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert KEYS <= set(out) and out["overloaded_node_share"] <= 0.005 and out["stable"] is True and out["max_overload"] == 0.005
+    assert "docs/model.md §14.10" in out["cell_accuracy_region"]  # where the cell model's measured accuracy lies
     assert main(["plan-density", "--reliability", "0.6", "--queue-model", "cell", "--json"]) == 0
     free = json.loads(capsys.readouterr().out)
     assert KEYS <= set(free) and free["stable"] is False  # the plan meets ζ only with overloaded nodes: never "stable"
     assert main(["plan-density", "--reliability", "0.6", "--queue-model", "cell", "--max-overload", "0.005", "--json"]) == 0
     capped = json.loads(capsys.readouterr().out)
-    assert capped["overloaded_node_share"] <= 0.005 and capped["stable"] is True
+    assert capped["overloaded_node_share"] <= 0.005 and capped["stable"] is True and capped["cell_accuracy_region"]
     assert capped["edge_density"] > free["edge_density"]
     epochs = tmp_path / "epochs.toml"
     epochs.write_text(

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from edgeprefix.placement.model.cell import accuracy_region
 from edgeprefix.placement.model.evaluation import MEAN_TTFT_TOLERANCE, OVERLOAD_TOLERANCE, REFERENCE_SERVICE_TIMES, evaluate
 
 
@@ -41,6 +42,7 @@ def overload_report(ev: Any) -> dict[str, Any]:
     ``reference_horizon_s`` (the span it must cover for ``stable`` under the cell model)."""
     nodes, requests = ev.overloaded_shares
     horizon = ev.mean_ttft_horizon
+    region = cell_accuracy(ev)
     return {
         "stable": ev.stable_on_nodes,
         "overloaded_node_share": nodes,
@@ -48,7 +50,18 @@ def overload_report(ev: Any) -> dict[str, Any]:
         "mean_wait_growth": ev.overload_wait_growth,
         "mean_ttft_horizon_s": horizon if np.isfinite(horizon) else None,
         "reference_horizon_s": ev.reference_horizon,
+        **({"cell_accuracy_region": region} if ev.queue_model == "cell" else {}),
     }
+
+
+def cell_accuracy(ev: Any) -> str | None:
+    """The cell model's measured-accuracy note for the region of ``(α, active profiles, busiest ρ_s)`` the plan lies
+    in (docs/model.md §14.10); ``None`` for the mean field or an overloaded network."""
+    if ev.queue_model != "cell":
+        return None
+    load = np.asarray(ev.utilization, dtype=float)[ev.active]
+    peak = float(np.max(load)) if load.size else 0.0
+    return accuracy_region(float(ev.instance.network.radio_exponent), int(np.count_nonzero(ev.active)), peak)
 
 
 def horizon_text(report: dict[str, Any]) -> str:
@@ -63,14 +76,15 @@ def horizon_text(report: dict[str, Any]) -> str:
 
 
 def overload_line(report: dict[str, Any], queue_model: str) -> str:
-    """One line for the text output."""
+    """One line for the text output (and under the cell model a second: the model's measured accuracy there)."""
     counted = (
         horizon_text(report)
         if queue_model == "cell" and report.get("reference_horizon_s") is not None
         else "the online router balances them (docs/model.md §14.9)"
     )
+    region = report.get("cell_accuracy_region")
     return (
         f"stable {report['stable']}; overloaded nodes (load >= 1 under the cell law): "
         f"{100 * report['overloaded_node_share']:.1f} % of nodes, {100 * report['overloaded_request_share']:.1f} % of requests; "
-        f"{counted}"
+        f"{counted}" + (f"\nnote: {region}" if region else "")
     )

@@ -23,10 +23,9 @@ from edgeprefix.commands._common import (
     target_text,
 )
 from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry
-from edgeprefix.commands._overload import horizon_text
+from edgeprefix.commands._overload import cell_accuracy, horizon_text
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.memory import evaluation_estimate
-from edgeprefix.placement.model.cell import accuracy_region
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.instance import Instance
@@ -144,17 +143,6 @@ def _run(args: argparse.Namespace, instance: Instance) -> int:
         print(f"edgeprefix evaluate: error: {overload_text(ev)}", file=sys.stderr)
         return EXIT_OVERLOADED
     return 0
-
-
-def cell_accuracy(ev: Evaluation) -> str | None:
-    """The cell model's measured-accuracy note (docs/model.md §14.10); ``None`` for the mean field or an overloaded network."""
-    if ev.queue_model != "cell":
-        return None
-    import numpy as np
-
-    load = np.asarray(ev.utilization, dtype=float)[ev.active]
-    peak = float(np.max(load)) if load.size else 0.0
-    return accuracy_region(float(ev.instance.network.radio_exponent), int(np.count_nonzero(ev.active)), peak)
 
 
 def overload_text(ev: Evaluation) -> str:
