@@ -261,13 +261,13 @@ def run(args: argparse.Namespace) -> int:
         for record in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid):
             lengths.append(record.input_length)
         count = _training_count(len(lengths), args.split)
-        if recent == "auto":  # (17.24): on the training part's input lengths alone
+        if isinstance(recent, str):  # auto, (17.24): on the training part's input lengths alone
             choice = choose_window(_prefill(g, np.frombuffer(lengths, dtype=np.intc)[:count]))
-            recent, window_info = choice.fraction, choice.to_dict()
+            fraction, window_info = choice.fraction, choice.to_dict()
         else:
-            window_info = {"rule": "given (--recent)", "fraction": recent}
+            fraction, window_info = recent, {"rule": "given (--recent)", "fraction": recent}
         del lengths
-        first = count - max(1, int(round(recent * count)))  # the recent window (docs/model.md §17.11)
+        first = count - max(1, int(round(fraction * count)))  # the recent window (docs/model.md §17.11)
         records = itertools.islice(records, first, count)
         count -= first
     records = clock.watch(records)

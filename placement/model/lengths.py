@@ -114,14 +114,15 @@ def lengths_entry(subtypes: Sequence[RequestType]) -> dict[str, Any]:
     decodes = [q.decode for q in subtypes]
     first = subtypes[0]
     assert first.group is not None
+    uppers = [q.bin[1] for q in subtypes if q.bin is not None]  # the bins' edges when every sub-type has its bin
+    edges = uppers[:-1]
     return {
         "id": first.group,
         "probability": float(total),
         "length": float(np.dot(w, inputs)),
         "decode": float(np.dot(w, decodes)),
         "path": list(first.path),
-        "lengths": {"input": inputs, "decode": decodes, "weight": w.tolist()}
-        | ({"edges": [q.bin[1] for q in subtypes[:-1]]} if all(q.bin is not None for q in subtypes) else {}),  # type: ignore[index]
+        "lengths": {"input": inputs, "decode": decodes, "weight": w.tolist()} | ({"edges": edges} if len(uppers) == len(subtypes) else {}),
     }
 
 

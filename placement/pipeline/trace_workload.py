@@ -242,9 +242,9 @@ def length_split(instance: Instance) -> tuple[tuple[tuple[IntArray, FloatArray],
     for j in range(len(groups.ids)):
         cols = np.flatnonzero(groups.index == j)
         cols = cols[np.argsort(lengths[cols], kind="stable")]
-        bins = [instance.requests[c].bin for c in cols]
-        if all(b is not None for b in bins):
-            between = np.array([b[1] for b in bins[:-1]], dtype=float)  # type: ignore[index]
+        uppers = [b[1] for b in (instance.requests[c].bin for c in cols) if b is not None]
+        if len(uppers) == cols.size:  # every sub-type carries its bin (lengths.edges)
+            between = np.array(uppers[:-1], dtype=float)
         else:
             between = 0.5 * (lengths[cols][1:] + lengths[cols][:-1])
         out.append((cols.astype(np.int64), between))
