@@ -32,6 +32,7 @@ WITHOUT_RANGE = {
     "requests[].lengths.input[]",
     "requests[].lengths.decode[]",
     "requests[].lengths.weight[]",
+    "requests[].lengths.edges[]",  # checked against the inputs: edges[k-1] <= input[k] < edges[k]
     "engine.token_budget",
     "engine.max_running",
     "engine.block_size",

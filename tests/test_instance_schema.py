@@ -168,7 +168,7 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
         "queue_law": "engine",
         "timings": {"model": "llama2-70b", "hardware": "a100-80gb", "tensor_parallel": 4, "file": "timings.csv"},
     }
-    engine["requests"][0]["lengths"] = {"input": [900.0, 1148.0], "decode": [2.0, 2.5], "weight": [1.0, 1.0]}
+    engine["requests"][0]["lengths"] = {"input": [900.0, 1148.0], "decode": [2.0, 2.5], "weight": [1.0, 1.0], "edges": [1000.0]}
     engine["remote"] = {"prefixes": ["sys"], "bandwidth": 5.0, "density": 0.1}
     engine["serving"] = {"mode": "disaggregated", "decode_slots": 8.0, "handoff_bandwidth": 100.0}
     instance_from_mapping(engine)

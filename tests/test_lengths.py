@@ -4,6 +4,7 @@ cell model, exact gradient and batched evaluation on instances with sub-types.""
 from __future__ import annotations
 
 import json
+import tomllib
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from edgeprefix.placement.errors import InstanceError
 from edgeprefix.placement.model.batch import evaluate_batch
 from edgeprefix.placement.model.costs import QuadraticPrefill
 from edgeprefix.placement.model.evaluation import evaluate
-from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, load_instance
+from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, load_instance, write_instance
 from edgeprefix.placement.model.lengths import length_bins, type_groups
 from edgeprefix.placement.model.sensitivity import sensitivity
 from edgeprefix.placement.pipeline.trace_workload import load_trace_workload
@@ -110,6 +111,8 @@ def test_files_round_trip_and_show_the_declared_types(tmp_path, capsys):
         ({"input": []}, {}, "requests[0].lengths.input"),
         ({"input": [1024.0], "output": [3]}, {}, "requests[0].lengths.output"),
         ({"decode": [1.0]}, {}, "requests[0].lengths.input"),
+        ({"input": [900.0, 1148.0], "edges": [1200.0]}, {}, "requests[0].lengths.edges"),  # input[1] below its bin
+        ({"input": [900.0, 1148.0], "edges": [950.0, 1000.0]}, {}, "requests[0].lengths.edges"),  # one edge per gap
     ],
 )
 def test_bad_lengths_name_the_field(lengths, changes, field):
@@ -185,6 +188,39 @@ def test_profiles_write_length_bins_and_the_replay_takes_the_nearest_sub_type(tm
         assert workload.kind[i] == cols[np.argmin(np.abs(lengths[cols] - workload.length[i]))]
     # the empirical sub-type mix of the trace the instance was built from is close to the instance's
     assert np.abs(workload.type_mix(len(inst.requests)) - inst.probabilities).max() <= 0.05
+
+
+def test_a_replayed_request_takes_the_sub_type_whose_bin_holds_it(tmp_path):
+    """docs/model.md (2.8): the bins split at the target (2.10) carry their edges (``lengths.edges``), each
+    request of the trace the instance was built from falls back into its own bin, the instance round-trips,
+    and an instance without edges (written before them) still loads and takes the nearest sub-type."""
+    out = tmp_path / "trace.toml"
+    assert main(["profiles", "--out", str(out), "--length-bins", "3"]) == 0
+    inst = load_instance(out)
+    groups = type_groups(inst.requests)
+    assert all(q.bin is not None for q in inst.requests if q.group is not None)
+    again = tmp_path / "again.toml"
+    write_instance(inst, again)
+    assert [q.bin for q in load_instance(again).requests] == [q.bin for q in inst.requests]
+    from importlib import resources
+
+    trace = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
+    inst, workload = load_trace_workload(str(trace), inst)
+    lower = np.array([q.bin[0] if q.bin else -np.inf for q in inst.requests])
+    upper = np.array([q.bin[1] if q.bin else np.inf for q in inst.requests])
+    assert np.all((lower[workload.kind] <= workload.length) & (workload.length < upper[workload.kind]))
+    np.testing.assert_allclose(workload.type_mix(len(inst.requests)), inst.probabilities, atol=1e-12)  # in sample: exact
+    data = tomllib.loads(out.read_text(encoding="utf-8"))
+    for q in data["requests"]:
+        q.get("lengths", {}).pop("edges", None)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data), encoding="utf-8")
+    inst_old, nearest = load_trace_workload(str(trace), load_instance(old))
+    lengths = np.asarray(inst_old.lengths)
+    for i in range(nearest.requests):
+        cols = np.flatnonzero(groups.index == groups.index[nearest.kind[i]])
+        assert nearest.kind[i] == cols[np.argmin(np.abs(lengths[cols] - nearest.length[i]))]
+    assert not np.array_equal(nearest.kind, workload.kind)  # split bins: some requests sit nearer the next bin's mean
 
 
 def test_probabilities_by_declared_type_spread_over_the_sub_types():

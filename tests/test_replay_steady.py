@@ -31,9 +31,10 @@ KEYS = {
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> tuple[Path, object, object]:
     out = tmp_path_factory.mktemp("steady") / "sample.toml"
-    # plain bins (2.8): a replayed request takes the sub-type of nearest length, which is the bin it was built into
-    # only for them (split bins, docs/model.md (2.10), can put a request just above a threshold nearer the bin below)
-    assert main(["profiles", "--out", str(out), "--length-bins", "3", "--no-bin-edges-at-target"]) == 0
+    # bins split at the target (the default, docs/model.md (2.10)): the instance carries the bins' edges and a
+    # replayed request takes the sub-type whose bin holds its length, the bin it was built into ((2.8); by nearest
+    # length, as before the edges, the in-sample replayed-statistics coverage was 0.007 off on this sample)
+    assert main(["profiles", "--out", str(out), "--length-bins", "3"]) == 0
     inst, workload = load_trace_workload(str(SAMPLE), load_instance(out))
     return out, inst, workload
 
@@ -103,26 +104,23 @@ def test_the_trend_test_sees_growing_waits_and_passes_a_light_load(sample):
 
 @pytest.mark.slow
 def test_small_version_of_the_mooncake_table():
-    """The shipped Mooncake trace, `profiles --split 0.5` (the default length bins: 16, split at the target,
-    docs/model.md (2.10)), the solved mix, warm replay of the second half on 50 nodes, 3 replications, Λ₀/2, tier router
-    (a budget of 30): the planner reports the plan stable, the replayed coverage is within max(0.02, 3 SE) of the
-    prediction and the mean TTFT within 10 % (benchmarks/README.md section 4b has the full table); and with the
-    recent window chosen on the training half (`profiles --recent 0.5`, docs/model.md §17.11) the online router
-    meets both where without it its mean TTFT misses by the drift."""
+    """The shipped Mooncake trace, `profiles --split 0.5` as a user gets it (the default length bins: 16, split at
+    the target, docs/model.md (2.10); the recent window chosen on the training half by (17.24)), the solved mix, warm
+    replay of the second half on 50 nodes, 3 replications, Λ₀/2, both routers (a budget of 30): the planner reports
+    the plan stable, the replayed coverage is within max(0.02, 3 SE) of the prediction and the mean TTFT within 10 %
+    (benchmarks/README.md section 4b has the full table); without the window (F = 1) the online router's mean TTFT
+    misses by the drift, which the replayed half's own statistics show (docs/model.md (17.19))."""
     from edgeprefix.benchmarks.accuracy.replay.replay_steady import cases
 
-    rows = cases(nodes=50, replications=3, budget=30, loads=(0.5,), routers=("tier",))
+    rows = cases(nodes=50, replications=3, budget=30, loads=(0.5,))
+    assert [row["router"] for row in rows] == ["tier", "online"]
     for row in rows:
+        assert row["recent"] == 0.5  # the rule sees the training half's drift
         assert row["stable_planned"] and row["stationary_replications"] >= 2
         assert abs(row["coverage_predicted"] - row["coverage_replayed"]) <= max(0.02, 3 * row["coverage_se"])
-        # mean TTFT within 10 % (the replayed half is shorter: the training half's lengths over-predict it) ...
         assert row["mean_ttft_replayed"] == pytest.approx(row["mean_ttft_predicted"], rel=0.10)
-        assert row["mean_ttft_replayed"] < row["mean_ttft_predicted"]
-        # ... and the replayed half's own statistics say so: drift, not the model (docs/model.md (17.19))
-        assert row["mean_ttft_predicted_replayed_stats"] < row["mean_ttft_predicted"]
         # the bins split at the target: the replayed half's own statistics predict its coverage too
         assert abs(row["coverage_predicted_replayed_stats"] - row["coverage_replayed"]) <= max(0.02, 3 * row["coverage_se"])
-    (online,) = cases(nodes=50, replications=3, budget=30, loads=(0.5,), routers=("online",), recent=0.5)
-    assert online["stable_planned"]
-    assert abs(online["coverage_predicted"] - online["coverage_replayed"]) <= max(0.02, 3 * online["coverage_se"])
-    assert online["mean_ttft_replayed"] == pytest.approx(online["mean_ttft_predicted"], rel=0.10)
+    (online,) = cases(nodes=50, replications=3, budget=30, loads=(0.5,), routers=("online",), recent=1.0)
+    assert online["mean_ttft_replayed"] < 0.9 * online["mean_ttft_predicted"]  # the drift, uncorrected
+    assert online["mean_ttft_predicted_replayed_stats"] == pytest.approx(online["mean_ttft_replayed"], rel=0.05)

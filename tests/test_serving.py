@@ -62,6 +62,8 @@ def test_the_paper_instances_evaluate_bit_for_bit_as_before(reference, key, sour
     assert summary.pop("router") == "online"  # the router the mean-field coverage predicts for (added later)
     assert summary.pop("queue_law") == "slots"  # the slot law, not the engine's (added later, docs/model.md §17.10)
     assert 0.0 <= summary.pop("overloaded_node_share") <= summary.pop("overloaded_request_share") <= 1.0  # added later (§14.9)
+    assert summary.pop("mean_wait_growth") >= 0.0 and summary.pop("reference_horizon_s") > 0.0  # added later ((14.18))
+    assert summary.pop("mean_ttft_horizon_s") is None or ev.mean_ttft_horizon > 0.0
     now = {
         "dict": summary,
         "ttft_quantile_0.9": ev.ttft_quantile(0.9),

@@ -23,9 +23,9 @@ from edgeprefix.commands._common import (
     target_text,
 )
 from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry, show_online
+from edgeprefix.commands._overload import cell_accuracy, horizon_text
 from edgeprefix.commands._telemetry import add_telemetry_options
 from edgeprefix.placement.memory import evaluation_estimate
-from edgeprefix.placement.model.cell import accuracy_region
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.fixed_point import METHODS
 from edgeprefix.placement.model.instance import Instance
@@ -145,17 +145,6 @@ def _run(args: argparse.Namespace, instance: Instance) -> int:
     return 0
 
 
-def cell_accuracy(ev: Evaluation) -> str | None:
-    """The cell model's measured-accuracy note (docs/model.md §14.10); ``None`` for the mean field or an overloaded network."""
-    if ev.queue_model != "cell":
-        return None
-    import numpy as np
-
-    load = np.asarray(ev.utilization, dtype=float)[ev.active]
-    peak = float(np.max(load)) if load.size else 0.0
-    return accuracy_region(float(ev.instance.network.radio_exponent), int(np.count_nonzero(ev.active)), peak)
-
-
 def overload_text(ev: Evaluation) -> str:
     """One line: which profile is overloaded, by how much, and what to change."""
     import numpy as np
@@ -204,11 +193,7 @@ def render(ev: Evaluation, network: str = "", args: argparse.Namespace | None = 
             "not computed (no converged fixed point)"
             if d["overloaded_node_share"] is None
             else f"{100 * d['overloaded_node_share']:.1f} % of nodes, {100 * d['overloaded_request_share']:.1f} % of requests"
-            + (
-                "; counted in stable (at most 1 % allowed)"
-                if d["queue_model"] == "cell"
-                else "; the online router balances them (docs/model.md §14.9)"
-            )
+            + ("; " + horizon_text(d) if d["queue_model"] == "cell" else "; the online router balances them (docs/model.md §14.9)")
         ),
         f"fixed point                 {fp['method']}: converged={fp['converged']} iterations={fp['iterations']} "
         f"residual={fp['residual']:.2e}",

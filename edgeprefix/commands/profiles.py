@@ -56,6 +56,7 @@ from edgeprefix.placement.pipeline.profile_generation import (  # the defaults o
     DEFAULT_LENGTH_BINS,
     generate_profiles,
 )
+from edgeprefix.placement.pipeline.recent_window import choose_window
 from edgeprefix.placement.pipeline.trace_clock import TraceClock
 from edgeprefix.placement.pipeline.trace_instance import (
     DEFAULT_UTILISATION,
@@ -156,11 +157,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--recent",
-        type=float,
-        default=1.0,
-        metavar="F",
-        help="build from the last F of those requests only: a recent-window forecast of the workload, F chosen "
-        "on the training part (docs/model.md §17.11; default: 1, all)",
+        default=None,
+        metavar="F|auto",
+        help="build from the last F of those requests only: a recent-window forecast of the workload (docs/model.md "
+        "§17.11); auto chooses F on the training part alone by (17.24) (default: auto with --split, else 1, all)",
     )
     parser.add_argument("--name", default=None, help="instance name (default: the trace's file stem)")
     parser.add_argument("--out", default=None, metavar="FILE", help="write the instance (.toml or .json)")
@@ -252,13 +252,22 @@ def run(args: argparse.Namespace) -> int:
     records = read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     if not 0.0 < args.split <= 1.0:
         raise ValueError(f"--split must lie in (0, 1], got {args.split!r}")
-    if not 0.0 < args.recent <= 1.0:
-        raise ValueError(f"--recent must lie in (0, 1], got {args.recent!r}")
+    recent = _recent(args.recent, args.split)
+    g, decode, cal_info = _calibration(args)
     count = None
-    if args.split < 1.0 or args.recent < 1.0:  # train on the first part only (trace replay, docs/model.md §17)
-        total = sum(1 for _ in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid))
-        count = _training_count(total, args.split)
-        first = count - max(1, int(round(args.recent * count)))  # the recent window (docs/model.md §17.11)
+    window_info: dict[str, Any] | None = None
+    if args.split < 1.0 or recent != 1.0:  # train on the first part only (trace replay, docs/model.md §17)
+        lengths = array("i")
+        for record in read_trace(path, fmt=args.format, block_size=args.block_size, skip_invalid=args.skip_invalid):
+            lengths.append(record.input_length)
+        count = _training_count(len(lengths), args.split)
+        if isinstance(recent, str):  # auto, (17.24): on the training part's input lengths alone
+            choice = choose_window(_prefill(g, np.frombuffer(lengths, dtype=np.intc)[:count]))
+            fraction, window_info = choice.fraction, choice.to_dict()
+        else:
+            fraction, window_info = recent, {"rule": "given (--recent)", "fraction": recent}
+        del lengths
+        first = count - max(1, int(round(fraction * count)))  # the recent window (docs/model.md §17.11)
         records = itertools.islice(records, first, count)
         count -= first
     records = clock.watch(records)
@@ -266,7 +275,6 @@ def run(args: argparse.Namespace) -> int:
     seen = _Seen()
     forest = stream_forest(seen.watch(records), block_size=args.block_size, skip_invalid=args.skip_invalid, log=log)
     ingest = time.perf_counter() - start
-    g, decode, cal_info = _calibration(args)
     deployment = _deployment(args)
     gpu_numbers = deployment.normalised()
     gpu = Gpu(**gpu_numbers)
@@ -301,13 +309,14 @@ def run(args: argparse.Namespace) -> int:
     )
     target_info |= _target_placement(instance.placement.target, g, seen)
     intensity_info = _intensity(instance, profile_set, args, seen)
-    instance = instance.replace(metadata={**instance.metadata, "target": target_info, "intensity": intensity_info})
+    window_meta = {} if window_info is None else {"recent_window": window_info}
+    instance = instance.replace(metadata={**instance.metadata, "target": target_info, "intensity": intensity_info, **window_meta})
     if args.out is not None:
         write_instance(instance, args.out)
         load_instance(args.out)  # the written file must load back
     report = _report(forest, log, profile_set, instance, cap, cal_info, deployment, ingest, time.perf_counter() - start, args)
     report["time"] = clock.summary()
-    report |= {"target": target_info, "intensity": intensity_info}
+    report |= {"target": target_info, "intensity": intensity_info, **window_meta}
     if args.json:
         print_json(report)
     else:
@@ -363,11 +372,30 @@ class _Seen:
 
     def prefill(self, g: Any) -> np.ndarray:
         """``g(L_i)`` of every request: its time to first token with no cache, no queue and no radio."""
-        lengths = np.frombuffer(self.lengths, dtype=np.intc)
-        out = np.empty(lengths.size)
-        for lo in range(0, lengths.size, PREFILL_CHUNK):  # elementwise: the numbers of one pass, in bounded memory
-            out[lo : lo + PREFILL_CHUNK] = np.asarray(g(lengths[lo : lo + PREFILL_CHUNK].astype(float)), dtype=float)
-        return out
+        return _prefill(g, np.frombuffer(self.lengths, dtype=np.intc))
+
+
+def _prefill(g: Any, lengths: np.ndarray) -> np.ndarray:
+    """``g(L_i)`` of the input lengths ``lengths``, elementwise in chunks (bounded memory)."""
+    out = np.empty(lengths.size)
+    for lo in range(0, lengths.size, PREFILL_CHUNK):
+        out[lo : lo + PREFILL_CHUNK] = np.asarray(g(lengths[lo : lo + PREFILL_CHUNK].astype(float)), dtype=float)
+    return out
+
+
+def _recent(text: str | None, split: float) -> float | str:
+    """``--recent``: a fraction in (0, 1] or ``auto``; by default ``auto`` with ``--split``, else 1."""
+    if text is None:
+        return "auto" if split < 1.0 else 1.0
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--recent must be a fraction in (0, 1] or auto, got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"--recent must lie in (0, 1] (or be auto), got {text!r}")
+    return value
 
 
 PREFILL_CHUNK = 1 << 18  # requests whose g(L_i) is computed at once
@@ -570,6 +598,9 @@ def _render(r: dict[str, Any]) -> str:
             f"{lam['trace_rate_per_s']:.3g} per s; one fallback node would run at {lam['trace_utilisation_per_node']:.2f} "
             "of its c_0 slots at that rate"
         )
+    if "recent_window" in r:
+        w = r["recent_window"]
+        lines.append(f"recent window: built from the last {w['fraction']:g} of the training requests; " + w.get("reason", w["rule"]))
     if not r["instance"]:
         lines.append("instance not written (use --out FILE)")
     return "\n".join(lines)

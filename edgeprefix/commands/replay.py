@@ -375,6 +375,14 @@ def render(r: dict[str, Any], overridden: AbstractSet[str] = frozenset()) -> str
             "   (share of nodes with load >= 1)",
             f"prediction with the replayed part's type mix and lengths: coverage {_f(r['coverage_predicted_replayed_stats'])}, "
             f"mean TTFT {_f(stats.get('mean_ttft'), 3)} s, hit depth {_f(stats.get('hit_depth'), 1)}",
+            *(
+                [
+                    f"mean TTFT over this replay's horizon {_f(r['mean_ttft_predicted_horizon'], 3)} s predicted: the steady state plus "
+                    f"the overloaded nodes' queues growing by {_f(r['mean_wait_growth_predicted'], 4)} s per s (docs/model.md (14.17))"
+                ]
+                if r.get("mean_wait_growth_predicted")
+                else []
+            ),
             f"warm start {r['warm_start']}; measured span {_f(r['measured_service_times'], 1)} mean service times; "
             f"stationary {r['stationary']} (Kendall trend test of the waits over {r['stationarity']['windows']} windows"
             + (f", p = {r['stationarity']['p_value']:.3f})" if r["stationarity"]["p_value"] is not None else ")"),

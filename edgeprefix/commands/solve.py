@@ -498,7 +498,9 @@ def _study_workers_pay(problem: Any, workers: int, budget: int) -> bool:
 def _nodes(problem: Any, result: Result, policy: str, queue_model: str, queue_law: str = "slots") -> dict[str, Any]:
     """``stable`` and the overloaded shares of the best mix (docs/model.md §14.9); ``None`` without one."""
     if not result.mix or not math.isfinite(result.coverage):
-        return {"stable": None, "overloaded_node_share": None, "overloaded_request_share": None}
+        return {"stable": None, "overloaded_node_share": None, "overloaded_request_share": None} | (
+            {"cell_accuracy_region": None} if queue_model == "cell" else {}
+        )
     return node_overload(problem.instance, dict(result.mix), policy, problem.target, queue_model, queue_law)
 
 

@@ -875,6 +875,47 @@ def overload_shares(law: CellLoad, utilization: FloatArray) -> tuple[FloatArray,
     return np.clip(nodes, 0.0, 1.0), np.clip(requests, 0.0, 1.0)
 
 
+def overload_growth(law: CellLoad, utilization: FloatArray) -> FloatArray:
+    """Per active tier, the rate at which overloaded nodes grow the mean wait of the tier's requests,
+    ``E[X (ρ_s X − 1)⁺]`` seconds per second (docs/model.md (14.17)): a node of load ``ρ = ρ_s X > 1`` gets work
+    at ``ρ`` times what its slots serve, so a request arriving ``t`` after the plan starts waits ``(ρ − 1) t``
+    (fluid limit), and it receives requests in proportion to ``X``.  Written as
+    ``ρ_s E[(X − x_0)² + x_0 (X − x_0); X ≥ x_0]``, ``x_0 = 1/ρ_s``, whose partial moments need no cancellation.
+    Same law as :func:`overload_shares`; ``(S,)``."""
+    from scipy.special import gammaincc, ndtr
+
+    rho = np.asarray(utilization, dtype=float)
+    out = np.zeros(rho.shape)
+    busy = rho > 0
+    if not busy.any():
+        return out
+    r = rho[busy]
+    x0 = 1.0 / r
+    sd = np.sqrt(np.maximum(np.asarray(law.variance, dtype=float)[busy], 0.0))
+    gam = np.clip(np.asarray(law.skewness, dtype=float)[busy], 0.0, SKEW_MAX)
+    skewed = (gam > 1e-3) & (sd > 0)  # below, the gamma's partial moments lose digits to its huge shape
+    # normal law: X − x_0 = sd (Z − z_0)
+    safe_sd = np.where(sd > 0, sd, 1.0)
+    z0 = np.where(sd > 0, (x0 - 1.0) / safe_sd, 0.0)
+    phi = np.exp(-0.5 * z0**2) / np.sqrt(2.0 * np.pi)
+    tail = ndtr(-z0)
+    m1 = sd * (phi - z0 * tail)
+    m2 = sd**2 * ((1.0 + z0**2) * tail - z0 * phi)
+    normal = np.where(sd > 0, m2 + x0 * m1, np.maximum(1.0 - x0, 0.0))  # sd = 0: every node at X = 1
+    # Pearson III: X − x_0 = θ (G − g_0), G ~ Gamma(k)
+    safe_gam = np.where(skewed, gam, 1.0)
+    k = 4.0 / safe_gam**2
+    theta = safe_sd * safe_gam / 2.0
+    g0 = (x0 - (1.0 - k * theta)) / theta
+    gc = np.maximum(g0, 0.0)
+    q0, q1, q2 = gammaincc(k, gc), gammaincc(k + 1.0, gc), gammaincc(k + 2.0, gc)
+    e1 = k * q1 - g0 * q0
+    e2 = k * (k + 1.0) * q2 - 2.0 * g0 * k * q1 + g0**2 * q0
+    gamma = theta**2 * e2 + x0 * theta * e1
+    out[busy] = np.maximum(r * np.where(skewed, gamma, normal), 0.0)
+    return out
+
+
 # ------------------------------------------------------------------------------------------
 # Measured accuracy out of sample (docs/model.md §14.10)
 # ------------------------------------------------------------------------------------------

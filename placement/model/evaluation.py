@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import NumericalError, plain
-from edgeprefix.placement.model.cell import CellLoad, NodeLaw, cell_load, cell_node_law, overload_shares
+from edgeprefix.placement.model.cell import CellLoad, NodeLaw, cell_load, cell_node_law, overload_growth, overload_shares
 from edgeprefix.placement.model.cell_gradient import CellGradient, cell_coverage_gradient
 from edgeprefix.placement.model.engine_law import view_tiers
 from edgeprefix.placement.model.evaluation_registry import ROUTER_PREDICTION_REGISTRY
@@ -47,8 +47,10 @@ from edgeprefix.placement.model.pipeline import (  # noqa: F401  (ASSOCIATION_SL
 )
 from edgeprefix.placement.model.queue_laws import TierQueues
 from edgeprefix.placement.model.queueing import RHO_CLIP
-from edgeprefix.placement.model.router_predictions import (  # noqa: F401  (OVERLOAD_TOLERANCE re-exported)
+from edgeprefix.placement.model.router_predictions import (  # noqa: F401  (the tolerances re-exported)
+    MEAN_TTFT_TOLERANCE,
     OVERLOAD_TOLERANCE,
+    REFERENCE_SERVICE_TIMES,
     RouterPrediction,
     meanfield_coverage_pairs,
 )
@@ -279,6 +281,20 @@ class Evaluation:
         under the cell model's node-level load law (eq. (14.3)), whatever the queue model: the mean field's
         every node carries its tier's load only when a router balances the nodes (docs/model.md §14.9)."""
         act = self.active
+        rho, busy, law = self._busy_load_law
+        nodes, requests = np.zeros(rho.size), np.zeros(rho.size)
+        nodes[busy], requests[busy] = overload_shares(law, rho[busy])
+        lam = self.densities[act]
+        served = self.instance.probabilities @ self.association[act].T  # Σ_q p_q A_{s,q}
+        out = float(lam @ nodes / lam.sum()), float(served @ requests)
+        if not all(np.isfinite(out)):
+            raise NumericalError(f"overloaded shares: computed {out!r} (docs/model.md §20)")
+        return out
+
+    @cached_property
+    def _busy_load_law(self) -> tuple[FloatArray, npt.NDArray[np.bool_], Any]:
+        """The active tiers' ``ρ_s``, which of them receive work, and the node-level load law of those."""
+        act = self.active
         rho = self.utilization[act]
         busy = rho > 0  # a tier that receives no work has no load law and overloads no node
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -292,19 +308,50 @@ class Evaluation:
                     self.instance.network.request_intensity * self.instance.probabilities[None, :] * self.instance.service_time[act][busy],
                 )
             )
-        nodes, requests = np.zeros(rho.size), np.zeros(rho.size)
-        nodes[busy], requests[busy] = overload_shares(law, rho[busy])
-        lam = self.densities[act]
-        served = self.instance.probabilities @ self.association[act].T  # Σ_q p_q A_{s,q}
-        out = float(lam @ nodes / lam.sum()), float(served @ requests)
-        if not all(np.isfinite(out)):
-            raise NumericalError(f"overloaded shares: computed {out!r} (docs/model.md §20)")
+        return rho, busy, law
+
+    @cached_property
+    def overload_wait_growth(self) -> float:
+        """``κ``, seconds of mean wait per second (docs/model.md (14.17)): under the cell law the overloaded
+        nodes' queues grow, and the mean wait over all requests arriving ``t`` after the plan starts grows by
+        ``κ t``, ``κ = Σ_s (Σ_q p_q A_{s,q}) E[X (ρ_s X − 1)⁺]`` (0 when every tier is unstable anyway: no
+        steady state to add to)."""
+        act = self.active
+        rho, busy, law = self._busy_load_law
+        growth = np.zeros(rho.size)
+        if busy.any():
+            growth[busy] = overload_growth(law, rho[busy])
+        served = self.instance.probabilities @ self.association[act].T
+        out = float(served @ growth)
+        if not np.isfinite(out):
+            raise NumericalError(f"overloaded nodes' wait growth: computed {out!r} (docs/model.md §20)")
         return out
+
+    @property
+    def reference_horizon(self) -> float:
+        """``H_ref``: :data:`REFERENCE_SERVICE_TIMES` request-weighted mean service times, the shortest span a
+        steady state is measured over (docs/model.md (14.18), (17.17))."""
+        act = self.active
+        served = self.instance.probabilities @ self.association[act].T
+        mean_service = float(served @ np.where(served > 0, self.mean_service[act], 0.0) / max(served.sum(), 1e-300))
+        return REFERENCE_SERVICE_TIMES * mean_service
+
+    @property
+    def mean_ttft_horizon(self) -> float:
+        """``H* = 2 ε T̄ / κ``: the horizon over which the overloaded nodes' growing queues add at most
+        ``ε =`` :data:`MEAN_TTFT_TOLERANCE` of the steady-state mean TTFT to it (mean of ``κ t`` over
+        ``[0, H]`` is ``κ H / 2``; docs/model.md (14.18)); ``inf`` without overloaded nodes."""
+        kappa, ttft = self.overload_wait_growth, self.mean_ttft
+        if not np.isfinite(ttft):
+            return 0.0
+        return float("inf") if kappa <= 0 else 2.0 * MEAN_TTFT_TOLERANCE * ttft / kappa
 
     @property
     def stable_on_nodes(self) -> bool:
         """What ``stable`` reports: every tier has ``ρ_s < 1`` and, under the cell model (the tier rule, whose
-        node loads the law describes), at most :data:`OVERLOAD_TOLERANCE` of the nodes overload."""
+        node loads the law describes), at most :data:`OVERLOAD_TOLERANCE` of the nodes overload and their growing
+        queues move the mean TTFT by at most :data:`MEAN_TTFT_TOLERANCE` over :data:`REFERENCE_SERVICE_TIMES` mean
+        service times (docs/model.md (14.18))."""
         if not self.stable:
             return False
         return self.router_prediction.stable_on_nodes(self)
@@ -434,6 +481,9 @@ class Evaluation:
                 "stable": self.stable_on_nodes if converged else self.stable,
                 "overloaded_node_share": self.overloaded_shares[0] if converged else None,  # no operating point
                 "overloaded_request_share": self.overloaded_shares[1] if converged else None,
+                "mean_wait_growth": self.overload_wait_growth if converged else None,  # (14.17)
+                "mean_ttft_horizon_s": num(self.mean_ttft_horizon) if converged else None,  # (14.18); null: no overload
+                "reference_horizon_s": num(self.reference_horizon) if converged else None,
                 "capacity_condition": self.capacity_condition,
                 "fixed_point": {
                     "converged": True if fp is None else fp.converged,

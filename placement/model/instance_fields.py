@@ -564,6 +564,17 @@ FORMAT = Field(
                                 items=Field("", "number", extra={"minimum": 0}),
                                 extra={"minItems": 1},
                             ),
+                            Field(
+                                "edges",
+                                "array",
+                                doc="Input lengths between consecutive sub-types' bins, one fewer than input, increasing: "
+                                "sub-type k holds edges[k-1] <= L < edges[k], and a replayed request takes the sub-type whose "
+                                "bin holds its length (docs/model.md (2.8); written by edgeprefix profiles). Absent: the "
+                                "sub-type of nearest length.",
+                                unit="tokens",
+                                symbol="e_{q,k}",
+                                items=Field("", "number"),
+                            ),
                         ),
                     ),
                 ),

@@ -72,6 +72,18 @@ def expand_type(where: str, request: RequestType, data: Any) -> tuple[RequestTyp
     _check_mean(f"{where}.length", request.length, inputs, w, "lengths.input")
     if "decode" in data:
         _check_mean(f"{where}.decode", request.decode, decodes, w, "lengths.decode")
+    bins: list[tuple[float, float] | None] = [None] * n
+    if "edges" in data:
+        edges = _numbers(f"{where}.lengths.edges", data["edges"]) if n > 1 else ()
+        if n > 1 and len(edges) != n - 1:
+            raise InstanceError(f"{where}.lengths.edges", f"must have one entry between consecutive sub-types ({n - 1}), got {len(edges)}")
+        bounds = (-np.inf, *edges, np.inf)
+        if any(not bounds[k] <= inputs[k] < bounds[k + 1] for k in range(n)):
+            raise InstanceError(
+                f"{where}.lengths.edges",
+                f"must be increasing with each input length inside its bin, edges[k-1] <= input[k] < edges[k]; got edges {list(edges)[:8]!r}",
+            )
+        bins = [(float(bounds[k]), float(bounds[k + 1])) for k in range(n)]
     return tuple(
         RequestType(
             id=f"{request.id}{SEPARATOR}{k + 1}",
@@ -82,6 +94,7 @@ def expand_type(where: str, request: RequestType, data: Any) -> tuple[RequestTyp
             group=request.id,
             share=float(w[k]),
             group_probability=request.probability,
+            bin=bins[k],
         )
         for k in range(n)
     )
@@ -101,13 +114,15 @@ def lengths_entry(subtypes: Sequence[RequestType]) -> dict[str, Any]:
     decodes = [q.decode for q in subtypes]
     first = subtypes[0]
     assert first.group is not None
+    uppers = [q.bin[1] for q in subtypes if q.bin is not None]  # the bins' edges when every sub-type has its bin
+    edges = uppers[:-1]
     return {
         "id": first.group,
         "probability": float(total),
         "length": float(np.dot(w, inputs)),
         "decode": float(np.dot(w, decodes)),
         "path": list(first.path),
-        "lengths": {"input": inputs, "decode": decodes, "weight": w.tolist()},
+        "lengths": {"input": inputs, "decode": decodes, "weight": w.tolist()} | ({"edges": edges} if len(uppers) == len(subtypes) else {}),
     }
 
 
@@ -176,7 +191,8 @@ def length_bins(
     *,
     iterations: int = 100,
     edges: npt.ArrayLike = (),
-) -> tuple[FloatArray, FloatArray, FloatArray]:
+    return_edges: bool = False,
+) -> tuple[FloatArray, ...]:
     """At most ``parts`` contiguous bins of the weighted ``values`` that minimise the weighted
     within-bin variance (1-D k-means: Lloyd's iteration from equal-weight quantile bins), each
     represented by its conditional mean, with the conditional mean of ``paired`` in the same bins.
@@ -186,7 +202,9 @@ def length_bins(
     mean is kept.  ``edges``: lengths no bin may straddle — a bin holding values on both sides of an
     edge is split there (a value equal to an edge goes above it), so at most ``parts + len(edges)``
     bins (the threshold lengths of the target, (2.10)).  Returns ``(means, paired_means, bin
-    weights)``; empty bins are dropped.
+    weights)``; empty bins are dropped.  ``return_edges``: also the ``K − 1`` lengths between consecutive bins
+    (bin ``k`` holds ``edge_{k−1} ≤ x < edge_k``): a threshold of ``edges`` where one separates them, else the
+    midpoint between the last value of one bin and the first of the next (docs/model.md (2.8)).
     """
     x = np.asarray(values, dtype=float)
     wt = np.asarray(weights, dtype=float)
@@ -223,18 +241,32 @@ def length_bins(
     keep = mass > 0
     mean_x = np.bincount(bin_of, weights=wt * x)[keep] / mass[keep]
     mean_y = np.bincount(bin_of, weights=wt * y)[keep] / mass[keep]
-    return mean_x, mean_y, mass[keep] / mass.sum()
+    if not return_edges:
+        return mean_x, mean_y, mass[keep] / mass.sum()
+    starts = np.flatnonzero(np.diff(bin_of)) + 1  # x is sorted and the bins contiguous: where each next bin starts
+    below, above = x[starts - 1], x[starts]
+    between = 0.5 * (below + above)
+    if cuts.size:  # the largest threshold in (below, above], when one separates the two bins
+        j = np.searchsorted(cuts, above, side="right") - 1
+        hit = (j >= 0) & (cuts[np.maximum(j, 0)] > below)
+        between = np.where(hit, cuts[np.maximum(j, 0)], between)
+    return mean_x, mean_y, mass[keep] / mass.sum(), between
 
 
 def replace_lengths(
-    request: RequestType, inputs: Sequence[float] | FloatArray, decodes: Sequence[float] | FloatArray, weights: Sequence[float] | FloatArray
+    request: RequestType,
+    inputs: Sequence[float] | FloatArray,
+    decodes: Sequence[float] | FloatArray,
+    weights: Sequence[float] | FloatArray,
+    edges: Sequence[float] | FloatArray | None = None,
 ) -> tuple[RequestType, ...]:
     """Sub-types of a declared (scalar) ``request`` with the given lengths (one sub-type gives the
-    declared type back unchanged)."""
+    declared type back unchanged); ``edges``: the ``K − 1`` lengths between their bins (``RequestType.bin``)."""
     if len(inputs) == 1:
         return (replace(request, length=float(inputs[0]), decode=float(decodes[0])),)
     w = np.asarray(weights, dtype=float)
     w = w / w.sum()
+    bounds = None if edges is None else (-np.inf, *(float(e) for e in edges), np.inf)
     return tuple(
         replace(
             request,
@@ -245,6 +277,7 @@ def replace_lengths(
             group=request.id,
             share=float(w[k]),
             group_probability=request.probability,
+            bin=None if bounds is None else (float(bounds[k]), float(bounds[k + 1])),
         )
         for k in range(len(inputs))
     )

@@ -64,6 +64,9 @@ class RequestType:
     share : ``w_k``, the sub-type's share of its declared type's requests (1 without ``group``).
     group_probability : ``p_q`` of the declared type (``None`` without ``group``), so that a file
         round-trips exactly.
+    bin : ``(lower, upper)`` input lengths of the sub-type's bin, ``lower ≤ L < upper`` (``±inf`` at the
+        ends; docs/model.md (2.8)), ``None`` when the file gives no ``lengths.edges`` (a replayed request
+        then takes the sub-type of nearest length).
     """
 
     id: str
@@ -74,6 +77,7 @@ class RequestType:
     group: str | None = None
     share: float = 1.0
     group_probability: float | None = None
+    bin: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

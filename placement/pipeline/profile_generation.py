@@ -256,6 +256,8 @@ class TypeGroups:
     decode: FloatArray
     # per type, its length sub-types (input means, decode means, weights) when binned (docs/model.md §2.3)
     bins: tuple[tuple[FloatArray, FloatArray, FloatArray], ...] | None = None
+    # per type, the input lengths between its bins (docs/model.md (2.8)) when binned
+    bin_edges: tuple[FloatArray, ...] | None = None
 
 
 def _leaf_columns(forest: RadixForest, leaves: np.ndarray) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -344,16 +346,26 @@ def request_types(
         lengths = np.array(quantiles)
     outputs = np.bincount(inverse, weights=forest.end_output_sum[leaves]) / n
     bins: list[tuple[FloatArray, FloatArray, FloatArray]] | None = None
+    between_bins: list[FloatArray] = []
     if length_bins is not None and length_bins > 1:
         bins = []
         for k in range(vertices.size):
             edges = () if length_threshold is None else length_threshold + _hit_depths(forest, keep, int(vertices[k]))
             mine = leaves if vertices.size == 1 else leaves[inverse == k]  # one type holds every leaf: no mask
             weight, length, leaf_output = _leaf_columns(forest, mine)
-            inp, out, w = bin_lengths(length, weight, length_bins, leaf_output, edges=edges)
+            inp, out, w, between = bin_lengths(length, weight, length_bins, leaf_output, edges=edges, return_edges=True)
             bins.append((inp, out * decode_per_token, w))
+            between_bins.append(between)
     retained = tuple(int(u) if u < forest.n_vertices else -1 for u in vertices)  # "no retained vertex" last
-    return TypeGroups(retained, probability, lengths, outputs, outputs * decode_per_token, None if bins is None else tuple(bins))
+    return TypeGroups(
+        retained,
+        probability,
+        lengths,
+        outputs,
+        outputs * decode_per_token,
+        None if bins is None else tuple(bins),
+        None if bins is None else tuple(between_bins),
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -422,7 +434,11 @@ def assemble(
     requests = (
         declared
         if types.bins is None
-        else tuple(sub for q, (inp, dec, w) in zip(declared, types.bins) for sub in replace_lengths(q, inp, dec, w))
+        else tuple(
+            sub
+            for q, (inp, dec, w), e in zip(declared, types.bins, types.bin_edges or (None,) * len(types.bins))
+            for sub in replace_lengths(q, inp, dec, w, e)
+        )
     )
     profiles = tuple(Profile(name, tuple(ids[v] for v in sorted(s))) for name, s in named)
     return prefixes, requests, profiles, types

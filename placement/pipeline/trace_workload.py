@@ -78,7 +78,7 @@ class BlockCatalogue:
     default_type: int
     has_uncached_type: bool
     # length sub-types (docs/model.md §2.3): per declared type with several, its sub-type columns by
-    # increasing L and the midpoints between their lengths; a request takes the nearest sub-type
+    # increasing L and the lengths between them (the bin edges, else the midpoints: the nearest sub-type)
     length_split: tuple[tuple[IntArray, FloatArray], ...] = field(default=(), repr=False)
     group_of: IntArray | None = field(default=None, repr=False)
 
@@ -230,8 +230,10 @@ def block_catalogue(instance: Instance, block_size: int = DEFAULT_BLOCK_SIZE) ->
 
 
 def length_split(instance: Instance) -> tuple[tuple[tuple[IntArray, FloatArray], ...], IntArray | None]:
-    """Per declared type with length sub-types: its columns by increasing ``L`` and the midpoints
-    between consecutive lengths, and the group of every column (``None`` without sub-types)."""
+    """Per declared type with length sub-types: its columns by increasing ``L`` and the lengths between
+    consecutive ones — the bin edges the instance carries (``lengths.edges``, docs/model.md (2.8)), else the
+    midpoints between the sub-types' lengths (the nearest one) — and the group of every column (``None``
+    without sub-types)."""
     groups = type_groups(instance.requests)
     if not groups.resolved:
         return (), None
@@ -240,12 +242,18 @@ def length_split(instance: Instance) -> tuple[tuple[tuple[IntArray, FloatArray],
     for j in range(len(groups.ids)):
         cols = np.flatnonzero(groups.index == j)
         cols = cols[np.argsort(lengths[cols], kind="stable")]
-        out.append((cols.astype(np.int64), 0.5 * (lengths[cols][1:] + lengths[cols][:-1])))
+        uppers = [b[1] for b in (instance.requests[c].bin for c in cols) if b is not None]
+        if len(uppers) == cols.size:  # every sub-type carries its bin (lengths.edges)
+            between = np.array(uppers[:-1], dtype=float)
+        else:
+            between = 0.5 * (lengths[cols][1:] + lengths[cols][:-1])
+        out.append((cols.astype(np.int64), between))
     return tuple(out), groups.index.astype(np.int64)
 
 
 def assign_subtypes(kind: IntArray, length: FloatArray, catalogue: BlockCatalogue) -> IntArray:
-    """Each request's sub-type within its declared type: the one of nearest input length."""
+    """Each request's sub-type within its declared type: the one whose bin holds its input length (the
+    instance's ``lengths.edges``), else the one of nearest input length (docs/model.md (2.8))."""
     if catalogue.group_of is None:
         return kind
     out = kind.copy()

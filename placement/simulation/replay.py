@@ -35,6 +35,7 @@ from edgeprefix.placement.model.instance import Instance
 from edgeprefix.placement.model.policies import check_policy
 from edgeprefix.placement.model.ranges import check_simulated_slots
 from edgeprefix.placement.model.router import PREDICTION_ROUTERS
+from edgeprefix.placement.model.router_predictions import REFERENCE_SERVICE_TIMES
 from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.pipeline.trace_workload import TraceWorkload
 from edgeprefix.placement.progress import progress_bar
@@ -57,7 +58,7 @@ DEFAULT_WARMUP = 0.1
 WARM_STARTS = ("none", "train", "resample")
 STATIONARITY_WINDOWS = 10  # windows of the measured requests for the trend test on waits
 STATIONARITY_LEVEL = 0.05  # two-sided level of the Kendall trend test
-SHORT_SPAN = 10.0  # mean service times a measured span should cover
+SHORT_SPAN = REFERENCE_SERVICE_TIMES  # mean service times a measured span should cover (docs/model.md (17.17), (14.18))
 _CHUNK = 8192  # requests whose candidate tables are built at once (online router)
 
 
@@ -529,10 +530,26 @@ class ReplayResult:
             "measured_service_times": span_services if np.isfinite(span_services) else None,
             "overloaded_node_share_replayed": float(np.mean(loads >= 1.0)) if np.all(np.isfinite(loads)) else None,
             "overloaded_node_share_predicted": ev.overloaded_shares[0],
+            **self.horizon_prediction(),
             # with epochs every window has its own prediction (epoch rows): no single replayed-statistics one
             "coverage_predicted_replayed_stats": None if self.scheduled else self.replayed_stats_prediction()["coverage"],
             "prediction_replayed_stats": None if self.scheduled else self.replayed_stats_prediction(),
             "warnings": warnings,
+        }
+
+    def horizon_prediction(self) -> dict[str, float | None]:
+        """The mean TTFT over this replay's own horizon (docs/model.md (14.17)): the steady state plus the growth of
+        the overloaded nodes' queues, ``T̄ + κ t̄``, ``t̄`` the measured requests' mean time since the replay began
+        (the warm part's first arrival, when its queues were empty).  ``κ`` is the cell law's, so only for the
+        tier rule (the cell model's prediction); the online router balances the nodes (``κ = 0``).  Not given for
+        the from-empty replay (its steady-state part is itself a transient) or with epochs."""
+        ev = self.prediction
+        if self.spec.warm_start == "none" or self.scheduled or not self.requests or not np.isfinite(ev.mean_ttft):
+            return {"mean_wait_growth_predicted": None, "mean_ttft_predicted_horizon": None}
+        kappa = ev.overload_wait_growth if ev.queue_model == "cell" else 0.0
+        return {
+            "mean_wait_growth_predicted": kappa,
+            "mean_ttft_predicted_horizon": float(ev.mean_ttft + kappa * float(np.mean(self.time))),
         }
 
     def replayed_stats_prediction(self) -> dict[str, float | None]:

@@ -13,6 +13,7 @@ Built on :func:`edgeprefix.placement.simulation.replay.replay` (docs/model.md §
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
@@ -99,9 +100,9 @@ class ReplayReport:
         out["measured_service_times"] = float(np.mean(spans)) if spans else None
         out["stationary"] = all(bool(row.get("stationary")) for row in rows)
         out["stationary_replications"] = sum(bool(row.get("stationary")) for row in rows)
-        kinds: dict[str, str] = {}  # one warning of each kind (the first replication's numbers)
+        kinds: dict[str, str] = {}  # one warning of each kind (the first replication's numbers): its text without numbers
         for w in (w for row in rows for w in row.get("warnings", [])):
-            kinds.setdefault(w[:24], w)
+            kinds.setdefault(re.sub(r"[0-9.]+", "#", w), w)
         out["warnings"] = list(kinds.values())
         if "epochs" in out:
             out["epochs"] = [

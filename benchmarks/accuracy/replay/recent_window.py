@@ -1,7 +1,7 @@
 """Can the planner see the drift from its training half alone?  A recent-window forecast, chosen out of sample.
 
 Run ``python -m edgeprefix.benchmarks.accuracy.replay.recent_window [--traces mooncake,phased,stationary]
-[--windows 1,0.5,0.25,0.125] [--variants 16t] [--replications 3] [--nodes 50] [--budget 60]``.
+[--windows 1,0.5,0.25,0.125] [--variants 16t] [--replications 3] [--nodes 50] [--budget 60] [--auto-only]``.
 
 The pipeline is that of :mod:`edgeprefix.benchmarks.accuracy.replay.replay_steady` (``profiles --split 0.5`` with
 its length sub-types, ``solve --method gradient`` at ``Λ₀/2`` and ``Λ₀`` for the tier and online routers, the second
@@ -16,6 +16,10 @@ training requests only (``F = 1``: all of them, no forecast).  Per trace (docs/m
    last ``F`` of its first half, its second half replayed warm); score = cases with coverage within
    ``max(0.02, 3 SE)`` + stable cases with mean TTFT within 10 %; the largest ``F`` of the best score is chosen;
 3. the test half at the chosen ``F`` and at ``F = 1`` (reported only, never used to choose).
+
+Alongside, the cheap rule that ``profiles --recent auto`` applies (docs/model.md (17.24): the largest ``F``
+whose forecast of the check part's ``E g(L_i)`` is within 1.96 batch-means SE; no replay), so the two choices
+can be compared; ``--auto-only`` prints only the forecasts and that choice.
 
 ``--variants`` adds the length sub-types to the choice: ``K`` quantile bins (``8``) or ``K`` bins split at the
 target's threshold lengths (``8t``, ``profiles --bin-edges-at-target``, docs/model.md (2.10)); every
@@ -40,6 +44,7 @@ from edgeprefix.benchmarks.accuracy.replay.replay_steady import cases, table
 from edgeprefix.benchmarks.accuracy.replay.replay_study import phased_records
 from edgeprefix.benchmarks.datasets import MOONCAKE_TRACE
 from edgeprefix.placement.pipeline.calibration import DEFAULT_PREFILL
+from edgeprefix.placement.pipeline.recent_window import choose_window
 from edgeprefix.placement.pipeline.trace_workload import split_index
 from edgeprefix.placement.pipeline.traces import TraceRecord, read_trace, synthetic_records
 
@@ -107,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--replications", type=int, default=3)
     parser.add_argument("--nodes", type=float, default=50.0)
     parser.add_argument("--budget", type=int, default=60)
+    parser.add_argument(
+        "--auto-only", action="store_true", help="print only the forecasts and the choice of profiles --recent auto (no replays)"
+    )
     args = parser.parse_args(argv)
     windows = sorted({float(f) for f in args.windows.split(",")}, reverse=True)
     if not windows or windows[0] > 1 or windows[-1] <= 0:
@@ -124,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         records = trace_records(name)
         cut = split_index(len(records), 0.5)
         print(f"## {name}: {len(records)} requests\n\n{prefill_table(records, windows)}\n", flush=True)
+        auto = choose_window(DEFAULT_PREFILL(np.array([r.input_length for r in records[:cut]], dtype=float)), windows)
+        print(f"the rule of profiles --recent auto (docs/model.md (17.24)), training half alone: {auto.reason}\n", flush=True)
+        if args.auto_only:
+            continue
         scores = {}
         for v in variants:
             for f in windows:
