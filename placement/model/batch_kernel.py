@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.model.association import _phi
 from edgeprefix.placement.model.spatial import AnalyticKernel
 
 FloatArray = npt.NDArray[np.float64]
@@ -217,23 +216,57 @@ class Alpha2Batch:
         first = np.cumsum(counts) - counts
         k = rank.ravel()[pair] + (np.arange(pair.size) - first[pair])
         at = k * m_count + pair // s_count  # flat index of (k, m) in the (K, M) arrays
-        seg_hi = np.empty_like(seg.bs)
-        seg_hi[:-1] = seg.bs[1:]
-        seg_hi[-1] = np.inf
-        lo = seg.bs.ravel()[at]  # = max(bs_k, b_s) on every listed piece
-        top = upper.ravel()[pair]
-        d = np.maximum(np.minimum(seg_hi.ravel()[at], top) - lo, 0.0)
-        k1 = seg.rate.ravel()[at]
-        part1 = np.exp(-seg.g_at).ravel()[at] * -np.expm1(-k1 * d) / k1  # k1 = G' > 0 on every listed piece
-        t = tilt.transpose(0, 2, 1).ravel()[pair]
-        k2 = k1 - t
-        e0_2 = -seg.g_at.ravel()[at] - t * np.maximum(top - lo, 0.0)
-        part2 = np.exp(np.maximum(e0_2, e0_2 - k2 * d)) * d * _phi(np.abs(k2) * d)
+        # every listed piece has b_s ≤ lo = bs_k < top = b_s + u_cut and bs_k ≤ bs_{k+1}, so its length and
+        # ``top − lo`` are ≥ 0 without clipping; the arithmetic is that of ``truncated_alpha2``, in place
+        lo = np.take(seg.bs, at)
+        top = np.take(upper, pair)
+        d = np.take(seg.bs, at + m_count, mode="clip")  # bs_{k+1} (the last segment is unbounded: below)
+        d[k == s_count - 1] = np.inf
+        np.minimum(d, top, out=d)
+        d -= lo
+        k1 = np.take(seg.rate, at)
+        g0 = np.take(seg.g_at, at)
+        part1 = np.negative(g0)
+        np.exp(part1, out=part1)
+        x = np.multiply(k1, d)
+        np.negative(x, out=x)
+        np.expm1(x, out=x)
+        part1 *= x
+        np.negative(part1, out=part1)
+        part1 /= k1  # k1 = G' > 0 on every listed piece
+        t = np.take(tilt.transpose(0, 2, 1).ravel(), pair)
+        k2 = np.subtract(k1, t, out=k1)
+        e0_2 = np.subtract(top, lo, out=top)
+        e0_2 *= t
+        np.negative(g0, out=g0)
+        np.subtract(g0, e0_2, out=e0_2)
+        part2 = np.multiply(k2, d, out=lo)
+        np.subtract(e0_2, part2, out=part2)
+        np.maximum(e0_2, part2, out=part2)
+        np.exp(part2, out=part2)
+        part2 *= d
+        np.abs(k2, out=k2)
+        k2 *= d
+        part2 *= _phi_in_place(k2)
         size = m_count * s_count
         scale = np.repeat(self.weight, q, axis=0)  # π λ_s, (M, S)
         p1 = (scale * np.bincount(pair, weights=part1, minlength=size).reshape(m_count, s_count)).reshape(n, q, s_count)
         p2 = (scale * np.bincount(pair, weights=part2, minlength=size).reshape(m_count, s_count)).reshape(n, q, s_count)
         return p1.transpose(0, 2, 1), p2.transpose(0, 2, 1)
+
+
+def _phi_in_place(x: FloatArray) -> FloatArray:
+    """``(1 − e^{−x}) / x`` for ``x ≥ 0`` with the limit ``1 − x/2`` below 1e-8, the numbers of
+    :func:`~edgeprefix.placement.model.association._phi` (``x`` is left unchanged, one new array)."""
+    small = x < 1e-8
+    out = np.negative(x)
+    np.expm1(out, out=out)
+    np.negative(out, out=out)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.divide(out, x, out=out)
+    if small.any():
+        out[small] = 1.0 - 0.5 * x[small]
+    return out
 
 
 @dataclass(frozen=True)
