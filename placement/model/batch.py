@@ -137,8 +137,14 @@ class _Batch:
         )
 
     def cost_offsets(self, bias: FloatArray) -> FloatArray:
-        """``b = β/ξ`` ``(B, S, Q)`` with inactive tiers moved past every active breakpoint and cut."""
-        b = bias / self.instance.network.radio_scale
+        """``b = β/ξ`` ``(B, S, Q)`` with inactive tiers moved past every active breakpoint and cut.
+
+        The array is stored types-major (a ``(B, Q, S)`` block seen as ``(B, S, Q)``), the layout in which the
+        kernel sorts each type's breakpoints, so that no copy is made there.
+        """
+        n, s, q = bias.shape
+        b = np.empty((n, q, s)).transpose(0, 2, 1)
+        np.divide(bias, self.instance.network.radio_scale, out=b)
         inactive = ~self.active
         if inactive.any():  # beyond the largest breakpoint of the mix (active or not: all are finite)
             far = b.reshape(len(b), -1).max(axis=1) + self.reach
@@ -169,7 +175,8 @@ class _Batch:
         """``F(v)`` ``(B, S)`` (0 on inactive tiers), the association at ``W = e^v − w₀`` and its lifted loads
         (:meth:`lifted_loads`, which :meth:`jacobian` reuses at the same point)."""
         w = np.exp(np.minimum(v, self.v_max(shift))) - shift[:, None]  # the robust solver's cap (docs/model.md (7.9))
-        a_q = self.spatial.association(self.cost_offsets(self.instance.first_token_time[None] + w[:, :, None]))
+        bias = (self.instance.first_token_time.T[None] + w[:, None, :]).transpose(0, 2, 1)  # g + W, types-major
+        a_q = self.spatial.association(self.cost_offsets(bias))
         loads = _Loads(*self.lifted_loads(a_q))
         work = unlift(loads.work, loads.k)
         tw = np.maximum(advertised_wait(work, self.servers, loads.mean_service, rho_clip), 0.0) + shift[:, None]
