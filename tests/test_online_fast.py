@@ -149,3 +149,26 @@ def test_start_counts_give_the_departure_heaps_choices(monkeypatch):
     assert (counted.wait > 0).mean() > 0.01
     for name in FIELDS:
         assert np.array_equal(getattr(counted, name), getattr(heaps, name), equal_nan=True), name
+
+
+def test_remembered_draws_give_the_fresh_draws_and_generator_state(monkeypatch):
+    from edgeprefix.placement.simulation import network
+
+    instance = default_instance().with_network(request_intensity=2.0)
+    router = ROUTERS[0]
+    network.forget_draws()
+    first_rng, second_rng = np.random.default_rng(11), np.random.default_rng(11)
+    first = simulate_network(instance, None, router, SPEC, seed=first_rng)
+    second = simulate_network(instance, None, router, SPEC, seed=second_rng)  # same state: the remembered draw
+    assert second.layout is first.layout
+    with monkeypatch.context() as patch:
+        patch.setattr(network, "REMEMBER_DRAWS", False)
+        fresh_rng = np.random.default_rng(11)
+        fresh = simulate_network(instance, None, router, SPEC, seed=fresh_rng)
+    for name in FIELDS:
+        assert np.array_equal(getattr(second, name), getattr(fresh, name), equal_nan=True), name
+    assert second_rng.bit_generator.state == fresh_rng.bit_generator.state == first_rng.bit_generator.state
+    assert second_rng.random() == fresh_rng.random()
+    other = simulate_network(instance.with_network(request_intensity=2.0), None, router, SPEC, seed=12)
+    assert other.layout is not first.layout  # another instance object and seed: drawn afresh
+    network.forget_draws()
