@@ -169,6 +169,8 @@ def test_remembered_draws_give_the_fresh_draws_and_generator_state(monkeypatch):
         assert np.array_equal(getattr(second, name), getattr(fresh, name), equal_nan=True), name
     assert second_rng.bit_generator.state == fresh_rng.bit_generator.state == first_rng.bit_generator.state
     assert second_rng.random() == fresh_rng.random()
-    other = simulate_network(instance.with_network(request_intensity=2.0), None, router, SPEC, seed=12)
-    assert other.layout is not first.layout  # another instance object and seed: drawn afresh
+    equal = simulate_network(instance.with_network(request_intensity=2.0), None, router, SPEC, seed=11)
+    assert equal.layout is first.layout  # an equal instance (another object) from the same state
+    other = simulate_network(instance.with_network(request_intensity=2.5), None, router, SPEC, seed=11)
+    assert other.layout is not first.layout and other.requests != first.requests  # another Λ: drawn afresh
     network.forget_draws()

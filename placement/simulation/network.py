@@ -274,9 +274,10 @@ _draws: list[tuple[object, FloatArray | None, SimulationSpec, dict[str, object],
 
 def _drawn(instance, mix, spec: SimulationSpec, rng: np.random.Generator) -> tuple[Layout, _Requests]:
     """The network and the requests that ``rng`` draws (:func:`~edgeprefix.placement.simulation.layout.sample_layout`,
-    :func:`_sample_requests`), the same objects again for a run of the same instance, mix and spec from the same
-    generator state: the policies of ``validate`` and its online router run on common random numbers, so they draw
-    the same network and requests.  The generator is left in the state the draw leaves it in; the arrays are read-only.
+    :func:`_sample_requests`), the same objects again for a run of an equal instance (its declared fields, from
+    which every derived array follows), mix and spec from the same generator state: the policies of ``validate``
+    and its online router run on common random numbers, so they draw the same network and requests.  The
+    generator is left in the state the draw leaves it in; the arrays are read-only.
     """
     duration = spec.warmup + spec.horizon
     if not REMEMBER_DRAWS:
@@ -286,7 +287,7 @@ def _drawn(instance, mix, spec: SimulationSpec, rng: np.random.Generator) -> tup
     pi = None if mix is None else np.array(instance.mix_vector(mix), dtype=float)
     for i, (inst, kept_pi, kept_spec, before, after, layout, req) in enumerate(_draws):
         same_mix = (pi is None and kept_pi is None) or (pi is not None and kept_pi is not None and np.array_equal(pi, kept_pi))
-        if inst is instance and same_mix and kept_spec == spec and before == state:
+        if (inst is instance or inst == instance) and same_mix and kept_spec == spec and before == state:
             rng.bit_generator.state = after
             _draws.append(_draws.pop(i))
             return layout, req
