@@ -106,8 +106,12 @@ class _Segments:
 
     def tails(self) -> FloatArray:
         """``T_{s} = ∫_{b_s}^∞ e^{−G(y)} dy`` ``(M, S)``: suffix sums of the segments' exact integrals."""
-        part = np.exp(-self.g_at)
-        part[:-1] *= -np.expm1(-self.rise)
+        part = np.negative(self.g_at)  # e^{−G(bs_k)} (1 − e^{−rise_k}) / G'_k, in place
+        np.exp(part, out=part)
+        drop = np.negative(self.rise)
+        np.expm1(drop, out=drop)
+        np.negative(drop, out=drop)
+        part[:-1] *= drop
         part /= self.rate
         return self.unsort(_cumsum_rows(part, reverse=True))
 
@@ -158,7 +162,9 @@ class Alpha2Batch:
 
     def association(self, b: FloatArray) -> FloatArray:
         """``A`` ``(B, S, Q)`` from the cost offsets ``b`` ``(B, S, Q)``."""
-        return self.weight[:, :, None] * self._tails(b)
+        tails = self._tails(b)
+        tails *= self.weight[:, :, None]
+        return tails
 
     def association_and_contractions(
         self, b: FloatArray | None, association: FloatArray | None = None
@@ -167,9 +173,12 @@ class Alpha2Batch:
         if association is None:
             assert b is not None
             tails = np.ascontiguousarray(self._tails(b))  # (B, S, Q)
-        else:  # T = A / (π λ_s); an inactive tier's T never counts (its weight is 0)
+        else:  # T = A / (π λ_s) in the (B, S, Q) layout the minima read; an inactive tier's T never counts (its weight is 0)
             w = self.weight[:, :, None]
-            tails = np.where(w > 0, association / np.where(w > 0, w, 1.0), 0.0)
+            tails = np.ascontiguousarray(association)
+            tails = np.divide(tails, np.where(w > 0, w, 1.0), out=tails if tails is not association else None)
+            if not np.all(w > 0):
+                tails = np.where(w > 0, tails, 0.0)
         n, s_count, q = tails.shape
         weights = np.stack([np.broadcast_to(self.probabilities, self.work_weights.shape), self.work_weights], axis=-1)  # (S, Q, 2)
         group = max(1, CACHE_ELEMENTS // (s_count * s_count * q))  # mixes whose (S, T, Q) minima stay in cache
@@ -182,7 +191,7 @@ class Alpha2Batch:
         cross_p, cross_w = both[..., 0], both[..., 1]
         pair = self.weight[:, :, None] * self.weight[:, None, :]
         k_p, k_w = _contract(pair * cross_p, pair * cross_w)
-        return self.weight[:, :, None] * tails, k_p, k_w
+        return (self.weight[:, :, None] * tails if association is None else association), k_p, k_w
 
     def truncated(self, b: FloatArray, u_cut: FloatArray, tilt: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``P1``, ``P2`` ``(B, S, Q)`` of :func:`~edgeprefix.placement.association.truncated_alpha2`, over the non-empty pieces.
