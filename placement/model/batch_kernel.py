@@ -45,18 +45,21 @@ def _unfold(x: FloatArray, batch: int) -> FloatArray:
     return x.reshape(x.shape[0], batch, -1).transpose(1, 0, 2)
 
 
-def _cumsum_rows(x: FloatArray, *, reverse: bool = False) -> FloatArray:
+def _cumsum_rows(x: FloatArray, *, reverse: bool = False, out: FloatArray | None = None) -> FloatArray:
     """Running sum down axis 0 (from the last row up with ``reverse``), one vectorised add per row.
 
     numpy's ``cumsum`` along a short axis costs ~20× more per element than this loop over the
-    ``S`` rows of an ``(S, B·Q)`` array; the additions happen in the same order.
+    ``S`` rows of an ``(S, B·Q)`` array; the additions happen in the same order.  ``out`` may be ``x``
+    itself (each row is read before it is written).
     """
-    out = np.empty_like(x)
+    if out is None:
+        out = np.empty_like(x)
     rows = range(len(x) - 1, -1, -1) if reverse else range(len(x))
     previous = None
     for k in rows:
         if previous is None:
-            out[k] = x[k]
+            if out is not x:
+                out[k] = x[k]
         else:
             np.add(out[previous], x[k], out=out[k])
         previous = k
@@ -85,17 +88,20 @@ class _Segments:
         flat = order + (np.arange(len(b)) * b.shape[1])[:, None]  # flat positions (faster than take_along_axis)
         rows = flat.T  # gathering with it lands the sorted values directly in the (K, M) layout
         bs = b.ravel()[rows]
-        rate = _cumsum_rows(weight.ravel()[rows])
-        rise = rate[:-1] * np.diff(bs, axis=0)  # G(bs_{k+1}) − G(bs_k)
+        rate = weight.ravel()[rows]
+        _cumsum_rows(rate, out=rate)
+        rise = np.subtract(bs[1:], bs[:-1])  # G(bs_{k+1}) − G(bs_k) = G'_k (bs_{k+1} − bs_k)
+        rise *= rate[:-1]
         g_at = np.empty_like(bs)
         g_at[0] = 0.0
-        g_at[1:] = _cumsum_rows(rise)
+        _cumsum_rows(rise, out=g_at[1:])
         return cls(order, flat, bs, rate, g_at, rise)
 
-    def unsort(self, sorted_values: FloatArray) -> FloatArray:
-        """``(K, M)`` values in sorted order back to ``(M, S)`` tier order."""
-        out = np.empty(self.order.shape)
-        out.ravel()[self.flat] = sorted_values.T
+    def unsort(self, sorted_values: FloatArray, out: FloatArray | None = None) -> FloatArray:
+        """``(K, M)`` values in sorted order back to ``(M, S)`` tier order (into ``out``, C-contiguous ``(M, S)``, if given)."""
+        if out is None:
+            out = np.empty(self.order.shape)
+        out.reshape(-1)[self.flat] = sorted_values.T
         return out
 
     def ranks(self) -> IntArray:
@@ -104,8 +110,8 @@ class _Segments:
         out.ravel()[self.flat] = np.arange(self.order.shape[1])
         return out
 
-    def tails(self) -> FloatArray:
-        """``T_{s} = ∫_{b_s}^∞ e^{−G(y)} dy`` ``(M, S)``: suffix sums of the segments' exact integrals."""
+    def tails(self, out: FloatArray | None = None) -> FloatArray:
+        """``T_{s} = ∫_{b_s}^∞ e^{−G(y)} dy`` ``(M, S)``: suffix sums of the segments' exact integrals (into ``out``)."""
         part = np.negative(self.g_at)  # e^{−G(bs_k)} (1 − e^{−rise_k}) / G'_k, in place
         np.exp(part, out=part)
         drop = np.negative(self.rise)
@@ -113,7 +119,7 @@ class _Segments:
         np.negative(drop, out=drop)
         part[:-1] *= drop
         part /= self.rate
-        return self.unsort(_cumsum_rows(part, reverse=True))
+        return self.unsort(_cumsum_rows(part, reverse=True, out=part), out)
 
 
 def _contract(cross_p: FloatArray, cross_w: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -157,7 +163,7 @@ class Alpha2Batch:
         out = np.empty((n, q, s))
         for i in range(0, n, group):
             part = b[i : i + group]
-            out[i : i + group] = self.take(np.arange(i, i + len(part)))._segments(part).tails().reshape(len(part), q, s)
+            self.take(np.arange(i, i + len(part)))._segments(part).tails(out[i : i + group].reshape(len(part) * q, s))
         return out.transpose(0, 2, 1)
 
     def association(self, b: FloatArray) -> FloatArray:
