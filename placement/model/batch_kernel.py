@@ -229,18 +229,23 @@ class Alpha2Batch:
         counts = np.maximum(end - rank, 0).ravel()
         pair = np.repeat(np.arange(m_count * s_count), counts)  # flat (m, s) of every piece
         first = np.cumsum(counts) - counts
-        k = rank.ravel()[pair] + (np.arange(pair.size) - first[pair])
-        at = k * m_count + pair // s_count  # flat index of (k, m) in the (K, M) arrays
+        # the segment tables transposed to (M, K), where the pieces of one tier are neighbours: piece i of pair
+        # (m, s) is segment k = r_s + (i − first piece of the pair), at flat m K + k
+        lead = (np.arange(m_count) * s_count)[:, None] + rank
+        at = np.arange(pair.size) + np.repeat(lead.ravel() - first, counts)
+        bs_t = np.ascontiguousarray(seg.bs.T)
+        hi_t = np.empty_like(bs_t)  # bs_{k+1}; the last segment is unbounded
+        hi_t[:, :-1] = bs_t[:, 1:]
+        hi_t[:, -1] = np.inf
         # every listed piece has b_s ≤ lo = bs_k < top = b_s + u_cut and bs_k ≤ bs_{k+1}, so its length and
         # ``top − lo`` are ≥ 0 without clipping; the arithmetic is that of ``truncated_alpha2``, in place
-        lo = np.take(seg.bs, at)
-        top = np.take(upper, pair)
-        d = np.take(seg.bs, at + m_count, mode="clip")  # bs_{k+1} (the last segment is unbounded: below)
-        d[k == s_count - 1] = np.inf
+        lo = np.take(bs_t, at)
+        top = np.repeat(upper.ravel(), counts)
+        d = np.take(hi_t, at)
         np.minimum(d, top, out=d)
         d -= lo
-        k1 = np.take(seg.rate, at)
-        g0 = np.take(seg.g_at, at)
+        k1 = np.take(np.ascontiguousarray(seg.rate.T), at)
+        g0 = np.take(np.ascontiguousarray(seg.g_at.T), at)
         part1 = np.negative(g0)
         np.exp(part1, out=part1)
         x = np.multiply(k1, d)
@@ -249,7 +254,7 @@ class Alpha2Batch:
         part1 *= x
         np.negative(part1, out=part1)
         part1 /= k1  # k1 = G' > 0 on every listed piece
-        t = np.take(tilt.transpose(0, 2, 1).ravel(), pair)
+        t = np.repeat(tilt.transpose(0, 2, 1).ravel(), counts)
         k2 = np.subtract(k1, t, out=k1)
         e0_2 = np.subtract(top, lo, out=top)
         e0_2 *= t
