@@ -411,7 +411,8 @@ def _loop_reason(instance: Instance, kernel: SpatialKernel, method: str) -> str 
         return "loop: the M/G/c law"
     if instance.network.radio_exponent != 2.0 and not BATCH_QUADRATURE:
         # measured on mooncake_large at α = 3.5: the folded (S, B·Q) quadrature is 0.6–0.8× one mix at a time,
-        # and 0.5–1.15× with 1 to 40 mixes per chunk (benchmarks/README.md, batching at trace size)
+        # and 0.5–1.15× with 1 to 40 mixes per chunk, 0.57–0.88× again with converged mixes dropped: the quadrature
+        # nodes follow each mix's breakpoints (benchmarks/README.md, batching at trace size; docs/model.md §16.3)
         return "loop: α ≠ 2 (the batched quadrature is slower than one mix at a time)"
     return None
 
