@@ -83,6 +83,30 @@ def test_remembered_candidates_equal_a_fresh_query():
     nearest.forget()
 
 
+def test_a_question_repeats_only_when_equal_bit_for_bit(monkeypatch):
+    instance = default_instance()
+    layout = sample_layout(instance, None, LayoutSpec(mean_nodes=200, counts="exact"), seed=1)
+    points = np.random.default_rng(2).random((3000, 2)) * layout.side
+    asked: list[int] = []
+    real = nearest.query
+    monkeypatch.setattr(nearest, "query", lambda *a, **k: asked.append(1) or real(*a, **k))
+    nearest.forget()
+    first = nearest.nearest_per_profile(layout, points, 2, 3)
+    nearest.nearest_per_profile(layout, points.copy(), 2, 3)  # equal arrays, another object: remembered
+    assert len(asked) == 1
+    points[-1, 1] = np.nextafter(points[-1, 1], 0.0)  # the caller changes its array after asking: a new question
+    changed = nearest.nearest_per_profile(layout, points, 2, 3)
+    assert len(asked) == 2 and np.array_equal(changed[1][:-1], first[1][:-1])
+    zero = points.copy()
+    zero[0] = 0.0
+    signed = zero.copy()
+    signed[0] = -0.0  # equal as numbers, not as bytes: a digest of the bytes told them apart too
+    nearest.nearest_per_profile(layout, zero, 2, 3)
+    nearest.nearest_per_profile(layout, signed, 2, 3)
+    assert len(asked) == 4
+    nearest.forget()
+
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_grid_query_gives_the_kd_tree_neighbours_bit_for_bit(k):
     from scipy.spatial import cKDTree
@@ -125,3 +149,28 @@ def test_start_counts_give_the_departure_heaps_choices(monkeypatch):
     assert (counted.wait > 0).mean() > 0.01
     for name in FIELDS:
         assert np.array_equal(getattr(counted, name), getattr(heaps, name), equal_nan=True), name
+
+
+def test_remembered_draws_give_the_fresh_draws_and_generator_state(monkeypatch):
+    from edgeprefix.placement.simulation import network
+
+    instance = default_instance().with_network(request_intensity=2.0)
+    router = ROUTERS[0]
+    network.forget_draws()
+    first_rng, second_rng = np.random.default_rng(11), np.random.default_rng(11)
+    first = simulate_network(instance, None, router, SPEC, seed=first_rng)
+    second = simulate_network(instance, None, router, SPEC, seed=second_rng)  # same state: the remembered draw
+    assert second.layout is first.layout
+    with monkeypatch.context() as patch:
+        patch.setattr(network, "REMEMBER_DRAWS", False)
+        fresh_rng = np.random.default_rng(11)
+        fresh = simulate_network(instance, None, router, SPEC, seed=fresh_rng)
+    for name in FIELDS:
+        assert np.array_equal(getattr(second, name), getattr(fresh, name), equal_nan=True), name
+    assert second_rng.bit_generator.state == fresh_rng.bit_generator.state == first_rng.bit_generator.state
+    assert second_rng.random() == fresh_rng.random()
+    equal = simulate_network(instance.with_network(request_intensity=2.0), None, router, SPEC, seed=11)
+    assert equal.layout is first.layout  # an equal instance (another object) from the same state
+    other = simulate_network(instance.with_network(request_intensity=2.5), None, router, SPEC, seed=11)
+    assert other.layout is not first.layout and other.requests != first.requests  # another Λ: drawn afresh
+    network.forget_draws()

@@ -29,6 +29,9 @@ def test_tables_report_what_they_measured():
     assert "|S| exponent over 3–6 profiles" in scale_speed.render_sizes(rows)
     batch = scale_speed.batch_rows(2)
     assert [r["route"] == "batched" for r in batch] == [True, False]  # α = 2 batched, α = 3.5 one mix at a time
+    repeated = scale_speed.batch_rows(2, alphas=(2.0,), repeats=3)[0]
+    assert len(repeated["ratios"]) == 3 and min(repeated["ratios"]) <= repeated["ratio"] <= max(repeated["ratios"])
+    assert "over 3 alternating runs" in scale_speed.render_batch([repeated])
     assert all(r["max_coverage_diff"] <= 1e-8 for r in batch)
     grad = scale_speed.gradient_row(4, 3)
     assert grad["gradient_cpu"] > 0 and grad["gradient_peak_mb"] > 0

@@ -8,7 +8,7 @@ evaluation ``evaluate(...).coverage(τ_0)`` per size; the ``|S|`` exponent is th
 number of Newton steps varies with the instance).  A second table gives, on one size, the exact
 gradient (cell model) against its evaluation and the traced peak of both (``tracemalloc``: numpy's
 arrays).  A third gives ``evaluate_batch`` against a loop of ``evaluate`` on ``mooncake_large`` at α = 2
-and 3.5, same mixes, with the route the batch took.  :func:`target_row` and :func:`render_targets` give the scale
+and 3.5, same mixes, with the route the batch took (``--batch-repeats N``: N alternating runs, medians).  :func:`target_row` and :func:`render_targets` give the scale
 targets of docs/model.md §16.5 (evaluation and gradient of one size in a fresh process, peak ``ru_maxrss``), printed
 by ``python -m edgeprefix.benchmarks.speed.perf --target-size PROFILESxTYPES``.
 """
@@ -172,21 +172,28 @@ def render_targets(row: dict[str, float], exponent_fit: tuple[list[SizeRow], flo
     return "\n".join(lines)
 
 
-def batch_rows(mixes: int, alphas: tuple[float, ...] = (2.0, 3.5)) -> list[dict[str, object]]:
+def batch_rows(mixes: int, alphas: tuple[float, ...] = (2.0, 3.5), repeats: int = 1) -> list[dict[str, object]]:
+    """``evaluate_batch`` against a loop of ``evaluate`` on the same mixes; with ``repeats`` > 1 the two alternate
+    that many times in this process and the row gives the medians (and every ratio: the machine is shared)."""
     base = load_benchmark("mooncake_large")
     rows: list[dict[str, object]] = []
     for alpha in alphas:
         inst = base.with_network(radio_exponent=alpha)
         points = np.random.default_rng(0).dirichlet(np.ones(len(inst.profiles)), size=mixes)
-        loop_seconds, loop = _cpu(lambda inst=inst, points=points: [evaluate(inst, m).coverage() for m in points])
-        batch_seconds, batch = _cpu(lambda inst=inst, points=points: evaluate_batch(inst, points))
+        loops, batches = [], []
+        for _ in range(max(1, repeats)):
+            loop_seconds, loop = _cpu(lambda inst=inst, points=points: [evaluate(inst, m).coverage() for m in points])
+            batch_seconds, batch = _cpu(lambda inst=inst, points=points: evaluate_batch(inst, points))
+            loops.append(loop_seconds)
+            batches.append(batch_seconds)
         rows.append(
             {
                 "alpha": alpha,
                 "mixes": mixes,
-                "loop_cpu": loop_seconds,
-                "batch_cpu": batch_seconds,
-                "ratio": loop_seconds / batch_seconds,
+                "loop_cpu": float(np.median(loops)),
+                "batch_cpu": float(np.median(batches)),
+                "ratio": float(np.median(np.array(loops) / np.array(batches))),
+                "ratios": [a / b for a, b in zip(loops, batches)],
                 "route": batch.route,
                 "max_coverage_diff": float(np.max(np.abs(np.array(loop) - batch.coverage))),
             }
@@ -198,20 +205,22 @@ def render_batch(rows: list[dict[str, object]]) -> str:
     head = f"{'α':>5}{'mixes':>7}{'loop CPU s':>12}{'batch CPU s':>13}{'ratio':>7}{'|Δcov|':>10}  route"
     lines = [head, "-" * len(head)]
     for r in rows:
+        ratios = r.get("ratios", [])
+        spread = f" (ratios {min(ratios):.2f}–{max(ratios):.2f} over {len(ratios)} alternating runs)" if len(ratios) > 1 else ""  # type: ignore[arg-type]
         lines.append(
             f"{r['alpha']:>5.1f}{r['mixes']:>7}{r['loop_cpu']:>12.2f}{r['batch_cpu']:>13.2f}{r['ratio']:>7.2f}"
-            f"{r['max_coverage_diff']:>10.1e}  {r['route']}"
+            f"{r['max_coverage_diff']:>10.1e}  {r['route']}{spread}"
         )
     return "\n".join(lines)
 
 
-def report(profiles: list[int], types: int, gradient_size: tuple[int, int], mixes: int) -> str:
+def report(profiles: list[int], types: int, gradient_size: tuple[int, int], mixes: int, repeats: int = 1) -> str:
     parts = [f"evaluation vs |S| (scale_instance, α = 3.5, {types} types, CPU seconds)", render_sizes(size_rows(profiles, types))]
     parts += ["", "exact gradient against its evaluation", render_gradient(gradient_row(*gradient_size))]
     parts += [
         "",
         f"evaluate_batch against a loop of evaluate (mooncake_large, {mixes} Dirichlet(1) mixes, CPU seconds)",
-        render_batch(batch_rows(mixes)),
+        render_batch(batch_rows(mixes, repeats=repeats)),
     ]
     return "\n".join(parts)
 
@@ -222,15 +231,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--types", type=int, default=10, help="request types of the |S| fit (default 10)")
     parser.add_argument("--gradient-size", default="40x20", help="profiles x types of the gradient row (default 40x20)")
     parser.add_argument("--mixes", type=int, default=40, help="mixes of the batch table (default 40)")
+    parser.add_argument(
+        "--batch-repeats", type=int, default=1, help="alternating loop / batch runs of the batch table, medians shown (default 1)"
+    )
     args = parser.parse_args(argv)
     try:
         profiles = [int(x) for x in args.profiles.split(",")]
         gs, gq = (int(x) for x in args.gradient_size.lower().split("x"))
     except ValueError:
         parser.error("--profiles takes integers separated by commas and --gradient-size PROFILESxTYPES")
-    if min(profiles) < 2 or args.types < 1 or gs < 2 or gq < 1 or args.mixes < 1:
-        parser.error("--profiles needs counts >= 2, --types, --mixes and the gradient size positive")
-    print(report(profiles, args.types, (gs, gq), args.mixes))
+    if min(profiles) < 2 or args.types < 1 or gs < 2 or gq < 1 or args.mixes < 1 or args.batch_repeats < 1:
+        parser.error("--profiles needs counts >= 2, --types, --mixes, --batch-repeats and the gradient size positive")
+    print(report(profiles, args.types, (gs, gq), args.mixes, args.batch_repeats))
     return 0
 
 

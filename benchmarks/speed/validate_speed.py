@@ -5,8 +5,8 @@ prints the same table).  Both runs are the same command in this process (CPU sec
 the machine is shared): once with the online router's per-request ``choose`` loop, a fresh KD-tree query
 per simulation and the per-request FCFS heap pass (what ``validate`` did before
 :mod:`edgeprefix.placement.simulation.online_fast`, :mod:`edgeprefix.placement.simulation.nearest` and
-:mod:`edgeprefix.placement.simulation.fcfs_nodes`), once with the fast paths, the grid candidate queries and
-the remembered queries.  The
+:mod:`edgeprefix.placement.simulation.fcfs_nodes`), once with the fast paths, the grid candidate queries,
+the remembered queries and the remembered draws of each network and its requests.  The
 two JSON reports must be identical (timing fields aside).  Default: a reduced ``validate`` on
 ``paper_baseline`` (300 nodes, 40 + 30 s); ``--full``: the command's defaults (1000 nodes, 60 + 80 s, minutes).
 """
@@ -32,10 +32,12 @@ def _strip(value: object) -> object:
 
 def _run(argv: list[str], fast: bool) -> tuple[float, object]:
     from edgeprefix.cli import main
-    from edgeprefix.placement.simulation import fcfs_nodes, nearest, online_fast
+    from edgeprefix.placement.simulation import fcfs_nodes, nearest, network, online_fast
 
     online_fast.FAST_PATH, nearest.REMEMBER, nearest.GRID, fcfs_nodes.VECTORISED = fast, fast, fast, fast
+    network.REMEMBER_DRAWS = fast
     nearest.forget()
+    network.forget_draws()
     out, err = io.StringIO(), io.StringIO()
     start = time.process_time()
     try:
@@ -43,7 +45,9 @@ def _run(argv: list[str], fast: bool) -> tuple[float, object]:
             code = main(["validate", "--json", *argv])
     finally:
         online_fast.FAST_PATH, nearest.REMEMBER, nearest.GRID, fcfs_nodes.VECTORISED = True, True, True, True
+        network.REMEMBER_DRAWS = True
         nearest.forget()
+        network.forget_draws()
     seconds = time.process_time() - start
     if code != 0:
         raise RuntimeError(f"validate exited with {code}: {err.getvalue().strip()[-300:]}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +79,22 @@ class BatchEvaluation:
         return f"BatchEvaluation({len(self)} mixes of {name!r}, {span}, {int(np.count_nonzero(self.fallback))} fallback)"
 
 
+class _Loads(NamedTuple):
+    """A tier's lifted loads at one point (:meth:`_Batch.lifted_loads`), ``(B, S)`` each."""
+
+    k: npt.NDArray[np.int64]
+    arrivals: FloatArray
+    work: FloatArray
+    mean_service: FloatArray
+
+    def take(self, idx: IntArray) -> _Loads:
+        return _Loads(self.k[idx], self.arrivals[idx], self.work[idx], self.mean_service[idx])
+
+    def put(self, idx: IntArray, other: _Loads) -> None:
+        for mine, theirs in zip(self, other):
+            mine[idx] = theirs
+
+
 @dataclass(frozen=True)
 class _Batch:
     """The per-mix constants of one chunk (``B`` mixes)."""
@@ -120,8 +137,14 @@ class _Batch:
         )
 
     def cost_offsets(self, bias: FloatArray) -> FloatArray:
-        """``b = β/ξ`` ``(B, S, Q)`` with inactive tiers moved past every active breakpoint and cut."""
-        b = bias / self.instance.network.radio_scale
+        """``b = β/ξ`` ``(B, S, Q)`` with inactive tiers moved past every active breakpoint and cut.
+
+        The array is stored types-major (a ``(B, Q, S)`` block seen as ``(B, S, Q)``), the layout in which the
+        kernel sorts each type's breakpoints, so that no copy is made there.
+        """
+        n, s, q = bias.shape
+        b = np.empty((n, q, s)).transpose(0, 2, 1)
+        np.divide(bias, self.instance.network.radio_scale, out=b)
         inactive = ~self.active
         if inactive.any():  # beyond the largest breakpoint of the mix (active or not: all are finite)
             far = b.reshape(len(b), -1).max(axis=1) + self.reach
@@ -148,19 +171,24 @@ class _Batch:
         """``log(W_max + w₀)`` ``(B, 1)``: ``T`` is evaluated at ``W = e^{min(v, v_max)} − w₀`` (docs/model.md (7.9))."""
         return np.log(delay_cap(self.instance.network.radio_scale) + shift)[:, None]
 
-    def residual(self, v: FloatArray, shift: FloatArray, rho_clip: float) -> tuple[FloatArray, FloatArray]:
-        """``F(v)`` ``(B, S)`` (0 on inactive tiers) and the association at ``W = e^v − w₀``."""
+    def residual(self, v: FloatArray, shift: FloatArray, rho_clip: float) -> tuple[FloatArray, FloatArray, _Loads]:
+        """``F(v)`` ``(B, S)`` (0 on inactive tiers), the association at ``W = e^v − w₀`` and its lifted loads
+        (:meth:`lifted_loads`, which :meth:`jacobian` reuses at the same point)."""
         w = np.exp(np.minimum(v, self.v_max(shift))) - shift[:, None]  # the robust solver's cap (docs/model.md (7.9))
-        a_q = self.spatial.association(self.cost_offsets(self.instance.first_token_time[None] + w[:, :, None]))
-        _, work, mean_service = self.loads(a_q)
-        tw = np.maximum(advertised_wait(work, self.servers, mean_service, rho_clip), 0.0) + shift[:, None]
-        return np.where(self.active, np.log(tw) - v, 0.0), a_q
+        bias = (self.instance.first_token_time.T[None] + w[:, None, :]).transpose(0, 2, 1)  # g + W, types-major
+        a_q = self.spatial.association(self.cost_offsets(bias))
+        loads = _Loads(*self.lifted_loads(a_q))
+        work = unlift(loads.work, loads.k)
+        tw = np.maximum(advertised_wait(work, self.servers, loads.mean_service, rho_clip), 0.0) + shift[:, None]
+        return np.where(self.active, np.log(tw) - v, 0.0), a_q, loads
 
-    def jacobian(self, v: FloatArray, shift: FloatArray, rho_clip: float, association: FloatArray) -> FloatArray:
+    def jacobian(
+        self, v: FloatArray, shift: FloatArray, rho_clip: float, association: FloatArray, loads: _Loads | None = None
+    ) -> FloatArray:
         """``∂F/∂v`` ``(B, S, S)``: ``∂T_s/∂W_t`` through (16.7), ``a_s``, ``1/μ_s`` and Erlang C (as in :func:`evaluate`).
 
-        ``association`` is ``A`` at ``v`` (from :meth:`residual`).  Inactive rows and columns are
-        those of ``−I`` (their ``v`` never moves).
+        ``association`` is ``A`` at ``v`` and ``loads`` its lifted loads (both from :meth:`residual`; at α = 2
+        the loads are not formed again).  Inactive rows and columns are those of ``−I`` (their ``v`` never moves).
         """
         inst = self.instance
         inside = v < self.v_max(shift)
@@ -171,7 +199,9 @@ class _Batch:
             else self.cost_offsets(inst.first_token_time[None] + (ev - shift[:, None])[:, :, None])
         )
         a_q, k_p, k_w = self.spatial.association_and_contractions(offsets, association)
-        k, arrivals, work, mean_service = self.lifted_loads(a_q)
+        if loads is None or offsets is not None:  # the folded kernel forms A again with its derivative
+            loads = _Loads(*self.lifted_loads(a_q))
+        k, arrivals, work, mean_service = loads
         wait, slope = advertised_wait_and_slope(unlift(work, k), self.servers, mean_service, rho_clip)
         scale_xi = (self.scale / inst.network.radio_scale)[:, :, None]
         d_arrivals, d_work = scale_xi * k_p, scale_xi * k_w
@@ -188,16 +218,16 @@ class _Batch:
 
 def _solve(
     batch: _Batch, w0: FloatArray, shift: FloatArray, tol: float, rho_clip: float
-) -> tuple[FloatArray, FloatArray, BoolArray, npt.NDArray[np.int64], npt.NDArray[np.int64], FloatArray]:
+) -> tuple[FloatArray, FloatArray, _Loads, BoolArray, npt.NDArray[np.int64], npt.NDArray[np.int64], FloatArray]:
     """Lock-step Newton on ``F(v)`` (see the module notes).
 
-    Returns ``W``, the association there, success, Newton steps, evaluations of ``T`` (the
+    Returns ``W``, the association there and its lifted loads, success, Newton steps, evaluations of ``T`` (the
     single-mix count: the start and every trial point) and the final residual
     ``max_s |T(W)_s − W_s|`` per mix.
     """
     n, s = w0.shape
     v = np.log(np.maximum(w0, 0.0) + shift[:, None])
-    f, assoc = batch.residual(v, shift, rho_clip)
+    f, assoc, loads = batch.residual(v, shift, rho_clip)
     jac = np.zeros((n, s, s))
     stale = np.ones(n, dtype=bool)  # the Jacobian is to be formed at v
     steps = np.zeros(n, dtype=np.int64)
@@ -217,7 +247,7 @@ def _solve(
             break
         renew = todo[stale[todo]]
         if renew.size:
-            jac[renew] = batch.take(renew).jacobian(v[renew], shift[renew], rho_clip, assoc[renew])
+            jac[renew] = batch.take(renew).jacobian(v[renew], shift[renew], rho_clip, assoc[renew], loads.take(renew))
             stale[renew] = False
         direction, solved = _directions(jac[todo], f[todo])
         failed[todo[~solved]] = True
@@ -228,13 +258,14 @@ def _solve(
         while pending.size:  # Armijo backtracking, as in the single-mix solver
             idx = todo[pending]
             trial = v[idx] + length[pending, None] * direction[pending]
-            f_t, a_t = batch.take(idx).residual(trial, shift[idx], rho_clip)
+            f_t, a_t, l_t = batch.take(idx).residual(trial, shift[idx], rho_clip)
             evaluations[idx] += 1
             with np.errstate(over="ignore", invalid="ignore"):
                 trial_norm = np.sqrt(np.einsum("bs,bs->b", f_t, f_t))
                 ok = np.isfinite(trial_norm) & (trial_norm <= (1.0 - 1e-4 * length[pending]) * norm[pending])
             take = idx[ok]
             v[take], f[take], assoc[take] = trial[ok], f_t[ok], a_t[ok]
+            loads.put(take, l_t.take(np.flatnonzero(ok)))
             steps[take] += 1
             stale[take] = True
             rejected = pending[~ok]
@@ -245,7 +276,7 @@ def _solve(
     ok = done & ~failed
     with np.errstate(over="ignore"):
         w = np.where(batch.active, np.exp(v) - shift[:, None], 0.0)
-    return w, assoc, ok, steps, evaluations, w_res
+    return w, assoc, loads, ok, steps, evaluations, w_res
 
 
 def _directions(jac: FloatArray, f: FloatArray) -> tuple[FloatArray, BoolArray]:
@@ -264,7 +295,7 @@ def _directions(jac: FloatArray, f: FloatArray) -> tuple[FloatArray, BoolArray]:
     return direction, solved
 
 
-CHUNK_ELEMENTS = 1 << 21  # (B, S, S, Q) numbers per chunk: 16 MB
+CHUNK_ELEMENTS = 1 << 22  # (B, S, S, Q) numbers per chunk (32 MB; its minima are formed a cache-sized group at a time)
 
 
 def _chunk_size(instance: Instance) -> int:
@@ -380,7 +411,8 @@ def _loop_reason(instance: Instance, kernel: SpatialKernel, method: str) -> str 
         return "loop: the M/G/c law"
     if instance.network.radio_exponent != 2.0 and not BATCH_QUADRATURE:
         # measured on mooncake_large at α = 3.5: the folded (S, B·Q) quadrature is 0.6–0.8× one mix at a time,
-        # and 0.5–1.15× with 1 to 40 mixes per chunk (benchmarks/README.md, batching at trace size)
+        # and 0.5–1.15× with 1 to 40 mixes per chunk, 0.57–0.88× again with converged mixes dropped: the quadrature
+        # nodes follow each mix's breakpoints (benchmarks/README.md, batching at trace size; docs/model.md §16.3)
         return "loop: α ≠ 2 (the batched quadrature is slower than one mix at a time)"
     return None
 
@@ -408,7 +440,7 @@ def _evaluate_chunk(
         service_mean = instance.service_time.mean(axis=1)
         shift = 0.05 * (batch.active * service_mean).sum(axis=1) / batch.active.sum(axis=1)
         w0 = np.where(batch.active, starts, 0.0)
-        w_adv, a_q, ok, steps, calls, residual = _solve(batch, w0, shift, tol, rho_clip)
+        w_adv, a_q, solved_loads, ok, steps, calls, residual = _solve(batch, w0, shift, tol, rho_clip)
         fallback = ~ok
         for i in np.flatnonzero(ok):
             reports[i] = FixedPointReport(BATCH_METHOD, True, int(steps[i]), int(calls[i]), float(residual[i]))
@@ -425,7 +457,11 @@ def _evaluate_chunk(
         raise NumericalError(
             f"association: Σ_s A_s,q = {total[np.argmax(np.abs(total - 1.0).max(axis=1))].tolist()!r}, not 1 (docs/model.md §20)"
         )
-    arrivals, work, mean_service = batch.loads(a_q)
+    if needs_fixed_point(policy):  # the loads of the last iterate, formed by its residual
+        arrivals, work = unlift(solved_loads.arrivals, solved_loads.k), unlift(solved_loads.work, solved_loads.k)
+        mean_service = solved_loads.mean_service
+    else:
+        arrivals, work, mean_service = batch.loads(a_q)
     if not (np.all(np.isfinite(arrivals)) and np.all(np.isfinite(work))):
         raise NumericalError("arrival rates λq_s are not finite (docs/model.md §20)")
     c = batch.servers

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.model.association import _phi
 from edgeprefix.placement.model.spatial import AnalyticKernel
 
 FloatArray = npt.NDArray[np.float64]
@@ -46,18 +45,21 @@ def _unfold(x: FloatArray, batch: int) -> FloatArray:
     return x.reshape(x.shape[0], batch, -1).transpose(1, 0, 2)
 
 
-def _cumsum_rows(x: FloatArray, *, reverse: bool = False) -> FloatArray:
+def _cumsum_rows(x: FloatArray, *, reverse: bool = False, out: FloatArray | None = None) -> FloatArray:
     """Running sum down axis 0 (from the last row up with ``reverse``), one vectorised add per row.
 
     numpy's ``cumsum`` along a short axis costs ~20× more per element than this loop over the
-    ``S`` rows of an ``(S, B·Q)`` array; the additions happen in the same order.
+    ``S`` rows of an ``(S, B·Q)`` array; the additions happen in the same order.  ``out`` may be ``x``
+    itself (each row is read before it is written).
     """
-    out = np.empty_like(x)
+    if out is None:
+        out = np.empty_like(x)
     rows = range(len(x) - 1, -1, -1) if reverse else range(len(x))
     previous = None
     for k in rows:
         if previous is None:
-            out[k] = x[k]
+            if out is not x:
+                out[k] = x[k]
         else:
             np.add(out[previous], x[k], out=out[k])
         previous = k
@@ -86,17 +88,20 @@ class _Segments:
         flat = order + (np.arange(len(b)) * b.shape[1])[:, None]  # flat positions (faster than take_along_axis)
         rows = flat.T  # gathering with it lands the sorted values directly in the (K, M) layout
         bs = b.ravel()[rows]
-        rate = _cumsum_rows(weight.ravel()[rows])
-        rise = rate[:-1] * np.diff(bs, axis=0)  # G(bs_{k+1}) − G(bs_k)
+        rate = weight.ravel()[rows]
+        _cumsum_rows(rate, out=rate)
+        rise = np.subtract(bs[1:], bs[:-1])  # G(bs_{k+1}) − G(bs_k) = G'_k (bs_{k+1} − bs_k)
+        rise *= rate[:-1]
         g_at = np.empty_like(bs)
         g_at[0] = 0.0
-        g_at[1:] = _cumsum_rows(rise)
+        _cumsum_rows(rise, out=g_at[1:])
         return cls(order, flat, bs, rate, g_at, rise)
 
-    def unsort(self, sorted_values: FloatArray) -> FloatArray:
-        """``(K, M)`` values in sorted order back to ``(M, S)`` tier order."""
-        out = np.empty(self.order.shape)
-        out.ravel()[self.flat] = sorted_values.T
+    def unsort(self, sorted_values: FloatArray, out: FloatArray | None = None) -> FloatArray:
+        """``(K, M)`` values in sorted order back to ``(M, S)`` tier order (into ``out``, C-contiguous ``(M, S)``, if given)."""
+        if out is None:
+            out = np.empty(self.order.shape)
+        out.reshape(-1)[self.flat] = sorted_values.T
         return out
 
     def ranks(self) -> IntArray:
@@ -105,12 +110,16 @@ class _Segments:
         out.ravel()[self.flat] = np.arange(self.order.shape[1])
         return out
 
-    def tails(self) -> FloatArray:
-        """``T_{s} = ∫_{b_s}^∞ e^{−G(y)} dy`` ``(M, S)``: suffix sums of the segments' exact integrals."""
-        part = np.exp(-self.g_at)
-        part[:-1] *= -np.expm1(-self.rise)
+    def tails(self, out: FloatArray | None = None) -> FloatArray:
+        """``T_{s} = ∫_{b_s}^∞ e^{−G(y)} dy`` ``(M, S)``: suffix sums of the segments' exact integrals (into ``out``)."""
+        part = np.negative(self.g_at)  # e^{−G(bs_k)} (1 − e^{−rise_k}) / G'_k, in place
+        np.exp(part, out=part)
+        drop = np.negative(self.rise)
+        np.expm1(drop, out=drop)
+        np.negative(drop, out=drop)
+        part[:-1] *= drop
         part /= self.rate
-        return self.unsort(_cumsum_rows(part, reverse=True))
+        return self.unsort(_cumsum_rows(part, reverse=True, out=part), out)
 
 
 def _contract(cross_p: FloatArray, cross_w: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -154,12 +163,14 @@ class Alpha2Batch:
         out = np.empty((n, q, s))
         for i in range(0, n, group):
             part = b[i : i + group]
-            out[i : i + group] = self.take(np.arange(i, i + len(part)))._segments(part).tails().reshape(len(part), q, s)
+            self.take(np.arange(i, i + len(part)))._segments(part).tails(out[i : i + group].reshape(len(part) * q, s))
         return out.transpose(0, 2, 1)
 
     def association(self, b: FloatArray) -> FloatArray:
         """``A`` ``(B, S, Q)`` from the cost offsets ``b`` ``(B, S, Q)``."""
-        return self.weight[:, :, None] * self._tails(b)
+        tails = self._tails(b)
+        tails *= self.weight[:, :, None]
+        return tails
 
     def association_and_contractions(
         self, b: FloatArray | None, association: FloatArray | None = None
@@ -168,9 +179,12 @@ class Alpha2Batch:
         if association is None:
             assert b is not None
             tails = np.ascontiguousarray(self._tails(b))  # (B, S, Q)
-        else:  # T = A / (π λ_s); an inactive tier's T never counts (its weight is 0)
+        else:  # T = A / (π λ_s) in the (B, S, Q) layout the minima read; an inactive tier's T never counts (its weight is 0)
             w = self.weight[:, :, None]
-            tails = np.where(w > 0, association / np.where(w > 0, w, 1.0), 0.0)
+            tails = np.ascontiguousarray(association)
+            tails = np.divide(tails, np.where(w > 0, w, 1.0), out=tails if tails is not association else None)
+            if not np.all(w > 0):
+                tails = np.where(w > 0, tails, 0.0)
         n, s_count, q = tails.shape
         weights = np.stack([np.broadcast_to(self.probabilities, self.work_weights.shape), self.work_weights], axis=-1)  # (S, Q, 2)
         group = max(1, CACHE_ELEMENTS // (s_count * s_count * q))  # mixes whose (S, T, Q) minima stay in cache
@@ -183,7 +197,7 @@ class Alpha2Batch:
         cross_p, cross_w = both[..., 0], both[..., 1]
         pair = self.weight[:, :, None] * self.weight[:, None, :]
         k_p, k_w = _contract(pair * cross_p, pair * cross_w)
-        return self.weight[:, :, None] * tails, k_p, k_w
+        return (self.weight[:, :, None] * tails if association is None else association), k_p, k_w
 
     def truncated(self, b: FloatArray, u_cut: FloatArray, tilt: FloatArray) -> tuple[FloatArray, FloatArray]:
         """``P1``, ``P2`` ``(B, S, Q)`` of :func:`~edgeprefix.placement.association.truncated_alpha2`, over the non-empty pieces.
@@ -215,25 +229,64 @@ class Alpha2Batch:
         counts = np.maximum(end - rank, 0).ravel()
         pair = np.repeat(np.arange(m_count * s_count), counts)  # flat (m, s) of every piece
         first = np.cumsum(counts) - counts
-        k = rank.ravel()[pair] + (np.arange(pair.size) - first[pair])
-        at = k * m_count + pair // s_count  # flat index of (k, m) in the (K, M) arrays
-        seg_hi = np.empty_like(seg.bs)
-        seg_hi[:-1] = seg.bs[1:]
-        seg_hi[-1] = np.inf
-        lo = seg.bs.ravel()[at]  # = max(bs_k, b_s) on every listed piece
-        top = upper.ravel()[pair]
-        d = np.maximum(np.minimum(seg_hi.ravel()[at], top) - lo, 0.0)
-        k1 = seg.rate.ravel()[at]
-        part1 = np.exp(-seg.g_at).ravel()[at] * -np.expm1(-k1 * d) / k1  # k1 = G' > 0 on every listed piece
-        t = tilt.transpose(0, 2, 1).ravel()[pair]
-        k2 = k1 - t
-        e0_2 = -seg.g_at.ravel()[at] - t * np.maximum(top - lo, 0.0)
-        part2 = np.exp(np.maximum(e0_2, e0_2 - k2 * d)) * d * _phi(np.abs(k2) * d)
+        # the segment tables transposed to (M, K), where the pieces of one tier are neighbours: piece i of pair
+        # (m, s) is segment k = r_s + (i − first piece of the pair), at flat m K + k
+        lead = (np.arange(m_count) * s_count)[:, None] + rank
+        at = np.arange(pair.size) + np.repeat(lead.ravel() - first, counts)
+        bs_t = np.ascontiguousarray(seg.bs.T)
+        hi_t = np.empty_like(bs_t)  # bs_{k+1}; the last segment is unbounded
+        hi_t[:, :-1] = bs_t[:, 1:]
+        hi_t[:, -1] = np.inf
+        # every listed piece has b_s ≤ lo = bs_k < top = b_s + u_cut and bs_k ≤ bs_{k+1}, so its length and
+        # ``top − lo`` are ≥ 0 without clipping; the arithmetic is that of ``truncated_alpha2``, in place
+        lo = np.take(bs_t, at)
+        top = np.repeat(upper.ravel(), counts)
+        d = np.take(hi_t, at)
+        np.minimum(d, top, out=d)
+        d -= lo
+        k1 = np.take(np.ascontiguousarray(seg.rate.T), at)
+        g0 = np.take(np.ascontiguousarray(seg.g_at.T), at)
+        part1 = np.negative(g0)
+        np.exp(part1, out=part1)
+        x = np.multiply(k1, d)
+        np.negative(x, out=x)
+        np.expm1(x, out=x)
+        part1 *= x
+        np.negative(part1, out=part1)
+        part1 /= k1  # k1 = G' > 0 on every listed piece
+        t = np.repeat(tilt.transpose(0, 2, 1).ravel(), counts)
+        k2 = np.subtract(k1, t, out=k1)
+        e0_2 = np.subtract(top, lo, out=top)
+        e0_2 *= t
+        np.negative(g0, out=g0)
+        np.subtract(g0, e0_2, out=e0_2)
+        part2 = np.multiply(k2, d, out=lo)
+        np.subtract(e0_2, part2, out=part2)
+        np.maximum(e0_2, part2, out=part2)
+        np.exp(part2, out=part2)
+        part2 *= d
+        np.abs(k2, out=k2)
+        k2 *= d
+        part2 *= _phi_in_place(k2)
         size = m_count * s_count
         scale = np.repeat(self.weight, q, axis=0)  # π λ_s, (M, S)
         p1 = (scale * np.bincount(pair, weights=part1, minlength=size).reshape(m_count, s_count)).reshape(n, q, s_count)
         p2 = (scale * np.bincount(pair, weights=part2, minlength=size).reshape(m_count, s_count)).reshape(n, q, s_count)
         return p1.transpose(0, 2, 1), p2.transpose(0, 2, 1)
+
+
+def _phi_in_place(x: FloatArray) -> FloatArray:
+    """``(1 − e^{−x}) / x`` for ``x ≥ 0`` with the limit ``1 − x/2`` below 1e-8, the numbers of
+    :func:`~edgeprefix.placement.model.association._phi` (``x`` is left unchanged, one new array)."""
+    small = x < 1e-8
+    out = np.negative(x)
+    np.expm1(out, out=out)
+    np.negative(out, out=out)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.divide(out, x, out=out)
+    if small.any():
+        out[small] = 1.0 - 0.5 * x[small]
+    return out
 
 
 @dataclass(frozen=True)

@@ -91,8 +91,11 @@ def erlang_b(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
     e = np.ones(a.shape)
     out = np.ones(a.shape)
     large = c >= LARGE_SERVERS
+    ae, den = np.empty(a.shape), np.empty(a.shape)
     for k in range(1, int(c.max(initial=0, where=~large)) + 1):
-        e = a * e / (k + a * e)
+        np.multiply(a, e, out=ae)  # e ← a e / (k + a e), in place (the same numbers)
+        np.add(ae, k, out=den)
+        np.divide(ae, den, out=e)
         np.copyto(out, e, where=(c == k))
     if np.any(large):
         out[large] = erlang_b_large(a[large], c[large])

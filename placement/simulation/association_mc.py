@@ -99,7 +99,7 @@ def nearest_distances(
     rng = np.random.default_rng(seed)
     n = int(samples)
     if sampler == "sobol":
-        from scipy.stats import qmc  # imported here: scipy.stats costs a second to import (validate does not draw Sobol points)
+        from scipy.stats import qmc  # imported here: scipy.stats costs a second to import (i.i.d. draws never load it)
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # n need not be a power of two

@@ -5,8 +5,9 @@ arrival stream once per policy (common random numbers: the same seeds give the s
 requests), and the node-level Erlang-C check routes the same sampled points at every intensity.
 The periodic KD-tree queries (:class:`scipy.spatial.cKDTree` with ``boxsize``) are the dominant
 cost of those runs, so :func:`nearest_per_profile` keeps the answers of its last few distinct
-questions, keyed by a digest of everything the answer depends on (node positions, profiles,
-eligibility, torus side, request positions, ``k``).  A hit returns the stored arrays (read-only),
+questions with a copy of everything the answer depends on (node positions, profiles, eligibility,
+torus side, request positions, ``k``); a question is a repeat when all of it is equal bit for bit
+(comparing the copies costs a tenth of hashing them).  A hit returns the stored arrays (read-only),
 which are the same numbers the query gives; a repeat with a smaller ``k`` is served from a
 stored larger one (the nearest neighbours come in distance order).  Every query asks for at least
 ``MIN_K`` neighbours, so the online router's ``k = 2`` reuses the answer of a ``k = 1`` route.
@@ -14,7 +15,6 @@ stored larger one (the nearest neighbours come in distance order).  Every query 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections import OrderedDict
 from typing import Any
@@ -27,7 +27,7 @@ IntArray = npt.NDArray[np.int64]
 
 MIN_K = 2  # neighbours per profile asked of every query (a k = 1 route and a k = 2 online run share it)
 MAX_ENTRIES = 4  # distinct questions remembered (validate: two replications and the node-level points)
-MAX_BYTES = 256 * 2**20  # answers larger than this in total are not kept
+MAX_BYTES = 256 * 2**20  # answers (and the questions' copies) larger than this in total are not kept
 
 REMEMBER = True  # off: every call queries (benchmarks/speed/validate_speed.py measures both)
 GRID = True  # off: every query point goes through the KD-tree (benchmarks/speed/validate_speed.py measures both)
@@ -35,17 +35,27 @@ CELLS_PER_NODE = 36  # grid cells per node of a profile in grid_query (about 3 c
 MAX_CELLS = 1 << 18  # at most this many cells (their candidate table is cells × widest candidate list)
 CHUNK = 1 << 16  # query points whose distances are formed at once
 
-_memory: OrderedDict[bytes, tuple[int, IntArray, FloatArray]] = OrderedDict()
+_memory: OrderedDict[int, tuple[tuple[object, ...], tuple[npt.NDArray[Any], ...], int, IntArray, FloatArray]] = OrderedDict()
+_asked = itertools.count()
 
 
-def _digest(layout: Any, positions: FloatArray, profiles: int, shown: IntArray | None) -> bytes:
-    h = hashlib.blake2b(digest_size=20)
-    for array in (layout.positions, layout.profile if shown is None else shown, layout.eligible, positions):
-        a = np.ascontiguousarray(array)
-        h.update(str((a.dtype.str, a.shape)).encode())
-        h.update(a.tobytes())
-    h.update(repr((float(layout.side), int(profiles), shown is None)).encode())
-    return h.digest()
+def _question(
+    layout: Any, positions: FloatArray, profiles: int, shown: IntArray | None
+) -> tuple[tuple[object, ...], tuple[npt.NDArray[Any], ...]]:
+    """What an answer depends on: the scalars and shapes, and the arrays (compared bit for bit by :func:`_same`)."""
+    arrays = tuple(np.asarray(a) for a in (layout.positions, layout.profile if shown is None else shown, layout.eligible, positions))
+    return (float(layout.side), int(profiles), shown is None, *((a.dtype.str, a.shape) for a in arrays)), arrays
+
+
+def _bits(a: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def _same(kept: tuple[npt.NDArray[Any], ...], arrays: tuple[npt.NDArray[Any], ...]) -> bool:
+    """Every array equal byte for byte (so ``−0.0`` and ``0.0`` differ, as a digest of the bytes would say);
+    the first bytes are compared first, where two different streams of requests already differ."""
+    pairs = [(_bits(x), _bits(y)) for x, y in zip(kept, arrays)]
+    return all(np.array_equal(x[:64], y[:64]) for x, y in pairs) and all(np.array_equal(x, y) for x, y in pairs)
 
 
 def query(layout: Any, positions: FloatArray, k: int, profiles: int, shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
@@ -158,21 +168,24 @@ def nearest_per_profile(
     pos = np.asarray(positions, dtype=float)
     if not REMEMBER:
         return query(layout, pos, k, profiles, shown)
-    key = _digest(layout, pos, profiles, shown)
-    held = _memory.get(key)
-    if held is None or held[0] < k:
+    meta, arrays = _question(layout, pos, profiles, shown)
+    key = next((key for key, entry in _memory.items() if entry[0] == meta and _same(entry[1], arrays)), None)
+    if key is None or _memory[key][2] < k:
+        if key is not None:
+            del _memory[key]
         k_query = max(int(k), MIN_K)
         nodes, dist = query(layout, pos, k_query, profiles, shown)
         nodes.setflags(write=False)
         dist.setflags(write=False)
-        held = (k_query, nodes, dist)
-        if nodes.nbytes + dist.nbytes <= MAX_BYTES:
-            _memory[key] = held
-            while len(_memory) > MAX_ENTRIES or sum(v[1].nbytes + v[2].nbytes for v in _memory.values()) > MAX_BYTES:
+        kept = tuple(np.array(a, copy=True) for a in arrays)
+        if nodes.nbytes + dist.nbytes + sum(a.nbytes for a in kept) <= MAX_BYTES:
+            _memory[next(_asked)] = (meta, kept, k_query, nodes, dist)
+            while len(_memory) > MAX_ENTRIES or sum(_entry_bytes(v) for v in _memory.values()) > MAX_BYTES:
                 _memory.popitem(last=False)
     else:
         _memory.move_to_end(key)
-    k_stored, nodes, dist = held
+        _, _, k_query, nodes, dist = _memory[key]
+    k_stored = k_query
     if k_stored == k:
         return nodes, dist
     cols = _columns(k_stored, k, profiles)
@@ -180,6 +193,10 @@ def nearest_per_profile(
     nodes.setflags(write=False)
     dist.setflags(write=False)
     return nodes, dist
+
+
+def _entry_bytes(entry: tuple[tuple[object, ...], tuple[npt.NDArray[Any], ...], int, IntArray, FloatArray]) -> int:
+    return entry[3].nbytes + entry[4].nbytes + sum(a.nbytes for a in entry[1])
 
 
 def forget() -> None:

@@ -267,6 +267,45 @@ def _sample_requests(instance, layout: Layout, duration: float, spec: Simulation
     return _Requests(time, position, kind, unit, decode * (factor - 1.0))
 
 
+REMEMBER_DRAWS = True  # off: every run draws its network and requests (benchmarks/speed/validate_speed.py measures both)
+MAX_DRAWS = 2  # draws remembered (validate: its two replications, met again by every policy and the online router)
+_draws: list[tuple[object, FloatArray | None, SimulationSpec, dict[str, object], dict[str, object], Layout, _Requests]] = []
+
+
+def _drawn(instance, mix, spec: SimulationSpec, rng: np.random.Generator) -> tuple[Layout, _Requests]:
+    """The network and the requests that ``rng`` draws (:func:`~edgeprefix.placement.simulation.layout.sample_layout`,
+    :func:`_sample_requests`), the same objects again for a run of an equal instance (its declared fields, from
+    which every derived array follows), mix and spec from the same generator state: the policies of ``validate``
+    and its online router run on common random numbers, so they draw the same network and requests.  The
+    generator is left in the state the draw leaves it in; the arrays are read-only.
+    """
+    duration = spec.warmup + spec.horizon
+    if not REMEMBER_DRAWS:
+        layout = sample_layout(instance, mix, spec.layout, seed=rng)
+        return layout, _sample_requests(instance, layout, duration, spec, rng)
+    state = rng.bit_generator.state
+    pi = None if mix is None else np.array(instance.mix_vector(mix), dtype=float)
+    for i, (inst, kept_pi, kept_spec, before, after, layout, req) in enumerate(_draws):
+        same_mix = (pi is None and kept_pi is None) or (pi is not None and kept_pi is not None and np.array_equal(pi, kept_pi))
+        if (inst is instance or inst == instance) and same_mix and kept_spec == spec and before == state:
+            rng.bit_generator.state = after
+            _draws.append(_draws.pop(i))
+            return layout, req
+    layout = sample_layout(instance, mix, spec.layout, seed=rng)
+    req = _sample_requests(instance, layout, duration, spec, rng)
+    for value in (req.time, req.position, req.kind, req.unit_service, req.extra_service):
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+    _draws.append((instance, pi, spec, state, rng.bit_generator.state, layout, req))
+    del _draws[:-MAX_DRAWS]
+    return layout, req
+
+
+def forget_draws() -> None:
+    """Drop every remembered draw."""
+    _draws.clear()
+
+
 def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int, shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
     """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad).
 
@@ -296,12 +335,13 @@ def simulate_network(
     seed : seed or generator (the only randomness).
     """
     rng = np.random.default_rng(seed)
-    if layout is None:
-        layout = sample_layout(instance, mix, spec.layout, seed=rng)
     s_count = len(instance.profiles)
     k = int(router.candidates_per_profile)
     duration = spec.warmup + spec.horizon
-    req = _sample_requests(instance, layout, duration, spec, rng)
+    if layout is None:
+        layout, req = _drawn(instance, mix, spec, rng)
+    else:
+        req = _sample_requests(instance, layout, duration, spec, rng)
     net = instance.network
     if instance.catalogue is not None:  # Bloom catalogue, refresh and churn (docs/model.md §19.7)
         out = _simulate_catalogue(instance, instance.mix_vector(mix), layout, req, router, spec, rng)
