@@ -89,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     extra = {"telemetry": {"delay": telemetry.delay, "refresh": telemetry.refresh}, "online_predicted": online}
+    region = _engine_law_region(problem, plan, args.policy, queue_model) if queue_law == "engine" else None
+    if region is not None:
+        extra["engine_law_region"] = region
     if args.json:
         print_json(
             {
@@ -117,8 +120,28 @@ def run(args: argparse.Namespace) -> int:
         print(router_line(queue_model))
         if online is not None and not telemetry.fresh:
             print(online_line(online))
+        if region is not None:
+            print(region["note"])
     print_router_note(other)
     return 0
+
+
+def _engine_law_region(problem, plan: DensityPlan, policy: str, queue_model: str):
+    """Under the engine law: the planned point's ``engine_law_region`` (its validated region and the error measured on
+    engine networks, docs/model.md §17.10.2), ``None`` without a planned mix."""
+    from edgeprefix.placement.model.evaluation import evaluate
+
+    if plan.coverage is None or not plan.mix:
+        return None
+    ev = evaluate(
+        problem.at_density(plan.edge_density),
+        plan.mix,
+        policy,
+        target=problem.objective.target,
+        queue_model=queue_model,
+        queue_law="engine",
+    )
+    return ev.engine_law_region()
 
 
 def _other_router(instance, plan: DensityPlan, policy: str, target: float, router: str):
