@@ -218,3 +218,24 @@ def test_route_law_is_checked(baseline) -> None:
         spec = ReplaySpec(decode_per_token=0.05, nodes=4.0, engine=engine, arrivals="poisson", hits="type", lengths="type")
         with pytest.raises(ValueError, match=match):
             engine_replay(baseline, wl, None, spec, blocks=blocks, step=step, seed=1, route_law=law)
+
+
+@pytest.mark.parametrize("model_slope", [0.05, 0.2, 1.0])
+def test_the_simulation_refined_density_finds_the_root_of_a_monotone_coverage(model_slope) -> None:
+    """engine_law_density.refine (docs/model.md §17.10.2): from a start off the root and a model slope that may be wrong
+    by a factor 4, the Newton/secant/bisection search ends within its tolerance of ζ in at most its budget of
+    simulations, and refuses a slope that is not positive."""
+    from edgeprefix.benchmarks.accuracy.engine import engine_law_density as eld
+
+    calls = []
+
+    def coverage(density: float) -> float:  # increasing in λ_b, concave in log λ_b, as a simulated coverage is
+        calls.append(density)
+        return 1.0 - 0.9 * math.exp(-0.35 * density)
+
+    root = -math.log(0.2 / 0.9) / 0.35
+    density, found, points = eld.refine(coverage, 0.6 * root, 0.8, model_slope)
+    assert abs(found - 0.8) <= eld.REFINE_TOL and len(points) == len(calls) <= eld.REFINE_MAX
+    assert density == pytest.approx(root, rel=0.02)
+    with pytest.raises(ValueError, match="slope"):
+        eld.refine(coverage, root, 0.8, 0.0)

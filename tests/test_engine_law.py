@@ -435,3 +435,21 @@ def test_the_region_note_names_the_cell_model_as_the_engine_law_s_pairing(moonca
     assert "pairing to use" in cell["note"]
     assert main(["evaluate", str(INSTANCE), "--queue-law", "engine", "--intensity", "0.05"]) == 0
     assert "use --queue-model cell" in capsys.readouterr().out
+
+
+def test_the_region_states_the_measured_network_error_and_plan_density_carries_it(mooncake, capsys):
+    """docs/model.md §17.10.2: under the engine law the region carries the error measured on engine networks (per queue
+    model, coverage and mean TTFT), and plan-density's output carries the planned point's region; the slot law's none."""
+    from edgeprefix.placement.model.evaluation import ENGINE_LAW_NETWORK_ERROR
+
+    cell = evaluate(mooncake.with_network(request_intensity=0.05), None, queue_law="engine", queue_model="cell").to_dict()
+    err = cell["engine_law_region"]["network_error"]
+    assert err["coverage_within"] == ENGINE_LAW_NETWORK_ERROR["cell"]["coverage_within"] < err["cells"]
+    assert err["coverage_error_min"] < 0 < err["coverage_error_max"] and err["mean_ttft_ratio_min"] < 1 < err["mean_ttft_ratio_max"]
+    assert "mean TTFT within 10 %" in cell["engine_law_region"]["note"] and "plan-density" in cell["engine_law_region"]["note"]
+    args = ["plan-density", str(INSTANCE), "--reliability", "0.8", "--mix", "none=1", "--queue-model", "cell", "--json"]
+    assert main([*args, "--queue-law", "engine"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["engine_law_region"]["network_error"]["nodes"] == err["nodes"]
+    assert main(args) == 0
+    assert "engine_law_region" not in json.loads(capsys.readouterr().out)

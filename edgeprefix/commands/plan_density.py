@@ -103,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     telemetry_plan = None if args.for_telemetry is None else _telemetry_plan(args, instance, problem, plan, telemetry)
     if telemetry_plan is not None:
         extra["telemetry_plan"] = telemetry_plan
+    region = _engine_law_region(problem, plan, args.policy, queue_model) if queue_law == "engine" else None
+    if region is not None:
+        extra["engine_law_region"] = region
     if args.json:
         print_json(
             {
@@ -133,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
             print(online_line(online))
         if telemetry_plan is not None:
             print(telemetry_plan_line(telemetry_plan))
+        if region is not None:
+            print(region["note"])
     print_router_note(other)
     return 0
 
@@ -175,6 +180,24 @@ def telemetry_plan_line(block: dict) -> str:
         f"λ_b {block['edge_density']:.4f} (misses ζ at {block['lower']:.4f}) with {how} {mix}, coverage "
         f"{block['coverage']:.4f}{se}; fresh telemetry: λ_b {fresh:.4f} (×{block['edge_density'] / fresh:.2f})"
     )
+
+
+def _engine_law_region(problem, plan: DensityPlan, policy: str, queue_model: str):
+    """Under the engine law: the planned point's ``engine_law_region`` (its validated region and the error measured on
+    engine networks, docs/model.md §17.10.2), ``None`` without a planned mix."""
+    from edgeprefix.placement.model.evaluation import evaluate
+
+    if plan.coverage is None or not plan.mix:
+        return None
+    ev = evaluate(
+        problem.at_density(plan.edge_density),
+        plan.mix,
+        policy,
+        target=problem.objective.target,
+        queue_model=queue_model,
+        queue_law="engine",
+    )
+    return ev.engine_law_region()
 
 
 def _other_router(instance, plan: DensityPlan, policy: str, target: float, router: str):
