@@ -104,6 +104,7 @@ def solve_migration(
         decisions.append(EpochDecision(epoch.name, dict(result.mix), result.coverage, result.fun, result.success, plan, result))
         previous = result.x
         bar.update(1)
+        bar.set_postfix_str(f"epoch {epoch.name}: {result.nfev} evaluations")  # drawn now, however fast the epoch was
     bar.close()
     ids = problem.instance.profile_ids
     return MigrationSolution(
