@@ -19,6 +19,7 @@ import argparse
 import time
 import tracemalloc
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -205,8 +206,8 @@ def render_batch(rows: list[dict[str, object]]) -> str:
     head = f"{'α':>5}{'mixes':>7}{'loop CPU s':>12}{'batch CPU s':>13}{'ratio':>7}{'|Δcov|':>10}  route"
     lines = [head, "-" * len(head)]
     for r in rows:
-        ratios = r.get("ratios", [])
-        spread = f" (ratios {min(ratios):.2f}–{max(ratios):.2f} over {len(ratios)} alternating runs)" if len(ratios) > 1 else ""  # type: ignore[arg-type]
+        ratios = cast("list[float]", r.get("ratios", []))
+        spread = f" (ratios {min(ratios):.2f}–{max(ratios):.2f} over {len(ratios)} alternating runs)" if len(ratios) > 1 else ""
         lines.append(
             f"{r['alpha']:>5.1f}{r['mixes']:>7}{r['loop_cpu']:>12.2f}{r['batch_cpu']:>13.2f}{r['ratio']:>7.2f}"
             f"{r['max_coverage_diff']:>10.1e}  {r['route']}{spread}"

@@ -19,7 +19,9 @@ departure epochs.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -269,7 +271,7 @@ def _sample_requests(instance, layout: Layout, duration: float, spec: Simulation
 
 REMEMBER_DRAWS = True  # off: every run draws its network and requests (benchmarks/speed/validate_speed.py measures both)
 MAX_DRAWS = 2  # draws remembered (validate: its two replications, met again by every policy and the online router)
-_draws: list[tuple[object, FloatArray | None, SimulationSpec, dict[str, object], dict[str, object], Layout, _Requests]] = []
+_draws: list[tuple[object, np.ndarray | None, SimulationSpec, Mapping[str, Any], Mapping[str, Any], Layout, _Requests]] = []
 
 
 def _drawn(instance, mix, spec: SimulationSpec, rng: np.random.Generator) -> tuple[Layout, _Requests]:

@@ -70,7 +70,7 @@ def cases(
     cut = split_index(len(records), 0.5)
     if recent == "auto":
         recent = choose_window(DEFAULT_PREFILL(np.array([r.input_length for r in records[:cut]], dtype=float))).fraction
-    start = cut - max(1, int(round(recent * cut)))
+    start = cut - max(1, int(round(float(recent) * cut)))
     instance = trace_instance(records[start:cut], bins, edges_at_target)
     catalogue = block_catalogue(instance)
     train, test = trace_workload(records[:cut], catalogue, desc="train"), trace_workload(records[cut:], catalogue, desc="test")
