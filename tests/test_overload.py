@@ -98,21 +98,13 @@ def test_the_replay_over_its_own_horizon_sees_the_growing_queues(sample_instance
     nearer the replayed mean TTFT than the steady state (the sample 20 times over, tier rule, 300 nodes)."""
     from importlib import resources
 
-    from edgeprefix.placement.pipeline.trace_workload import TraceWorkload, load_trace_workload
+    from edgeprefix.placement.pipeline.trace_workload import load_trace_workload
     from edgeprefix.placement.simulation.replay import ReplaySpec, replay
 
     sample = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
     inst, w = load_trace_workload(str(sample), sample_instance)
     k = 20
-    span = w.time[-1] - w.time[0] + np.diff(w.time).mean()
-    long = TraceWorkload(
-        np.concatenate([w.time + i * span for i in range(k)]),
-        np.tile(w.length, k),
-        np.tile(w.output, k),
-        np.tile(w.hit, (1, k)),
-        np.tile(w.kind, k),
-        np.tile(w.matched, k),
-    )
+    long = w.repeated(k)
     spec = ReplaySpec(decode_per_token=0.0445, nodes=300, warm_start="resample")
     for load in (0.5, 0.7):  # 2.3 % and 6.2 % of the nodes overloaded
         rows = [replay(inst, long, None, spec, intensity=load * inst.network.request_intensity, seed=s).summary() for s in range(3)]

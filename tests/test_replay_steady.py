@@ -14,7 +14,7 @@ import pytest
 from edgeprefix.cli import main
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance
-from edgeprefix.placement.pipeline.trace_workload import TraceWorkload, load_trace_workload, split_index
+from edgeprefix.placement.pipeline.trace_workload import load_trace_workload, split_index
 from edgeprefix.placement.simulation.replay import ReplaySpec, prepend, replay, warm_part
 
 SAMPLE = resources.files("edgeprefix.placement").joinpath("data", "sample_trace.jsonl")
@@ -82,15 +82,7 @@ def test_a_warm_replay_measures_every_request_and_reports_its_steady_state(sampl
 def test_the_trend_test_sees_growing_waits_and_passes_a_light_load(sample):
     _, inst, w = sample
     k = 20  # the sample 20 times over (200 requests span one mean service time: no queue could build up)
-    span = w.time[-1] - w.time[0] + np.diff(w.time).mean()
-    long = TraceWorkload(
-        np.concatenate([w.time + i * span for i in range(k)]),
-        np.tile(w.length, k),
-        np.tile(w.output, k),
-        np.tile(w.hit, (1, k)),
-        np.tile(w.kind, k),
-        np.tile(w.matched, k),
-    )
+    long = w.repeated(k)
     lam = inst.network.request_intensity
     spec = ReplaySpec(decode_per_token=0.0445, nodes=10, warm_start="none", warmup=0.0)
     heavy = replay(inst, long, None, spec, intensity=2 * lam, seed=0)  # utilisation 1.2 of an all-fallback network

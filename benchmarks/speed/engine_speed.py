@@ -34,11 +34,9 @@ OFFSET = 10**9
 def tiled(workload: TraceWorkload, blocks: BlockTrace, n: int) -> tuple[TraceWorkload, BlockTrace]:
     """``n`` requests: copies of the trace one span apart, block ids disjoint between copies."""
     copies = -(-n // workload.requests)
-    span = float(workload.time[-1] - workload.time[0]) + float(np.mean(np.diff(workload.time)))
     idx = np.tile(np.arange(workload.requests), copies)[:n]
     copy = np.repeat(np.arange(copies), workload.requests)[:n]
-    wl = workload.part(idx)
-    wl = TraceWorkload(wl.time + copy * span, wl.length, wl.output, wl.hit, wl.kind, wl.matched)
+    wl = workload.repeated(copies).part(slice(0, n))
     seq = tuple(tuple(b + c * OFFSET for b in blocks.seq[i]) if c else blocks.seq[i] for i, c in zip(idx.tolist(), copy.tolist()))
     return wl, BlockTrace(seq, blocks.block_size, blocks.pinned)
 

@@ -299,6 +299,19 @@ class TraceWorkload:
             self.matched[index],
         )
 
+    def repeated(self, copies: int) -> TraceWorkload:
+        """The trace ``copies`` times over, each copy one span (first to last arrival plus a mean gap) after the last."""
+        span = float(self.time[-1] - self.time[0]) + float(np.mean(np.diff(self.time)))
+        shift = np.repeat(np.arange(copies), self.requests) * span
+        return TraceWorkload(
+            np.tile(self.time, copies) + shift,
+            np.tile(self.length, copies),
+            np.tile(self.output, copies),
+            np.tile(self.hit, (1, copies)),
+            np.tile(self.kind, copies),
+            np.tile(self.matched, copies),
+        )
+
     def type_mix(self, types: int) -> FloatArray:
         """Empirical distribution of the request types, ``(Q,)``."""
         return np.bincount(self.kind, minlength=types) / max(self.requests, 1)
