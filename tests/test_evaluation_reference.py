@@ -1,16 +1,25 @@
-"""evaluate() reproduces, bit for bit, the numbers of the single-function evaluate it replaced (docs/model.md §8).
+"""evaluate() reproduces the numbers of the single-function evaluate it replaced (docs/model.md §8).
 
 ``tests/data/evaluation_reference.json`` holds, for every shipped instance (``placement/data/*.toml`` and
 ``benchmarks/instances/*.toml``) under every policy, queue model (router), queue law and three operating
 points (the default mix, a mix without the first profile, and thrice the request intensity), the full
 ``Evaluation.to_dict()`` report, the evaluation's per-tier arrays and its coverage curve -- or the one-line
 error when the combination is refused (e.g. ``--queue-law engine`` on an instance without ``[engine]``).
-Every float is written as its ``repr`` and each section of the record (each key of the report, the
-fields, the curve, ...) is stored as the SHA-256 of that canonical JSON, with the coverage at the target in
-clear; equal digests mean equal bits, so the refactoring into stages must not move a single one.  The
-RuntimeWarnings a case emits are stored too.
+The RuntimeWarnings a case emits are stored too.
 
-The fixture was generated from the code before the pipeline refactoring (commit 919d5b6, where
+Each section of the record (each key of the report, the fields, the curve, ...) is stored as a *sketch*:
+its strings, booleans and ``None`` exactly (a digest), and its floats as their count, their NaN/±inf counts
+and three sums of the finite ones (``Σ x``, ``Σ |x|`` and ``Σ x_i sin(i + 1)``), compared within ``RTOL`` of
+``Σ |x|`` plus ``ATOL`` per float: a change is caught when it moves a section's sums by more than that
+(a 10⁻⁵ change of ``H_ref`` moved 348 cases).  Bits are not portable: the BLAS kernel OpenBLAS picks for the CPU (and numpy's SIMD loops)
+round differently, and between OpenBLAS's Haswell and SkylakeX kernels on one machine 264 of the 598
+cases differed in their last bits, by at most 3·10⁻⁷ of a section's ``Σ |x|`` (a coverage of 10⁻⁶), most
+by under 10⁻¹⁰.  The counts of a fixed point's iterations and evaluations and its final residual are left
+out (a different rounding may stop one step earlier), and a point the solver did not converge to is
+compared by its ``converged`` flag alone: MINPACK's path from a stalled Newton is
+chaotic (mooncake_engine without the kernel's Jacobian moved by a factor 4 between the two kernels).
+
+The fixture was first generated from the code before the pipeline refactoring (commit 919d5b6, where
 ``evaluate`` was one function) with::
 
     python tests/test_evaluation_reference.py --write
@@ -26,6 +35,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import sys
 import warnings
 from collections.abc import Iterator
@@ -161,13 +171,54 @@ def record(ev: Evaluation) -> dict[str, Any]:
     )
 
 
-def digest(value: Any) -> str:
-    """SHA-256 of the canonical JSON of ``value``: equal digests, equal bits."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:20]
+RTOL = 1e-6  # of a section's Σ |x| (the largest difference measured between two BLAS kernels: 3·10⁻⁷)
+ATOL = 1e-12  # per float: the quadrature's own error estimate is rounding noise (8.5·10⁻¹⁴, moved by 10⁻¹⁶)
+UNPORTABLE = ("iterations", "evaluations", "residual")  # a fixed point's counts and residual (module notes)
+
+
+def _leaves(value: Any, floats: list[float], exact: list[Any]) -> None:
+    if isinstance(value, dict):
+        for key in sorted(value):
+            if key not in UNPORTABLE:
+                exact.append(key)
+                _leaves(value[key], floats, exact)
+    elif isinstance(value, list):
+        exact.append(len(value))
+        for item in value:
+            _leaves(item, floats, exact)
+    elif isinstance(value, str):
+        try:
+            floats.append(float(value))  # canonical() writes floats as their repr
+        except ValueError:
+            exact.append(value)
+    else:
+        exact.append(value)
+
+
+def sketch(value: Any) -> list[Any]:
+    """The section's exact parts and a tolerant summary of its floats (module notes)."""
+    floats: list[float] = []
+    exact: list[Any] = []
+    _leaves(value, floats, exact)
+    x = np.array(floats, dtype=float)
+    finite = np.isfinite(x)
+    y = x[finite]
+    weight = np.sin(np.arange(1, y.size + 1))
+    counts = [int(x.size), int(np.isnan(x).sum()), int((x == np.inf).sum()), int((x == -np.inf).sum())]
+    sums = [float(y.sum()), float(np.abs(y).sum()), float(y @ weight)]
+    return [hashlib.sha256(json.dumps(exact).encode()).hexdigest()[:20], *counts, *sums]
+
+
+def sketches_agree(now: list[Any], then: list[Any]) -> bool:
+    """Equal exact parts and counts, and each sum within ``RTOL Σ |x| + ATOL n``."""
+    if now[:5] != then[:5]:
+        return False
+    bound = RTOL * max(abs(now[6]), abs(then[6])) + ATOL * now[1]
+    return all(abs(a - b) <= bound for a, b in zip(now[5:], then[5:]))
 
 
 def outcome(instance: Instance, options: dict[str, Any]) -> dict[str, Any]:
-    """The case's digests, section by section (with the coverage in clear), its warnings, or its error."""
+    """The case's sketches, section by section (with the coverage in clear), its warnings, or its error."""
     options = dict(options)
     mix = options.pop("mix", None)
     policy = options.pop("policy", "load_aware")
@@ -182,17 +233,45 @@ def outcome(instance: Instance, options: dict[str, Any]) -> dict[str, Any]:
     if "error" in full:
         return out | full
     report = full.pop("report")
+    fixed_point = full["fixed_point"] or {"converged": True, "method": None}
     return out | {
+        "converged": fixed_point["converged"],
+        "method": fixed_point["method"],
         "coverage_at_target": report["coverage"],
-        "report": {key: digest(value) for key, value in report.items()},
-        **{key: digest(value) for key, value in full.items()},
+        "report": {key: sketch(value) for key, value in report.items()},
+        **{key: sketch(value) for key, value in full.items()},
     }
+
+
+def differences(now: dict[str, Any], then: dict[str, Any] | None) -> list[str]:
+    """The sections in which ``now`` differs from the stored ``then`` (module notes); empty if they agree."""
+    if then is None:
+        return ["new case"]
+    if "error" in now or "error" in then:
+        return [] if now == then else sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+    plain = ["warnings", "converged", "method"]
+    if not then["converged"]:  # a stalled solve's numbers, warnings and last method are not portable (module notes)
+        return ["converged"] if now.get("converged") else []
+    out = [k for k in plain if now.get(k) != then.get(k)]
+    if not math.isclose(float(now["coverage_at_target"]), float(then["coverage_at_target"]), rel_tol=RTOL, abs_tol=1e-300):
+        out.append("coverage_at_target")
+    for section in sorted(set(now) | set(then)):
+        if section in plain or section == "coverage_at_target":
+            continue
+        a, b = now.get(section), then.get(section)
+        if section == "report":
+            keys = sorted(set(a) | set(b))
+            out += [f"report.{k}" for k in keys if k not in a or k not in b or not sketches_agree(a[k], b[k])]
+        elif a is None or b is None or not sketches_agree(a, b):
+            out.append(section)
+    return out
 
 
 def write() -> None:
     results = {name: outcome(instance, options) for name, instance, options in cases()}
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-    FIXTURE.write_text(json.dumps(results, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    lines = [f"{json.dumps(name)}: {json.dumps(results[name], sort_keys=True, ensure_ascii=False)}" for name in sorted(results)]
+    FIXTURE.write_text("{\n" + ",\n".join(lines) + "\n}\n")  # one case per line: a diff names the cases
     print(f"wrote {len(results)} cases to {FIXTURE}")
 
 
@@ -208,22 +287,36 @@ def test_the_fixture_holds_every_case():
     assert sorted(_load()) == sorted(name for name, _, _ in CASES)
 
 
+def test_the_sketch_tolerates_rounding_and_catches_a_change():
+    """A last-bit change of every float passes; one float moved by twice the bound (``RTOL Σ |x|``), a changed
+    string or a NaN in place of a number does not."""
+    values = {"a": [repr(float(x)) for x in np.linspace(0.1, 3.0, 50)], "b": "sys", "c": [repr(0.7), repr(np.inf)]}
+    stored = sketch(canonical(values))
+    rounded = {**values, "a": [repr(float(np.nextafter(float(x), 9.0))) for x in values["a"]]}
+    assert sketches_agree(sketch(rounded), stored)
+    bound = RTOL * float(np.linspace(0.1, 3.0, 50).sum() + 0.7)
+    for step, caught in ((2.0 * bound, True), (0.4 * bound, False)):
+        moved = {**values, "a": values["a"][:7] + [repr(float(values["a"][7]) + step)] + values["a"][8:]}
+        assert sketches_agree(sketch(moved), stored) is not caught
+    assert not sketches_agree(sketch({**values, "b": "tool"}), stored)
+    assert not sketches_agree(sketch({**values, "c": [repr(0.7), repr(np.nan)]}), stored)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case[0])
-def test_evaluate_is_bit_identical_to_the_reference(case):
+def test_evaluate_reproduces_the_reference(case):
     name, instance, options = case
-    assert outcome(instance, options) == _load()[name]
+    assert differences(outcome(instance, options), _load()[name]) == []
 
 
 def diff() -> int:
     """Print the cases (and their sections) that differ from the fixture; the number of such cases."""
     stored, changed = _load(), 0
     for name, instance, options in cases():
-        now, then = outcome(instance, options), stored.get(name)
-        if now != then:
+        moved = differences(outcome(instance, options), stored.get(name))
+        if moved:
             changed += 1
-            keys = sorted(k for k in set(now) | set(then or {}) if now.get(k) != (then or {}).get(k))
-            print(f"{name}: {', '.join(keys) if then is not None else 'new case'}")
+            print(f"{name}: {', '.join(moved)}")
     print(f"{changed} of {len(stored)} cases differ")
     return changed
 

@@ -268,3 +268,42 @@ def test_identical_profiles_with_different_shares_get_their_share_of_the_mass():
     single = evaluate(load_instance("paper_baseline"), merged)  # the twins as one profile of the joint share
     np.testing.assert_allclose(ev.association[-2:].sum(axis=0), single.association[-1], rtol=1e-9, atol=1e-12)
     assert ev.coverage() == pytest.approx(single.coverage(), abs=1e-9)
+
+
+def _overloaded_twin_tiers(intensity: float):
+    """Hypothesis' counterexample: α = 1, one request type with no prefix, every tier 2–3× overloaded,
+    ``none`` (3 slots) against ``deep``/``deep2`` (2 slots): the delays reach 10⁴ s and differ by 0.13 s."""
+    return instance_from_mapping(
+        {
+            "name": "twin-tiers",
+            "network": {"edge_density": 0.5, "request_intensity": intensity, "radio_scale": 0.5, "radio_exponent": 1.0},
+            "gpu": {"memory": 3.0, "runtime_per_sequence": 1.0, "kv_per_token": 1e-5},
+            "prefill": {"linear": 1e-5},
+            "prefixes": [{"id": "sys", "depth": 100.0}, {"id": "tool", "depth": 200.0, "parent": "sys"}],
+            "requests": [{"id": "q0", "probability": 1.0, "length": 1.0, "decode": 2.0}],
+            "profiles": [
+                {"id": "none", "prefixes": []},
+                {"id": "shallow", "prefixes": ["sys"]},
+                {"id": "deep", "prefixes": ["sys", "tool"]},
+                {"id": "deep2", "prefixes": ["sys", "tool"]},
+            ],
+            "placement": {"target": 1.0},
+        }
+    )
+
+
+def test_the_continuation_solves_an_overloaded_point_where_newton_stalls():
+    """At Λ = 2 Newton's steps overshoot the near-step association (docs/model.md (7.11)) and, before the
+    continuation, MINPACK and the damping ended at W ≈ 835 s with residual 1.1·10⁴ (not converged).  The
+    overloaded delays are linear in Λ (the continuation of (7.1)), so the answer must lie on the chord of
+    its neighbours, which Newton solves directly."""
+    mix = np.array([1.0, 0.0, 0.05, 0.05]) / 1.1
+    ev = evaluate(_overloaded_twin_tiers(2.0), mix)
+    fp = ev.fixed_point
+    assert fp.converged and fp.method == "robust:continuation", fp
+    assert fp.residual <= allowed_residual(ev.advertised_wait[ev.active], 1e-9)
+    below, above = (evaluate(_overloaded_twin_tiers(x), mix) for x in (1.8, 2.2))
+    assert below.fixed_point.method == above.fixed_point.method == "robust:newton"
+    chord = 0.5 * (below.advertised_wait + above.advertised_wait)
+    np.testing.assert_allclose(ev.advertised_wait[ev.active], chord[ev.active], rtol=1e-3)
+    assert ev.advertised_wait[2] == ev.advertised_wait[3]

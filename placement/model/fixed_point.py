@@ -7,7 +7,7 @@ Two methods solve the same residual ``F(W) = W − T(W)`` over the active tiers:
   after ``max_iterations`` (reported as not converged).
 * ``robust`` — on ``F`` written in ``v = log(W + w_shift)``, warm-started: Newton's method with
   backtracking when the kernel supplies ``∂A/∂b`` (exact Jacobian of ``T``), else (or if Newton
-  stalls) MINPACK's hybrid Powell method (``scipy.optimize.root(method="hybr")``); if it stalls, an adaptive damped iteration that halves ``η`` whenever
+  stalls) a pseudo-transient continuation in ``W`` with the same Jacobian, then MINPACK's hybrid Powell method (``scipy.optimize.root(method="hybr")``); if it stalls, an adaptive damped iteration that halves ``η`` whenever
   the residual grows (and regrows it otherwise) takes over from the best point seen.
 
 ``T`` must be continuous (the advertised delay above ``ρ_clip`` is a linear continuation), so an
@@ -151,6 +151,42 @@ def _newton(
     return v, f, done(v, f), max_steps
 
 
+def _pseudo_transient(
+    t_and_jacobian: Callable[[FloatArray], tuple[FloatArray, FloatArray]],
+    w: FloatArray,
+    tol: float,
+    w_max: float,
+    max_steps: int = 40,
+) -> tuple[FloatArray, float, int, bool]:
+    """Pseudo-transient continuation of ``dW/dτ = T(W) − W`` (docs/model.md (7.11)).
+
+    Implicit Euler steps ``(I/δ + I − ∂T/∂W) ΔW = T(W) − W``, ``W ← max(W + ΔW, 0)``, with the step
+    ``δ`` grown by the residual's fall (switched evolution relaxation, ``δ ← δ ‖F_old‖/‖F_new‖``, within
+    ``[10⁻⁶, 10¹⁵]``); it becomes Newton's method in ``W`` as ``δ → ∞``.  At most ``max_steps`` steps
+    (the cases it solves took 5–12).  Returns (point, residual, steps, converged).
+    """
+    delta, previous = 1.0, math.inf
+    identity = np.eye(w.size)
+    for step_count in range(max_steps):
+        capped = np.minimum(w, w_max)
+        tw, jac = t_and_jacobian(capped)
+        f = tw - w
+        res = float(np.max(np.abs(f)))
+        if not np.isfinite(res):
+            return w, res, step_count, False
+        if res <= allowed_residual(w, tol) and np.all(w < w_max):
+            return w, res, step_count, True
+        if np.isfinite(previous):
+            delta = min(max(delta * previous / res, 1e-6), 1e15)
+        previous = res
+        try:
+            dw = np.linalg.solve(identity * (1.0 + 1.0 / delta) - np.where((w < w_max)[None, :], jac, 0.0), f)
+        except np.linalg.LinAlgError:
+            return w, res, step_count, False
+        w = np.maximum(w + dw, 0.0)
+    return w, previous, max_steps, False
+
+
 def robust_solve(
     fn: Callable[[FloatArray], FloatArray],
     start: FloatArray,
@@ -220,6 +256,16 @@ def robust_solve(
             w = np.maximum(np.exp(v_newton) - w_shift, 0.0)
             method = "robust:warm-start" if steps == 0 and np.any(w0 != 0.0) else "robust:newton"
             return w, FixedPointReport(method, True, steps, t.calls, w_residual(v_newton, f_newton))
+
+        # Newton stalls where the association is steep against the delays (deep overload: W in 10³–10⁴ s,
+        # tiers within seconds of each other); the continuation's steps stay bounded there (7.11).
+        def counted_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
+            t.calls += 1
+            return jacobian(w)  # type: ignore[misc]
+
+        w_ptc, res_ptc, steps_ptc, ok_ptc = _pseudo_transient(counted_jacobian, np.maximum(w0, 0.0), tol, w_max)
+        if ok_ptc:
+            return w_ptc, FixedPointReport("robust:continuation", True, steps + steps_ptc, t.calls, res_ptc)
         v0 = v_newton if np.all(np.isfinite(v_newton)) else v0
     options = {"xtol": 1e-12, "maxfev": 200 * (w0.size + 1)}
     from scipy.optimize import root  # the rare fallback; keeps evaluate's start-up cheap
