@@ -93,6 +93,19 @@ class NoWaitLaw:
         return TierQueues(utilization=rho, stable=np.ones(work.shape, bool), wait_probability=zero, decay=zero, mean_wait=zero)
 
 
+@dataclass(frozen=True)
+class IdleLaw(NoWaitLaw):
+    """A toy law that reports every tier idle (``ρ_s = 0``), a state no shipped law reaches."""
+
+    @classmethod
+    def for_tiers(cls, instance: Instance, active: np.ndarray) -> QueueLaw:
+        return cls()
+
+    def operating_point(self, work, servers, service, scv) -> TierQueues:
+        zero = np.zeros_like(work)
+        return TierQueues(utilization=zero, stable=np.ones(work.shape, bool), wait_probability=zero, decay=zero, mean_wait=zero)
+
+
 class QueueFreePrediction:
     """A toy router prediction: the queue-free bound (8.3) as the coverage."""
 
@@ -142,3 +155,17 @@ def test_a_registered_router_prediction_is_selectable(baseline, toy_classes):
 
 def test_the_toy_classes_are_gone_after_the_test(baseline):
     assert "no_wait" not in QUEUE_LAW_REGISTRY and "queue_free" not in ROUTER_PREDICTION_REGISTRY
+
+
+def test_a_law_with_every_tier_idle_overloads_no_node(baseline):
+    """With no tier receiving work there is no node-level load law: no node overloads and no wait grows
+    (before, the shares reduced over zero tiers and raised)."""
+    QUEUE_LAW_REGISTRY.register("idle", IdleLaw)
+    try:
+        ev = evaluate(baseline, queue_law="idle")
+        assert not np.any(ev.utilization[ev.active] > 0)
+        assert ev.overloaded_shares == (0.0, 0.0) and ev.overload_wait_growth == 0.0
+        report = ev.to_dict()
+        assert report["overloaded_node_share"] == 0.0 and report["stable"] is True
+    finally:
+        QUEUE_LAW_REGISTRY.unregister("idle")

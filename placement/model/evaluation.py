@@ -309,7 +309,8 @@ class Evaluation:
         act = self.active
         rho, busy, law = self._busy_load_law
         nodes, requests = np.zeros(rho.size), np.zeros(rho.size)
-        nodes[busy], requests[busy] = overload_shares(law, rho[busy])
+        if busy.any():  # no tier receives work: none overloads (and there is no load law to read)
+            nodes[busy], requests[busy] = overload_shares(law, rho[busy])
         lam = self.densities[act]
         served = self.instance.probabilities @ self.association[act].T  # Σ_q p_q A_{s,q}
         out = float(lam @ nodes / lam.sum()), float(served @ requests)
@@ -323,6 +324,8 @@ class Evaluation:
         act = self.active
         rho = self.utilization[act]
         busy = rho > 0  # a tier that receives no work has no load law and overloads no node
+        if not busy.any():
+            return rho, busy, None
         with np.errstate(divide="ignore", invalid="ignore"):
             law = (
                 self.cell_load
