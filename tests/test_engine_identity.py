@@ -2,7 +2,7 @@
 
 The reference digests below were produced by the engine-room code as merged on main at 32f7478
 (before any speed work), by running exactly this replay and hashing its per-request TTFTs
-rounded to 1e-9 s.  A speed-up (vectorised prefix matching, other cache bookkeeping) must
+rounded to 1e-9 s (since replaced by sketches, below).  A speed-up (vectorised prefix matching, other cache bookkeeping) must
 reproduce them: same seed, same routing decisions, same step times.  A change that is meant
 to alter results must say so and regenerate them.
 
@@ -22,11 +22,17 @@ leave-one-out (docs/model.md §17.9), which changes its step times once more.  T
 the event loop, not the coefficients, so both step times here stay the earlier fits (repetition
 means, weight 1: ``read_timings(..., statistic="mean")`` and ``fit_step_time``'s defaults) and the
 digests stand.
+
+Hashes of rounded TTFTs are not portable: the step time is a least-squares fit, whose last bits depend on
+the BLAS kernel OpenBLAS picks for the CPU, and a TTFT that sits on a 1e-9 s rounding boundary flips the hash
+(between OpenBLAS's Haswell and SkylakeX kernels on one machine the TTFTs moved by at most 2.4e-11 s and two
+of the thirteen hashes changed).  Each reference is now a sketch of the per-request TTFTs -- the number of
+finite ones, their sum, the sum of their magnitudes and ``Σ t_i sin(i + 1)`` -- taken from the digests'
+code under the SkylakeX kernel, where every digest still held, and compared within ``TTFT_TOLERANCE`` per
+request: a different routing decision or step moves a TTFT by milliseconds.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import numpy as np
 import pytest
@@ -40,23 +46,24 @@ from edgeprefix.placement.simulation.engine.step_time import fit_step_time, read
 from edgeprefix.placement.simulation.replay import ReplaySpec
 from edgeprefix.placement.simulation.replay_analysis import replay_replicated
 
-REFERENCE = (  # (engine, cache, router, sha256 of the rounded per-request TTFTs) from the pre-change code
-    ("batching", "planned", "online", "1730deaeaebb9e3f2ffc7429bc8eac841f3212dead96c5ca05de1beb0ae6b095"),
-    ("batching", "lru", "dynamo", "d26348948592bc458f2007f435d2bfc03fdfbb1d936e04fa2604617f9be2cd2e"),
-    ("batching", "planned+lru", "sglang", "2a1edf95b0b9c7ddd226ec23b2cdf4d1886dd352ee2d1412efb25b142f36796e"),
-    ("batching", "lru", "llm-d", "5dc13709e99adc8673e9b573ebc284e43729ba8aabb9ad91d67479fffc8056ac"),
-    ("batching", "lru", "vllm-prefix", "b9bec9b9fd4455f10840994bf09838f4bc7c755cc4b07699e5c02a9395c70c12"),
-    ("batching", "planned+lru", "vllm-kv", "6f4a8b5c5ab90fa26818a960d4bbddb21464fc60a9444914b452ba1b523b8c7e"),
-    ("slots", "lru", "dynamo", "055ad29cdce8b157e0c2c378dd13b325b13c6a5a4f9b4b4966c86bc13022537b"),
+TTFT_TOLERANCE = 1e-9  # seconds per request (the kernels' rounding moved them by 2.4e-11 s at most)
+REFERENCE = (  # (engine, cache, router, sketch of the per-request TTFTs) of the pre-change code
+    ("batching", "planned", "online", (1080, 10827.574086850822, 10827.574086850822, -82.60796390178693)),
+    ("batching", "lru", "dynamo", (1080, 7822.086393902608, 7822.086393902608, -63.9738262504876)),
+    ("batching", "planned+lru", "sglang", (1080, 8537.362958895072, 8537.362958895072, -250.62383636782266)),
+    ("batching", "lru", "llm-d", (1080, 9269.774975493538, 9269.774975493538, -412.89316677491865)),
+    ("batching", "lru", "vllm-prefix", (1080, 4093153.568759517, 4093153.568759517, -6120.317709642131)),
+    ("batching", "planned+lru", "vllm-kv", (1080, 9269.585536627772, 9269.585536627772, -85.30697381374286)),
+    ("slots", "lru", "dynamo", (1080, 12544.111390540147, 12544.111390540147, -638.1129549678809)),
 )
 
 REFERENCE_BATCHING = (  # the same with the seven-term step time (the engine's fit since the log-batch terms)
-    ("batching", "planned", "online", "c84603ecfd122130f6fc4d75ad3b164af34102826714b99d78a64df903f7d5a8"),
-    ("batching", "lru", "dynamo", "e68e394bdcaf4103904f5e0f51a117b9f35889700bb7a22ca479df5c0ac38069"),
-    ("batching", "planned+lru", "sglang", "8a24fe82ea76d38e16f55abcb8b3eec44ba6e464f448ffef800471425613cb9b"),
-    ("batching", "lru", "llm-d", "c8ec90584920dff4c48a78ae953d7bb9884d024170b77362a2e4db4316bfdbd1"),
-    ("batching", "lru", "vllm-prefix", "27e4424554d19f2ec95fbf09748679b044243278b306b638629eeab07e63ace2"),
-    ("batching", "planned+lru", "vllm-kv", "2afcc9146aa18182a8c41ce409b0f81068583c6fd31913e0fbc90cacc6d37229"),
+    ("batching", "planned", "online", (1080, 24516.896427695392, 24516.896427695392, -736.9369762268866)),
+    ("batching", "lru", "dynamo", (1080, 10885.858833215643, 10885.858833215643, -317.68543522916025)),
+    ("batching", "planned+lru", "sglang", (1080, 13574.778618880382, 13574.778618880382, -562.8667107920455)),
+    ("batching", "lru", "llm-d", (1080, 15379.551640220541, 15379.551640220541, -298.75117629096644)),
+    ("batching", "lru", "vllm-prefix", (1080, 4770142.798185732, 4770142.798185732, -7415.196003173179)),
+    ("batching", "planned+lru", "vllm-kv", (1080, 18320.91472097839, 18320.91472097839, -136.20693933494883)),
 )
 
 
@@ -71,22 +78,40 @@ def trace():
     return inst, wl, blocks, steps, decode_per_token(inst, float(wl.output.mean()))
 
 
-def _digest(trace, engine: str, cache: str, router: str, batching: bool) -> str:
+def _sketch(trace, engine: str, cache: str, router: str, batching: bool) -> tuple[int, float, float, float]:
     inst, wl, blocks, steps, d = trace
     spec = ReplaySpec(decode_per_token=d, nodes=8, router=router, engine=engine, cache=cache)
     r = replay_replicated(inst, wl, None, spec, intensity=0.05, seed=3, engine={"blocks": blocks, "step": steps[batching]}).results[0]
     ttft = np.asarray(r.ttft)
-    assert np.isfinite(ttft).sum() > 0.5 * ttft.size  # the replay served requests: the digest covers real values
-    return hashlib.sha256(np.round(ttft, 9).tobytes()).hexdigest()
+    finite = np.isfinite(ttft)
+    assert finite.sum() > 0.5 * ttft.size  # the replay served requests: the sketch covers real values
+    t = np.where(finite, ttft, 0.0)
+    return int(finite.sum()), float(t.sum()), float(np.abs(t).sum()), float(t @ np.sin(np.arange(1, t.size + 1)))
+
+
+def _agree(now: tuple[int, float, float, float], then: tuple[int, float, float, float]) -> bool:
+    return now[0] == then[0] and all(abs(a - b) <= TTFT_TOLERANCE * now[0] for a, b in zip(now[1:], then[1:]))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("engine", "cache", "router", "digest"), REFERENCE_BATCHING)
-def test_replay_ttfts_match_the_seven_term_reference(trace, engine: str, cache: str, router: str, digest: str) -> None:
-    assert _digest(trace, engine, cache, router, True) == digest
+@pytest.mark.parametrize(("engine", "cache", "router", "sketch"), REFERENCE_BATCHING)
+def test_replay_ttfts_match_the_seven_term_reference(trace, engine: str, cache: str, router: str, sketch) -> None:
+    assert _agree(_sketch(trace, engine, cache, router, True), sketch)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("engine", "cache", "router", "digest"), REFERENCE)
-def test_replay_ttfts_match_the_pre_optimisation_code(trace, engine: str, cache: str, router: str, digest: str) -> None:
-    assert _digest(trace, engine, cache, router, False) == digest
+@pytest.mark.parametrize(("engine", "cache", "router", "sketch"), REFERENCE)
+def test_replay_ttfts_match_the_pre_optimisation_code(trace, engine: str, cache: str, router: str, sketch) -> None:
+    assert _agree(_sketch(trace, engine, cache, router, False), sketch)
+
+
+def test_the_sketch_catches_one_request_moved_by_a_millisecond() -> None:
+    t = np.linspace(0.2, 3.0, 1000)
+    moved = t.copy()
+    moved[417] += 1e-3
+    rounded = np.nextafter(t, 9.0)
+
+    def sk(x: np.ndarray) -> tuple[int, float, float, float]:
+        return x.size, float(x.sum()), float(np.abs(x).sum()), float(x @ np.sin(np.arange(1, x.size + 1)))
+
+    assert _agree(sk(rounded), sk(t)) and not _agree(sk(moved), sk(t))
