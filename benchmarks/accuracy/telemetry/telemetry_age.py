@@ -439,16 +439,29 @@ def render_grid(rows: list[dict], methods=METHODS) -> str:
         line += " — |" if r.get("simulated_batch_se") is None else f" {r['simulated_batch_se']:.4f} |"
         for m in methods:
             p, e, ok = r.get(f"predicted_{m}"), r.get(f"error_{m}"), r.get(f"passed_{m}")
-            line += " — | — | — |" if p is None else f" {p:.4f} | {e:+.4f} | {'yes' if ok else '**no**'} |"
+            pse = r.get(f"predicted_{m}_se")
+            shown = "—" if p is None else f"{p:.4f}" + ("" if pse is None else f" ± {pse:.4f}")
+            line += " — | — | — |" if p is None else f" {shown} | {e:+.4f} | {'yes' if ok else '**no**'} |"
         line += f" {r['meanfield']:.4f} | {r['tier_rule']:.4f} |"
         lines.append(line)
     for m in methods:
         done = [r for r in rows if r.get(f"passed_{m}") is not None]
         aged = [r for r in done if r["delay"] > 0 or r["refresh"] > 0]
         worst = max((abs(r[f"error_{m}"]) for r in done), default=float("nan"))
+        mean = float(np.mean([abs(r[f"error_{m}"]) for r in done])) if done else float("nan")
+        low = min((r[f"error_{m}"] for r in done), default=float("nan"))
+        high = max((r[f"error_{m}"] for r in done), default=float("nan"))
+        batch = [r for r in done if r.get("simulated_batch_se") is not None]
         lines.append(
             f"{m}: {sum(r[f'passed_{m}'] for r in done)} of {len(done)} cells within max({TOLERANCE}, 3 SE) "
-            f"({sum(r[f'passed_{m}'] for r in aged)} of {len(aged)} with old telemetry); largest |error| {worst:.4f}"
+            f"({sum(r[f'passed_{m}'] for r in aged)} of {len(aged)} with old telemetry); errors {low:+.4f}…{high:+.4f}, "
+            f"mean |error| {mean:.4f}, largest {worst:.4f}"
+            + (
+                f"; with the pooled batch-means SE instead: "
+                f"{sum(abs(r[f'error_{m}']) <= max(TOLERANCE, 3.0 * r['simulated_batch_se']) for r in batch)} of {len(batch)}"
+                if batch
+                else ""
+            )
         )
     return "\n".join(lines)
 
