@@ -1,7 +1,7 @@
 """What old telemetry costs the online router: the model of docs/model.md §11 against the network simulator.
 
 Run ``python -m edgeprefix.benchmarks.accuracy.telemetry.telemetry_age [--out DIR]`` (the reduced grid of benchmarks/README.md
-§11; set ``OPENBLAS_NUM_THREADS=1`` on shared cores) or, for the acceptance grid (about 40 minutes of one core with
+§11; set ``OPENBLAS_NUM_THREADS=1`` on shared cores) or, for the acceptance grid (about 20 minutes of one core with
 the sampled prediction; the mean field takes minutes per prediction at ``D = 8`` s, an equivalent board of 16 s)::
 
     python -m edgeprefix.benchmarks.accuracy.telemetry.telemetry_age --loads 0.15,0.35,0.55,0.7,0.85 --delays 0,0.5,1,2,4,8 \\
