@@ -68,3 +68,11 @@ def test_an_old_reference_json_is_refused(capsys, tmp_path):
         telemetry_age.main(["--reuse-simulation", str(old)])
     assert stop.value.code == 2
     assert "--reuse-simulation" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_reused_row_keeps_both_ses():
+    row = {"simulated": 0.4, "simulated_se": 0.006, "simulated_batch_se": 0.001, "simulated_networks": [0.39, 0.41]}
+    ref = telemetry_age._reused(row, "simulated")
+    assert (ref.coverage, ref.se, ref.batch_se, ref.networks) == (0.4, 0.006, 0.001, (0.39, 0.41))
+    with pytest.raises(ValueError, match="reuse-simulation"):
+        telemetry_age._reused({"tier_rule": 0.3, "tier_rule_se": 0.002}, "tier_rule")
