@@ -76,3 +76,18 @@ def test_a_reused_row_keeps_both_ses():
     assert (ref.coverage, ref.se, ref.batch_se, ref.networks) == (0.4, 0.006, 0.001, (0.39, 0.41))
     with pytest.raises(ValueError, match="reuse-simulation"):
         telemetry_age._reused({"tier_rule": 0.3, "tier_rule_se": 0.002}, "tier_rule")
+
+
+def test_the_reference_samples_what_the_sampled_prediction_samples():
+    """On the same seeds the reference's first networks are the sampled prediction's networks, bit for bit: the two
+    estimate one quantity (docs/model.md (11.19)), and their difference in the benchmark is the draw of the seeds."""
+    from edgeprefix.placement.model.sampled_router import predict_sampled
+    from edgeprefix.placement.model.telemetry import Telemetry
+
+    inst = load_instance("paper_calibrated").with_network(request_intensity=3.0)
+    tau = float(inst.placement.target)
+    spec = dataclasses.replace(telemetry_age._spec(inst, 40, 40.0, 30.0), telemetry_delay=1.0)
+    router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
+    (ref,) = telemetry_age._simulate(inst, [(router, spec)], np.random.SeedSequence(7).spawn(4), tau)
+    pred = predict_sampled(inst, None, Telemetry(delay=1.0), target=tau, nodes=40, replications=3, seed=7)
+    assert pred.coverage == float(np.mean(ref.networks[:3]))
