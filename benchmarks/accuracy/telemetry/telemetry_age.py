@@ -1,11 +1,11 @@
 """What old telemetry costs the online router: the model of docs/model.md §11 against the network simulator.
 
 Run ``python -m edgeprefix.benchmarks.accuracy.telemetry.telemetry_age [--out DIR]`` (the reduced grid of benchmarks/README.md
-§11, about half an hour on a loaded machine; the predictions dominate: set ``OPENBLAS_NUM_THREADS=1`` on
-shared cores) or, for the full grid (``D = 8`` s is an equivalent board of 16 s, minutes per prediction)::
+§11; set ``OPENBLAS_NUM_THREADS=1`` on shared cores) or, for the acceptance grid (about 20 minutes of one core with
+the sampled prediction; the mean field takes minutes per prediction at ``D = 8`` s, an equivalent board of 16 s)::
 
     python -m edgeprefix.benchmarks.accuracy.telemetry.telemetry_age --loads 0.15,0.35,0.55,0.7,0.85 --delays 0,0.5,1,2,4,8 \\
-        --refresh 2,8 --nodes 1000 --replications 4 --out DIR
+        --refresh 2,8 --method sampled --out DIR
 
 For each instance and load (a fraction of the load-aware stability edge ``Λ_edge``, the largest ``Λ`` at
 which the mean-field operating point keeps every tier stable) and each telemetry setting (continuous
@@ -14,9 +14,16 @@ router (load-aware, ``k = 2`` candidates per profile) with its standard error, t
 (:func:`edgeprefix.placement.model.stale_router.predict_online`; ``--method``: the board mean field, the sampled
 network of docs/model.md (11.19), or both), the error and whether
 ``|error| ≤ max(0.02, 3 SE)``; and, per load, the simulated tier rule (Theorem 1 with the evaluation's
-advertised delays).  Replications are independent networks, the same seeds for every telemetry setting
-(common random numbers); the SE pools the batch-means SEs of the replications (docs/model.md (11.8)).
-Nothing in the model was fitted to these cells.
+advertised delays).
+
+The reference estimates what the prediction estimates, the expected coverage over random deployments: ``R``
+(``--replications``, default 5) independent networks, each drawing its own layout and arrivals from its seed, the
+same seeds for every telemetry setting of a load (common random numbers) and independent of the sampled
+prediction's (:data:`~edgeprefix.placement.model.sampled_router.SEED`); by default of the prediction's size
+(:data:`~edgeprefix.placement.model.sampled_router.NODES` nodes, fewer for a mitigation the prediction routes by
+the per-request loop).  The SE of the criterion is the between-network one, ``sd(ddof=1) / √R`` of the per-network
+coverages; the pooled batch-means SE of the runs (docs/model.md (11.8)), which leaves out the spread between
+layouts, is kept beside it (``simulated_batch_se``).  Nothing in the model was fitted to these cells.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,7 @@ from edgeprefix.benchmarks.accuracy.cell.cell_validation import stability_edge
 from edgeprefix.placement.atomic import atomic_savefig, atomic_write_text
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import load_instance
+from edgeprefix.placement.model.sampled_router import NODES, SEED
 from edgeprefix.placement.model.stale_router import flood_length, predict_online
 from edgeprefix.placement.model.telemetry import Telemetry
 from edgeprefix.placement.progress import progress_bar
@@ -64,11 +72,49 @@ def _spec(instance, nodes: float, horizon: float, warmup: float) -> SimulationSp
     )
 
 
-def _simulate(instance, router, spec, seeds, tau) -> tuple[float, float]:
-    runs = [simulate_network(instance, None, router, spec, seed=np.random.default_rng(s)) for s in seeds]
-    covs = np.array([r.coverage(tau) for r in runs])
-    ses = np.array([r.coverage_standard_error(tau) for r in runs])
-    return float(covs.mean()), float(math.sqrt(float((ses**2).sum())) / covs.size)
+@dataclass(frozen=True)
+class Reference:
+    """The simulated coverage of one cell over ``R`` independent networks (layout and arrivals drawn per network).
+
+    ``se``: the between-network standard error ``sd(ddof=1) / √R`` of the per-network coverages, the error of the
+    mean as an estimate of the expected coverage over random deployments (what the prediction estimates);
+    ``batch_se``: the pooled batch-means SE of the runs (docs/model.md (11.8)), which leaves out the spread between
+    layouts, kept for comparison; ``networks``: the per-network coverages.
+    """
+
+    coverage: float
+    se: float
+    batch_se: float
+    networks: tuple[float, ...]
+
+
+def _simulate(instance, cases, seeds, tau) -> list[Reference]:
+    """One :class:`Reference` per ``(router, spec)`` of ``cases``, every case on the same seeds (common random numbers).
+
+    The networks are the outer loop, so the nearest-candidate queries of one network are remembered across the
+    cases (:mod:`edgeprefix.placement.simulation.nearest`).
+    """
+    if len(seeds) < 2:
+        raise ValueError(f"replications: the between-network SE needs at least 2 networks, got {len(seeds)}")
+    covs = np.empty((len(cases), len(seeds)))
+    ses = np.empty_like(covs)
+    for j, s in enumerate(seeds):
+        for i, (router, spec) in enumerate(cases):
+            run = simulate_network(instance, None, router, spec, seed=np.random.default_rng(s))
+            covs[i, j], ses[i, j] = run.coverage(tau), run.coverage_standard_error(tau)
+    return [
+        Reference(
+            float(c.mean()), float(c.std(ddof=1) / math.sqrt(c.size)), float(math.sqrt(float((b**2).sum())) / b.size), tuple(map(float, c))
+        )
+        for c, b in zip(covs, ses)
+    ]
+
+
+def _reused(row: dict, key: str) -> Reference:
+    """A reference column of an earlier run's row (``key``: ``simulated`` or ``tier_rule``)."""
+    if f"{key}_batch_se" not in row:
+        raise ValueError("--reuse-simulation: the JSON predates the between-network SE (no batch_se column); simulate again")
+    return Reference(row[key], row[f"{key}_se"], row[f"{key}_batch_se"], tuple(row.get(f"{key}_networks", ())))
 
 
 def run_grid(
@@ -106,22 +152,26 @@ def run_grid(
             tau = float(base.placement.target)
             for frac in loads:
                 inst = base.with_network(request_intensity=frac * edge)
-                spec = _spec(inst, nodes, horizon, warmup)
+                spec = _spec(inst, NODES if nodes is None else nodes, horizon, warmup)
                 ev = evaluate(inst, None, "load_aware", target=tau)
                 known = [r for r in done.values() if r["instance"] == name and r["load"] == frac]
                 if known:
-                    tier, tier_se = known[0]["tier_rule"], known[0]["tier_rule_se"]
+                    tier = _reused(known[0], "tier_rule")
                 else:
-                    tier, tier_se = _simulate(inst, analytical_router(ev), spec, seeds, tau)
+                    (tier,) = _simulate(inst, [(analytical_router(ev), spec)], seeds, tau)
                 fresh = None  # the node model at h = 0, shared by every telemetry setting of the load
                 by_flood: dict[float, Any] = {}  # settings of equal flood length h share one prediction
                 bar.update(1)
-                for tel in settings:
-                    old = done.get((name, frac, tel.delay, tel.refresh))
-                    if old is not None:
-                        sim, se = old["simulated"], old["simulated_se"]
-                    else:
-                        sim, se = _simulate(inst, router, replace(spec, telemetry_delay=tel.delay, refresh_period=tel.refresh), seeds, tau)
+                olds = [done.get((name, frac, tel.delay, tel.refresh)) for tel in settings]
+                todo = [tel for tel, old in zip(settings, olds) if old is None]
+                fresh_refs = iter(
+                    _simulate(inst, [(router, replace(spec, telemetry_delay=t.delay, refresh_period=t.refresh)) for t in todo], seeds, tau)
+                    if todo
+                    else []
+                )
+                for tel, old in zip(settings, olds):
+                    ref = _reused(old, "simulated") if old is not None else next(fresh_refs)
+                    sim, se = ref.coverage, ref.se
                     h = flood_length(tel)
                     preds: dict[str, Any] = {}
                     if "meanfield" in methods and h <= meanfield_flood:
@@ -156,7 +206,11 @@ def run_grid(
                             "refresh": tel.refresh,
                             "simulated": sim,
                             "simulated_se": se,
+                            "simulated_batch_se": ref.batch_se,
+                            "simulated_networks": list(ref.networks),
+                            "reference_nodes": spec.layout.mean_nodes,
                             "predicted": pred.coverage,
+                            "predicted_se": pred.coverage_se,
                             "error": err,
                             "method": pred.method,
                             **per_method,
@@ -164,8 +218,10 @@ def run_grid(
                             "fresh_node_model": None if pred.fresh_node is None else pred.fresh_node.coverage,
                             "flood": h,
                             "meanfield": pred.meanfield_coverage,
-                            "tier_rule": tier,
-                            "tier_rule_se": tier_se,
+                            "tier_rule": tier.coverage,
+                            "tier_rule_se": tier.se,
+                            "tier_rule_batch_se": tier.batch_se,
+                            "tier_rule_networks": list(tier.networks),
                             "passed": bool(abs(err) <= max(TOLERANCE, 3.0 * se)),
                         }
                     )
@@ -195,7 +251,10 @@ def mitigation_router(margin: float, sample: int, admission: float):
 
 
 def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup, seed=0, method="meanfield") -> list[dict]:
-    """Each mitigation of docs/model.md (11.15) at each load and delay: simulated vs predicted (common random numbers)."""
+    """Each mitigation of docs/model.md (11.15) at each load and delay: simulated vs predicted (common random numbers).
+
+    ``nodes`` None: each mitigation's reference networks are the size of its sampled prediction's (1000 nodes on the
+    block routing, fewer on the per-request loop, :func:`_sampled_nodes`)."""
     base = _instance(name)
     edge = stability_edge(base, None)
     tau = float(base.placement.target)
@@ -204,13 +263,23 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
     with progress_bar(total=len(loads) * len(delays) * len(MITIGATIONS), desc="mitigations", unit="cell") as bar:
         for frac in loads:
             inst = base.with_network(request_intensity=frac * edge)
-            spec = _spec(inst, nodes, horizon, warmup)
+            sizes = [
+                nodes if nodes is not None else _sampled_nodes(inst, local, sample, admission)
+                for _, _, local, sample, admission in MITIGATIONS
+            ]
             ev = evaluate(inst, None, "load_aware", target=tau)
             fresh = None
             for delay in delays:
-                for label, margin, local, sample, admission in MITIGATIONS:
-                    router = mitigation_router(margin, sample, admission)
-                    sim, se = _simulate(inst, router, replace(spec, telemetry_delay=delay, local_accounting=local), seeds, tau)
+                cases = [
+                    (
+                        mitigation_router(margin, sample, admission),
+                        replace(_spec(inst, n, horizon, warmup), telemetry_delay=delay, local_accounting=local),
+                    )
+                    for n, (_, margin, local, sample, admission) in zip(sizes, MITIGATIONS)
+                ]
+                refs = _simulate(inst, cases, seeds, tau)
+                for ref, n, (label, margin, local, sample, admission) in zip(refs, sizes, MITIGATIONS):
+                    sim, se = ref.coverage, ref.se
                     clock = time.process_time()
                     pred = predict_online(
                         inst,
@@ -238,6 +307,9 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
                             "mitigation": label,
                             "simulated": sim,
                             "simulated_se": se,
+                            "simulated_batch_se": ref.batch_se,
+                            "simulated_networks": list(ref.networks),
+                            "reference_nodes": n,
                             "predicted": pred.coverage,
                             "predicted_se": pred.coverage_se,
                             "method": pred.method,
@@ -255,7 +327,7 @@ def run_mitigations(name, loads, delays, *, nodes, replications, horizon, warmup
 
 def _sampled_nodes(instance, local: bool, sample: int, admission: float) -> int:
     """Nodes per network of the sampled prediction of one mitigation (the per-request loop is sized down)."""
-    from edgeprefix.placement.model.sampled_router import NODES, loop_nodes, takes_loop
+    from edgeprefix.placement.model.sampled_router import loop_nodes, takes_loop
 
     return loop_nodes(instance) if takes_loop(local_accounting=local, sample=sample, admission=admission) else NODES
 
@@ -307,7 +379,7 @@ def run_decision(name, load, delay, *, resolution, nodes, replications, horizon,
             bar.update(1)
     fresh_mix = max(scored, key=lambda r: r[1])
     stale_mix = max(scored, key=lambda r: r[2])
-    spec = replace(_spec(inst, nodes, horizon, warmup), telemetry_delay=delay)
+    spec = replace(_spec(inst, NODES if nodes is None else nodes, horizon, warmup), telemetry_delay=delay)
     router = OnlineRouter("load_aware", "telemetry", candidates_per_profile=2)
     seeds = np.random.SeedSequence(seed).spawn(replications)
     pairs = np.array(
@@ -354,8 +426,8 @@ def render(rows: list[dict]) -> str:
 
 def render_grid(rows: list[dict], methods=METHODS) -> str:
     """The grid as a markdown table, one prediction column group per method, and each method's count of passes."""
-    head = "| instance | load | Λ | D [s] | Δt [s] | simulated ± SE |"
-    rule = "|---|---:|---:|---:|---:|---:|"
+    head = "| instance | load | Λ | D [s] | Δt [s] | simulated ± SE | batch SE |"
+    rule = "|---|---:|---:|---:|---:|---:|---:|"
     for m in methods:
         head += f" {m} | error | within |"
         rule += "---:|---:|:-:|"
@@ -364,18 +436,32 @@ def render_grid(rows: list[dict], methods=METHODS) -> str:
     lines = [head, rule]
     for r in rows:
         line = f"| {r['instance']} | {r['load']:.2f} | {r['intensity']:.3f} | {r['delay']:g} | {r['refresh']:g} | {r['simulated']:.4f} ± {r['simulated_se']:.4f} |"
+        line += " — |" if r.get("simulated_batch_se") is None else f" {r['simulated_batch_se']:.4f} |"
         for m in methods:
             p, e, ok = r.get(f"predicted_{m}"), r.get(f"error_{m}"), r.get(f"passed_{m}")
-            line += " — | — | — |" if p is None else f" {p:.4f} | {e:+.4f} | {'yes' if ok else '**no**'} |"
+            pse = r.get(f"predicted_{m}_se")
+            shown = "—" if p is None else f"{p:.4f}" + ("" if pse is None else f" ± {pse:.4f}")
+            line += " — | — | — |" if p is None else f" {shown} | {e:+.4f} | {'yes' if ok else '**no**'} |"
         line += f" {r['meanfield']:.4f} | {r['tier_rule']:.4f} |"
         lines.append(line)
     for m in methods:
         done = [r for r in rows if r.get(f"passed_{m}") is not None]
         aged = [r for r in done if r["delay"] > 0 or r["refresh"] > 0]
         worst = max((abs(r[f"error_{m}"]) for r in done), default=float("nan"))
+        mean = float(np.mean([abs(r[f"error_{m}"]) for r in done])) if done else float("nan")
+        low = min((r[f"error_{m}"] for r in done), default=float("nan"))
+        high = max((r[f"error_{m}"] for r in done), default=float("nan"))
+        batch = [r for r in done if r.get("simulated_batch_se") is not None]
         lines.append(
             f"{m}: {sum(r[f'passed_{m}'] for r in done)} of {len(done)} cells within max({TOLERANCE}, 3 SE) "
-            f"({sum(r[f'passed_{m}'] for r in aged)} of {len(aged)} with old telemetry); largest |error| {worst:.4f}"
+            f"({sum(r[f'passed_{m}'] for r in aged)} of {len(aged)} with old telemetry); errors {low:+.4f}…{high:+.4f}, "
+            f"mean |error| {mean:.4f}, largest {worst:.4f}"
+            + (
+                f"; with the pooled batch-means SE instead: "
+                f"{sum(abs(r[f'error_{m}']) <= max(TOLERANCE, 3.0 * r['simulated_batch_se']) for r in batch)} of {len(batch)}"
+                if batch
+                else ""
+            )
         )
     return "\n".join(lines)
 
@@ -427,8 +513,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loads", default="0.15,0.55,0.85", help="fractions of the load-aware stability edge")
     parser.add_argument("--delays", default="0,0.5,1,2,4", help="continuous telemetry delays D [s]")
     parser.add_argument("--refresh", default="2,8", help="periodic refresh periods Δt [s] (with D = 0)")
-    parser.add_argument("--nodes", type=float, default=200.0)
-    parser.add_argument("--replications", type=int, default=3)
+    parser.add_argument(
+        "--nodes",
+        type=float,
+        default=None,
+        help="nodes per reference network (default: the sampled prediction's, 1000; fewer for a mitigation on the per-request loop)",
+    )
+    parser.add_argument("--replications", type=int, default=5, help="reference networks per cell (at least 2: the SE is their spread)")
     parser.add_argument("--horizon", type=float, default=40.0, help="measured seconds (at least 15 mean occupancies)")
     parser.add_argument("--warmup", type=float, default=30.0, help="discarded seconds (at least 15 mean occupancies)")
     parser.add_argument("--seed", type=int, default=0)
@@ -456,6 +547,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--meanfield-flood", type=float, default=MEANFIELD_FLOOD, help="skip the mean field above this flood length h [s]")
     parser.add_argument("--out", default=None, metavar="DIR", help="write telemetry_age.json and telemetry_age.png here")
     args = parser.parse_args(argv)
+    if args.replications < 2:
+        parser.error(f"--replications: the SE is the spread between networks, give at least 2 (got {args.replications})")
+    if args.seed == SEED:
+        parser.error(f"--seed: {SEED} is the sampled prediction's seed; give another so the reference is independent")
+    if args.nodes is not None and not args.nodes >= 10:
+        parser.error(f"--nodes: give at least 10 nodes per network (got {args.nodes})")
     size = dict(nodes=args.nodes, replications=args.replications, horizon=args.horizon, warmup=args.warmup, seed=args.seed)
     methods = tuple(m.strip() for m in args.method.split(",") if m.strip())
     unknown = [m for m in methods if m not in METHODS]
@@ -477,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
         print(render(rows))
         print(render_mitigations(rows))
     else:
+        reused = None if args.reuse_simulation is None else json.loads(Path(args.reuse_simulation).read_text())
+        if reused is not None and any("simulated_batch_se" not in r for r in reused):
+            parser.error("--reuse-simulation: the JSON predates the between-network SE (no simulated_batch_se); simulate again")
         rows = run_grid(
             args.instances.split(","),
             _floats(args.loads),
@@ -486,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
             log=lambda row: print(json.dumps(row), file=sys.stderr, flush=True),
             methods=methods,
             meanfield_flood=args.meanfield_flood,
-            simulated=None if args.reuse_simulation is None else json.loads(Path(args.reuse_simulation).read_text()),
+            simulated=reused,
         )
         print(render_grid(rows, methods))
     if args.out is not None:
