@@ -17,7 +17,7 @@ from edgeprefix.placement.model.erlang import erlang_b_large, erlang_b_large_sca
 from edgeprefix.placement.model.evaluation import delay_cap, evaluate, exchangeable_tiers
 from edgeprefix.placement.model.fixed_point import allowed_residual, robust_solve
 from edgeprefix.placement.model.instance import instance_from_mapping, instance_to_mapping, load_instance
-from edgeprefix.placement.model.mgc import _cosmetatos, mgc_mean_wait, variability_factor
+from edgeprefix.placement.model.mgc import cosmetatos_ratio, mgc_mean_wait, variability_factor
 from edgeprefix.placement.model.queueing import (
     _advertised_scalar_and_slope,
     advertised_wait_and_slope,
@@ -77,7 +77,7 @@ def test_an_unstable_queue_with_a_subnormal_gap_waits_forever_without_overflow()
 def test_cosmetatos_ratio_is_one_in_light_traffic_without_overflow(c):
     """``F = A_c (c − a)/a`` overflowed as ``a → 0``; the callers had to silence it."""
     a = np.array(TINY_LOADS)
-    k, dk = _cosmetatos(a, np.full(a.size, c))
+    k, dk = cosmetatos_ratio(a, np.full(a.size, c))
     np.testing.assert_array_equal(k, 1.0)
     np.testing.assert_array_equal(dk, 0.0)
 
@@ -85,7 +85,7 @@ def test_cosmetatos_ratio_is_one_in_light_traffic_without_overflow(c):
 def test_cosmetatos_ratio_at_one_server_is_a_half_at_every_load():
     """Pollaczek–Khinchine: ``W̄_{M/D/1} = W̄_{M/M/1}/2`` at every load, so also at ``a = 0`` (was 1 there)."""
     a = np.array([*TINY_LOADS, 0.5, 0.99])
-    k, dk = _cosmetatos(a, np.ones(a.size))
+    k, dk = cosmetatos_ratio(a, np.ones(a.size))
     np.testing.assert_array_equal(k, 0.5)
     np.testing.assert_array_equal(dk, 0.0)
     np.testing.assert_array_equal(variability_factor(a, 1.0, 0.44), 0.72)

@@ -33,8 +33,7 @@ import numpy.typing as npt
 from edgeprefix.placement.model import cell as C
 from edgeprefix.placement.model.association import default_nodes
 from edgeprefix.placement.model.cell_gradient_power import PowerGeometry
-from edgeprefix.placement.model.mgc import _cosmetatos as cosmetatos_ratio
-from edgeprefix.placement.model.mgc import _interpolation as variability_interpolation
+from edgeprefix.placement.model.mgc import cosmetatos_ratio, variability_interpolation
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]

@@ -43,7 +43,7 @@ def _check_scv(scv: FloatArray) -> None:
         raise ValueError(f"scv: the squared coefficient of variation C_S² must be finite and >= 0, got {plain(scv)}")
 
 
-def _cosmetatos(a: FloatArray, c: FloatArray) -> tuple[FloatArray, FloatArray]:
+def cosmetatos_ratio(a: FloatArray, c: FloatArray) -> tuple[FloatArray, FloatArray]:
     """``k = W̄_{M/D/c} / W̄_{M/M/c}`` and ``dk/da`` (eq. (19.18)); ``k = 1`` where ``F ≥ 1`` (light traffic).
 
     ``F = A_c (c − a)/a`` is compared with 1 as ``A_c (c − a) ≥ a`` and divided only where it is below
@@ -60,7 +60,7 @@ def _cosmetatos(a: FloatArray, c: FloatArray) -> tuple[FloatArray, FloatArray]:
     return 0.5 * (1.0 + f), dk
 
 
-def _interpolation(k: FloatArray, scv: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+def variability_interpolation(k: FloatArray, scv: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """``K``, ``∂K/∂k``, ``∂K/∂C²`` and ``∂²K/∂k∂C²`` of ``K = (1 + C²) k / (2 C² k + 1 − C²)`` (eq. (19.19))."""
     den = 2.0 * scv * k + (1.0 - scv)  # >= 1 when C² >= 1, > 0 otherwise (k >= ½); exact 2k at C² = 1
     big_k = (1.0 + scv) * k / den
@@ -74,8 +74,8 @@ def variability_factor(offered_load: npt.ArrayLike, servers: npt.ArrayLike, scv:
     """``K = W̄_{M/G/c} / W̄_{M/M/c}`` (eq. (19.19)); 1 at ``C² = 1``, ``(1 + C²)/2`` at ``c = 1``."""
     a, c, s = _arrays(offered_load, servers, scv)
     _check_scv(s)
-    k, _ = _cosmetatos(a, c)
-    return _interpolation(k, s)[0]
+    k, _ = cosmetatos_ratio(a, c)
+    return variability_interpolation(k, s)[0]
 
 
 def mgc_wait_probability(offered_load: npt.ArrayLike, servers: npt.ArrayLike) -> FloatArray:
@@ -89,8 +89,8 @@ def mgc_mean_wait(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_serv
     _check_scv(s)
     pw = erlang_c(a, c)
     stable = a < c
-    k, _ = _cosmetatos(a, c)
-    w = _interpolation(k, s)[0] * pw * m / np.where(stable, c - a, 1.0)
+    k, _ = cosmetatos_ratio(a, c)
+    w = variability_interpolation(k, s)[0] * pw * m / np.where(stable, c - a, 1.0)
     return np.where(stable, w, np.inf)
 
 
@@ -98,8 +98,8 @@ def mgc_decay(offered_load: npt.ArrayLike, servers: npt.ArrayLike, mean_service:
     """``θ = P^W / W̄ = (c − a) / (K / μ)`` (eq. (19.21)), ``≤ 0`` when unstable (as ``c μ − λq``)."""
     a, c, m, s = _arrays(offered_load, servers, mean_service, scv)
     _check_scv(s)
-    k, _ = _cosmetatos(a, c)
-    return (c - a) / (m * _interpolation(k, s)[0])
+    k, _ = cosmetatos_ratio(a, c)
+    return (c - a) / (m * variability_interpolation(k, s)[0])
 
 
 def mgc_waiting_cdf(
@@ -127,8 +127,8 @@ def mgc_mean_wait_and_derivatives(
     gap = c - a
     w_mm = pw * m / gap
     dw_mm = m * (dpw * gap + pw) / gap**2
-    k, dk_da = _cosmetatos(a, c)
-    big_k, dk, ds, _ = _interpolation(k, s)
+    k, dk_da = cosmetatos_ratio(a, c)
+    big_k, dk, ds, _ = variability_interpolation(k, s)
     w = big_k * w_mm
     return w, dk * dk_da * w_mm + big_k * dw_mm, w / m, ds * w_mm
 
@@ -157,8 +157,8 @@ def mgc_advertised_wait_and_slopes(
     a_bar = np.minimum(a, rho_clip * safe_c)
     pw = erlang_c(a_bar, safe_c)
     w_bar = pw * m / (safe_c - a_bar)  # W̄_MM(ā)
-    k, dk_da = _cosmetatos(a_bar, safe_c)
-    big_k, dk, ds, dkds = _interpolation(k, s)
+    k, dk_da = cosmetatos_ratio(a_bar, safe_c)
+    big_k, dk, ds, dkds = variability_interpolation(k, s)
     excess = a - a_bar
     k_prime = dk * dk_da  # dK/da at ā
     wait = big_k * w_adv + k_prime * w_bar * excess

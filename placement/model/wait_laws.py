@@ -28,9 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.model.engine_law import EngineLawConstants, EngineTiers, engine_advertised, engine_wait_law
-from edgeprefix.placement.model.mgc import _cosmetatos as cosmetatos_ratio
-from edgeprefix.placement.model.mgc import _interpolation as variability_interpolation
-from edgeprefix.placement.model.mgc import mgc_advertised_wait_and_slopes
+from edgeprefix.placement.model.mgc import cosmetatos_ratio, mgc_advertised_wait_and_slopes, variability_interpolation
 from edgeprefix.placement.model.queueing import advertised_wait_and_slope, erlang_b, erlang_b_over_load
 
 FloatArray = npt.NDArray[np.float64]

@@ -184,21 +184,21 @@ class ForestBuilder:
             block_occurrences=int(self.occurrences),
             shared_blocks=int(np.count_nonzero(count >= 2)),
             shared_occurrences=int(count[count >= 2].sum()),
-            parent=_ro(np.where(vp >= 0, renumber[np.maximum(vp, 0)], -1)),
-            depth=_ro(np.array(self._end, dtype=np.float64)[vertices]),
-            depth_blocks=_ro(pos[vertices]),
-            count=_ro(count[vertices].astype(np.int64)),
-            ends=_ro(ends[vertices].astype(np.int64)),
-            first_seen=_ro(first[vertices]),
-            last_seen=_ro(last[vertices]),
-            input_sum=_ro(sub_in[vertices]),
-            output_sum=_ro(sub_out[vertices]),
-            end_input_sum=_ro(end_in[vertices]),
-            end_output_sum=_ro(end_out[vertices]),
-            top_block=_ro(ids[top[vertices]]),
-            bottom_block=_ro(ids[vertices]),
-            chain_start=_ro(chain_start),
-            chain_blocks=_ro(chain_blocks),
+            parent=read_only(np.where(vp >= 0, renumber[np.maximum(vp, 0)], -1)),
+            depth=read_only(np.array(self._end, dtype=np.float64)[vertices]),
+            depth_blocks=read_only(pos[vertices]),
+            count=read_only(count[vertices].astype(np.int64)),
+            ends=read_only(ends[vertices].astype(np.int64)),
+            first_seen=read_only(first[vertices]),
+            last_seen=read_only(last[vertices]),
+            input_sum=read_only(sub_in[vertices]),
+            output_sum=read_only(sub_out[vertices]),
+            end_input_sum=read_only(end_in[vertices]),
+            end_output_sum=read_only(end_out[vertices]),
+            top_block=read_only(ids[top[vertices]]),
+            bottom_block=read_only(ids[vertices]),
+            chain_start=read_only(chain_start),
+            chain_blocks=read_only(chain_blocks),
         )
 
 
@@ -238,7 +238,7 @@ def _levels(pos: IntArray) -> list[IntArray]:
     return [np.empty(0, dtype=np.int64)] + [order[bounds[d] : bounds[d + 1]] for d in range(bounds.size - 1)]
 
 
-def _ro(values: np.ndarray) -> np.ndarray:
+def read_only(values: np.ndarray) -> np.ndarray:
     values = np.ascontiguousarray(values)
     values.setflags(write=False)
     return values
@@ -295,8 +295,8 @@ class RadixForest:
         order = has_parent[np.argsort(self.parent[has_parent], kind="stable")]
         start = np.zeros(self.n_vertices + 1, dtype=index)
         np.cumsum(np.bincount(self.parent[has_parent], minlength=self.n_vertices), out=start[1:])
-        object.__setattr__(self, "_child_start", _ro(start))
-        object.__setattr__(self, "_child_index", _ro(order))
+        object.__setattr__(self, "_child_start", read_only(start))
+        object.__setattr__(self, "_child_index", read_only(order))
 
     @property
     def n_vertices(self) -> int:

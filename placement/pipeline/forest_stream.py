@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgeprefix.placement.errors import plain
-from edgeprefix.placement.pipeline.forest import RadixForest, _ro
+from edgeprefix.placement.pipeline.forest import RadixForest, read_only
 from edgeprefix.placement.pipeline.traces import DEFAULT_BLOCK_SIZE, SkipLog, TraceError, TraceRecord
 
 CHUNK_RECORDS = 8192  # records resolved together
@@ -245,14 +245,14 @@ class StreamForestBuilder:
         top = np.concatenate(([0], vertices[:-1] + 1))  # first block of each vertex's chain
         up = self._parent.values[top].astype(np.int64)
         self._parent, self._children = _Column(np.int32), _Column(np.uint8)
-        top_block = _ro(ids[top])
+        top_block = read_only(ids[top])
         chain = vertices - top + 1
         del top
         vparent = np.searchsorted(vertices, np.maximum(up, 0))
         vparent[up < 0] = -1
         del up
         depth_blocks = _path_sums(chain, vparent)
-        bottom_block = _ro(ids[vertices])
+        bottom_block = read_only(ids[vertices])
         of = np.searchsorted(vertices, end)  # each request's end vertex
         chain_start = np.empty(vertices.size + 1, dtype=np.int64)
         chain_start[0] = 0
@@ -293,21 +293,21 @@ class StreamForestBuilder:
             block_occurrences=int(self.occurrences),
             shared_blocks=int(chain[shared].sum()),
             shared_occurrences=int((count * chain)[shared].sum()),
-            parent=_ro(vparent),
-            depth=_ro(depth),
-            depth_blocks=_ro(depth_blocks),
-            count=_ro(count),
-            ends=_ro(ends),
-            first_seen=_ro(first),
-            last_seen=_ro(last),
-            input_sum=_ro(sub_in),
-            output_sum=_ro(sub_out),
-            end_input_sum=_ro(end_in),
-            end_output_sum=_ro(end_out),
+            parent=read_only(vparent),
+            depth=read_only(depth),
+            depth_blocks=read_only(depth_blocks),
+            count=read_only(count),
+            ends=read_only(ends),
+            first_seen=read_only(first),
+            last_seen=read_only(last),
+            input_sum=read_only(sub_in),
+            output_sum=read_only(sub_out),
+            end_input_sum=read_only(end_in),
+            end_output_sum=read_only(end_out),
             top_block=top_block,
             bottom_block=bottom_block,
-            chain_start=_ro(chain_start),
-            chain_blocks=_ro(ids),
+            chain_start=read_only(chain_start),
+            chain_blocks=read_only(ids),
         )
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from edgeprefix.placement.simulation.online_fast import _plain_router
+from edgeprefix.placement.simulation.online_fast import plain_router
 from edgeprefix.placement.simulation.routers import REJECT, OnlineRouter
 
 FloatArray = npt.NDArray[np.float64]
@@ -40,7 +40,7 @@ def applies(router: Any, spec: Any, shown: Any = None, churn: Any = None) -> boo
     """Whether :func:`route_delayed` gives the per-request loop's result for this run."""
     if not FAST_PATH or type(router) is not OnlineRouter or shown is not None or churn is not None:
         return False
-    if router != _plain_router(router) or router.admission_control or router.delay != "telemetry":
+    if router != plain_router(router) or router.admission_control or router.delay != "telemetry":
         return False
     if spec.local_accounting or not (spec.telemetry_delay > 0.0 or spec.refresh_period > 0.0):
         return False

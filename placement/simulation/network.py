@@ -308,7 +308,9 @@ def forget_draws() -> None:
     _draws.clear()
 
 
-def _candidates(layout: Layout, positions: FloatArray, k: int, profiles: int, shown: IntArray | None = None) -> tuple[IntArray, FloatArray]:
+def nearest_candidates(
+    layout: Layout, positions: FloatArray, k: int, profiles: int, shown: IntArray | None = None
+) -> tuple[IntArray, FloatArray]:
     """Nearest ``k`` eligible nodes per profile: node ids and distances, ``(n, S·k)`` (−1 / inf pad).
 
     ``shown``: the profile the catalogue shows for each node (default: the layout's).
@@ -373,7 +375,7 @@ def simulate_network(
     bias = static(instance.first_token_time) if static is not None else None
     first_token, occupancy = node_times(instance, layout)
     if bias is not None:
-        chosen = _route_static(cand, dist, req.kind, bias, net.radio_scale, net.radio_exponent, k, s_count)
+        chosen = route_static(cand, dist, req.kind, bias, net.radio_scale, net.radio_exponent, k, s_count)
         waits, services, hits = _serve_static(layout, req, chosen, occupancy)
     else:
         chosen, waits, services, hits = _route_online(instance, layout, req, cand, dist, router, spec, rng, occupancy)
@@ -410,7 +412,7 @@ def simulate_network(
     )
 
 
-def _route_static(cand, dist, kind, bias, xi, alpha, k, s_count) -> IntArray:
+def route_static(cand, dist, kind, bias, xi, alpha, k, s_count) -> IntArray:
     """Theorem 1's rule: ``argmin_s ξ R_s^α + β_{s,q}`` over the nearest node of each tier."""
     first = np.arange(s_count) * k
     nearest_node = cand[:, first]  # (n, S)
@@ -760,7 +762,7 @@ def _simulate_catalogue(instance, mix, layout, req, router, spec, rng):
         dist = np.full((n, s_count * k), np.inf)
         for e in np.unique(epoch).tolist():
             sel = np.flatnonzero(epoch == e)
-            cand[sel], dist[sel] = _candidates(layout, req.position[sel], k, s_count, shown=snaps[e])
+            cand[sel], dist[sel] = nearest_candidates(layout, req.position[sel], k, s_count, shown=snaps[e])
         safe = np.maximum(cand, 0)
         shown_s = snaps[epoch[:, None], safe]
         kind = req.kind[:, None]

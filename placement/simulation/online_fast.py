@@ -39,7 +39,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def _plain_router(router: OnlineRouter) -> OnlineRouter:
+def plain_router(router: OnlineRouter) -> OnlineRouter:
     """The router rebuilt from the knobs this path implements (any other knob then makes it differ)."""
     return OnlineRouter(
         policy=router.policy,
@@ -60,7 +60,7 @@ def applies(router: Any, spec: Any, shown: Any = None, churn: Any = None) -> boo
     """Whether :func:`route_fresh` gives the per-request loop's result for this run."""
     if not FAST_PATH or type(router) is not OnlineRouter or shown is not None or churn is not None:
         return False
-    if router != _plain_router(router) or router.admission_control:
+    if router != plain_router(router) or router.admission_control:
         return False
     known = type(spec)(
         horizon=spec.horizon,

@@ -42,7 +42,7 @@ from edgeprefix.placement.progress import progress_bar
 from edgeprefix.placement.simulation.engine.names import CACHES, ENGINES, PRODUCTION_ROUTERS, in_engine_room
 from edgeprefix.placement.simulation.layout import Layout, LayoutSpec, exact_counts, sample_layout
 from edgeprefix.placement.simulation.mmc import fcfs_waits
-from edgeprefix.placement.simulation.network import _candidates, _route_static
+from edgeprefix.placement.simulation.network import nearest_candidates, route_static
 from edgeprefix.placement.simulation.routers import REJECT, CandidateView, OnlineRouter
 
 FloatArray = npt.NDArray[np.float64]
@@ -805,9 +805,9 @@ def _route_tier(layouts, evs, positions, kind, epoch, net) -> tuple[IntArray, Fl
         if idx.size == 0:
             continue
         s_count = ev.bias.shape[0]
-        cand, dist = _candidates(layout, positions[idx], 1, s_count)
+        cand, dist = nearest_candidates(layout, positions[idx], 1, s_count)
         bias = np.where(np.isfinite(ev.bias), ev.bias, np.inf)
-        pick = _route_static(cand, dist, kind[idx], bias, net.radio_scale, net.radio_exponent, 1, s_count)
+        pick = route_static(cand, dist, kind[idx], bias, net.radio_scale, net.radio_exponent, 1, s_count)
         chosen[idx] = pick
         col = np.argmax(cand == pick[:, None], axis=1)
         distance[idx] = np.where(pick >= 0, dist[np.arange(idx.size), col], np.nan)
@@ -905,7 +905,7 @@ def _route_online(inst, layouts, router, times, positions, epoch, kind, hits, le
                 current = e
             servers = layout.servers.astype(float)
             per_server = mean_service[layout.profile] / servers  # m̄_s / c_x
-            cand, dist = _candidates(layout, positions[lo:hi], k, s_count)
+            cand, dist = nearest_candidates(layout, positions[lo:hi], k, s_count)
             valid = cand >= 0
             safe = np.where(valid, cand, 0)
             prof = layout.profile[safe]

@@ -47,7 +47,7 @@ from edgeprefix.placement.simulation.engine.names import PRODUCTION_ROUTERS, in_
 from edgeprefix.placement.simulation.engine.routers import RouteRequest, make_router
 from edgeprefix.placement.simulation.engine.scheduler import INF, BatchingNode, Requests, SlotNode
 from edgeprefix.placement.simulation.engine.step_time import StepTime
-from edgeprefix.placement.simulation.network import _candidates
+from edgeprefix.placement.simulation.network import nearest_candidates
 from edgeprefix.placement.simulation.replay import (
     MixSchedule,
     ReplayResult,
@@ -286,7 +286,7 @@ def _run(inst, layout, ev, spec, nodes, hooks, board, reqs, times, positions, ki
         for lo in range(0, n, _CHUNK):
             hi = min(lo + _CHUNK, n)
             if static is None:
-                cand, dist = _candidates(layout, positions[lo:hi], spec.candidates, s_count)
+                cand, dist = nearest_candidates(layout, positions[lo:hi], spec.candidates, s_count)
             for r in range(hi - lo):
                 i = lo + r
                 t = time_list[i]
