@@ -67,7 +67,7 @@ def test_slot_limit_is_erlang_c():
     np.testing.assert_allclose(stability_edge(c, tiers, SLOTS), c)
 
 
-# the slot limit's constants with the step in progress switched on (docs/model.md (17.24)): it must vanish at ū = 0
+# the slot limit's constants with the step in progress switched on (docs/model.md (17.25)): it must vanish at ū = 0
 DELAYED = EngineLawConstants(compute_servers=1.0, theta_1=1.0, theta_2=0.0, theta_3=0.0, theta_4=1.0, theta_7=0.3)
 
 
@@ -305,7 +305,7 @@ def test_law_against_single_node_engine_runs(mooncake, load):
 @pytest.mark.slow
 def test_small_waits_against_a_single_node_engine_run(mooncake):
     """The shipped mix with all its free memory at ``a = 0.25``: the engine's share of small waits ``P(W ≤ x ū)``,
-    ``x = 0.1, 0.25`` (below and above the step in progress ``δ = θ_7 ū``, docs/model.md (17.24)), against
+    ``x = 0.1, 0.25`` (below and above the step in progress ``δ = θ_7 ū``, docs/model.md (17.25)), against
     ``F_W(x ū) = 1 − P^W e^{−θ (x ū − δ)⁺}``.
 
     Tolerance: 3 batch-means SE of the run (10 batches of 800 requests) plus the law's own error at these levels on

@@ -701,7 +701,7 @@ class NodeLaw(TypedDict, total=False):
 def cell_node_law(servers: FloatArray, engine_tiers: EngineTiers | None = None) -> NodeLaw:
     """The node law's keyword arguments of :func:`cell_coverage_pairs` and the cell gradient: the slots'
     ``servers = c_s`` (``engine_tiers`` None), or the engine law's stability edges and tables
-    (:func:`engine_wait_tables`, the shipped constants) and its step in progress ``δ_s`` (docs/model.md (17.24)) for the
+    (:func:`engine_wait_tables`, the shipped constants) and its step in progress ``δ_s`` (docs/model.md (17.25)) for the
     tiers ``engine_tiers`` describes."""
     c = np.asarray(servers, dtype=float)
     if engine_tiers is None:
@@ -761,7 +761,7 @@ def cell_coverage_pairs(
 
     ``tables`` ``(P^W, ι)`` replaces the node law's tables of :func:`wait_tables` (the engine law:
     :func:`engine_wait_tables`, with ``servers`` its stability edges); ``wait_delay`` ``δ_s`` (the engine law's step in
-    progress, docs/model.md (17.24)) makes a node's law ``1 − P^W`` below ``δ_s`` and its tail start at ``δ_s``.
+    progress, docs/model.md (17.25)) makes a node's law ``1 − P^W`` below ``δ_s`` and its tail start at ``δ_s``.
 
     ``first_token`` is ``g_{s,q}``; ``offered_load`` ``a_s``; ``mean_service`` ``1/μ_s``; ``τ = inf``
     gives the share of requests served by stable nodes.  ``service_scv`` ``C²_s`` selects the M/G/c

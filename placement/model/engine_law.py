@@ -29,7 +29,7 @@ through the incomplete gamma function), ``F_W(w) = 1 − P^W e^{−θ w}`` with 
 iff both components are.  ``W̄`` is ``m`` times a function of ``a`` alone, smooth and increasing in
 ``a``; the advertised delay continues each component linearly above its ``ρ_clip`` edge, as (7.1).
 
-**The step in progress** (docs/model.md §17.10.3, (17.24)): a request that waits does not start within a
+**The step in progress** (docs/model.md §17.10.3, (17.25)): a request that waits does not start within a
 moment: its prefill waits at least for the prefill step in progress, ``δ_s = θ_7 ū_s`` (``ū_s`` the profile's mean
 alone prefill, a constant of the profile), so ``F_W(w) = 1 − P^W`` for ``0 ≤ w < δ`` and ``1 − P^W e^{−θ (w − δ)}``
 from ``δ`` on; the mean wait is ``W̄ + P^W δ``.  ``θ_7 = 0`` is the law without it; without compute (``ū = 0``)
@@ -99,7 +99,7 @@ class EngineLawConstants:
     theta_4: float = 1.0  # the memory's residence over R at low load
     theta_5: float = 1.0  # the compute's mean wait over its M/M/c_0 one (the prefill's service is nearly deterministic)
     theta_6: float = 0.0  # the share of the decode work that stands in front of a prefill: s_c = π + θ_6 (1 − π)
-    theta_7: float = 0.0  # the step in progress: a waiting request waits at least δ = θ_7 ū (docs/model.md (17.24))
+    theta_7: float = 0.0  # the step in progress: a waiting request waits at least δ = θ_7 ū (docs/model.md (17.25))
 
     def __post_init__(self) -> None:
         for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6", "theta_7"):
@@ -167,7 +167,7 @@ class EngineTiers:
         return EngineTiers(*pick, None if self.mean_prefill is None else np.asarray(self.mean_prefill, dtype=float)[rows])
 
     def delay(self, k: EngineLawConstants | None = None) -> FloatArray:
-        """``δ_s = θ_7 ū_s`` (docs/model.md (17.24)): the least wait of a request that waits."""
+        """``δ_s = θ_7 ū_s`` (docs/model.md (17.25)): the least wait of a request that waits."""
         k = shipped_constants() if k is None else k
         share = np.asarray(self.prefill_share, dtype=float)
         if self.mean_prefill is None:
@@ -280,7 +280,7 @@ def engine_wait_law(
     load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConstants | None = None
 ) -> EngineWaitLaw:
     """``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = m (f_c + f_m)``, the decay ``θ = P^W/W̄`` and their slopes in ``a``
-    and ``m`` (0 where unstable); the step in progress ``δ`` and the mean wait ``W̄ + P^W δ`` (docs/model.md (17.24))."""
+    and ``m`` (0 where unstable); the step in progress ``δ`` and the mean wait ``W̄ + P^W δ`` (docs/model.md (17.25))."""
     k = shipped_constants() if k is None else k
     a, c, m = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (load, servers, service)))
     cs = np.where(c >= 1, c, 1.0)

@@ -120,7 +120,7 @@ class Evaluation:
     queue_model: str = "meanfield"  # "cell": coverage averaged over the per-node load (docs/model.md §14)
     rho_clip: float = RHO_CLIP  # ρ_clip of the advertised delay (docs/model.md §7)
     queue_law: str = "slots"  # "engine": the engine law of docs/model.md §17.10 (instance in the engine's units)
-    wait_delay: FloatArray | None = None  # δ_s, F_W = 1 − P^W below it (the engine law's step in progress, (17.24)); None: 0
+    wait_delay: FloatArray | None = None  # δ_s, F_W = 1 − P^W below it (the engine law's step in progress, (17.25)); None: 0
 
     # -- lazily computed spatial moments ----------------------------------------------------
     @cached_property

@@ -55,7 +55,7 @@ class TierQueues:
     wait_probability: FloatArray  # P^W_s (1 when unstable)
     decay: FloatArray  # θ_s of F_W(w) = 1 − P^W e^{−θ w} (≤ 0 when unstable)
     mean_wait: FloatArray  # W̄_s (inf when unstable)
-    delay: FloatArray | None = None  # δ_s: F_W = 1 − P^W below it (the engine law's step in progress, docs/model.md (17.24))
+    delay: FloatArray | None = None  # δ_s: F_W = 1 − P^W below it (the engine law's step in progress, docs/model.md (17.25))
 
 
 class QueueLaw(Protocol):

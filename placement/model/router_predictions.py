@@ -68,7 +68,7 @@ def meanfield_coverage_pairs(ev: Evaluation, tau: float, queue: bool) -> FloatAr
         return p1
     pw = ev.wait_probability[act][:, None]
     if ev.wait_delay is not None and np.any(ev.wait_delay[act] > 0):
-        # (17.24): F_W = 1 − P^W below δ_s, then the tail from δ_s: P1 − P^W (P1 − P1' + P2') with the cut moved by δ/ξ
+        # (17.25): F_W = 1 − P^W below δ_s, then the tail from δ_s: P1 − P^W (P1 − P1' + P2') with the cut moved by δ/ξ
         moved = np.maximum(u_cut - ev.wait_delay[act][:, None] / xi, 0.0)
         p1d, p2 = ev.kernel.truncated(ev.densities[act], ev.bias[act] / xi, inst.network.radio_exponent, moved, tilt)
         p2 = p1 - p1d + p2

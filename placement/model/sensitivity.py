@@ -619,7 +619,7 @@ class _Linearisation:
         self.work, self.mean_service = self.load.work, self.load.mean
         self.waits: WaitLaw = self.law.wait_law(self.work, self.c, self.mean_service, self.load.scv)
         self.stable = self.waits.stable
-        # the engine law's step in progress (docs/model.md (17.24)): the tails' windows end δ_s/ξ before the cut
+        # the engine law's step in progress (docs/model.md (17.25)): the tails' windows end δ_s/ξ before the cut
         delay = self.waits.delay
         self.delayed = delay is not None and bool(np.any(delay > 0))
         self.tail_atoms = self.atoms
@@ -634,7 +634,7 @@ class _Linearisation:
 
     @cached_property
     def p1_tail(self) -> _Window | _BlockWindow:
-        """``P1`` up to the moved cut (the step in progress, (17.24)); :attr:`p1` without it."""
+        """``P1`` up to the moved cut (the step in progress, (17.25)); :attr:`p1` without it."""
         return self.tail_atoms.truncated(None) if self.delayed else self.p1
 
     @cached_property
@@ -683,7 +683,7 @@ class _Linearisation:
         p, st = self.p, self.stable.astype(float)
         weight = self.waits.weight
         p2 = [win.values for win in self.p2]
-        # pairs P1 − Σ_k ω_k (P1 − P1' + P2_k), P1' = P1 without the step in progress (docs/model.md (17.24))
+        # pairs P1 − Σ_k ω_k (P1 − P1' + P2_k), P1' = P1 without the step in progress (docs/model.md (17.25))
         gap = self.p1.values - self.p1_tail.values if self.delayed else np.zeros_like(self.p1.values)
         value = float((p * (st[:, None] * (self.p1.values - sum(w[:, None] * (gap + v) for w, v in zip(weight, p2))))).sum())
         total = weight.sum(axis=0)

@@ -56,7 +56,7 @@ class WaitLaw:
     stable: npt.NDArray[np.bool_]
     d_weight_dscv: FloatArray | None = None
     d_decay_dscv: FloatArray | None = None
-    delay: FloatArray | None = None  # δ_s (n,): F_W = 1 − Σ ω for w < δ, the tails from δ on (the engine law, (17.24))
+    delay: FloatArray | None = None  # δ_s (n,): F_W = 1 − Σ ω for w < δ, the tails from δ on (the engine law, (17.25))
 
     @property
     def components(self) -> int:

@@ -217,7 +217,7 @@ def collect(seed: int, requests: int) -> tuple[list[Point], list[str], Any]:
 
 
 def law_at(point: Point, k: EngineLawConstants, case: NodeCase, step: Any) -> tuple[bool, float, float, float, float]:
-    """``(stable, P^W, θ, W̄, δ)`` of the law at the point (``δ`` the step in progress, (17.24))."""
+    """``(stable, P^W, θ, W̄, δ)`` of the law at the point (``δ`` the step in progress, (17.25))."""
     units = engine_units(case, step, k)
     w_bar = float(units.work[0] @ case.probabilities)
     law = engine_wait_law(np.array([point.load]), units.servers, np.array([w_bar]), units.tiers, k)
@@ -225,7 +225,7 @@ def law_at(point: Point, k: EngineLawConstants, case: NodeCase, step: Any) -> tu
 
 
 def law_cdf(w: FloatArray, weight: float, decay: float, delay: float) -> FloatArray:
-    """``F_W(w) = 1 − P^W e^{−θ (w − δ)⁺}``: ``1 − P^W`` below ``δ`` (docs/model.md (17.24))."""
+    """``F_W(w) = 1 − P^W e^{−θ (w − δ)⁺}``: ``1 − P^W`` below ``δ`` (docs/model.md (17.25))."""
     return 1.0 - weight * np.exp(-decay * np.maximum(np.asarray(w, dtype=float) - delay, 0.0))
 
 
