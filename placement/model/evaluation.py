@@ -445,14 +445,14 @@ class Evaluation:
             "pessimistic by up to 0.04 near the edge); mean TTFT within 10 % in "
             f"{measured['mean_ttft_within']} of {measured['mean_ttft_cells']} cells (it is the mean field's: 19-27 % low from 0.3 "
             "of the edge on prefill-heavy workloads, 80 % high at 0.9 on long prompts); plan-density for 0.8 simulated "
-            "0.79 on a prefill-heavy instance and 0.74 on a long-prompt one (a density refined on the engine simulation "
-            "meets it, docs/model.md §17.10.2)"
+            "0.80 on a prefill-heavy instance and 0.75 on a long-prompt one (a density refined on the engine simulation "
+            "meets it, docs/model.md §17.10.2, §17.10.3)"
             if self.queue_model == "cell"
             else "; the mean field leaves out the load spread between the engines and is optimistic on engine networks "
             f"from 0.3 of their stability edge (coverage within max(0.02, 3 SE) in {measured['coverage_within']} of "
             f"{measured['cells']} measured cells, up to {measured['coverage_error_max']:.2f} too high, 0 near the edge; mean TTFT "
             f"within 10 % in {measured['mean_ttft_within']} of {measured['mean_ttft_cells']}; plan-density for 0.8 simulated 0.72 "
-            "and 0.66): use --queue-model cell"
+            "and 0.67): use --queue-model cell"
         )
         note = (
             f"engine law: busiest GPU load {busiest:.2f}; validated on single nodes up to {ENGINE_LAW_VALIDATED_LOAD} "
