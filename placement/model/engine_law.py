@@ -163,8 +163,8 @@ class EngineTiers:
     mean_prefill: FloatArray | None = None
 
     def take(self, rows: Any) -> EngineTiers:
-        pick = (np.asarray(v, dtype=float)[rows] for v in (self.prefill_share, self.memory_scale))
-        return EngineTiers(*pick, None if self.mean_prefill is None else np.asarray(self.mean_prefill, dtype=float)[rows])
+        ubar = None if self.mean_prefill is None else np.asarray(self.mean_prefill, dtype=float)[rows]
+        return EngineTiers(np.asarray(self.prefill_share, dtype=float)[rows], np.asarray(self.memory_scale, dtype=float)[rows], ubar)
 
     def delay(self, k: EngineLawConstants | None = None) -> FloatArray:
         """``δ_s = θ_7 ū_s`` (docs/model.md (17.25)): the least wait of a request that waits."""
