@@ -456,7 +456,7 @@ class Evaluation:
         )
         note = (
             f"engine law: busiest GPU load {busiest:.2f}; validated on single nodes up to {ENGINE_LAW_VALIDATED_LOAD} "
-            f"with ample KV memory (coverage within 0.07, mean TTFT within 12 %)"
+            f"with ample KV memory (coverage within 0.08, mean TTFT within 12 %)"
             + pairing
             + ("" if inside else "; beyond it the law can call a node unstable that the engine still serves")
             + " (docs/model.md §17.10.1, §17.10.2)"
