@@ -67,6 +67,39 @@ def test_slot_limit_is_erlang_c():
     np.testing.assert_allclose(stability_edge(c, tiers, SLOTS), c)
 
 
+# the slot limit's constants with the step in progress switched on (docs/model.md (17.25)): it must vanish at ū = 0
+DELAYED = EngineLawConstants(compute_servers=1.0, theta_1=1.0, theta_2=0.0, theta_3=0.0, theta_4=1.0, theta_7=0.3)
+
+
+@pytest.mark.parametrize("k", [DELAYED, shipped_constants()], ids=["delayed", "shipped"])
+def test_step_in_progress_vanishes_in_the_slot_limit(k):
+    """Without compute (π = 0, ū = 0) there is no step in progress: δ = 0 and, with the slot limit's other constants,
+    the law is Erlang C in value, slopes and mean.  With a prefill (ū > 0) the least wait is δ = θ_7 ū: F_W = 1 − P^W
+    below it, and the mean grows by P^W δ."""
+    c = np.array([1.0, 2.0, 5.0, 12.0, 40.0])
+    m = np.array([0.7, 2.0, 15.0, 1.0, 3.0])
+    slots = EngineTiers(np.zeros(5), np.ones(5), np.zeros(5))
+    np.testing.assert_array_equal(slots.delay(k), 0.0)
+    if k is DELAYED:
+        law, ref = EngineLaw(slots, k), ErlangCLaw()
+        a = 0.7 * c
+        for mine, theirs in zip(law.advertised(a, c, m, RHO_CLIP), ref.advertised(a, c, m, RHO_CLIP)):
+            np.testing.assert_allclose(mine, theirs, rtol=1e-9, atol=1e-300)
+        w, r = law.wait_law(a, c, m), ref.wait_law(a, c, m)
+        for name in ("weight", "decay", "d_weight_da", "d_decay_da", "d_decay_dm"):
+            np.testing.assert_allclose(getattr(w, name), getattr(r, name), rtol=1e-9, err_msg=name)
+        np.testing.assert_allclose(w.mean(), r.mean(), rtol=1e-9)
+    ubar = np.array([0.5, 1.0, 3.0, 0.2, 8.0])
+    with_prefill = EngineTiers(np.full(5, 0.5), np.ones(5), ubar)
+    without = EngineTiers(np.full(5, 0.5), np.ones(5))
+    a = 0.4 * stability_edge(c, with_prefill, k)
+    on, off = engine_wait_law(a, c, m, with_prefill, k), engine_wait_law(a, c, m, without, k)
+    np.testing.assert_allclose(on["delay"], k.theta_7 * ubar, rtol=1e-12)
+    for name in ("weight", "decay", "d_weight_da", "d_decay_da"):
+        np.testing.assert_allclose(on[name], off[name], rtol=1e-12, err_msg=name)
+    np.testing.assert_allclose(on["mean"], off["mean"] + on["weight"] * k.theta_7 * ubar, rtol=1e-12)
+
+
 def test_degenerate_engine_has_kv_slots(mooncake):
     """A step time that does not grow with the batch: the work is the prefill steps alone, the residence is
     ``u + o t_0`` and the servers are the KV places."""
@@ -127,14 +160,17 @@ def test_monotone_in_load(params):
     )
 
 
-def test_slopes_are_the_derivatives():
+@pytest.mark.parametrize(
+    "k", [None, EngineLawConstants(theta_1=1.2, theta_3=1.0, theta_5=0.5, theta_6=0.1, theta_7=0.3)], ids=["shipped", "delayed"]
+)
+def test_slopes_are_the_derivatives(k):
     """``∂Ŵ/∂a`` (both sides of the clip), ``∂Ŵ/∂m`` and the wait law's slopes against central differences."""
     rng = np.random.default_rng(3)
     n = 40
     c, m = rng.uniform(1.0, 30.0, n), rng.uniform(0.5, 10.0, n)
     tiers = EngineTiers(rng.uniform(0.05, 0.9, n), rng.uniform(0.2, 20.0, n))
-    law = EngineLaw(tiers)
-    edge = stability_edge(c, tiers, shipped_constants())
+    law = EngineLaw(tiers, k)
+    edge = stability_edge(c, tiers, shipped_constants() if k is None else k)
     for share in (0.3, 0.8, 1.05):
         a = share * edge
         h = 1e-6 * edge
@@ -264,6 +300,42 @@ def test_law_against_single_node_engine_runs(mooncake, load):
     ttft = wait + u
     ttft_se = ttft.reshape(batches, -1).mean(axis=1).std(ddof=1) / np.sqrt(batches)
     assert abs(u_bar + law["mean"][0] - ttft.mean()) <= 3 * ttft_se + 0.10 * ttft.mean()
+
+
+@pytest.mark.slow
+def test_small_waits_against_a_single_node_engine_run(mooncake):
+    """The shipped mix with all its free memory at ``a = 0.25``: the engine's share of small waits ``P(W ≤ x ū)``,
+    ``x = 0.1, 0.25`` (below and above the step in progress ``δ = θ_7 ū``, docs/model.md (17.25)), against
+    ``F_W(x ū) = 1 − P^W e^{−θ (x ū − δ)⁺}``.
+
+    Tolerance: 3 batch-means SE of the run (10 batches of 800 requests) plus the law's own error at these levels on
+    this mix and load in the fit's table (0.039 and 0.045, docs/model.md §17.10.3): 0.05."""
+    step = default_step_time(mooncake)
+    p = np.asarray(mooncake.probabilities)
+    case = NodeCase(
+        "mooncake",
+        p,
+        np.asarray(mooncake.lengths),
+        np.asarray(mooncake.decodes),
+        np.zeros((1, p.size)),
+        np.zeros(1),
+        _Gpu(mooncake.gpu.memory, mooncake.gpu.kv_per_token),
+        mooncake.engine,
+    )
+    units = engine_units(case, step)
+    w_bar = float(units.work[0] @ p)
+    n, warm, batches = 8400, 400, 10
+    res = run_node(case, step, 0.25 / w_bar, n, np.random.SeedSequence(11))
+    wait = (res["first"] - res["arrival"])[warm:] - units.prefill[0][res["kind"]][warm:]
+    u_bar = float(units.prefill[0] @ p)
+    law = engine_wait_law(np.array([0.25]), units.servers, np.array([w_bar]), units.tiers)
+    delay = float(law["delay"][0])
+    assert delay == pytest.approx(shipped_constants().theta_7 * u_bar)
+    for x in (0.1, 0.25):
+        hit = (wait <= x * u_bar).astype(float)
+        se = hit.reshape(batches, -1).mean(axis=1).std(ddof=1) / np.sqrt(batches)
+        predicted = 1.0 - law["weight"][0] * np.exp(-law["decay"][0] * max(x * u_bar - delay, 0.0))
+        assert abs(predicted - hit.mean()) <= 3 * se + 0.05, (x, predicted, hit.mean(), se)
 
 
 def test_plan_density_with_the_engine_law(capsys):

@@ -56,6 +56,7 @@ QUEUE_MODELS = ("meanfield", "cell")  # the public names of the router predictio
 QUEUE_LAWS = ("slots", "engine")  # the public names of --queue-law (docs/model.md §17.10)
 QUADRATURE_CASES = ("placement/data/paper_baseline", "benchmarks/instances/serving_chunked")  # Erlang C and M/G/c slots
 SKIPPED_FIELDS = {"instance", "kernel", "fixed_point"}  # compared through to_dict() and below
+UNSET_SKIPPED = {"wait_delay"}  # fields added after the fixture: in the record only where set (the engine law's, (17.25))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +152,11 @@ def canonical(value: Any) -> Any:
 
 def record(ev: Evaluation) -> dict[str, Any]:
     """The report, the evaluation's fields, its instance's queue inputs and its coverage curve."""
-    fields = {f.name: getattr(ev, f.name) for f in dataclasses.fields(ev) if f.name not in SKIPPED_FIELDS}
+    fields = {
+        f.name: getattr(ev, f.name)
+        for f in dataclasses.fields(ev)
+        if f.name not in SKIPPED_FIELDS and not (f.name in UNSET_SKIPPED and getattr(ev, f.name) is None)
+    }
     fp = ev.fixed_point
     taus = np.array([0.5, 1.0, 2.0, np.inf]) * ev.target
     return canonical(

@@ -691,23 +691,25 @@ def engine_wait_tables(
 
 
 class NodeLaw(TypedDict, total=False):
-    """What :func:`cell_node_law` gives: ``servers``, and ``tables`` for the engine law."""
+    """What :func:`cell_node_law` gives: ``servers``, and ``tables`` and ``wait_delay`` for the engine law."""
 
     servers: Required[FloatArray]
     tables: tuple[FloatArray, FloatArray]
+    wait_delay: FloatArray
 
 
 def cell_node_law(servers: FloatArray, engine_tiers: EngineTiers | None = None) -> NodeLaw:
     """The node law's keyword arguments of :func:`cell_coverage_pairs` and the cell gradient: the slots'
     ``servers = c_s`` (``engine_tiers`` None), or the engine law's stability edges and tables
-    (:func:`engine_wait_tables`, the shipped constants) for the tiers ``engine_tiers`` describes."""
+    (:func:`engine_wait_tables`, the shipped constants) and its step in progress ``δ_s`` (docs/model.md (17.25)) for the
+    tiers ``engine_tiers`` describes."""
     c = np.asarray(servers, dtype=float)
     if engine_tiers is None:
         return {"servers": c}
     pi = np.ascontiguousarray(engine_tiers.prefill_share, dtype=float)
     r = np.ascontiguousarray(engine_tiers.memory_scale, dtype=float)
     edge, pw, iota = _engine_tables(c.tobytes(), pi.tobytes(), r.tobytes())
-    return {"servers": edge, "tables": (pw, iota)}
+    return {"servers": edge, "tables": (pw, iota), "wait_delay": engine_tiers.delay()}
 
 
 @lru_cache(maxsize=64)
@@ -753,11 +755,13 @@ def cell_coverage_pairs(
     service_scv: FloatArray | None = None,
     queue_free: FloatArray | None = None,
     tables: tuple[FloatArray, FloatArray] | None = None,
+    wait_delay: FloatArray | None = None,
 ) -> FloatArray:
     """``P(T ≤ τ, s | q)`` of the cell model (eq. (14.8)) for the active tiers, ``(S, Q)``.
 
     ``tables`` ``(P^W, ι)`` replaces the node law's tables of :func:`wait_tables` (the engine law:
-    :func:`engine_wait_tables`, with ``servers`` its stability edges).
+    :func:`engine_wait_tables`, with ``servers`` its stability edges); ``wait_delay`` ``δ_s`` (the engine law's step in
+    progress, docs/model.md (17.25)) makes a node's law ``1 − P^W`` below ``δ_s`` and its tail start at ``δ_s``.
 
     ``first_token`` is ``g_{s,q}``; ``offered_load`` ``a_s``; ``mean_service`` ``1/μ_s``; ``τ = inf``
     gives the share of requests served by stable nodes.  ``service_scv`` ``C²_s`` selects the M/G/c
@@ -802,8 +806,9 @@ def cell_coverage_pairs(
     n = table.shape[1] - 1
     pw, pw_slope = _interpolant(table)
     ik, ik_slope = _interpolant(inverse_k) if inverse_k is not None else (None, None)
-    if np.isfinite(tau):  # κ = c_s μ_s (τ − ξ v^{α/2} − g_{s,q}) ≥ 0
-        kappa = np.maximum(tau - xi * (v if alpha == 2.0 else v ** (alpha / 2.0)) - first_token[tier, kind][:, None], 0.0)
+    if np.isfinite(tau):  # κ = c_s μ_s (τ − ξ v^{α/2} − g_{s,q} − δ_s) ≥ 0
+        delay = 0.0 if wait_delay is None else np.asarray(wait_delay, dtype=float)[tier][:, None]
+        kappa = np.maximum(tau - xi * (v if alpha == 2.0 else v ** (alpha / 2.0)) - first_token[tier, kind][:, None] - delay, 0.0)
         kappa *= rate[tier][:, None]
     else:
         kappa = None

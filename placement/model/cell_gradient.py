@@ -287,6 +287,7 @@ def cell_coverage_gradient(
     alpha: float = 2.0,
     nodes: int | None = None,
     tables: tuple[FloatArray, FloatArray] | None = None,
+    wait_delay: npt.ArrayLike | None = None,
 ) -> CellGradient:
     """``J = Σ_{s,q} ω_{s,q} P(T ≤ τ, s | q)`` of the cell model (eq. (14.9)) and its partial derivatives.
 
@@ -304,6 +305,7 @@ def cell_coverage_gradient(
         as the evaluation's kernel (default :func:`~edgeprefix.placement.model.association.default_nodes`).
     tables : the engine law's node tables ``(P^W, ι)`` with ``servers`` its stability edges, as in
         :func:`~edgeprefix.placement.model.cell.cell_coverage_pairs` (constants of the profiles: no partials).
+    wait_delay : the engine law's step in progress ``δ_s`` (docs/model.md (17.25)), a constant of the profiles.
     """
     lam = np.asarray(lam, dtype=float)
     b = np.asarray(offsets, dtype=float)
@@ -433,6 +435,8 @@ def cell_coverage_gradient(
     n_tab = int(tab["n"])  # type: ignore[arg-type]
     radio, radio_slope = geo.radio(v)  # v^{α/2} = r^α
     slack_raw = tau - xi * radio - g_first[tier, kind][:, None] if finite_tau else np.zeros_like(v)
+    if wait_delay is not None and finite_tau:  # (17.25): the tail starts at δ_s; below it F_W = 1 − P^W
+        slack_raw = slack_raw - np.asarray(wait_delay, dtype=float)[tier][:, None]
     slack_on = slack_raw > 0
     kappa = np.where(slack_on, slack_raw, 0.0) * rate[tier][:, None]
     on_row = has[tier][:, None]

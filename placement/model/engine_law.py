@@ -28,8 +28,14 @@ The wait before the first token is two equivalent ``M/M/c`` queues in tandem:
 through the incomplete gamma function), ``F_W(w) = 1 − P^W e^{−θ w}`` with ``θ = P^W/W̄``; stable
 iff both components are.  ``W̄`` is ``m`` times a function of ``a`` alone, smooth and increasing in
 ``a``; the advertised delay continues each component linearly above its ``ρ_clip`` edge, as (7.1).
+
+**The step in progress** (docs/model.md §17.10.3, (17.25)): a request that waits does not start within a
+moment: its prefill waits at least for the prefill step in progress, ``δ_s = θ_7 ū_s`` (``ū_s`` the profile's mean
+alone prefill, a constant of the profile), so ``F_W(w) = 1 − P^W`` for ``0 ≤ w < δ`` and ``1 − P^W e^{−θ (w − δ)}``
+from ``δ`` on; the mean wait is ``W̄ + P^W δ``.  ``θ_7 = 0`` is the law without it; without compute (``ū = 0``)
+``δ = 0``.  The advertised delay stays ``m F(a)`` (the router is told the queue's ``W̄``).
 Slot limit: with no compute (``π = 0``, ``θ_6 = 0``), ``θ_3 = 0``, ``θ_4 = 1`` and ``r`` the slot's service over
-``m`` the law is Erlang C exactly.  The constants ``c_0, θ_1 … θ_5`` are fitted to single-node
+``m`` the law is Erlang C exactly (``ū = 0``: no step in progress to wait for, ``δ = 0``).  The constants ``c_0, θ_1 … θ_7`` are fitted to single-node
 engine runs (``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``) and shipped in ``engine_law.json``
 beside this module.
 """
@@ -93,9 +99,10 @@ class EngineLawConstants:
     theta_4: float = 1.0  # the memory's residence over R at low load
     theta_5: float = 1.0  # the compute's mean wait over its M/M/c_0 one (the prefill's service is nearly deterministic)
     theta_6: float = 0.0  # the share of the decode work that stands in front of a prefill: s_c = π + θ_6 (1 − π)
+    theta_7: float = 0.0  # the step in progress: a waiting request waits at least δ = θ_7 ū (docs/model.md (17.25))
 
     def __post_init__(self) -> None:
-        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6"):
+        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6", "theta_7"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"engine law: {name} must be a finite number >= 0, got {v!r}")
@@ -147,14 +154,25 @@ def erlang_c_real(load: npt.ArrayLike, servers: npt.ArrayLike) -> tuple[FloatArr
 
 @dataclass(frozen=True)
 class EngineTiers:
-    """Per-tier constants of the engine law: the prefill share ``π_s = ū_s/w̄_s`` and the memory's scale
-    ``r_s = R_s/w̄_s`` (the residence of a request in a full batch over its work)."""
+    """Per-tier constants of the engine law: the prefill share ``π_s = ū_s/w̄_s``, the memory's scale
+    ``r_s = R_s/w̄_s`` (the residence of a request in a full batch over its work) and the mean alone prefill
+    ``ū_s`` in seconds (``None``: 0, no step in progress to wait for)."""
 
     prefill_share: FloatArray
     memory_scale: FloatArray
+    mean_prefill: FloatArray | None = None
 
     def take(self, rows: Any) -> EngineTiers:
-        return EngineTiers(*(np.asarray(v, dtype=float)[rows] for v in (self.prefill_share, self.memory_scale)))
+        ubar = None if self.mean_prefill is None else np.asarray(self.mean_prefill, dtype=float)[rows]
+        return EngineTiers(np.asarray(self.prefill_share, dtype=float)[rows], np.asarray(self.memory_scale, dtype=float)[rows], ubar)
+
+    def delay(self, k: EngineLawConstants | None = None) -> FloatArray:
+        """``δ_s = θ_7 ū_s`` (docs/model.md (17.25)): the least wait of a request that waits."""
+        k = shipped_constants() if k is None else k
+        share = np.asarray(self.prefill_share, dtype=float)
+        if self.mean_prefill is None:
+            return np.zeros_like(share)
+        return k.theta_7 * np.asarray(self.mean_prefill, dtype=float) + np.zeros_like(share)
 
     def arrays(self, like: FloatArray) -> tuple[FloatArray, FloatArray]:
         return (
@@ -255,13 +273,14 @@ class EngineWaitLaw(TypedDict):
     d_decay_da: FloatArray
     d_decay_dm: FloatArray
     mean: FloatArray
+    delay: FloatArray
 
 
 def engine_wait_law(
     load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConstants | None = None
 ) -> EngineWaitLaw:
     """``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = m (f_c + f_m)``, the decay ``θ = P^W/W̄`` and their slopes in ``a``
-    and ``m`` (0 where unstable)."""
+    and ``m`` (0 where unstable); the step in progress ``δ`` and the mean wait ``W̄ + P^W δ`` (docs/model.md (17.25))."""
     k = shipped_constants() if k is None else k
     a, c, m = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (load, servers, service)))
     cs = np.where(c >= 1, c, 1.0)
@@ -293,7 +312,8 @@ def engine_wait_law(
         "d_weight_da": keep(dpw),
         "d_decay_da": keep(d_decay_m / m),
         "d_decay_dm": keep(-decay / m),
-        "mean": np.where(stable, m * f, np.inf),
+        "mean": np.where(stable, m * f + pw * tiers.delay(k), np.inf),
+        "delay": keep(tiers.delay(k) + np.zeros_like(a_s)),
     }
 
 
@@ -348,7 +368,7 @@ def engine_units(instance: Any, step: Any, k: EngineLawConstants | None = None) 
     residence = u + out[None, :] * (step.base + kv * float(per_token @ p))[:, None]  # R_{s,q}: o steps of a full batch
     held = (own * residence) @ p / tokens  # E[k R]/E[k]: the memory a request holds, weighted by how long
     w_bar = w @ p
-    return EngineUnits(u, w, kv, held, EngineTiers((u @ p) / w_bar, held / w_bar))
+    return EngineUnits(u, w, kv, held, EngineTiers((u @ p) / w_bar, held / w_bar, u @ p))
 
 
 def default_step_time(instance: Any) -> Any:

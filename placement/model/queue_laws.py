@@ -55,6 +55,7 @@ class TierQueues:
     wait_probability: FloatArray  # P^W_s (1 when unstable)
     decay: FloatArray  # θ_s of F_W(w) = 1 − P^W e^{−θ w} (≤ 0 when unstable)
     mean_wait: FloatArray  # W̄_s (inf when unstable)
+    delay: FloatArray | None = None  # δ_s: F_W = 1 − P^W below it (the engine law's step in progress, docs/model.md (17.25))
 
 
 class QueueLaw(Protocol):
@@ -203,7 +204,7 @@ class EngineQueueLaw:
         return cls(tiers.take(active))
 
     def exchange_keys(self) -> list[FloatArray]:
-        return [np.stack([self.tiers.prefill_share, self.tiers.memory_scale], axis=1)]
+        return [np.stack([self.tiers.prefill_share, self.tiers.memory_scale, self.tiers.delay()], axis=1)]
 
     def advertised(self, work: FloatArray, servers: FloatArray, service: FloatArray, scv: FloatArray | None, rho_clip: float) -> FloatArray:
         return engine_advertised(work, servers, service, self.tiers, rho_clip)[0]
@@ -223,4 +224,5 @@ class EngineQueueLaw:
             wait_probability=np.where(stable, law["weight"], 1.0),
             decay=np.where(stable, law["decay"], 0.0),
             mean_wait=law["mean"],
+            delay=law["delay"],
         )

@@ -66,7 +66,13 @@ def meanfield_coverage_pairs(ev: Evaluation, tau: float, queue: bool) -> FloatAr
     p1, p2 = ev.kernel.truncated(ev.densities[act], ev.bias[act] / xi, inst.network.radio_exponent, u_cut, tilt)
     if not queue:
         return p1
-    pairs = p1 - ev.wait_probability[act][:, None] * p2
+    pw = ev.wait_probability[act][:, None]
+    if ev.wait_delay is not None and np.any(ev.wait_delay[act] > 0):
+        # (17.25): F_W = 1 − P^W below δ_s, then the tail from δ_s: P1 − P^W (P1 − P1' + P2') with the cut moved by δ/ξ
+        moved = np.maximum(u_cut - ev.wait_delay[act][:, None] / xi, 0.0)
+        p1d, p2 = ev.kernel.truncated(ev.densities[act], ev.bias[act] / xi, inst.network.radio_exponent, moved, tilt)
+        p2 = p1 - p1d + p2
+    pairs = p1 - pw * p2
     if not (np.all(np.isfinite(p1)) and np.all(np.isfinite(p2))):
         raise NumericalError(f"coverage at τ = {tau!r} s: the tier integrals are not finite (docs/model.md §20)")
     return np.where(stable_tiers[:, None], np.maximum(pairs, 0.0), 0.0)  # finite: only rounding below 0

@@ -619,6 +619,13 @@ class _Linearisation:
         self.work, self.mean_service = self.load.work, self.load.mean
         self.waits: WaitLaw = self.law.wait_law(self.work, self.c, self.mean_service, self.load.scv)
         self.stable = self.waits.stable
+        # the engine law's step in progress (docs/model.md (17.25)): the tails' windows end δ_s/ξ before the cut
+        delay = self.waits.delay
+        self.delayed = delay is not None and bool(np.any(delay > 0))
+        self.tail_atoms = self.atoms
+        if self.delayed:
+            moved = np.maximum(self.u_cut - np.asarray(delay, dtype=float)[:, None] / self.xi, 0.0)
+            self.tail_atoms = point_atoms(self.lam, self.b, moved, self.alpha, self.nodes)
 
     @cached_property
     def p1(self) -> _Window | _BlockWindow:
@@ -626,8 +633,15 @@ class _Linearisation:
         return self.atoms.truncated(None)
 
     @cached_property
+    def p1_tail(self) -> _Window | _BlockWindow:
+        """``P1`` up to the moved cut (the step in progress, (17.25)); :attr:`p1` without it."""
+        return self.tail_atoms.truncated(None) if self.delayed else self.p1
+
+    @cached_property
     def p2(self) -> list[_Window | _BlockWindow]:
-        return [self.atoms.truncated(np.where(self.stable, k, 0.0)[:, None] * self.xi * np.ones_like(self.b)) for k in self.waits.decay]
+        return [
+            self.tail_atoms.truncated(np.where(self.stable, k, 0.0)[:, None] * self.xi * np.ones_like(self.b)) for k in self.waits.decay
+        ]
 
     # reverse ---------------------------------------------------------------------------------
     def loads_vjp(self, work_bar: FloatArray, mean_bar: FloatArray, scv_bar: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
@@ -669,15 +683,23 @@ class _Linearisation:
         p, st = self.p, self.stable.astype(float)
         weight = self.waits.weight
         p2 = [win.values for win in self.p2]
-        value = float((p * (st[:, None] * (self.p1.values - sum(w[:, None] * v for w, v in zip(weight, p2))))).sum())
-        lam_bar, b_bar = self.p1.vjp(p[None, :] * st[:, None], self.lam)
+        # pairs P1 − Σ_k ω_k (P1 − P1' + P2_k), P1' = P1 without the step in progress (docs/model.md (17.25))
+        gap = self.p1.values - self.p1_tail.values if self.delayed else np.zeros_like(self.p1.values)
+        value = float((p * (st[:, None] * (self.p1.values - sum(w[:, None] * (gap + v) for w, v in zip(weight, p2))))).sum())
+        total = weight.sum(axis=0)
+        if self.delayed:
+            lam_bar, b_bar = self.p1.vjp(p[None, :] * (st * (1.0 - total))[:, None], self.lam)
+            lb, bb = self.p1_tail.vjp(p[None, :] * (st * total)[:, None], self.lam)
+            lam_bar, b_bar = lam_bar + lb, b_bar + bb
+        else:
+            lam_bar, b_bar = self.p1.vjp(p[None, :] * st[:, None], self.lam)
         weight_bar = np.zeros_like(weight)
         decay_bar = np.zeros_like(weight)
         for k, win in enumerate(self.p2):
             seed = -p[None, :] * (st * weight[k])[:, None]
             lb, bb = win.vjp(seed, self.lam)
             lam_bar, b_bar = lam_bar + lb, b_bar + bb
-            weight_bar[k] = -st * (p2[k] @ p)
+            weight_bar[k] = -st * ((gap + p2[k]) @ p)
             decay_bar[k] = self.xi * (seed * win.tilt_derivative()).sum(axis=1)
         work_bar, mean_bar, scv_bar = self.waits.vjp(weight_bar, decay_bar)
         return value, *self._through_loads(work_bar, mean_bar, lam_bar, b_bar, scv_bar)

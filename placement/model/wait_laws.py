@@ -54,20 +54,24 @@ class WaitLaw:
     stable: npt.NDArray[np.bool_]
     d_weight_dscv: FloatArray | None = None
     d_decay_dscv: FloatArray | None = None
+    delay: FloatArray | None = None  # δ_s (n,): F_W = 1 − Σ ω for w < δ, the tails from δ on (the engine law, (17.25))
 
     @property
     def components(self) -> int:
         return int(self.weight.shape[0])
 
     def mean(self) -> FloatArray:
-        """``W̄_s = Σ_k ω_k / θ_k`` (``inf`` for unstable tiers)."""
+        """``W̄_s = Σ_k ω_k (1/θ_k + δ_s)`` (``inf`` for unstable tiers)."""
         safe = np.where(self.stable, self.decay, 1.0)
-        return np.where(self.stable, (self.weight / safe).sum(axis=0), np.inf)
+        return np.where(self.stable, (self.weight * (1.0 / safe + self._delay())).sum(axis=0), np.inf)
+
+    def _delay(self) -> FloatArray:
+        return np.zeros(self.weight.shape[1]) if self.delay is None else np.asarray(self.delay, dtype=float)
 
     def mean_vjp(self, bar: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``bar · ∂W̄/∂a``, ``bar · ∂W̄/∂m`` and ``bar · ∂W̄/∂C²`` per tier (0 where unstable)."""
         safe = np.where(self.stable, self.decay, 1.0)
-        d_weight = np.where(self.stable, bar / safe, 0.0)  # ∂W̄/∂ω_k
+        d_weight = np.where(self.stable, bar * (1.0 / safe + self._delay()), 0.0)  # ∂W̄/∂ω_k
         d_decay = np.where(self.stable, -bar * self.weight / safe**2, 0.0)  # ∂W̄/∂θ_k
         return self.vjp(d_weight, d_decay)
 
@@ -242,6 +246,7 @@ class EngineLaw:
             d_decay_da=law["d_decay_da"][None, :],
             d_decay_dm=law["d_decay_dm"][None, :],
             stable=law["stable"],
+            delay=law["delay"],
         )
 
 

@@ -2,10 +2,10 @@
 
 ``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit`` runs one :class:`BatchingNode` (the shipped
 ``mooncake_engine`` engine: Llama-2-70B, A100, TP 4 step time, vLLM defaults) with Poisson arrivals
-over a designed grid, fits ``c_0, θ_1 … θ_6`` of :mod:`edgeprefix.placement.model.engine_law` by
-least squares (``scipy.optimize.least_squares``) on the fit part of the grid — in two forms, ``θ_6``
-fitted (the compute queue sees the decodes that share its steps) and ``θ_6 = 0``, keeping the one with
-the smaller cost on the held-out part (single-node runs only: the network cells of
+over a designed grid, fits ``c_0, θ_1 … θ_7`` of :mod:`edgeprefix.placement.model.engine_law` by
+least squares (``scipy.optimize.least_squares``) on the fit part of the grid — in three forms: the step
+in progress ``θ_7`` fitted with ``θ_6`` (docs/model.md §17.10.3), ``θ_6`` fitted without step sharing, and
+``θ_6 = θ_7 = 0`` — keeping the one with the smaller cost on the held-out part (single-node runs only: the network cells of
 ``engine_gap`` are never used) — prints the grid, the method and the error table of the held-out part,
 and writes ``placement/model/engine_law.json`` atomically (``--no-write`` to only print).
 
@@ -17,7 +17,9 @@ or above 20 prefills) is past the engine's stability edge and left out.
 
 Per run the target is the TTFT-relevant wait ``W = first token − arrival − u_{s,q}`` (``u`` the
 request's prefill alone on the node); residuals: the law's CDF at the sample's deciles minus the
-deciles' levels, and ``½ log`` of the mean-wait ratio.
+deciles' levels, and ``½ log`` of the mean-wait ratio.  Each run also splits the wait into the admission
+wait (arrival to admission) and the in-service inflation (first token − admission − ``u``), printed per run
+with the GPU load ``a`` and the prefill share ``π`` (docs/model.md §17.10.3).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ REQUESTS = 4000
 WARMUP = 0.1
 DRIFT_PREFILLS = 20.0  # a mean wait of 20 prefills in the last third: past the edge
 SLACK = (0.1, 0.25, 0.5, 1.0, 2.0)  # coverage residuals at W ≤ x · E[u]
+SMALL = (0.1, 0.25, 0.38, 0.5)  # the split table's small waits (0.38 ū: the long-prompt network's slack, docs/model.md §17.10.2)
 INSTANCE = Path(__file__).resolve().parents[2] / "instances" / "mooncake_engine.toml"
 
 
@@ -150,7 +153,8 @@ def run_node(case: NodeCase, step: Any, rate: float, n: int, seed: np.random.See
         node.arrive(i, t)
     node.advance(INF)
     first = np.asarray(reqs.first_token)
-    return {"kind": kind, "arrival": arrival, "first": first, "rejected": np.asarray(reqs.rejected)}
+    start = np.asarray(reqs.start)  # admission
+    return {"kind": kind, "arrival": arrival, "first": first, "start": start, "rejected": np.asarray(reqs.rejected)}
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,8 @@ class Point:
     prefill: float  # E u
     wait: FloatArray  # W samples
     held_out: bool
+    admission: FloatArray  # arrival to admission, per request
+    prefill_share: float  # π = ū / w̄
 
 
 def collect(seed: int, requests: int) -> tuple[list[Point], list[str], Any]:
@@ -193,23 +199,46 @@ def collect(seed: int, requests: int) -> tuple[list[Point], list[str], Any]:
                 else:
                     points.append(
                         Point(
-                            case.name, mix, free, a, rate, servers, u, np.maximum(wait, 0.0), mix == HELD_OUT_MIX or free == HELD_OUT_FREE
+                            case.name,
+                            mix,
+                            free,
+                            a,
+                            rate,
+                            servers,
+                            u,
+                            np.maximum(wait, 0.0),
+                            mix == HELD_OUT_MIX or free == HELD_OUT_FREE,
+                            (res["start"] - res["arrival"])[keep],
+                            float(units.tiers.prefill_share[0]),
                         )
                     )
                 bar.update(1)
     return points, dropped, (inst, step, grid)
 
 
-def law_at(point: Point, k: EngineLawConstants, case: NodeCase, step: Any) -> tuple[bool, float, float, float]:
-    """``(stable, P^W, θ, W̄)`` of the law at the point."""
+def law_at(point: Point, k: EngineLawConstants, case: NodeCase, step: Any) -> tuple[bool, float, float, float, float]:
+    """``(stable, P^W, θ, W̄, δ)`` of the law at the point (``δ`` the step in progress, (17.25))."""
     units = engine_units(case, step, k)
     w_bar = float(units.work[0] @ case.probabilities)
     law = engine_wait_law(np.array([point.load]), units.servers, np.array([w_bar]), units.tiers, k)
-    return bool(law["stable"][0]), float(law["weight"][0]), float(law["decay"][0]), float(law["mean"][0])
+    return bool(law["stable"][0]), float(law["weight"][0]), float(law["decay"][0]), float(law["mean"][0]), float(law["delay"][0])
 
 
-STARTS = ((0.0, 0.93, 0.25, 1.1, 0.9, 0.6, 0.0), (0.0, 1.2, 0.5, 1.0, 0.9, 0.5, 0.5), (0.3, 0.8, 0.8, 1.5, 1.0, 1.0, 1.0))
-FORMS = ("decode share", "prefill share")  # θ_6 fitted, or θ_6 = 0 (the law before docs/model.md §17.10's revision)
+def law_cdf(w: FloatArray, weight: float, decay: float, delay: float) -> FloatArray:
+    """``F_W(w) = 1 − P^W e^{−θ (w − δ)⁺}``: ``1 − P^W`` below ``δ`` (docs/model.md (17.25))."""
+    return 1.0 - weight * np.exp(-decay * np.maximum(np.asarray(w, dtype=float) - delay, 0.0))
+
+
+STARTS = (
+    (0.0, 0.93, 0.25, 1.1, 0.9, 0.6, 0.0, 0.1),
+    (0.0, 1.2, 0.5, 1.0, 0.9, 0.5, 0.5, 0.3),
+    (0.3, 0.8, 0.8, 1.5, 1.0, 1.0, 1.0, 0.0),
+)
+LOWER = (0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0)
+UPPER = (20.0, 20.0, 1.1, 5.0, 10.0, 2.0, 1.0, 2.0)
+# θ_6, θ_7 fitted (the step in progress, docs/model.md §17.10.3); θ_6 fitted (§17.10.1); θ_6 = 0 (§17.10)
+FORMS = ("step in progress", "decode share", "prefill share")
+DIMS = {"step in progress": 8, "decode share": 7, "prefill share": 6}
 
 
 def _constants(x: FloatArray) -> EngineLawConstants:
@@ -221,6 +250,7 @@ def _constants(x: FloatArray) -> EngineLawConstants:
         theta_4=float(x[4]),
         theta_5=float(x[5]),
         theta_6=float(x[6]) if len(x) > 6 else 0.0,
+        theta_7=float(x[7]) if len(x) > 7 else 0.0,
     )
 
 
@@ -230,25 +260,26 @@ def residuals(x: FloatArray, points: list[Point], by_name: dict[str, NodeCase], 
     k = _constants(x)
     out = []
     for pt in points:
-        stable, pw, theta, mean = law_at(pt, k, by_name[pt.case], step)
+        stable, pw, theta, mean, delay = law_at(pt, k, by_name[pt.case], step)
         if not stable:
             out.extend([1.0] * (len(SLACK) + 1))
             continue
         w = np.asarray(SLACK) * pt.prefill
-        out.extend(1.0 - pw * np.exp(-theta * w) - (pt.wait[None, :] <= w[:, None]).mean(axis=1))
+        out.extend(law_cdf(w, pw, theta, delay) - (pt.wait[None, :] <= w[:, None]).mean(axis=1))
         out.append(0.5 * np.log((mean + 0.01 * pt.prefill) / (pt.wait.mean() + 0.01 * pt.prefill)))
     return np.asarray(out)
 
 
-def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, decode_share: bool = True) -> tuple[EngineLawConstants, Any]:
-    """Least squares on the fit part; ``decode_share=False`` keeps ``θ_6 = 0`` (the compute queue sees the prefills only)."""
+def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, form: str = FORMS[0]) -> tuple[EngineLawConstants, Any]:
+    """Least squares on the fit part in one of :data:`FORMS` (``decode share`` keeps ``θ_7 = 0``, no step
+    sharing; ``prefill share`` also ``θ_6 = 0``, the compute queue sees the prefills only)."""
     train = [p for p in points if not p.held_out]
-    dims = 7 if decode_share else 6
+    dims = DIMS[form]
     runs = [
         least_squares(
             residuals,
             x0=np.asarray(x0[:dims]),
-            bounds=([0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.0][:dims], [20.0, 20.0, 1.1, 5.0, 10.0, 2.0, 1.0][:dims]),
+            bounds=(LOWER[:dims], UPPER[:dims]),
             args=(train, by_name, step),
             method="trf",
             diff_step=1e-3,  # type: ignore[arg-type]  # a scalar step: scipy takes it, its stub wants an array
@@ -260,8 +291,8 @@ def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, decode_sha
 
 
 def _x(k: EngineLawConstants) -> list[float]:
-    """The parameter vector of :func:`_constants` (``c_0 − 1, θ_1 … θ_6``)."""
-    return [k.compute_servers - 1.0, k.theta_1, k.theta_2, k.theta_3, k.theta_4, k.theta_5, k.theta_6]
+    """The parameter vector of :func:`_constants` (``c_0 − 1, θ_1 … θ_7``)."""
+    return [k.compute_servers - 1.0, k.theta_1, k.theta_2, k.theta_3, k.theta_4, k.theta_5, k.theta_6, k.theta_7]
 
 
 def batch_se(x: FloatArray, batches: int = 10) -> float:
@@ -273,7 +304,7 @@ def table(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCas
     """Per run: engine and law mean wait, ``P(W ≤ ½ ū)`` and ``P(W ≤ ū)`` (the coverage at ``τ = u + x ū``)."""
     rows = []
     for pt in points:
-        stable, pw, theta, mean = law_at(pt, k, by_name[pt.case], step)
+        stable, pw, theta, mean, delay = law_at(pt, k, by_name[pt.case], step)
         cov = {}
         for x in (0.5, 1.0):
             w = x * pt.prefill
@@ -281,7 +312,7 @@ def table(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCas
             cov[x] = (
                 float(hit.mean()),
                 float(np.sqrt(hit.mean() * (1 - hit.mean()) / hit.size)),
-                float(1.0 - pw * np.exp(-theta * w)) if stable else 0.0,
+                float(law_cdf(np.array(w), pw, theta, delay)) if stable else 0.0,
             )
         rows.append(
             {
@@ -301,6 +332,46 @@ def table(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCas
     return rows
 
 
+def split_rows(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCase], step: Any) -> list[dict[str, Any]]:
+    """Per run: the wait's two parts over ``ū`` (the admission wait and the in-service inflation ``W − admission``)
+    and the shares above 10 ms; the engine's ``P(W ≤ x ū)`` and the law's at ``x`` = 0.1, 0.25, 0.38, 0.5."""
+    rows = []
+    for pt in points:
+        stable, weight, decay, _, delay = law_at(pt, k, by_name[pt.case], step)
+        levels = np.asarray(SMALL) * pt.prefill
+        law = law_cdf(levels, weight, decay, delay) if stable else np.zeros_like(levels)
+        n = min(pt.admission.size, pt.wait.size)
+        adm, wait = pt.admission[:n], pt.wait[:n]
+        inflation = wait - adm
+        rows.append(
+            {
+                "case": pt.case,
+                "load": pt.load,
+                "prefill_share": pt.prefill_share,
+                "admission": float(adm.mean() / pt.prefill),
+                "inflation": float(inflation.mean() / pt.prefill),
+                "slowed": float(np.mean(inflation > 0.01)),
+                "waited": float(np.mean(wait > 0.01)),
+                "small": [(float(np.mean(wait <= w)), float(f)) for w, f in zip(levels, law)],
+            }
+        )
+    return rows
+
+
+def print_split(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCase], step: Any) -> None:
+    print(
+        "| case | a | π | admission wait / ū | inflation / ū | P(inflation > 10 ms) | P(W > 10 ms) | "
+        + " | ".join(f"P(W ≤ {x:g} ū) engine / law" for x in SMALL)
+        + " |"
+    )
+    print("|---|---|---|---|---|---|---|" + "---|" * len(SMALL))
+    for r in split_rows(points, k, by_name, step):
+        print(
+            f"| {r['case']} | {r['load']} | {r['prefill_share']:.2f} | {r['admission']:.3f} | {r['inflation']:.3f} | "
+            f"{r['slowed']:.3f} | {r['waited']:.3f} | " + " | ".join(f"{e:.3f} / {law:.3f}" for e, law in r["small"]) + " |"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -311,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     points, dropped, (inst, step, grid) = collect(args.seed, args.requests)
     by_name = {c.name: c for c in grid}
     held = [p for p in points if p.held_out]
-    fits = {form: fit(points, by_name, step, decode_share=form == FORMS[0]) for form in FORMS}
+    fits = {form: fit(points, by_name, step, form) for form in FORMS}
     held_cost = {form: 0.5 * float(np.sum(residuals(np.asarray(_x(k)), held, by_name, step) ** 2)) for form, (k, _) in fits.items()}
     chosen = min(FORMS, key=lambda f: held_cost[f])  # chosen on the single-node held-out runs (the network cells stay out)
     k, res = fits[chosen]
@@ -330,12 +401,14 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"form {form!r}: fit cost {rf.cost:.4f}, held-out cost {held_cost[form]:.4f}; c_0 = {kf.compute_servers:.4f}, "
             f"θ_1 = {kf.theta_1:.4f}, θ_2 = {kf.theta_2:.4f}, θ_3 = {kf.theta_3:.4f}, θ_4 = {kf.theta_4:.4f}, θ_5 = {kf.theta_5:.4f}, "
-            f"θ_6 = {kf.theta_6:.4f}"
+            f"θ_6 = {kf.theta_6:.4f}, θ_7 = {kf.theta_7:.4f}"
         )
     print(f"chosen (least held-out cost): {chosen!r}")
     print(
-        f"constants: c_0 = {k.compute_servers:.4f}, θ_1 = {k.theta_1:.4f}, θ_2 = {k.theta_2:.4f}, θ_3 = {k.theta_3:.4f}, θ_4 = {k.theta_4:.4f}, θ_5 = {k.theta_5:.4f}, θ_6 = {k.theta_6:.4f}"
+        f"constants: c_0 = {k.compute_servers:.4f}, θ_1 = {k.theta_1:.4f}, θ_2 = {k.theta_2:.4f}, θ_3 = {k.theta_3:.4f}, θ_4 = {k.theta_4:.4f}, θ_5 = {k.theta_5:.4f}, θ_6 = {k.theta_6:.4f}, "
+        f"θ_7 = {k.theta_7:.4f}"
     )
+    print_split(points, k, by_name, step)
     print("| case | a | held out | W̄ engine ± SE (s) | W̄ law (s) | P(W ≤ ū/2) engine | law | P(W ≤ ū) engine | law |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
