@@ -261,7 +261,7 @@ def robust_solve(
         # tiers within seconds of each other); the continuation's steps stay bounded there (7.11).
         def counted_jacobian(w: FloatArray) -> tuple[FloatArray, FloatArray]:
             t.calls += 1
-            return jacobian(w)  # type: ignore[misc]
+            return jacobian(w)
 
         w_ptc, res_ptc, steps_ptc, ok_ptc = _pseudo_transient(counted_jacobian, np.maximum(w0, 0.0), tol, w_max)
         if ok_ptc:
