@@ -264,16 +264,8 @@ def test_cli_queue_law(capsys, mooncake):
 # -- engine runs against the law ----------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("load", [0.25, 0.55])
-def test_law_against_single_node_engine_runs(mooncake, load):
-    """The shipped mix with all its free memory: the engine's ``P(W ≤ ū/2)`` (the coverage at ``τ = u + ū/2``) and
-    mean TTFT against the law.
-
-    Tolerance: 3 batch-means SE of the run (10 batches of 800 requests: long batches, since waits are
-    correlated over many services at a = 0.55) plus the law's own error on this regime in the fit's table up
-    to a = 0.55 (0.07 in probability, 10 % of the mean TTFT; docs/model.md §17.10)."""
-    step = default_step_time(mooncake)
+def _shipped_node(mooncake):
+    """The shipped instance's engine, mix and all its free memory as one single-node case (the default step time)."""
     p = np.asarray(mooncake.probabilities)
     case = NodeCase(
         "mooncake",
@@ -285,6 +277,19 @@ def test_law_against_single_node_engine_runs(mooncake, load):
         _Gpu(mooncake.gpu.memory, mooncake.gpu.kv_per_token),
         mooncake.engine,
     )
+    return default_step_time(mooncake), p, case
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("load", [0.25, 0.55])
+def test_law_against_single_node_engine_runs(mooncake, load):
+    """The shipped mix with all its free memory: the engine's ``P(W ≤ ū/2)`` (the coverage at ``τ = u + ū/2``) and
+    mean TTFT against the law.
+
+    Tolerance: 3 batch-means SE of the run (10 batches of 800 requests: long batches, since waits are
+    correlated over many services at a = 0.55) plus the law's own error on this regime in the fit's table up
+    to a = 0.55 (0.07 in probability, 10 % of the mean TTFT; docs/model.md §17.10)."""
+    step, p, case = _shipped_node(mooncake)
     units = engine_units(case, step)
     w_bar = float(units.work[0] @ p)
     n, warm, batches = 8400, 400, 10
@@ -310,18 +315,7 @@ def test_small_waits_against_a_single_node_engine_run(mooncake):
 
     Tolerance: 3 batch-means SE of the run (10 batches of 800 requests) plus the law's own error at these levels on
     this mix and load in the fit's table (0.039 and 0.045, docs/model.md §17.10.3): 0.05."""
-    step = default_step_time(mooncake)
-    p = np.asarray(mooncake.probabilities)
-    case = NodeCase(
-        "mooncake",
-        p,
-        np.asarray(mooncake.lengths),
-        np.asarray(mooncake.decodes),
-        np.zeros((1, p.size)),
-        np.zeros(1),
-        _Gpu(mooncake.gpu.memory, mooncake.gpu.kv_per_token),
-        mooncake.engine,
-    )
+    step, p, case = _shipped_node(mooncake)
     units = engine_units(case, step)
     w_bar = float(units.work[0] @ p)
     n, warm, batches = 8400, 400, 10
