@@ -307,3 +307,36 @@ def test_the_continuation_solves_an_overloaded_point_where_newton_stalls():
     chord = 0.5 * (below.advertised_wait + above.advertised_wait)
     np.testing.assert_allclose(ev.advertised_wait[ev.active], chord[ev.active], rtol=1e-3)
     assert ev.advertised_wait[2] == ev.advertised_wait[3]
+
+
+def test_the_load_continuation_reaches_a_point_no_local_method_sees():
+    """α = 6, both tiers ~90× overloaded (W ≈ 2–4·10⁴ s): the association's tails underflow away from the
+    equilibrium (∂T/∂W = 0 there), and Newton, the pseudo-transient continuation, MINPACK and the damping all
+    stalled (residual 4·10⁴ s).  Followed up from a lighter load (docs/model.md (7.12)) the point is reached,
+    and it is a fixed point at the full load: started there, the solver stops at once."""
+    inst = instance_from_mapping(
+        {
+            "name": "steep",
+            "network": {
+                "edge_density": 2.607607960437271,
+                "request_intensity": 179.4441308059072,
+                "radio_scale": 1.033519,
+                "radio_exponent": 6.0,
+            },
+            "gpu": {"memory": 10.95662436775736, "runtime_per_sequence": 1.0, "kv_per_token": 8.833291771257872e-05},
+            "prefill": {"linear": 0.00019004711744037762, "quadratic": 0.0},
+            "prefixes": [{"id": "sys", "depth": 718.3971076375104}, {"id": "tool", "depth": 2576.9682593092593, "parent": "sys"}],
+            "requests": [
+                {"id": "q0", "probability": 1.0, "length": 3928.977026043759, "decode": 1.8053848480808912, "path": ["sys", "tool"]}
+            ],
+            "profiles": [{"id": "none", "prefixes": []}, {"id": "shallow", "prefixes": ["sys"]}],
+            "placement": {"target": 0.510810862474044},
+        }
+    )
+    mix = np.array([0.20272303847137751, 0.7972769615286226])
+    ev = evaluate(inst, mix)
+    fp = ev.fixed_point
+    assert fp.converged and fp.method == "robust:load-continuation", fp
+    assert np.all(ev.advertised_wait > 1e4)
+    again = evaluate(inst, mix, warm_start=ev.advertised_wait).fixed_point
+    assert again.converged and again.method == "robust:warm-start" and again.iterations == 0, again

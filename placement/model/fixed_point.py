@@ -196,6 +196,7 @@ def robust_solve(
     w_shift: float = 1e-3,
     jacobian: Callable[[FloatArray], tuple[FloatArray, FloatArray]] | None = None,
     w_max: float = math.inf,
+    fallbacks: bool = True,
 ) -> tuple[FloatArray, FixedPointReport]:
     """Safeguarded quasi-Newton solve of ``W = T(W)`` (see module notes).
 
@@ -210,6 +211,8 @@ def robust_solve(
     MINPACK trial step of thousands in ``v`` (a nearly singular Jacobian) would overflow ``e^v``; the
     map is evaluated at ``min(W, w_max)`` instead, which leaves every fixed point below ``w_max``
     unchanged, and a point at or above the cap is never reported as converged.
+    ``fallbacks=False`` (a step of the load continuation (7.12), with a Jacobian) stops after Newton and the
+    pseudo-transient continuation instead of going on to MINPACK and the damping.
     """
     t = _Counted(fn)
     w0 = np.array(start, dtype=float)
@@ -266,6 +269,8 @@ def robust_solve(
         w_ptc, res_ptc, steps_ptc, ok_ptc = _pseudo_transient(counted_jacobian, np.maximum(w0, 0.0), tol, w_max)
         if ok_ptc:
             return w_ptc, FixedPointReport("robust:continuation", True, steps + steps_ptc, t.calls, res_ptc)
+        if not fallbacks:
+            return w_ptc, FixedPointReport("robust:continuation", False, steps + steps_ptc, t.calls, res_ptc)
         v0 = v_newton if np.all(np.isfinite(v_newton)) else v0
     options = {"xtol": 1e-12, "maxfev": 200 * (w0.size + 1)}
     from scipy.optimize import root  # the rare fallback; keeps evaluate's start-up cheap
@@ -292,10 +297,13 @@ def solve_fixed_point(
     jacobian: Callable[[FloatArray], tuple[FloatArray, FloatArray]] | None = None,
     w_shift: float = 1e-3,
     w_max: float = math.inf,
+    fallbacks: bool = True,
 ) -> tuple[FloatArray, FixedPointReport]:
-    """Dispatch by method name (``robust`` or ``damped``; ``w_max`` is the robust solver's cap)."""
+    """Dispatch by method name (``robust`` or ``damped``; ``w_max`` and ``fallbacks`` are the robust solver's)."""
     if method == "damped":
         return damped_iteration(fn, start, damping=damping, tol=tol, max_iterations=max_iterations, record=record)
     if method == "robust":
-        return robust_solve(fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian, w_shift=w_shift, w_max=w_max)
+        return robust_solve(
+            fn, start, tol=tol, max_iterations=max_iterations, jacobian=jacobian, w_shift=w_shift, w_max=w_max, fallbacks=fallbacks
+        )
     raise ValueError(f"method: unknown fixed-point method {method!r} (valid: {list(METHODS)})")

@@ -256,10 +256,13 @@ class QueueMap:
         self.c = inst.concurrency[active].astype(float)
         self.kernel = prepared.kernel
         self.contracted = hasattr(prepared.kernel, "association_contracted")
+        self.load_scale = 1.0  # t of the load continuation (7.12): the map at t Λ; 1 everywhere else
 
     def __call__(self, w: FloatArray) -> FloatArray:
         a_q = self.association(self.g + w[:, None])
         _, work, mean_service = self.loads.loads(a_q)
+        if self.load_scale != 1.0:
+            work = work * self.load_scale
         scv = self.loads.service_scv(a_q, mean_service)[0] if self.law.needs_scv else None
         return self.law.advertised(work, self.c, mean_service, scv, self.rho_clip)
 
@@ -279,6 +282,8 @@ class QueueMap:
         assoc.remember(bias, a_q)
         k, arrivals, work, mean_service = loads.lifted(a_q)  # row s lifted by 2^{k_s}: so is ∂A_{s,·}/∂b below
         work = unlift(work, k)
+        if self.load_scale != 1.0:
+            work = work * self.load_scale
         scv, moment = loads.service_scv(a_q, mean_service) if needs_scv else (None, None)
         wait, slope, slope_scv = self.law.advertised_and_slopes(work, self.c, mean_service, scv, self.rho_clip)
         if self.contracted:  # lifted by lift_exponents(A), the k above
@@ -290,7 +295,8 @@ class QueueMap:
             d_work = scale_xi * np.matmul(d_a, loads.weighted_service[:, :, None])[:, :, 0]
         lifted_arrivals = np.where(arrivals > 0, arrivals, np.inf)[:, None]  # divides lifted derivatives: no overflow
         d_mean = (d_work - mean_service[:, None] * d_arrivals) / lifted_arrivals
-        jac = slope[:, None] * unlift(d_work, k) + (wait / mean_service)[:, None] * d_mean
+        d_load = unlift(d_work, k) if self.load_scale == 1.0 else self.load_scale * unlift(d_work, k)
+        jac = slope[:, None] * d_load + (wait / mean_service)[:, None] * d_mean
         if needs_scv and scv is not None and moment is not None and slope_scv is not None:  # ∂C²/∂W via E[S²], 1/μ (19.24)
             d_second = scale_xi * (sums[2] if self.contracted else np.matmul(d_a, loads.weighted_second[:, :, None])[:, :, 0])
             d_moment = (d_second - moment[:, None] * d_arrivals) / lifted_arrivals
@@ -324,10 +330,10 @@ def fixed_point(prepared: Prepared, queue_map: QueueMap, law: QueueLaw, options:
         wait, jac = queue_map.jacobian(w[group])
         return wait[first], jac[first] @ members  # ∂T_g/∂W_h = Σ_{t ∈ h} ∂T_g/∂W_t
 
-    with single_blas_thread():  # Newton's |S| × |S| solves and the kernel's products (docs/model.md (16.11))
-        w_group, report = solve_fixed_point(
+    def solve(begin: FloatArray, fallbacks: bool = True) -> tuple[FloatArray, FixedPointReport]:
+        return solve_fixed_point(
             group_map,
-            start[first],
+            begin,
             method=options.method,
             tol=options.tol,
             damping=options.damping,
@@ -336,10 +342,61 @@ def fixed_point(prepared: Prepared, queue_map: QueueMap, law: QueueLaw, options:
             jacobian=group_jacobian if has_jacobian else None,
             w_shift=0.05 * float(queue_map.loads.service.mean()),
             w_max=delay_cap(prepared.instance.network.radio_scale),
+            fallbacks=fallbacks,
         )
+
+    with single_blas_thread():  # Newton's |S| × |S| solves and the kernel's products (docs/model.md (16.11))
+        w_group, report = solve(start[first])
+        if not report.converged and options.method == "robust" and has_jacobian and not options.record_history:
+            w_group, report = load_continuation(queue_map, solve, start[first], (w_group, report))
     if report.history:
         report = dataclasses.replace(report, history=tuple(tuple(np.asarray(h)[group].tolist()) for h in report.history))
     return w_group[group], report
+
+
+def load_continuation(
+    queue_map: QueueMap,
+    solve: Callable[[FloatArray, bool], tuple[FloatArray, FixedPointReport]],
+    start: FloatArray,
+    failed: tuple[FloatArray, FixedPointReport],
+    halvings: int = 12,
+    max_solves: int = 40,
+) -> tuple[FloatArray, FixedPointReport]:
+    """The fixed point at ``Λ`` followed up from a lighter load (docs/model.md (7.12)).
+
+    Solves at ``t Λ`` (the queue map's ``load_scale``) for ``t = 2⁻¹, 2⁻², …`` until one converges from the
+    start, then climbs back to ``t = 1``, each solve (Newton and the pseudo-transient continuation, no further
+    fallback) warm-started at the last converged point and the step halved
+    whenever a solve fails.  Returns ``failed`` (the point and report of the solve at ``Λ``) unchanged when no
+    ladder reaches ``t = 1``.
+    """
+    evaluations, solves = failed[1].evaluations, 0
+    try:
+        t_good, w_good = 0.0, None
+        for j in range(1, halvings + 1):
+            queue_map.load_scale = 2.0**-j
+            w, rep = solve(start, False)
+            evaluations, solves = evaluations + rep.evaluations, solves + 1
+            if rep.converged:
+                t_good, w_good = 2.0**-j, w
+                break
+        if w_good is None:
+            return failed
+        step = t_good
+        while t_good < 1.0 and solves < max_solves:
+            t_next = min(1.0, t_good + step)
+            queue_map.load_scale = t_next
+            w, rep = solve(w_good, False)
+            evaluations, solves = evaluations + rep.evaluations, solves + 1
+            if rep.converged:
+                t_good, w_good, step = t_next, w, min(2.0 * step, 1.0)
+            else:
+                step *= 0.5
+        if t_good < 1.0:
+            return failed
+        return w_good, FixedPointReport("robust:load-continuation", True, solves, evaluations, rep.residual)
+    finally:
+        queue_map.load_scale = 1.0
 
 
 def equilibrium(prepared: Prepared, law: QueueLaw, options: FixedPointOptions) -> Equilibrium:
