@@ -184,20 +184,20 @@ def refined_density(
     net: EngineNetwork, start: float, reliability: float, size: SimSize, *, max_sims: int = REFINE_MAX, desc: str = "refine on the engine"
 ) -> Refined:
     """The simulation-refined density from ``start`` (the model's, module docstring), and its held-out simulation;
-    a progress bar on stderr counts the simulations (at most ``max_sims`` + 1)."""
+    a progress bar on stderr counts the simulations' replications (at most ``max_sims`` + 1 simulations)."""
     if not (0.0 < reliability < 1.0):
         raise ValueError(f"engine refinement: ζ in (0, 1), got {reliability!r}")
     if not (math.isfinite(start) and start > 0):
         raise ValueError(f"engine refinement: a start density > 0, got {start!r}")
     sims = 0
-    with progress_bar(total=max_sims + 1, desc=desc, unit="sim") as bar:
-        tick = lambda: bar.update(1.0 / size.replications)
+    with progress_bar(total=(max_sims + 1) * size.replications, desc=desc, unit="replication") as bar:
+        tick = lambda: bar.update(1)
 
         def cov(density: float) -> float:
             nonlocal sims
             sims += 1
             got = float(np.mean(net.simulated(density, size, tick)))
-            bar.set_postfix_str(f"λ_b {density:.4g} coverage {got:.4f}")
+            bar.set_postfix_str(f"simulation {sims}: λ_b {density:.4g} coverage {got:.4f}")
             return got
 
         density, found, pts = refine(cov, start, reliability, net.slope(start), max_sims=max_sims)
