@@ -17,7 +17,9 @@ the nodes than a Poisson network (docs/model.md §17.10.2).
 ``C_R(λ_b) = ζ`` over ``R`` replications with common random numbers (replication ``r`` has the same requests,
 node positions and arrivals, scaled, at every ``λ_b``), found by a Newton step on the model's slope and then
 secant/bisection steps in ``log λ_b``; the density found is then simulated on ``R`` fresh replications (another
-seed) whose mean ± SE is the reported, held-out coverage.  Its cost is the number of simulations, printed.
+seed) whose mean ± SE is the reported, held-out coverage.  Its cost is the number of simulations, printed.  The
+search is :func:`edgeprefix.solvers.engine_refine.refined_density`, which ``plan-density --queue-law engine
+--refine-on-engine`` runs too.
 """
 
 from __future__ import annotations
