@@ -1,4 +1,6 @@
-"""``edgeprefix plan-density``: the fewest edge nodes meeting a coverage target (docs/model.md §10.4)."""
+"""``edgeprefix plan-density``: the fewest edge nodes meeting a coverage target (docs/model.md §10.4); with
+``--queue-law engine --refine-on-engine`` also that density refined on the batching-engine simulation
+(docs/model.md §17.10.2, :mod:`._engine_refine`)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
+from edgeprefix.commands._engine_refine import add_refine_arguments, refine_size_from_args, refinement_lines, run_refinement
 from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry, show_online
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
@@ -39,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="smallest edge density λ_b whose TTFT coverage reaches ζ",
         description="Minimise λ_b subject to P_cov(τ_0; π, λ_b) ≥ ζ (docs/model.md §10.4) by bracketing and bisection. "
         "With --mix the mix is fixed; without it the best mix is searched at every density "
-        "(default: the 1/10 grid).",
+        "(default: the 1/10 grid). With --queue-law engine --refine-on-engine the planned density is then refined on "
+        "a simulated network of the instance's batching-engine nodes until the simulated coverage is ζ (docs/model.md "
+        "§17.10.2): that density is the simulation's, not the law's.",
     )
     add_instance_argument(parser, density_help="refused: λ_b is what plan-density plans")
     parser.add_argument("--reliability", type=float, required=True, metavar="ζ", help="coverage to reach, in (0, 1)")
@@ -61,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--rtol", type=float, default=1e-3, help="relative width of the final bracket (default: 1e-3)")
     add_search_arguments(parser, default_method="grid", budget_help="evaluations per density of the mix search (grid: every point)")
+    add_refine_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
@@ -71,6 +77,12 @@ def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
     queue_law = queue_law_from_args(args, instance)
+    refine_size = refine_size_from_args(args)  # checked before anything runs
+    if refine_size is not None:
+        if queue_law != "engine":
+            raise ValueError("--refine-on-engine: refines the engine law's plan; add --queue-law engine (docs/model.md §17.10.2)")
+        if instance.engine is None:  # an instance field engine.queue_law implies a section; kept for a clear line
+            raise ValueError(f"--refine-on-engine: instance {instance.name!r} has no [engine] section (docs/instances.md)")
     problem = density_problem(
         instance,
         args.reliability,
@@ -106,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
     region = _engine_law_region(problem, plan, args.policy, queue_model) if queue_law == "engine" else None
     if region is not None:
         extra["engine_law_region"] = region
+    refinement = None if refine_size is None else run_refinement(args, problem, plan, args.policy, queue_model, refine_size)
+    if refinement is not None:
+        extra["engine_refinement"] = refinement
     if args.json:
         print_json(
             {
@@ -138,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
             print(telemetry_plan_line(telemetry_plan))
         if region is not None:
             print(region["note"])
+        if refinement is not None:
+            print("\n".join(refinement_lines(refinement, float(problem.reliability))))
     print_router_note(other)
     return 0
 

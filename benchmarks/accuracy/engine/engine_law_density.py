@@ -17,16 +17,17 @@ the nodes than a Poisson network (docs/model.md §17.10.2).
 ``C_R(λ_b) = ζ`` over ``R`` replications with common random numbers (replication ``r`` has the same requests,
 node positions and arrivals, scaled, at every ``λ_b``), found by a Newton step on the model's slope and then
 secant/bisection steps in ``log λ_b``; the density found is then simulated on ``R`` fresh replications (another
-seed) whose mean ± SE is the reported, held-out coverage.  Its cost is the number of simulations, printed.
+seed) whose mean ± SE is the reported, held-out coverage.  Its cost is the number of simulations, printed.  The
+search is :func:`edgeprefix.solvers.engine_refine.refined_density`, which ``plan-density --queue-law engine
+--refine-on-engine`` runs too.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,11 @@ from edgeprefix.formulations.density import density_problem
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.instance import Instance
 from edgeprefix.solvers.density import plan_density
+from edgeprefix.solvers.engine_refine import FRESH_SEED, EngineNetwork, Refined
+from edgeprefix.solvers.engine_refine import REFINE_MAX as REFINE_MAX  # the search's constants and step, re-exported
+from edgeprefix.solvers.engine_refine import REFINE_TOL as REFINE_TOL
+from edgeprefix.solvers.engine_refine import refine as refine
+from edgeprefix.solvers.engine_refine import refined_density as engine_refined_density
 
 INSTANCE = Path(__file__).resolve().parents[2] / "instances" / "mooncake_engine.toml"
 VORONOI_SHAPE = 3.575  # Gamma shape of a planar Poisson–Voronoi cell's area (mean 1)
@@ -50,10 +56,6 @@ FIXED_MIX = {"mooncake_engine": {"none": 1.0}}
 # (nodes, requests per node, replications) of one simulated point: SE about 0.003 at the planned density
 SIZE = {"paper_baseline": (96, 70, 40), "mooncake_engine": (120, 100, 20)}
 PLANS = (("slots", "meanfield"), ("engine", "meanfield"), ("engine", "cell"))
-REFINE_TOL = 0.002  # stop when the simulated coverage is this close to ζ
-REFINE_MAX = 8  # simulations of the root search at most
-MAX_LOG_STEP = 0.5  # a Newton step changes λ_b by at most this factor's log (e^0.5 ≈ 1.65)
-FRESH_SEED = 1000  # seed offset of the held-out replications
 
 
 def cell_averaged_coverage(instance, mix, quantiles: int = 200) -> float:
@@ -105,85 +107,15 @@ def simulated(c: Case, mix: np.ndarray, density: float, size: SimSize, router: s
     return [r.coverage() for r in simulate(at, mix, c.intensity, size, router=router, step=step, route_law=route_law)]
 
 
-@dataclass(frozen=True)
-class Refined:
-    """The simulation-refined density: the root search's points ``(λ_b, C_R)``, the density found, and the held-out
-    simulation there (fresh seeds)."""
-
-    points: tuple[tuple[float, float], ...]
-    density: float
-    search_coverage: float
-    held_out: tuple[float, ...]
-    simulations: int
-
-
-def refine(
-    coverage: Callable[[float], float], start: float, target: float, slope: float, *, tol: float = REFINE_TOL, max_sims: int = REFINE_MAX
-) -> tuple[float, float, list[tuple[float, float]]]:
-    """The root of ``coverage(λ_b) = target`` near ``start``: a Newton step in ``log λ_b`` on the model's ``slope``
-    (``dC/d log λ_b``), then secant steps kept inside the bracket (bisection when a secant step leaves it).  Returns
-    the density, its coverage and the points evaluated.  ``coverage`` must increase with ``λ_b`` (more nodes, less
-    load each, nearer); with common random numbers it is one fixed function of ``λ_b``."""
-    if not (slope > 0 and math.isfinite(slope)):
-        raise ValueError(f"refine: the model's slope dC/dlog λ_b must be > 0, got {slope!r}")
-    pts: list[tuple[float, float]] = []
-
-    def f(x: float) -> float:
-        y = coverage(math.exp(x)) - target
-        pts.append((math.exp(x), y + target))
-        return y
-
-    x0 = math.log(start)
-    y0 = f(x0)
-    if abs(y0) <= tol:
-        return start, y0 + target, pts
-    lo: tuple[float, float] | None = (x0, y0) if y0 < 0 else None
-    hi: tuple[float, float] | None = (x0, y0) if y0 > 0 else None
-    x = x0 + _newton(y0, slope)
-    while len(pts) < max_sims:
-        y = f(x)
-        if abs(y) <= tol:
-            return math.exp(x), y + target, pts
-        if y < 0:
-            lo = (x, y)
-        else:
-            hi = (x, y)
-        if lo is None or hi is None:  # not bracketed yet: step on with the model's slope, doubled until it brackets
-            x = x + 2.0 * _newton(y, slope)
-            continue
-        secant = lo[0] - lo[1] * (hi[0] - lo[0]) / (hi[1] - lo[1])
-        inside = min(lo[0], hi[0]) + 0.05 * abs(hi[0] - lo[0]) < secant < max(lo[0], hi[0]) - 0.05 * abs(hi[0] - lo[0])
-        x = secant if inside else 0.5 * (lo[0] + hi[0])
-    # out of simulations: the nearer end of the bracket, or the last point
-    best = min(pts, key=lambda p: abs(p[1] - target))
-    return best[0], best[1], pts
-
-
-def _newton(y: float, slope: float) -> float:
-    """A Newton step in ``log λ_b``, at most :data:`MAX_LOG_STEP` either way."""
-    return float(np.clip(-y / slope, -MAX_LOG_STEP, MAX_LOG_STEP))
-
-
-def slope_of_model(c: Case, mix: np.ndarray, density: float, step: float = 0.02) -> float:
-    """``dC/d log λ_b`` of the cell model with the engine law, a central difference."""
-    up = model_coverage(c, mix, density * math.exp(step))
-    down = model_coverage(c, mix, density * math.exp(-step))
-    return (up - down) / (2.0 * step)
+def network(c: Case, mix: np.ndarray, router: str, step: Any) -> EngineNetwork:
+    """The engine network of ``c`` at its ``Λ`` with ``mix``, simulated with ``router`` routed on the engine law."""
+    return EngineNetwork(c.instance.with_network(request_intensity=c.intensity), np.asarray(mix, dtype=float), step, router)
 
 
 def refined_density(c: Case, mix: np.ndarray, start: float, reliability: float, size: SimSize, router: str, step: Any) -> Refined:
-    """The simulation-refined density from ``start`` (module docstring), and its held-out simulation."""
-    sims = 0
-
-    def cov(density: float) -> float:
-        nonlocal sims
-        sims += 1
-        return float(np.mean(simulated(c, mix, density, size, router, "engine", step)))
-
-    density, found, pts = refine(cov, start, reliability, slope_of_model(c, mix, start))
-    fresh = SimSize(size.requests, size.replications, size.nodes, size.seed + FRESH_SEED)
-    held = simulated(c, mix, density, fresh, router, "engine", step)
-    return Refined(tuple(pts), density, found, tuple(held), sims + 1)
+    """The simulation-refined density from ``start`` (module docstring), and its held-out simulation:
+    :func:`edgeprefix.solvers.engine_refine.refined_density`, what ``plan-density --refine-on-engine`` runs."""
+    return engine_refined_density(network(c, mix, router, step), start, reliability, size)
 
 
 def _mix_text(c: Case, mix: np.ndarray) -> str:

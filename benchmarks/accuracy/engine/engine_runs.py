@@ -8,7 +8,8 @@ Used by :mod:`.engine_gap`, :mod:`.engine_depth` and :mod:`.engine_decisions`:
   engine law it is refused with one line, never silently replaced by ``slots``;
 - an instance with an engine section (the trace-built instance's Llama-2-70B A100 TP 4 engine
   when the instance has none) and its step time fitted to the shipped Splitwise timings;
-- the batching-engine network simulation of the model workload (:func:`simulate`): replication
+- the batching-engine network simulation of the model workload (:func:`simulate`, the step time
+  defaulted; the simulation itself is :mod:`edgeprefix.placement.simulation.engine.model_network`): replication
   ``r`` draws its requests, network and arrivals from the ``r``-th child of ``SeedSequence(seed)``
   whatever the load, mix or router (common random numbers);
 - the engine's stability edge (:func:`stability_edge`): the load at which the waits of the
@@ -32,11 +33,10 @@ from edgeprefix.benchmarks.datasets import SPLITWISE_TIMINGS
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.placement.model.evaluation import Evaluation, evaluate
 from edgeprefix.placement.model.instance import Instance, load_instance
-from edgeprefix.placement.model.telemetry import Telemetry
-from edgeprefix.placement.simulation.engine.cluster import engine_replay
-from edgeprefix.placement.simulation.engine.model_workload import model_workload
+from edgeprefix.placement.simulation.engine.model_network import SimSize
+from edgeprefix.placement.simulation.engine.model_network import simulate as simulate_network
 from edgeprefix.placement.simulation.engine.step_time import StepTime, step_time_from_section
-from edgeprefix.placement.simulation.replay import ReplayResult, ReplaySpec
+from edgeprefix.placement.simulation.replay import ReplayResult
 
 ROOT = Path(__file__).resolve().parents[3]
 INSTANCES = ROOT / "benchmarks" / "instances"
@@ -120,24 +120,6 @@ def step_time(instance: Instance) -> StepTime:
     return step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
 
 
-@dataclass(frozen=True)
-class SimSize:
-    """Size of one simulated point: ``requests`` per replay, ``replications``, expected ``nodes`` in the window."""
-
-    requests: int = 800
-    replications: int = 3
-    nodes: float = 12.0
-    seed: int = 7
-
-    def __post_init__(self) -> None:
-        if isinstance(self.requests, bool) or not isinstance(self.requests, int) or self.requests < 40:
-            raise ValueError(f"--requests: an integer >= 40, got {self.requests!r}")
-        if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 2:
-            raise ValueError(f"--replications: an integer >= 2 (a standard error needs two), got {self.replications!r}")
-        if not (math.isfinite(self.nodes) and self.nodes >= 1):
-            raise ValueError(f"--nodes: a number >= 1, got {self.nodes!r}")
-
-
 def add_size_arguments(parser: argparse.ArgumentParser, requests: int = 800, replications: int = 3, nodes: float = 12.0) -> None:
     parser.add_argument("--requests", type=int, default=requests, help=f"model-workload requests per replay (default {requests})")
     parser.add_argument("--replications", type=int, default=replications, help=f"replications (default {replications})")
@@ -172,32 +154,10 @@ def simulate(
     step: StepTime | None = None,
     route_law: str = "slots",
 ) -> list[ReplayResult]:
-    """The model workload of ``instance`` at ``Λ = intensity`` on batching-engine nodes, one result per replication.
-
-    Replication ``r`` uses the ``r``-th child of ``SeedSequence(size.seed)`` for its requests and its replay
-    (common random numbers across loads, mixes and routers).  ``route_law``: the law the routers route on
-    (``engine_replay``'s; ``engine`` is the routing a prediction with the engine law assumes)."""
+    """:func:`edgeprefix.placement.simulation.engine.model_network.simulate` with the step time fitted to the shipped
+    Splitwise timings when ``step`` is not given (the module docstring's common random numbers)."""
     step = step_time(instance) if step is None else step
-    inst = instance.with_network(request_intensity=float(intensity))
-    d = step.decode_run(1, 1, 0.0)
-    tau = float(inst.placement.target)
-    spec = ReplaySpec(
-        decode_per_token=d,
-        nodes=size.nodes,
-        router=router,
-        engine="batching",
-        cache=cache,
-        telemetry=Telemetry(),
-        target=tau,
-        arrivals="poisson",
-        hits="type",
-        lengths="type",
-    )
-    out = []
-    for child in np.random.SeedSequence(size.seed).spawn(size.replications):
-        wl, blocks = model_workload(inst, size.requests, d, seed=np.random.default_rng(child))
-        out.append(engine_replay(inst, wl, mix, spec, blocks=blocks, step=step, seed=np.random.default_rng(child), route_law=route_law))
-    return out
+    return simulate_network(instance, mix, intensity, size, step=step, router=router, cache=cache, route_law=route_law)
 
 
 def wait_growth(result: ReplayResult) -> float:
