@@ -189,6 +189,21 @@ def test_slopes_are_the_derivatives(k):
             np.testing.assert_allclose(w.d_decay_da, (up.decay - down.decay) / (2 * h), rtol=1e-5, atol=1e-12)
 
 
+def test_the_decay_slope_is_finite_at_vanishing_load():
+    """At a load of 10⁻²⁰⁰ both components' ``f`` is ~10⁻²⁰⁰ and ``f²`` underflows: the decay's slope was 0/0 (a
+    RuntimeWarning and a NaN on mooncake_engine's damped run, which the gradient would have carried).  It is finite
+    now; near zero it is a cancellation, so it is only as good as ``P^W`` makes it matter: the gradient reads it
+    through ``P^W ∂θ/∂a``, which must vanish with the load."""
+    rng = np.random.default_rng(5)
+    n = 20
+    c, m = rng.uniform(1.0, 30.0, n), rng.uniform(0.5, 10.0, n)
+    tiers = EngineTiers(rng.uniform(0.05, 0.9, n), rng.uniform(0.2, 20.0, n))
+    for load in (1e-200, 1e-100):
+        law = engine_wait_law(np.full(n, load), c, m, tiers)
+        assert np.all(np.isfinite(law["d_decay_da"])) and np.all(law["weight"] > 0)
+        assert np.all(np.abs(law["weight"] * law["d_decay_da"]) < 1e-10)
+
+
 def _value(instance, pi, s, h, objective):
     mix = pi.copy()
     mix[s] += h

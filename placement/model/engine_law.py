@@ -299,7 +299,7 @@ def engine_wait_law(
     busy = f > 0
     fs = np.where(busy, f, 1.0)
     decay_m = np.where(busy, pw / fs, idle)  # θ m
-    d_decay_m = np.where(busy, (dpw * fs - pw * df) / fs**2, 0.0)
+    d_decay_m = np.where(busy, (dpw - decay_m * df) / fs, 0.0)  # not over f²: it underflows where f ≈ 10⁻²⁰⁰
     decay = decay_m / m
 
     def keep(x: FloatArray) -> FloatArray:
