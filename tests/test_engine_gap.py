@@ -239,3 +239,21 @@ def test_the_simulation_refined_density_finds_the_root_of_a_monotone_coverage(mo
     assert density == pytest.approx(root, rel=0.02)
     with pytest.raises(ValueError, match="slope"):
         eld.refine(coverage, root, 0.8, 0.0)
+
+
+def test_depth_model_column_takes_the_queue_model() -> None:
+    """``--queue-model cell``: the model column is the cell model's evaluation (docs/model.md §14), not the mean field's."""
+    inst = engine_depth.uniform_instance(engine_runs.with_engine(engine_depth.resolve_instance(None)), 0.0)
+    lam = 0.7
+    mf, cell = (engine_depth.model_coverage(inst, lam, "engine", q) for q in ("meanfield", "cell"))
+    ref = evaluate(inst.with_network(request_intensity=lam), None, "nearest", queue_model="cell", queue_law="engine")
+    assert cell == pytest.approx(float(ref.coverage_at_target), abs=1e-12)
+    assert abs(cell - mf) > 0.01  # at this load the cell model's load spread is visible
+
+
+@pytest.mark.parametrize("main", [engine_depth.main, engine_decisions.main])
+def test_bad_queue_model_is_one_line_and_exit_2(main, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--queue-model", "erlang"])
+    assert exc.value.code == 2
+    assert "--queue-model" in capsys.readouterr().err

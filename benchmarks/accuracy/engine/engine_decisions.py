@@ -14,7 +14,8 @@ and the trace-built ``mooncake_engine``):
    caches, ``--router``) with common random numbers (replication ``r``: the same requests, network and
    arrivals for both mixes), beside the reference mix; the gain is the engine-law mix's simulated
    coverage minus the slot-law mix's, its SE that of the paired differences (both mixes routed on the slot
-   node, as before);
+   node, as before); ``--queue-model`` is the queue model of both laws' solves (default the mean field; the
+   reference mix is unchanged by it);
 3. ``plan-density --reliability 0.8`` (joint with the mix, the 1/10 grid) at the moderate load of the
    first instance: the density and mix planned with the slot law, the engine law with the mean field and the
    engine law with the cell model, and the coverage the batching-engine simulation gives at that density and
@@ -35,6 +36,7 @@ from edgeprefix.benchmarks.accuracy.engine.engine_runs import (
     NOT_AVAILABLE,
     QUEUE_LAWS,
     SimSize,
+    add_queue_model_argument,
     add_size_arguments,
     engine_instance,
     engine_law_available,
@@ -67,9 +69,17 @@ def coverages(instance: Instance, mix: Any, lam: float, size: SimSize, router: s
 
 
 def decision_rows(
-    instance: Instance, size: SimSize, shares: dict[str, float], router: str, *, budget: int = 60, bar: Any = None
+    instance: Instance,
+    size: SimSize,
+    shares: dict[str, float],
+    router: str,
+    *,
+    budget: int = 60,
+    bar: Any = None,
+    queue_model: str = "meanfield",
 ) -> tuple[list[dict[str, Any]], Any]:
-    """Per load: the simulated coverages (per replication) of the instance's mix and of each law's optimum."""
+    """Per load: the simulated coverages (per replication) of the instance's mix and of each law's optimum (solved
+    with ``queue_model``)."""
     step = step_time(instance)
     own = reference_mix(instance, budget=budget, seed=size.seed)
     edge = stability_edge(instance, own, size, start=START.get(instance.name, 0.25), router="online", step=step)
@@ -84,7 +94,7 @@ def decision_rows(
         }
         for law in QUEUE_LAWS:
             if law in laws():
-                mix = solved_mix(instance, lam, law, budget=budget, seed=size.seed)
+                mix = solved_mix(instance, lam, law, budget=budget, seed=size.seed, queue_model=queue_model)
                 row[law] = coverages(instance, mix, lam, size, router, step)
                 row[f"{law}_mix"] = [float(x) for x in mix]
             else:
@@ -174,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--router", choices=("tier", "online"), default="online", help="the simulation's router (default online)")
     ap.add_argument("--budget", type=int, default=60, help="gradient-search evaluations per solve (default 60)")
     ap.add_argument("--no-density", action="store_true", help="skip the plan-density check")
+    add_queue_model_argument(ap, "both laws' solves")
     add_size_arguments(ap)
     args = ap.parse_args(argv)
     size = size_from_args(args)
@@ -192,12 +203,13 @@ def main(argv: list[str] | None = None) -> None:
     rows, edges = [], {}
     with progress_bar(total=len(instances) * len(SHARES), desc="engine decisions", unit="load") as bar:
         for inst in instances:
-            r, e = decision_rows(inst, size, SHARES, args.router, budget=args.budget, bar=bar)
+            r, e = decision_rows(inst, size, SHARES, args.router, budget=args.budget, bar=bar, queue_model=args.queue_model)
             rows += r
             edges[inst.name] = e
     print(
         f"decisions on the batching engine (planned caches, {args.router} router): {size.requests} requests per replay, "
         f"{size.replications} replications, {size.nodes:g} nodes, seed {size.seed}; loads {SHARES} of the engine edge"
+        + ("" if args.queue_model == "meanfield" else f"; optima solved with the {args.queue_model} queue model")
     )
     for name, e in edges.items():
         print(f"{name}: engine edge (online router, the reference mix) Λ ∈ ({e.stable:.4g}, {e.edge:.4g}]")

@@ -14,8 +14,8 @@ trade-off acts through KV blocks instead.
 Loads: ``--shares`` (light, moderate, heavy) of the engine's stability edge at ``d = 0`` (no static
 cache: all memory is KV), found as in :mod:`.engine_gap`.  At each load the batching-engine simulation
 (planned caches, tier router = nearest; common random numbers: replication ``r`` has the same requests,
-network and arrivals at every depth and load) and the model (mean field, nearest routing, the queue law
-of ``--queue-law``) at the same depths; each curve's optimum depth, and the depths whose simulated
+network and arrivals at every depth and load) and the model (``--queue-model``, the mean field by default,
+nearest routing, the queue law of ``--queue-law``) at the same depths; each curve's optimum depth, and the depths whose simulated
 coverage is within 2 SE (of the difference, paired by replication) of the optimum's.
 """
 
@@ -33,6 +33,7 @@ import numpy as np
 from edgeprefix.benchmarks.accuracy.engine.engine_runs import (
     SimSize,
     add_queue_law_argument,
+    add_queue_model_argument,
     add_size_arguments,
     checked_law,
     law_keywords,
@@ -52,12 +53,12 @@ SHARES = {"light": 0.2, "moderate": 0.5, "heavy": 0.85}
 FIGURE = Path(__file__).resolve().parent / "engine_depth.png"
 
 
-def model_coverage(instance: Instance, load: float, law: str) -> float:
+def model_coverage(instance: Instance, load: float, law: str, queue_model: str = "meanfield") -> float:
     """The model's coverage of a uniform instance at ``Λ = load`` (nearest routing; 0 without a slot)."""
     inst = instance.with_network(request_intensity=float(load))
     if int(inst.concurrency[0]) < 1:
         return 0.0
-    ev = evaluate(inst, None, "nearest", target=inst.placement.target, **law_keywords(law))
+    ev = evaluate(inst, None, "nearest", target=inst.placement.target, queue_model=queue_model, **law_keywords(law))
     return float(ev.coverage_at_target)
 
 
@@ -70,6 +71,7 @@ def depth_rows(
     bar: Any = None,
     edges: bool = False,
     model_loads: dict[str, float] | None = None,
+    queue_model: str = "meanfield",
 ) -> list[dict[str, Any]]:
     """One row per depth and load: the simulated coverages per replication and the model's coverage; with
     ``edges`` each row also carries the engine's stability edge at its depth (``edge``: the lowest saturated
@@ -86,7 +88,7 @@ def depth_rows(
             e = stability_edge(inst, None, size, start=min(loads.values()), router="tier", step=step)
             extra = {"edge": e.edge, "edge_stable": e.stable}
         if model_loads:
-            extra["model_at"] = {lab: model_coverage(inst, lam, law) for lab, lam in model_loads.items()}
+            extra["model_at"] = {lab: model_coverage(inst, lam, law, queue_model) for lab, lam in model_loads.items()}
             extra["model_loads"] = dict(model_loads)
         for label, lam in loads.items():
             pool = (memory - kappa * float(d)) / kappa
@@ -101,7 +103,7 @@ def depth_rows(
                     "slots": int(inst.concurrency[0]),
                     "kv_tokens": pool,
                     "sim": covs,
-                    "model": model_coverage(inst, lam, law),
+                    "model": model_coverage(inst, lam, law, queue_model),
                     **extra,
                 }
             )
@@ -182,7 +184,7 @@ def answer(rows: Sequence[dict[str, Any]], loads: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: Sequence[dict[str, Any]], loads: dict[str, float], law: str, path: Path = FIGURE) -> None:
+def plot(rows: Sequence[dict[str, Any]], loads: dict[str, float], law: str, path: Path = FIGURE, queue_model: str = "meanfield") -> None:
     """Coverage against the cached depth per load, engine and model side by side, written atomically to ``path``."""
     import matplotlib
 
@@ -204,7 +206,8 @@ def plot(rows: Sequence[dict[str, Any]], loads: dict[str, float], law: str, path
             o = optimum(rows, label, key)
             ax.plot([o["depth"]], [o["coverage"]], marker="*", ms=14, color=colors.get(label), mec="k", zorder=5)
     axes[0].set_title("batching-engine simulation (planned caches, nearest)", fontsize=9)
-    axes[1].set_title(f"model (mean field, nearest; queue law {law})", fontsize=9)
+    model_name = "mean field" if queue_model == "meanfield" else f"{queue_model} model"
+    axes[1].set_title(f"model ({model_name}, nearest; queue law {law})", fontsize=9)
     for ax in axes:
         ax.set_xlabel("uniform cached depth d [tokens]")
         ax.grid(alpha=0.3)
@@ -233,6 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     add_size_arguments(ap)
     add_queue_law_argument(ap)
+    add_queue_model_argument(ap, "the model's column")
     args = ap.parse_args(argv)
     checked_law(args.queue_law)
     size = size_from_args(args)
@@ -253,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"Fig. 7 on the batching engine: {calibrated.name}, uniform depth, nearest node; {size.requests} requests per "
         f"replay, {size.replications} replications, {size.nodes:g} nodes, seed {size.seed}; model queue law {args.queue_law}"
+        + ("" if args.queue_model == "meanfield" else f", queue model {args.queue_model}")
     )
     for name in chosen:
         inst = variants[name]
@@ -260,12 +265,14 @@ def main(argv: list[str] | None = None) -> None:
         loads = {lab: s * edge.edge for lab, s in zip(SHARES, shares)}
         own = loads_of(calibrated).fig7_labels if name == "calibrated" else DECODE_HEAVY_LOADS
         with progress_bar(total=len(depths) * len(loads), desc=f"engine depth ({name})", unit="point") as bar:
-            rows = depth_rows(inst, depths.tolist(), loads, size, args.queue_law, bar=bar, edges=True, model_loads=own)
+            rows = depth_rows(
+                inst, depths.tolist(), loads, size, args.queue_law, bar=bar, edges=True, model_loads=own, queue_model=args.queue_model
+            )
         print(f"\n{name}: engine edge at d = 0 (tier router) Λ ∈ ({edge.stable:.4g}, {edge.edge:.4g}]; loads {shares} of it")
         print(table(rows, loads))
         print(answer(rows, loads))
         if not args.no_plot and name == "calibrated":
-            plot(rows, loads, args.queue_law)
+            plot(rows, loads, args.queue_law, queue_model=args.queue_model)
     print(f"wall time {time.perf_counter() - t0:.0f} s, CPU {time.process_time() - c0:.0f} s")
 
 

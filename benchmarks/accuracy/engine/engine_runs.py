@@ -55,6 +55,18 @@ def add_queue_law_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+QUEUE_MODELS = ("meanfield", "cell")
+
+
+def add_queue_model_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--queue-model",
+        choices=QUEUE_MODELS,
+        default="meanfield",
+        help=f"the queue model of {what} (default meanfield; cell is the engine law's pairing, docs/model.md §17.10.1)",
+    )
+
+
 def takes_law(entry: Callable[..., Any]) -> bool:
     """Whether the model's ``entry`` (``evaluate``, ``placement_problem``, ``density_problem``) takes ``queue_law``."""
     return "queue_law" in inspect.signature(entry).parameters
@@ -299,14 +311,15 @@ def sim_point(results: Sequence[ReplayResult], instance: Instance | None = None,
     }
 
 
-def solved_mix(instance: Instance, intensity: float, law: str, *, budget: int = 60, seed: int = 0) -> np.ndarray:
-    """The package's optimum (gradient search) at ``Λ = intensity`` with the queue ``law``."""
+def solved_mix(
+    instance: Instance, intensity: float, law: str, *, budget: int = 60, seed: int = 0, queue_model: str = "meanfield"
+) -> np.ndarray:
+    """The package's optimum (gradient search) at ``Λ = intensity`` with the queue ``law`` and ``queue_model``."""
     from edgeprefix.solvers.api import solve
 
     inst = instance.with_network(request_intensity=float(intensity))
-    return np.asarray(
-        solve(placement_problem(inst, **law_keywords(law, placement_problem)), "gradient", budget=budget, seed=seed).x, dtype=float
-    )
+    problem = placement_problem(inst, queue_model=queue_model, **law_keywords(law, placement_problem))
+    return np.asarray(solve(problem, "gradient", budget=budget, seed=seed).x, dtype=float)
 
 
 def reference_mix(instance: Instance, *, budget: int = 60, seed: int = 0) -> np.ndarray:
