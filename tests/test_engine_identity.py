@@ -83,8 +83,13 @@ def _sketch(trace, engine: str, cache: str, router: str, batching: bool) -> tupl
     spec = ReplaySpec(decode_per_token=d, nodes=8, router=router, engine=engine, cache=cache)
     r = replay_replicated(inst, wl, None, spec, intensity=0.05, seed=3, engine={"blocks": blocks, "step": steps[batching]}).results[0]
     ttft = np.asarray(r.ttft)
+    assert np.isfinite(ttft).sum() > 0.5 * ttft.size  # the replay served requests: the sketch covers real values
+    return _summary(ttft)
+
+
+def _summary(ttft: np.ndarray) -> tuple[int, float, float, float]:
+    """The number of finite TTFTs, their sum, the sum of their magnitudes and ``Σ t_i sin(i + 1)`` (module notes)."""
     finite = np.isfinite(ttft)
-    assert finite.sum() > 0.5 * ttft.size  # the replay served requests: the sketch covers real values
     t = np.where(finite, ttft, 0.0)
     return int(finite.sum()), float(t.sum()), float(np.abs(t).sum()), float(t @ np.sin(np.arange(1, t.size + 1)))
 
@@ -110,8 +115,4 @@ def test_the_sketch_catches_one_request_moved_by_a_millisecond() -> None:
     moved = t.copy()
     moved[417] += 1e-3
     rounded = np.nextafter(t, 9.0)
-
-    def sk(x: np.ndarray) -> tuple[int, float, float, float]:
-        return x.size, float(x.sum()), float(np.abs(x).sum()), float(x @ np.sin(np.arange(1, x.size + 1)))
-
-    assert _agree(sk(rounded), sk(t)) and not _agree(sk(moved), sk(t))
+    assert _agree(_summary(rounded), _summary(t)) and not _agree(_summary(moved), _summary(t))

@@ -106,8 +106,11 @@ def engine_step(instance: Any) -> Any:
     return step_time_from_section(instance.engine, SPLITWISE_TIMINGS)
 
 
-def run_refinement(args: argparse.Namespace, problem: Any, plan: Any, policy: str, queue_model: str, size: Any) -> dict[str, Any]:
-    """The ``engine_refinement`` block: the plan's density refined on the engine simulation at the plan's mix."""
+def run_refinement(
+    args: argparse.Namespace, problem: Any, plan: Any, policy: str, queue_model: str, size: Any, step: Any
+) -> dict[str, Any]:
+    """The ``engine_refinement`` block: the plan's density refined on the engine simulation at the plan's mix, with
+    the engine's ``step`` time (:func:`engine_step`, checked before the plan)."""
     import dataclasses
 
     import numpy as np
@@ -122,7 +125,7 @@ def run_refinement(args: argparse.Namespace, problem: Any, plan: Any, policy: st
         base = base.replace(placement=dataclasses.replace(base.placement, target=target))
     router = args.refine_router or "online"
     mix = np.asarray(base.mix_vector(dict(plan.mix)), dtype=float)
-    net = EngineNetwork(base, mix, engine_step(base), router, policy, queue_model)
+    net = EngineNetwork(base, mix, step, router, policy, queue_model)
     got = refined_density(net, float(plan.edge_density), float(problem.reliability), size)
     return got.to_dict(
         {

@@ -26,7 +26,7 @@ from edgeprefix.commands._common import (
     router_note,
     target_text,
 )
-from edgeprefix.commands._engine_refine import add_refine_arguments, refine_size_from_args, refinement_lines, run_refinement
+from edgeprefix.commands._engine_refine import add_refine_arguments, engine_step, refine_size_from_args, refinement_lines, run_refinement
 from edgeprefix.commands._online import online_line, online_prediction, run_model, run_telemetry, show_online
 from edgeprefix.commands._overload import add_overload_argument, node_overload, overload_line
 from edgeprefix.commands._telemetry import add_telemetry_options
@@ -77,12 +77,12 @@ def run(args: argparse.Namespace) -> int:
     instance = instance_from_args(args)
     router, queue_model = prediction_from_args(args, instance)
     queue_law = queue_law_from_args(args, instance)
-    refine_size = refine_size_from_args(args)  # checked before anything runs
+    refine_size = refine_size_from_args(args)  # checked before anything runs, with the engine's step time
+    refine_step = None
     if refine_size is not None:
         if queue_law != "engine":
             raise ValueError("--refine-on-engine: refines the engine law's plan; add --queue-law engine (docs/model.md §17.10.2)")
-        if instance.engine is None:  # an instance field engine.queue_law implies a section; kept for a clear line
-            raise ValueError(f"--refine-on-engine: instance {instance.name!r} has no [engine] section (docs/instances.md)")
+        refine_step = engine_step(instance)
     problem = density_problem(
         instance,
         args.reliability,
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     region = _engine_law_region(problem, plan, args.policy, queue_model) if queue_law == "engine" else None
     if region is not None:
         extra["engine_law_region"] = region
-    refinement = None if refine_size is None else run_refinement(args, problem, plan, args.policy, queue_model, refine_size)
+    refinement = None if refine_size is None else run_refinement(args, problem, plan, args.policy, queue_model, refine_size, refine_step)
     if refinement is not None:
         extra["engine_refinement"] = refinement
     if args.json:

@@ -301,6 +301,7 @@ def engine_wait_law(
     decay_m = np.where(busy, pw / fs, idle)  # θ m
     d_decay_m = np.where(busy, (dpw - decay_m * df) / fs, 0.0)  # not over f²: it underflows where f ≈ 10⁻²⁰⁰
     decay = decay_m / m
+    delay = tiers.delay(k) + np.zeros_like(a_s)
 
     def keep(x: FloatArray) -> FloatArray:
         return np.where(stable, x, 0.0)
@@ -312,8 +313,8 @@ def engine_wait_law(
         "d_weight_da": keep(dpw),
         "d_decay_da": keep(d_decay_m / m),
         "d_decay_dm": keep(-decay / m),
-        "mean": np.where(stable, m * f + pw * tiers.delay(k), np.inf),
-        "delay": keep(tiers.delay(k) + np.zeros_like(a_s)),
+        "mean": np.where(stable, m * f + pw * delay, np.inf),
+        "delay": keep(delay),
     }
 
 

@@ -367,8 +367,8 @@ def load_continuation(
     Solves at ``t Λ`` (the queue map's ``load_scale``) for ``t = 2⁻¹, 2⁻², …`` until one converges from the
     start, then climbs back to ``t = 1``, each solve (Newton and the pseudo-transient continuation, no further
     fallback) warm-started at the last converged point and the step halved
-    whenever a solve fails.  Returns ``failed`` (the point and report of the solve at ``Λ``) unchanged when no
-    ladder reaches ``t = 1``.
+    whenever a solve fails.  Returns ``failed`` (the point and report of the solve at ``Λ``), its ``evaluations``
+    counting the ladder's too, when no ladder reaches ``t = 1``.
     """
     evaluations, solves = failed[1].evaluations, 0
     try:
@@ -381,7 +381,7 @@ def load_continuation(
                 t_good, w_good = 2.0**-j, w
                 break
         if w_good is None:
-            return failed
+            return failed[0], dataclasses.replace(failed[1], evaluations=evaluations)
         step = t_good
         while t_good < 1.0 and solves < max_solves:
             t_next = min(1.0, t_good + step)
@@ -393,7 +393,7 @@ def load_continuation(
             else:
                 step *= 0.5
         if t_good < 1.0:
-            return failed
+            return failed[0], dataclasses.replace(failed[1], evaluations=evaluations)
         return w_good, FixedPointReport("robust:load-continuation", True, solves, evaluations, rep.residual)
     finally:
         queue_map.load_scale = 1.0
