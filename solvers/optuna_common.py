@@ -121,12 +121,18 @@ def scrub(message: str, url: str) -> str:
 
 def open_rdb(url: str, cls: Any = None, **kwargs: Any) -> optuna.storages.RDBStorage:
     """``optuna.storages.RDBStorage(url)``; an unreachable, unauthorised or driverless database is a
-    one-line :class:`ValueError` naming the (redacted) URL."""
+    one-line :class:`ValueError` naming the (redacted) URL.  A schema creation that collides with another
+    program's (an :class:`sqlalchemy.exc.IntegrityError`) is retried once: the tables exist by then."""
     import optuna
     import sqlalchemy.exc
 
+    opener = cls or optuna.storages.RDBStorage
     try:
-        return (cls or optuna.storages.RDBStorage)(url, **kwargs)
+        try:
+            return opener(url, **kwargs)
+        except sqlalchemy.exc.IntegrityError:
+            # another program (a dashboard, a reader) created Optuna's tables at the same moment; they exist now
+            return opener(url, **kwargs)
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, OSError) as exc:
         reason = scrub(str(getattr(exc, "orig", None) or exc), url).strip().splitlines()
         raise ValueError(

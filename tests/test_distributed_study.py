@@ -22,7 +22,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 from solver_stubs import StubModel, baseline
-from sqlalchemy.exc import SQLAlchemyError
+from study_reader import study_trials
 
 from edgeprefix.formulations.placement import placement_problem
 from edgeprefix.solvers import solve
@@ -81,11 +81,7 @@ def _kill_one_running_worker(url: str, study: str, after: int, report) -> None:
     """Wait for ``after`` COMPLETE trials, then SIGKILL the worker of a trial being evaluated."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:  # read only: creating the tables while the workers create them races (tests/test_storage_errors.py)
-            storage = optuna.storages.RDBStorage(SharedStorage(url).url, skip_compatibility_check=True, skip_table_creation=True)
-            trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
-        except (KeyError, SQLAlchemyError, optuna.exceptions.StorageInternalError):
-            trials = []
+        trials = study_trials(SharedStorage(url).url, study)  # read only (tests/study_reader.py)
         done = sum(t.state == TrialState.COMPLETE for t in trials)
         busy = [t for t in trials if t.state == TrialState.RUNNING and t.params and WORKER_ATTR in t.user_attrs]
         if done >= after and busy:

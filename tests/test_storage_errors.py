@@ -12,15 +12,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import optuna
 import pg
 import pytest
 from optuna.trial import TrialState
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
+from study_reader import study_trials
 
 from edgeprefix.cli import main
 from edgeprefix.solvers.distributed import dask_client
-from edgeprefix.solvers.optuna_common import redact, scrub, storage_url
+from edgeprefix.solvers.optuna_common import open_rdb, redact, scrub, storage_url
 
 
 @pytest.mark.parametrize(
@@ -96,12 +96,6 @@ def private_postgres():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def reader(url: str) -> optuna.storages.RDBStorage:
-    """A storage that only reads: creating the tables while the solve under test creates them races in PostgreSQL's
-    catalogue (``duplicate key value violates unique constraint "pg_type_typname_nsp_index"``, seen once in CI)."""
-    return optuna.storages.RDBStorage(url, skip_compatibility_check=True, skip_table_creation=True)
-
-
 # ``solve`` with its cost probe overruled: the workers are forked even for the stub's short trials
 FORKING_SOLVE = (
     "import sys; import edgeprefix.commands.solve as s; s._study_workers_pay = lambda *args: True; "
@@ -141,11 +135,7 @@ def test_a_database_outage_is_one_line_and_exit_3(private_postgres, tmp_path, wo
         done = 0
         while done < 4 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
-            try:
-                study = optuna.load_study(study_name="outage", storage=reader(storage_url(url)))
-                done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-            except (KeyError, SQLAlchemyError, optuna.exceptions.StorageInternalError):  # no study, or no tables yet
-                continue
+            done = sum(t.state == TrialState.COMPLETE for t in study_trials(storage_url(url), "outage"))
         assert done >= 4 and proc.poll() is None, errors.read_text()
         subprocess.run(stop, capture_output=True, timeout=60, check=True)  # the database goes away under the workers
         assert proc.wait(timeout=120) == 3
@@ -156,3 +146,32 @@ def test_a_database_outage_is_one_line_and_exit_3(private_postgres, tmp_path, wo
     lines = errors.read_text().strip().splitlines()
     assert len(lines) == 1, "\n".join(lines)
     assert "stopped answering" in lines[0] and "run the same command again" in lines[0] and "Traceback" not in lines[0]
+
+
+class _CollidingStorage:
+    """An RDB storage whose first schema creation collides with another program's, as PostgreSQL reports it."""
+
+    calls = 0
+
+    def __init__(self, url: str, **kwargs: object) -> None:
+        type(self).calls += 1
+        if type(self).calls == 1:
+            raise IntegrityError(
+                "CREATE TABLE alembic_version", {}, Exception('duplicate key value violates unique constraint "pg_type_typname_nsp_index"')
+            )
+        self.url = url
+
+
+def test_a_schema_creation_that_collides_is_retried_once():
+    _CollidingStorage.calls = 0
+    assert open_rdb("sqlite:///x.db", cls=_CollidingStorage).url == "sqlite:///x.db"
+    assert _CollidingStorage.calls == 2
+
+
+def test_a_collision_that_persists_is_one_line():
+    class Always(_CollidingStorage):
+        def __init__(self, url: str, **kwargs: object) -> None:
+            raise IntegrityError("CREATE TABLE studies", {}, Exception("duplicate key value"))
+
+    with pytest.raises(ValueError, match=r"^storage 'sqlite:///x.db': cannot open the study database \(duplicate key value\)$"):
+        open_rdb("sqlite:///x.db", cls=Always)
