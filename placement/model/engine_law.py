@@ -29,15 +29,17 @@ through the incomplete gamma function), ``F_W(w) = 1 − P^W e^{−θ w}`` with 
 iff both components are.  ``W̄`` is ``m`` times a function of ``a`` alone, smooth and increasing in
 ``a``; the advertised delay continues each component linearly above its ``ρ_clip`` edge, as (7.1).
 
-**The step in progress** (docs/model.md §17.10.3, (17.25)): a request that waits does not start within a
-moment: its prefill waits at least for the prefill step in progress, ``δ_s = θ_7 ū_s`` (``ū_s`` the profile's mean
-alone prefill, a constant of the profile), so ``F_W(w) = 1 − P^W`` for ``0 ≤ w < δ`` and ``1 − P^W e^{−θ (w − δ)}``
-from ``δ`` on; the mean wait is ``W̄ + P^W δ``.  ``θ_7 = 0`` is the law without it; without compute (``ū = 0``)
-``δ = 0``.  The advertised delay stays ``m F(a)`` (the router is told the queue's ``W̄``).
+**The step in progress and the joined last chunk** (docs/model.md §17.10.3, (17.25)): a request that waits does not
+start within a moment: it waits at least ``δ_s = θ_7 ū_s + θ_8 J_s`` (``ū_s`` the profile's mean alone prefill; ``J_s``
+the mean stretch of a prefill of two or more chunks whose last chunk a newcomer joins, :func:`join_stretch`; both
+constants of the profile), so ``F_W(w) = 1 − P^W`` for ``0 ≤ w < δ`` and ``1 − P^W e^{−θ (w − δ)}`` from ``δ`` on; the
+mean wait is ``W̄ + P^W δ``.  ``θ_7 = θ_8 = 0`` is the law without it; without compute (``ū = 0``, a step time that
+does not grow with the prefill, ``J = 0``) ``δ = 0``.  The advertised delay stays ``m F(a)`` (the router is told the
+queue's ``W̄``).
 Slot limit: with no compute (``π = 0``, ``θ_6 = 0``), ``θ_3 = 0``, ``θ_4 = 1`` and ``r`` the slot's service over
-``m`` the law is Erlang C exactly (``ū = 0``: no step in progress to wait for, ``δ = 0``).  The constants ``c_0, θ_1 … θ_7`` are fitted to single-node
-engine runs (``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``) and shipped in ``engine_law.json``
-beside this module.
+``m`` the law is Erlang C exactly (``ū = J = 0``: no step in progress to wait for, ``δ = 0``).  The constants
+``c_0, θ_1 … θ_8`` are fitted to single-node engine runs (``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``)
+and shipped in ``engine_law.json`` beside this module.
 """
 
 from __future__ import annotations
@@ -100,9 +102,10 @@ class EngineLawConstants:
     theta_5: float = 1.0  # the compute's mean wait over its M/M/c_0 one (the prefill's service is nearly deterministic)
     theta_6: float = 0.0  # the share of the decode work that stands in front of a prefill: s_c = π + θ_6 (1 − π)
     theta_7: float = 0.0  # the step in progress: a waiting request waits at least δ = θ_7 ū (docs/model.md (17.25))
+    theta_8: float = 0.0  # the joined last chunk: δ = θ_7 ū + θ_8 J (docs/model.md (17.25), §17.10.3)
 
     def __post_init__(self) -> None:
-        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6", "theta_7"):
+        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6", "theta_7", "theta_8"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"engine law: {name} must be a finite number >= 0, got {v!r}")
@@ -155,24 +158,29 @@ def erlang_c_real(load: npt.ArrayLike, servers: npt.ArrayLike) -> tuple[FloatArr
 @dataclass(frozen=True)
 class EngineTiers:
     """Per-tier constants of the engine law: the prefill share ``π_s = ū_s/w̄_s``, the memory's scale
-    ``r_s = R_s/w̄_s`` (the residence of a request in a full batch over its work) and the mean alone prefill
-    ``ū_s`` in seconds (``None``: 0, no step in progress to wait for)."""
+    ``r_s = R_s/w̄_s`` (the residence of a request in a full batch over its work), the mean alone prefill
+    ``ū_s`` in seconds (``None``: 0, no step in progress to wait for) and the mean joined-chunk stretch ``J_s`` in
+    seconds (:func:`join_stretch`; ``None``: 0)."""
 
     prefill_share: FloatArray
     memory_scale: FloatArray
     mean_prefill: FloatArray | None = None
+    join_stretch: FloatArray | None = None
 
     def take(self, rows: Any) -> EngineTiers:
         ubar = None if self.mean_prefill is None else np.asarray(self.mean_prefill, dtype=float)[rows]
-        return EngineTiers(np.asarray(self.prefill_share, dtype=float)[rows], np.asarray(self.memory_scale, dtype=float)[rows], ubar)
+        join = None if self.join_stretch is None else np.asarray(self.join_stretch, dtype=float)[rows]
+        return EngineTiers(np.asarray(self.prefill_share, dtype=float)[rows], np.asarray(self.memory_scale, dtype=float)[rows], ubar, join)
 
     def delay(self, k: EngineLawConstants | None = None) -> FloatArray:
-        """``δ_s = θ_7 ū_s`` (docs/model.md (17.25)): the least wait of a request that waits."""
+        """``δ_s = θ_7 ū_s + θ_8 J_s`` (docs/model.md (17.25)): the least wait of a request that waits."""
         k = shipped_constants() if k is None else k
-        share = np.asarray(self.prefill_share, dtype=float)
-        if self.mean_prefill is None:
-            return np.zeros_like(share)
-        return k.theta_7 * np.asarray(self.mean_prefill, dtype=float) + np.zeros_like(share)
+        out = np.zeros_like(np.asarray(self.prefill_share, dtype=float))
+        if self.mean_prefill is not None:
+            out = out + k.theta_7 * np.asarray(self.mean_prefill, dtype=float)
+        if self.join_stretch is not None and k.theta_8 > 0:
+            out = out + k.theta_8 * np.asarray(self.join_stretch, dtype=float)
+        return out
 
     def arrays(self, like: FloatArray) -> tuple[FloatArray, FloatArray]:
         return (
@@ -350,6 +358,21 @@ def alone_prefill(step: Any, uncached: FloatArray, cached: FloatArray, budget: i
     return chunks * step.base + step.per_prefill_token * n + step.per_attention * attention
 
 
+def join_stretch(step: Any, uncached: FloatArray, budget: int, joiner: FloatArray, joiner_cached: FloatArray) -> FloatArray:
+    """Seconds by which a prefill of ``⌈n/B⌉ ≥ 2`` chunks is stretched when a request arriving during its earlier
+    chunks joins its last chunk ``c = n − (⌈n/B⌉ − 1) B``, filling the budget with ``m = min(B − c, n̄)`` of its own
+    tokens (``n̄`` the joiner's uncached tokens, ``h̄`` its cached ones): the step's extra ``t_P m + t_A m (h̄ + m)``
+    and the prefill-batching term of two chunks, ``t_S (c + m) log₂ 2``.  0 for a prefill of one chunk (nothing joins
+    a step already planned).  Per type; the law's ``J_s = Σ_q p_q j_{s,q}`` (docs/model.md §17.10.3)."""
+    n = np.maximum(np.asarray(uncached, dtype=float), 1.0)
+    chunks = np.ceil(n / budget)
+    last = n - (chunks - 1.0) * budget
+    m = np.where(chunks >= 2, np.minimum(budget - last, np.asarray(joiner, dtype=float)), 0.0)
+    stretch = step.per_prefill_token * m + step.per_attention * m * (np.asarray(joiner_cached, dtype=float) + m)
+    stretch = stretch + step.prefill_batching * (last + m)
+    return np.where(m > 0, stretch, 0.0)
+
+
 def engine_units(instance: Any, step: Any, k: EngineLawConstants | None = None) -> EngineUnits:
     """The engine law's inputs for every profile of ``instance`` (see the module docstring)."""
     k = shipped_constants() if k is None else k
@@ -369,7 +392,9 @@ def engine_units(instance: Any, step: Any, k: EngineLawConstants | None = None) 
     residence = u + out[None, :] * (step.base + kv * float(per_token @ p))[:, None]  # R_{s,q}: o steps of a full batch
     held = (own * residence) @ p / tokens  # E[k R]/E[k]: the memory a request holds, weighted by how long
     w_bar = w @ p
-    return EngineUnits(u, w, kv, held, EngineTiers((u @ p) / w_bar, held / w_bar, u @ p))
+    n = np.maximum(L[None, :] - h, 1.0)
+    join = join_stretch(step, n, eng.token_budget, (n @ p)[:, None], (h @ p)[:, None]) @ p
+    return EngineUnits(u, w, kv, held, EngineTiers((u @ p) / w_bar, held / w_bar, u @ p, join))
 
 
 def default_step_time(instance: Any) -> Any:

@@ -2,10 +2,11 @@
 
 ``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit`` runs one :class:`BatchingNode` (the shipped
 ``mooncake_engine`` engine: Llama-2-70B, A100, TP 4 step time, vLLM defaults) with Poisson arrivals
-over a designed grid, fits ``c_0, θ_1 … θ_7`` of :mod:`edgeprefix.placement.model.engine_law` by
-least squares (``scipy.optimize.least_squares``) on the fit part of the grid — in three forms: the step
-in progress ``θ_7`` fitted with ``θ_6`` (docs/model.md §17.10.3), ``θ_6`` fitted without step sharing, and
-``θ_6 = θ_7 = 0`` — keeping the one with the smaller cost on the held-out part (single-node runs only: the network cells of
+over a designed grid, fits ``c_0, θ_1 … θ_8`` of :mod:`edgeprefix.placement.model.engine_law` by
+least squares (``scipy.optimize.least_squares``) on the fit part of the grid — in five forms: the joined last chunk
+``θ_8`` alone on the step in progress's other constants, and ``c_0, θ_1 … θ_8`` together (docs/model.md §17.10.3); the step
+in progress ``θ_7`` fitted with ``θ_6`` ((17.25)), ``θ_6`` fitted without step sharing, and
+``θ_6 = θ_7 = θ_8 = 0`` — keeping the one with the smaller cost on the held-out part (single-node runs only: the network cells of
 ``engine_gap`` are never used) — prints the grid, the method and the error table of the held-out part,
 and writes ``placement/model/engine_law.json`` atomically (``--no-write`` to only print).
 
@@ -230,15 +231,18 @@ def law_cdf(w: FloatArray, weight: float, decay: float, delay: float) -> FloatAr
 
 
 STARTS = (
-    (0.0, 0.93, 0.25, 1.1, 0.9, 0.6, 0.0, 0.1),
-    (0.0, 1.2, 0.5, 1.0, 0.9, 0.5, 0.5, 0.3),
-    (0.3, 0.8, 0.8, 1.5, 1.0, 1.0, 1.0, 0.0),
+    (0.0, 0.93, 0.25, 1.1, 0.9, 0.6, 0.0, 0.1, 1.0),
+    (0.0, 1.2, 0.5, 1.0, 0.9, 0.5, 0.5, 0.3, 0.5),
+    (0.3, 0.8, 0.8, 1.5, 1.0, 1.0, 1.0, 0.0, 0.0),
 )
-LOWER = (0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0)
-UPPER = (20.0, 20.0, 1.1, 5.0, 10.0, 2.0, 1.0, 2.0)
-# θ_6, θ_7 fitted (the step in progress, docs/model.md §17.10.3); θ_6 fitted (§17.10.1); θ_6 = 0 (§17.10)
-FORMS = ("step in progress", "decode share", "prefill share")
-DIMS = {"step in progress": 8, "decode share": 7, "prefill share": 6}
+LOWER = (0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0, 0.0)
+UPPER = (20.0, 20.0, 1.1, 5.0, 10.0, 2.0, 1.0, 2.0, 3.0)
+# θ_8 alone fitted on the step in progress's other constants (the joined last chunk, docs/model.md §17.10.3); c_0, θ_1 … θ_8
+# fitted together; θ_6, θ_7 fitted (the step in progress, (17.25)); θ_6 fitted (§17.10.1); θ_6 = 0 (§17.10)
+STAGED = "joined chunk on (17.25)"
+FORMS = (STAGED, "joined chunk", "step in progress", "decode share", "prefill share")
+DIMS = {"joined chunk": 9, "step in progress": 8, "decode share": 7, "prefill share": 6}
+JOIN_STARTS = (0.0, 0.5, 1.0)
 
 
 def _constants(x: FloatArray) -> EngineLawConstants:
@@ -251,6 +255,7 @@ def _constants(x: FloatArray) -> EngineLawConstants:
         theta_5=float(x[5]),
         theta_6=float(x[6]) if len(x) > 6 else 0.0,
         theta_7=float(x[7]) if len(x) > 7 else 0.0,
+        theta_8=float(x[8]) if len(x) > 8 else 0.0,
     )
 
 
@@ -270,7 +275,7 @@ def residuals(x: FloatArray, points: list[Point], by_name: dict[str, NodeCase], 
     return np.asarray(out)
 
 
-def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, form: str = FORMS[0]) -> tuple[EngineLawConstants, Any]:
+def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, form: str = "step in progress") -> tuple[EngineLawConstants, Any]:
     """Least squares on the fit part in one of :data:`FORMS` (``decode share`` keeps ``θ_7 = 0``, no step
     sharing; ``prefill share`` also ``θ_6 = 0``, the compute queue sees the prefills only)."""
     train = [p for p in points if not p.held_out]
@@ -290,9 +295,28 @@ def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, form: str 
     return _constants(best.x), best
 
 
+def fit_joined(points: list[Point], by_name: dict[str, NodeCase], step: Any, base: EngineLawConstants) -> tuple[EngineLawConstants, Any]:
+    """Least squares on the fit part in ``θ_8`` alone (the joined last chunk, ``δ = θ_7 ū + θ_8 J``), the other
+    constants held at ``base`` (the step in progress's fit): the form :data:`STAGED`."""
+    train = [p for p in points if not p.held_out]
+    head = _x(base)[:8]
+    runs = [
+        least_squares(
+            lambda t: residuals(np.asarray(head + [float(t[0])]), train, by_name, step),
+            x0=np.asarray([x0]),
+            bounds=([LOWER[8]], [UPPER[8]]),
+            method="trf",
+            diff_step=1e-3,  # type: ignore[arg-type]  # a scalar step, as in fit
+        )
+        for x0 in JOIN_STARTS
+    ]
+    best = min(runs, key=lambda r: float(r.cost))
+    return _constants(np.asarray(head + [float(best.x[0])])), best
+
+
 def _x(k: EngineLawConstants) -> list[float]:
-    """The parameter vector of :func:`_constants` (``c_0 − 1, θ_1 … θ_7``)."""
-    return [k.compute_servers - 1.0, k.theta_1, k.theta_2, k.theta_3, k.theta_4, k.theta_5, k.theta_6, k.theta_7]
+    """The parameter vector of :func:`_constants` (``c_0 − 1, θ_1 … θ_8``)."""
+    return [k.compute_servers - 1.0, k.theta_1, k.theta_2, k.theta_3, k.theta_4, k.theta_5, k.theta_6, k.theta_7, k.theta_8]
 
 
 def batch_se(x: FloatArray, batches: int = 10) -> float:
@@ -382,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     points, dropped, (inst, step, grid) = collect(args.seed, args.requests)
     by_name = {c.name: c for c in grid}
     held = [p for p in points if p.held_out]
-    fits = {form: fit(points, by_name, step, form) for form in FORMS}
+    fits = {form: fit(points, by_name, step, form) for form in FORMS if form != STAGED}
+    fits[STAGED] = fit_joined(points, by_name, step, fits["step in progress"][0])
     held_cost = {form: 0.5 * float(np.sum(residuals(np.asarray(_x(k)), held, by_name, step) ** 2)) for form, (k, _) in fits.items()}
     chosen = min(FORMS, key=lambda f: held_cost[f])  # chosen on the single-node held-out runs (the network cells stay out)
     k, res = fits[chosen]
@@ -401,12 +426,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"form {form!r}: fit cost {rf.cost:.4f}, held-out cost {held_cost[form]:.4f}; c_0 = {kf.compute_servers:.4f}, "
             f"θ_1 = {kf.theta_1:.4f}, θ_2 = {kf.theta_2:.4f}, θ_3 = {kf.theta_3:.4f}, θ_4 = {kf.theta_4:.4f}, θ_5 = {kf.theta_5:.4f}, "
-            f"θ_6 = {kf.theta_6:.4f}, θ_7 = {kf.theta_7:.4f}"
+            f"θ_6 = {kf.theta_6:.4f}, θ_7 = {kf.theta_7:.4f}, θ_8 = {kf.theta_8:.4f}"
         )
     print(f"chosen (least held-out cost): {chosen!r}")
     print(
         f"constants: c_0 = {k.compute_servers:.4f}, θ_1 = {k.theta_1:.4f}, θ_2 = {k.theta_2:.4f}, θ_3 = {k.theta_3:.4f}, θ_4 = {k.theta_4:.4f}, θ_5 = {k.theta_5:.4f}, θ_6 = {k.theta_6:.4f}, "
-        f"θ_7 = {k.theta_7:.4f}"
+        f"θ_7 = {k.theta_7:.4f}, θ_8 = {k.theta_8:.4f}"
     )
     print_split(points, k, by_name, step)
     print("| case | a | held out | W̄ engine ± SE (s) | W̄ law (s) | P(W ≤ ū/2) engine | law | P(W ≤ ū) engine | law |")
