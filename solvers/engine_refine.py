@@ -46,13 +46,14 @@ def refine(
         raise ValueError(f"refine: the model's slope dC/dlog λ_b must be > 0, got {slope!r}")
     pts: list[tuple[float, float]] = []
 
-    def f(x: float) -> float:
-        y = coverage(math.exp(x)) - target
-        pts.append((math.exp(x), y + target))
+    def f(x: float, density: float | None = None) -> float:
+        d = math.exp(x) if density is None else density
+        y = coverage(d) - target
+        pts.append((d, y + target))
         return y
 
     x0 = math.log(start)
-    y0 = f(x0)
+    y0 = f(x0, start)  # the model's density itself, not exp(log(start)), which can differ by an ulp
     if abs(y0) <= tol:
         return start, y0 + target, pts
     lo: tuple[float, float] | None = (x0, y0) if y0 < 0 else None
