@@ -300,9 +300,13 @@ def fit_joined(points: list[Point], by_name: dict[str, NodeCase], step: Any, bas
     constants held at ``base`` (the step in progress's fit): the form :data:`STAGED`."""
     train = [p for p in points if not p.held_out]
     head = _x(base)[:8]
+
+    def joined(t: FloatArray) -> FloatArray:
+        return residuals(np.asarray(head + [float(t[0])]), train, by_name, step)
+
     runs = [
         least_squares(
-            lambda t: residuals(np.asarray(head + [float(t[0])]), train, by_name, step),
+            joined,
             x0=np.asarray([x0]),
             bounds=([LOWER[8]], [UPPER[8]]),
             method="trf",
