@@ -171,6 +171,27 @@ def test_join_stretch_matches_the_engine(mooncake, tokens):
     np.testing.assert_allclose(reqs.first_token[0] - u, j, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("tokens", [11793, 20000, 5000])
+def test_candidate_atom_parts(mooncake, tokens):
+    """The candidate atom of docs/model.md §17.10.3 (measured by ``engine_law_atom``, not in the law): ``T`` is the alone
+    time of all but the last chunk (0 for one chunk, as ``J``), and at ``θ_9 = 0`` its law is (17.25)'s."""
+    from edgeprefix.benchmarks.accuracy.engine.engine_law_atom import atom_cdf, atoms, chunks
+    from edgeprefix.benchmarks.accuracy.engine.engine_law_fit import law_cdf
+
+    step, budget = default_step_time(mooncake), mooncake.engine.token_budget
+    p, n, h = np.ones(1), np.array([float(tokens)]), np.zeros(1)
+    ch = chunks(step, budget, p, n, h)
+    count = int(np.ceil(tokens / budget))
+    earlier = alone_prefill(step, np.array([(count - 1.0) * budget]), h, budget)[0] if count >= 2 else 0.0
+    np.testing.assert_allclose(ch.mean_earlier, earlier, rtol=1e-12)
+    assert (ch.mean_earlier > 0) == (ch.mean_stretch > 0) == (tokens > budget)
+    w = np.linspace(0.0, 3.0, 31)
+    np.testing.assert_array_equal(atom_cdf(w, 0.3, 2.0, 0.1, atoms("per profile", 0.5, p, ch, 0.0)), law_cdf(w, 0.3, 2.0, 0.1))
+    atom = atoms("per profile", 0.5, p, ch, 1.0)
+    gap = law_cdf(w, 0.3, 2.0, 0.1) - atom_cdf(w, 0.3, 2.0, 0.1, atom)
+    np.testing.assert_allclose(gap, np.where(w < ch.mean_stretch, 0.7 * min(1.0, 0.5 * earlier), 0.0), atol=1e-15)
+
+
 tiers_strategy = st.tuples(st.floats(1.0, 60.0), st.floats(0.02, 1.0), st.floats(0.1, 40.0))
 
 
