@@ -192,6 +192,56 @@ def test_candidate_atom_parts(mooncake, tokens):
     np.testing.assert_allclose(gap, np.where(w < ch.mean_stretch, 0.7 * min(1.0, 0.5 * earlier), 0.0), atol=1e-15)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1.0, 60.0), st.floats(0.02, 1.0), st.floats(0.1, 40.0), st.floats(0.05, 3.0), st.floats(0.05, 3.0), st.floats(0.1, 5.0))
+def test_mixture_candidate_monotone_in_load(c, pi, r, ubar, stretch, theta_9):
+    """The candidate mixture of shifted laws of docs/model.md §17.10.3 (``engine_law_atom``'s ``mixture`` variants, not
+    in the law) falls with the load at every ``w``, and adds ``ω J`` to the mean; the atom on the non-waiting requests
+    does not always (its ``(1 − P^W) ω`` rises and then falls)."""
+    from edgeprefix.benchmarks.accuracy.engine.engine_law_atom import Chunks, atoms, mixture_cdf
+
+    k = shipped_constants()
+    tiers = EngineTiers(np.array([pi]), np.array([r]), np.array([ubar]), np.array([stretch]))
+    edge = float(stability_edge(np.array([c]), tiers, k)[0])
+    a = np.linspace(0.0, 0.999 * edge, 120)
+    ones = np.ones_like(a)
+    m = 2.0
+    law = engine_wait_law(a, c * ones, m * ones, EngineTiers(pi * ones, r * ones, ubar * ones, stretch * ones), k)
+    ch = Chunks(np.array([ubar]), np.array([stretch]), ubar, stretch)
+    w = np.linspace(0.0, 4.0 * (stretch + ubar), 41)
+    for variant in ("mixture, capped", "mixture, smooth"):
+        cdf = np.array(
+            [
+                mixture_cdf(w, law["weight"][i], law["decay"][i], law["delay"][i], atoms(variant, a[i] / m, np.ones(1), ch, theta_9))
+                for i in range(a.size)
+            ]
+        )
+        assert np.all(np.diff(cdf, axis=0) <= 1e-12) and np.all((cdf >= 0.0) & (cdf <= 1.0))
+    om = atoms("mixture, smooth", 0.3, np.ones(1), ch, theta_9)[0][0]
+    np.testing.assert_allclose(om, 1.0 - np.exp(-theta_9 * 0.3 * ubar), rtol=1e-12)
+
+
+def test_atom_candidate_not_monotone_in_load():
+    """The example that ruled the atom out (docs/model.md §17.10.3): below ``J`` its ``F_W`` rises with the load where
+    ``ω > e^{−θ (w − δ)}``."""
+    from edgeprefix.benchmarks.accuracy.engine.engine_law_atom import Chunks, atom_cdf, atoms
+
+    k = shipped_constants()
+    c, pi, r, ubar, stretch = 4.0, 0.5, 1.0, 1.0, 3.0
+    ch = Chunks(np.array([ubar]), np.array([stretch]), ubar, stretch)
+    a = np.linspace(0.05, 0.99 * float(stability_edge(np.array([c]), EngineTiers(np.array([pi]), np.array([r])), k)[0]), 60)
+    ones = np.ones_like(a)
+    law = engine_wait_law(a, c * ones, 2.0 * ones, EngineTiers(pi * ones, r * ones, ubar * ones, stretch * ones), k)
+    w = np.array([0.5 * stretch])
+    cdf = np.array(
+        [
+            atom_cdf(w, law["weight"][i], law["decay"][i], law["delay"][i], atoms("per profile", a[i] / 2.0, np.ones(1), ch, 5.0))[0]
+            for i in range(a.size)
+        ]
+    )
+    assert np.any(np.diff(cdf) > 1e-6)
+
+
 tiers_strategy = st.tuples(st.floats(1.0, 60.0), st.floats(0.02, 1.0), st.floats(0.1, 40.0))
 
 

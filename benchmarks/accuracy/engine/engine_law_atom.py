@@ -8,8 +8,13 @@ earlier chunks (all but its last; 0 for a prefill of one chunk) — an arrival d
 
 ``F_W(w) = (1 − P^W)(1 − ω 1[w < J]) + P^W (1 − e^{−θ (w − δ)⁺})``,  ``W̄ = W̄_(17.25) + (1 − P^W) ω J``.
 
-Two variants: **per profile** (``T_s = Σ_q p_q T_q``, the atom at the law's ``J_s``; ``ω = θ_9 a T_s / w̄_s``, a
-constant of the profile times the GPU load) and **per type** (``Σ_q p_q min(1, θ_9 λ T_q)`` at ``j_q``).  It prints
+Four variants: **per profile** (``T_s = Σ_q p_q T_q``, the atom at the law's ``J_s``; ``ω = θ_9 a T_s / w̄_s``, a
+constant of the profile times the GPU load) and **per type** (``Σ_q p_q min(1, θ_9 λ T_q)`` at ``j_q``), and two **mixtures of shifted laws**, monotone in the load by construction: every request is
+delayed by ``J`` with probability ``ω``, ``F_W(w) = (1 − ω) F_0(w) + ω F_0(w − J)`` (``F_0`` the law of (17.25), 0 below 0;
+``W̄ = W̄_(17.25) + ω J``), with ``ω = min(1, θ_9 λ T_s)`` (**mixture, capped**) or the smooth saturating
+``ω = 1 − e^{−θ_9 λ T_s}`` (**mixture, smooth**).  The load derivative of the mixture,
+``(1 − ω) ∂F_0(w) + ω ∂F_0(w − J) − ω′ (F_0(w) − F_0(w − J))``, is ≤ 0; that of the atom on the non-waiting requests is
+not when ``ω > e^{−θ (w − δ)}``.  It prints
 each variant's fit and held-out cost against the shipped law's (the residuals of :func:`.engine_law_fit.residuals`),
 the law's ``P(W ≤ x ū)`` at the mooncake run ``a = 0.33`` (549k tokens) against the engine's, and the proxy of
 §17.10.2: the law's ``P(W ≤ slack)`` for ``mooncake_engine``'s profile ``none`` (its dominant type, 98 %) averaged
@@ -43,7 +48,8 @@ from edgeprefix.placement.model.engine_law import (
 from edgeprefix.placement.model.instance import load_instance
 
 FloatArray = npt.NDArray[np.float64]
-VARIANTS = ("per profile", "per type")
+VARIANTS = ("per profile", "per type", "mixture, capped", "mixture, smooth")
+MIXTURES = VARIANTS[2:]
 VORONOI_SHAPE = 4.575  # the size-biased Voronoi load's Gamma law (docs/model.md §17.10.2)
 PROBE = ("mooncake/549k", 0.33)  # the run whose cluster §17.10.3 diagnoses
 
@@ -68,7 +74,9 @@ def chunks(step: Any, budget: int, p: FloatArray, lengths: FloatArray, cached: F
 
 def atoms(variant: str, rate: float, p: FloatArray, ch: Chunks, theta_9: float) -> list[tuple[float, float]]:
     """``(weight, J)`` pairs of the atom: one per profile, or one per type of two or more chunks."""
-    if variant == "per profile":
+    if variant == "mixture, smooth":
+        return [(float(-np.expm1(-theta_9 * rate * ch.mean_earlier)), ch.mean_stretch)]
+    if variant in ("per profile", "mixture, capped"):
         return [(min(1.0, theta_9 * rate * ch.mean_earlier), ch.mean_stretch)]
     return [(float(pq * min(1.0, theta_9 * rate * t)), float(j)) for pq, t, j in zip(p, ch.earlier, ch.stretch) if t > 0]
 
@@ -77,6 +85,26 @@ def atom_cdf(w: FloatArray, weight: float, decay: float, delay: float, atom: lis
     w = np.asarray(w, dtype=float)
     held = sum((om * (w < j) for om, j in atom), np.zeros_like(w))
     return 1.0 - weight * np.exp(-decay * np.maximum(w - delay, 0.0)) - (1.0 - weight) * held
+
+
+def mixture_cdf(w: FloatArray, weight: float, decay: float, delay: float, atom: list[tuple[float, float]]) -> FloatArray:
+    """``(1 − ω) F_0(w) + ω F_0(w − J)``, ``F_0(w) = 1 − P^W e^{−θ (w − δ)⁺}`` for ``w ≥ 0`` and 0 below."""
+    w = np.asarray(w, dtype=float)
+
+    def f0(x: FloatArray) -> FloatArray:
+        return np.where(x >= 0.0, 1.0 - weight * np.exp(-decay * np.maximum(x - delay, 0.0)), 0.0)
+
+    (om, j), *_ = atom
+    return (1.0 - om) * f0(w) + om * f0(w - j)
+
+
+def law_cdf(variant: str, w: FloatArray, weight: float, decay: float, delay: float, atom: list[tuple[float, float]]) -> FloatArray:
+    return (mixture_cdf if variant in MIXTURES else atom_cdf)(w, weight, decay, delay, atom)
+
+
+def atom_mean(variant: str, weight: float, atom: list[tuple[float, float]]) -> float:
+    """What the atom adds to ``W̄``: ``(1 − P^W) Σ ω J`` on the non-waiting requests, ``ω J`` for a mixture."""
+    return (1.0 if variant in MIXTURES else 1.0 - weight) * sum(om * j for om, j in atom)
 
 
 def residuals(
@@ -97,8 +125,8 @@ def residuals(
             continue
         atom = atoms(variant, pt.rate, by_name[pt.case].probabilities, ch[pt.case], theta_9)
         w = np.asarray(fit.SLACK) * pt.prefill
-        out.extend(atom_cdf(w, pw, decay, delay, atom) - (pt.wait[None, :] <= w[:, None]).mean(axis=1))
-        mean += (1.0 - pw) * sum(om * j for om, j in atom)
+        out.extend(law_cdf(variant, w, pw, decay, delay, atom) - (pt.wait[None, :] <= w[:, None]).mean(axis=1))
+        mean += atom_mean(variant, pw, atom)
         out.append(0.5 * np.log((mean + 0.01 * pt.prefill) / (pt.wait.mean() + 0.01 * pt.prefill)))
     return np.asarray(out)
 
@@ -107,8 +135,8 @@ def cost(r: FloatArray) -> float:
     return 0.5 * float(np.sum(r**2))
 
 
-def proxy(theta_9: float, load: float, slack: float, k: EngineLawConstants) -> tuple[float, list[float]]:
-    """The per-profile law's ``P(W ≤ slack)`` for ``mooncake_engine``'s profile ``none`` averaged over ``a X``,
+def proxy(theta_9: float, load: float, slack: float, k: EngineLawConstants, variant: str = "per profile") -> tuple[float, list[float]]:
+    """The law's (per profile or a mixture) ``P(W ≤ slack)`` for ``mooncake_engine``'s profile ``none`` averaged over ``a X``,
     ``X`` the size-biased Voronoi load, and the law's curve at ``a = 0.1 … 0.7``."""
     inst = load_instance(fit.INSTANCE)
     step = default_step_time(inst)
@@ -126,8 +154,8 @@ def proxy(theta_9: float, load: float, slack: float, k: EngineLawConstants) -> t
         out = engine_wait_law(np.array([a]), units.servers[s : s + 1], np.array([w_bar]), units.tiers.take([s]), k)
         if not out["stable"][0]:
             return 0.0
-        atom = atoms("per profile", a / w_bar, p, ch, theta_9)
-        return float(atom_cdf(np.array(slack), out["weight"][0], out["decay"][0], out["delay"][0], atom))
+        atom = atoms(variant, a / w_bar, p, ch, theta_9)
+        return float(law_cdf(variant, np.array(slack), out["weight"][0], out["decay"][0], out["delay"][0], atom))
 
     spread = stats.gamma(VORONOI_SHAPE, scale=1.0 / (VORONOI_SHAPE - 1.0))
     mean = integrate.quad(lambda x: spread.pdf(x) * law(load * x), 0.0, 8.0, limit=200, points=[1.0])[0]
@@ -189,15 +217,17 @@ def main(argv: list[str] | None = None) -> int:
         print("  held-out cost change by case: " + ", ".join(f"{c} {d:+.3f}" for c, d in sorted(by_case.items())))
         stable, pw, decay, _, delay = fit.law_at(probe, k, by_name[probe.case], step)
         atom = atoms(variant, probe.rate, by_name[probe.case].probabilities, ch[probe.case], theta_9)
-        law = atom_cdf(levels, pw, decay, delay, atom)
+        law = law_cdf(variant, levels, pw, decay, delay, atom)
         print(
             f"  {PROBE[0]} a = {PROBE[1]}: law P(W ≤ x ū) "
             + ", ".join(f"{v:.3f}" for v in law)
             + f" (shipped: {', '.join(f'{v:.3f}' for v in atom_cdf(levels, pw, decay, delay, []))})"
         )
-        if variant == "per profile":
-            for label, t9 in (("shipped", 0.0), ("atom", theta_9)):
-                mean, curve = proxy(t9, args.load, args.slack, k)
+        if variant != "per type":
+            for label, t9 in ((("shipped", 0.0),) if variant == "per profile" else ()) + (
+                ("atom" if variant == "per profile" else variant, theta_9),
+            ):
+                mean, curve = proxy(t9, args.load, args.slack, k, variant)
                 print(
                     f"  proxy ({label}): mooncake_engine 'none', slack {args.slack} s, a = {args.load}: P(W ≤ slack) over the Voronoi load "
                     f"{mean:.4f}; at a = 0.1 … 0.7: " + ", ".join(f"{v:.3f}" for v in curve)
