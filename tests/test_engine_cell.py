@@ -113,6 +113,7 @@ def test_gradient_of_the_cell_model_through_the_engine_law(mooncake):
     pi = np.zeros(len(inst.profiles))
     pi[[0, 1, 4]] = (0.5, 0.3, 0.2)
     ev = evaluate(inst, pi, tol=1e-13, queue_law="engine", queue_model="cell")
+    assert np.all(ev.shift_weight[ev.active] > 0.01)  # the shifted mixture (17.26) is on: its ω is differentiated too
     sens = sensitivity(ev)
     assert sens.values["coverage"] == pytest.approx(ev.coverage(), abs=1e-9)
     assert ev.cell_gradient().value == pytest.approx(ev.coverage(), abs=1e-9)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -79,8 +80,10 @@ def test_step_in_progress_vanishes_in_the_slot_limit(k):
     wait is δ = θ_7 ū + θ_8 J: F_W = 1 − P^W below it, and the mean grows by P^W δ."""
     c = np.array([1.0, 2.0, 5.0, 12.0, 40.0])
     m = np.array([0.7, 2.0, 15.0, 1.0, 3.0])
-    slots = EngineTiers(np.zeros(5), np.ones(5), np.zeros(5))
+    slots = EngineTiers(np.zeros(5), np.ones(5), np.zeros(5), np.zeros(5), np.zeros(5))
     np.testing.assert_array_equal(slots.delay(k), 0.0)
+    np.testing.assert_array_equal(slots.shift(k), 0.0)  # no earlier chunks (T = J = 0): ω J = 0, Erlang C (17.26)
+    assert not np.any(engine_wait_law(0.5 * c, c, m, slots, k)["shift_weight"] * slots.shift(k))
     if k is DELAYED:
         law, ref = EngineLaw(slots, k), ErlangCLaw()
         a = 0.7 * c
@@ -221,6 +224,62 @@ def test_mixture_candidate_monotone_in_load(c, pi, r, ubar, stretch, theta_9):
     np.testing.assert_allclose(om, 1.0 - np.exp(-theta_9 * 0.3 * ubar), rtol=1e-12)
 
 
+def test_shifted_mixture_parts():
+    """The shipped law's shifted mixture (docs/model.md (17.26)): ``J_s`` where ``T_s > 0`` (else 0),
+    ``ω = 1 − e^{−θ_9 (a/m) T}``, the mean grows by ``ω J``, and ``∂ω/∂a``, ``∂ω/∂m`` are its derivatives."""
+    k = shipped_constants()
+    assert k.theta_9 > 0
+    rng = np.random.default_rng(11)
+    n = 12
+    c, m = rng.uniform(2.0, 30.0, n), rng.uniform(0.5, 10.0, n)
+    earlier = np.where(np.arange(n) % 3 == 0, 0.0, rng.uniform(0.1, 3.0, n))
+    join = rng.uniform(0.05, 1.5, n)
+    on_tiers = EngineTiers(rng.uniform(0.05, 0.9, n), rng.uniform(0.2, 20.0, n), rng.uniform(0.1, 2.0, n), join, earlier)
+    off_tiers = dataclasses.replace(on_tiers, earlier_chunks=None)
+    a = 0.5 * stability_edge(c, on_tiers, k)
+    on, off = engine_wait_law(a, c, m, on_tiers, k), engine_wait_law(a, c, m, off_tiers, k)
+    np.testing.assert_array_equal(on["shift"], np.where(earlier > 0, join, 0.0))
+    omega = np.where(earlier > 0, -np.expm1(-k.theta_9 * a / m * earlier), 0.0)
+    np.testing.assert_allclose(on["shift_weight"], omega, rtol=1e-12)
+    np.testing.assert_allclose(on["mean"], off["mean"] + omega * on["shift"], rtol=1e-12)
+    np.testing.assert_array_equal(off["shift_weight"], 0.0)
+    h = 1e-6
+    up, down = engine_wait_law(a * (1 + h), c, m, on_tiers, k), engine_wait_law(a * (1 - h), c, m, on_tiers, k)
+    np.testing.assert_allclose(on["d_shift_weight_da"], (up["shift_weight"] - down["shift_weight"]) / (2 * h * a), rtol=1e-6, atol=1e-12)
+    up, down = engine_wait_law(a, c, m * (1 + h), on_tiers, k), engine_wait_law(a, c, m * (1 - h), on_tiers, k)
+    np.testing.assert_allclose(on["d_shift_weight_dm"], (up["shift_weight"] - down["shift_weight"]) / (2 * h * m), rtol=1e-6, atol=1e-12)
+    law = EngineLaw(on_tiers, k).wait_law(a, c, m)
+    np.testing.assert_allclose(law.mean(), on["mean"], rtol=1e-12)
+    bar = rng.uniform(0.5, 2.0, n)
+    da, dm, _ = law.mean_vjp(bar)
+    up_a, down_a = EngineLaw(on_tiers, k).wait_law(a * (1 + h), c, m), EngineLaw(on_tiers, k).wait_law(a * (1 - h), c, m)
+    np.testing.assert_allclose(da, bar * (up_a.mean() - down_a.mean()) / (2 * h * a), rtol=1e-5)
+    up_m, down_m = EngineLaw(on_tiers, k).wait_law(a, c, m * (1 + h)), EngineLaw(on_tiers, k).wait_law(a, c, m * (1 - h))
+    np.testing.assert_allclose(dm, bar * (up_m.mean() - down_m.mean()) / (2 * h * m), rtol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1.0, 60.0), st.floats(0.02, 1.0), st.floats(0.1, 40.0), st.floats(0.05, 3.0), st.floats(0.05, 3.0), st.floats(0.05, 3.0))
+def test_shipped_law_cdf_falls_with_load(c, pi, r, ubar, stretch, earlier):
+    """The shipped law's ``F_W(w) = (1 − ω) F_0(w) + ω F_0(w − J)`` (docs/model.md (17.26)) falls with the load at every
+    ``w`` and is a distribution function in ``w``."""
+    from edgeprefix.benchmarks.accuracy.engine.engine_law_fit import law_cdf
+
+    k = shipped_constants()
+    one = EngineTiers(np.array([pi]), np.array([r]), np.array([ubar]), np.array([stretch]), np.array([earlier]))
+    edge = float(stability_edge(np.array([c]), one, k)[0])
+    a = np.linspace(0.0, 0.999 * edge, 120)
+    ones = np.ones_like(a)
+    law = engine_wait_law(a, c * ones, 2.0 * ones, EngineTiers(pi * ones, r * ones, ubar * ones, stretch * ones, earlier * ones), k)
+    assert np.all(np.diff(law["shift_weight"]) >= 0) and law["shift_weight"][-1] > 0
+    w = np.linspace(0.0, 4.0 * (stretch + ubar), 41)
+    cdf = np.array(
+        [law_cdf(w, law["weight"][i], law["decay"][i], law["delay"][i], law["shift"][i], law["shift_weight"][i]) for i in range(a.size)]
+    )
+    assert np.all(np.diff(cdf, axis=0) <= 1e-12) and np.all(np.diff(cdf, axis=1) >= -1e-12)
+    assert np.all((cdf >= 0.0) & (cdf <= 1.0))
+
+
 def test_atom_candidate_not_monotone_in_load():
     """The example that ruled the atom out (docs/model.md §17.10.3): below ``J`` its ``F_W`` rises with the load where
     ``ω > e^{−θ (w − δ)}``."""
@@ -329,6 +388,7 @@ def test_gradient_through_the_engine_law(mooncake):
     pi = np.zeros(len(inst.profiles))
     pi[[0, 1, 4]] = (0.5, 0.3, 0.2)  # two tiers at share 0 stay out (they would be test tiers)
     ev = evaluate(inst, pi, tol=1e-11, queue_law="engine")
+    assert np.all(ev.shift_weight[ev.active] > 0.01)  # the shifted mixture (17.26) is on: its ω is differentiated too
     sens = sensitivity(ev, objectives=("coverage", "mean_ttft"))
     for objective in ("coverage", "mean_ttft"):
         exact = sens.gradients[objective]

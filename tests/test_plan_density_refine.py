@@ -115,7 +115,7 @@ def test_text_output_names_both_densities_and_the_held_out_coverage(capsys) -> N
     assert main([*PLAN, "--refine-on-engine", *SMALL]) == 0
     out = capsys.readouterr().out
     assert "refined on the engine simulation (docs/model.md §17.10.2" in out
-    assert "the model's 22.459" in out and "held out (seed 1011): simulated coverage" in out and "search (seed 11)" in out
+    assert "the model's 25.750" in out and "held out (seed 1011): simulated coverage" in out and "search (seed 11)" in out
 
 
 def test_a_search_out_of_simulations_says_so() -> None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Required, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -691,11 +691,32 @@ def engine_wait_tables(
 
 
 class NodeLaw(TypedDict, total=False):
-    """What :func:`cell_node_law` gives: ``servers``, and ``tables`` and ``wait_delay`` for the engine law."""
+    """What :func:`cell_node_law` gives: ``servers``, and ``tables``, ``wait_delay`` and the shifted mixture's ``wait_shift``
+    ``J_s`` and ``shift_rate`` ``θ_9 T_s`` for the engine law."""
 
     servers: Required[FloatArray]
     tables: tuple[FloatArray, FloatArray]
     wait_delay: FloatArray
+    wait_shift: FloatArray
+    shift_rate: FloatArray
+
+
+def shift_weight(
+    shift_rate: FloatArray | None, offered_load: FloatArray, mean_service: FloatArray, wait_shift: FloatArray | None
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """The shifted mixture's ``ω_s = 1 − e^{−θ_9 T_s a_s/m_s}`` (docs/model.md (17.26)) with ``∂ω/∂a`` and ``∂ω/∂m``;
+    ``None`` where it is off everywhere (no ``J_s > 0`` or no rate)."""
+    if shift_rate is None or wait_shift is None:
+        return None
+    j = np.asarray(wait_shift, dtype=float)
+    a, m = np.asarray(offered_load, dtype=float), np.asarray(mean_service, dtype=float)
+    safe = np.where(m > 0, m, 1.0)
+    rate = np.where(j > 0, np.asarray(shift_rate, dtype=float), 0.0) / safe
+    if not np.any(rate * a > 0):
+        return None
+    x = rate * a
+    da = rate * np.exp(-x)
+    return -np.expm1(-x), da, -da * a / safe
 
 
 def cell_node_law(servers: FloatArray, engine_tiers: EngineTiers | None = None) -> NodeLaw:
@@ -709,7 +730,17 @@ def cell_node_law(servers: FloatArray, engine_tiers: EngineTiers | None = None) 
     pi = np.ascontiguousarray(engine_tiers.prefill_share, dtype=float)
     r = np.ascontiguousarray(engine_tiers.memory_scale, dtype=float)
     edge, pw, iota = _engine_tables(c.tobytes(), pi.tobytes(), r.tobytes())
-    return {"servers": edge, "tables": (pw, iota), "wait_delay": engine_tiers.delay()}
+    from edgeprefix.placement.model.engine_law import shipped_constants
+
+    k = shipped_constants()
+    earlier = np.zeros_like(pi) if engine_tiers.earlier_chunks is None else np.asarray(engine_tiers.earlier_chunks, dtype=float)
+    return {
+        "servers": edge,
+        "tables": (pw, iota),
+        "wait_delay": engine_tiers.delay(k),
+        "wait_shift": engine_tiers.shift(k),
+        "shift_rate": k.theta_9 * earlier,
+    }
 
 
 @lru_cache(maxsize=64)
@@ -744,6 +775,44 @@ def _interpolant(table: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 
 def cell_coverage_pairs(
+    law: CellLoad,
+    tau: float,
+    *,
+    first_token: FloatArray,
+    offered_load: FloatArray,
+    mean_service: FloatArray,
+    queue_free: FloatArray | None = None,
+    wait_shift: FloatArray | None = None,
+    shift_rate: FloatArray | None = None,
+    queue_free_shifted: FloatArray | None = None,
+    **node: Any,
+) -> FloatArray:
+    """:func:`_cell_coverage_pairs` with the engine law's shifted mixture (docs/model.md (17.26)): with ``ω_s`` of
+    :func:`shift_weight`, ``(1 − ω_s)`` times the pairs at ``g`` plus ``ω_s`` times those at ``g + J_s``.  At ``α ≠ 2``
+    with ``queue_free`` given, ``queue_free_shifted`` is ``P1_{s,q}`` at ``g + J_s``."""
+    base = _cell_coverage_pairs(
+        law, tau, first_token=first_token, offered_load=offered_load, mean_service=mean_service, queue_free=queue_free, **node
+    )
+    mix = shift_weight(shift_rate, offered_load, mean_service, wait_shift)
+    if mix is None or not np.isfinite(tau):
+        return base
+    if queue_free is not None and queue_free_shifted is None:
+        raise ValueError("cell coverage: the shifted mixture needs queue_free_shifted (P1 at g + J) with queue_free")
+    assert wait_shift is not None  # mix is None without it
+    moved = _cell_coverage_pairs(
+        law,
+        tau,
+        first_token=np.asarray(first_token, dtype=float) + np.asarray(wait_shift, dtype=float)[:, None],
+        offered_load=offered_load,
+        mean_service=mean_service,
+        queue_free=queue_free_shifted,
+        **node,
+    )
+    omega = mix[0][:, None]
+    return (1.0 - omega) * base + omega * moved
+
+
+def _cell_coverage_pairs(
     law: CellLoad,
     tau: float,
     *,

@@ -26,6 +26,7 @@ along the directions that keep it, docs/model.md §14.6).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -272,6 +273,57 @@ def _tables(
 
 
 def cell_coverage_gradient(
+    lam: npt.ArrayLike,
+    offsets: npt.ArrayLike,
+    work: npt.ArrayLike,
+    tau: float,
+    *,
+    first_token: npt.ArrayLike,
+    offered_load: npt.ArrayLike,
+    mean_service: npt.ArrayLike,
+    weights: npt.ArrayLike | None = None,
+    wait_shift: npt.ArrayLike | None = None,
+    shift_rate: npt.ArrayLike | None = None,
+    **rest: Any,
+) -> CellGradient:
+    """:func:`_cell_coverage_gradient` with the engine law's shifted mixture (docs/model.md (17.26)): ``J`` of the pairs
+    ``(1 − ω_s) P_{s,q}(g) + ω_s P_{s,q}(g + J_s)``, ``ω_s`` of :func:`~edgeprefix.placement.model.cell.shift_weight`; the
+    seed of ``ω_s`` is ``Σ_q ω_{s,q} (P_{s,q}(g + J) − P_{s,q}(g))``, chained to ``a_s`` and ``m_s``."""
+    a = np.asarray(offered_load, dtype=float)
+    m = np.asarray(mean_service, dtype=float)
+    mix = C.shift_weight(
+        None if shift_rate is None else np.asarray(shift_rate, dtype=float),
+        a,
+        m,
+        None if wait_shift is None else np.asarray(wait_shift, dtype=float),
+    )
+    common = {"offered_load": a, "mean_service": m, **rest}
+    if mix is None or not np.isfinite(tau):
+        return _cell_coverage_gradient(lam, offsets, work, tau, first_token=first_token, weights=weights, **common)
+    g = np.asarray(first_token, dtype=float)
+    b = np.asarray(offsets, dtype=float)
+    q_count = b.shape[1]
+    base = np.broadcast_to(np.ones(q_count) if weights is None else np.asarray(weights, dtype=float), b.shape)
+    omega, d_da, d_dm = mix
+    j = np.asarray(wait_shift, dtype=float)
+    at_g = _cell_coverage_gradient(lam, offsets, work, tau, first_token=g, weights=base * (1.0 - omega)[:, None], **common)
+    at_j = _cell_coverage_gradient(lam, offsets, work, tau, first_token=g + j[:, None], weights=base * omega[:, None], **common)
+    seed = (base * (at_j.pairs - at_g.pairs)).sum(axis=1)  # ∂J/∂ω_s
+    pairs = (1.0 - omega)[:, None] * at_g.pairs + omega[:, None] * at_j.pairs
+    scv = None if at_g.service_scv is None or at_j.service_scv is None else at_g.service_scv + at_j.service_scv
+    return CellGradient(
+        at_g.value + at_j.value,
+        pairs,
+        at_g.lam + at_j.lam,
+        at_g.offsets + at_j.offsets,
+        at_g.offered_load + at_j.offered_load + seed * d_da,
+        at_g.mean_service + at_j.mean_service + seed * d_dm,
+        at_g.work + at_j.work,
+        scv,
+    )
+
+
+def _cell_coverage_gradient(
     lam: npt.ArrayLike,
     offsets: npt.ArrayLike,
     work: npt.ArrayLike,

@@ -36,9 +36,13 @@ constants of the profile), so ``F_W(w) = 1 − P^W`` for ``0 ≤ w < δ`` and ``
 mean wait is ``W̄ + P^W δ``.  ``θ_7 = θ_8 = 0`` is the law without it; without compute (``ū = 0``, a step time that
 does not grow with the prefill, ``J = 0``) ``δ = 0``.  The advertised delay stays ``m F(a)`` (the router is told the
 queue's ``W̄``).
+**The shifted mixture** (docs/model.md (17.26)): an arrival during a prefill's earlier chunks joins its last chunk and is
+delayed by its stretch: every request is delayed by ``J_s`` with probability ``ω_s = 1 − e^{−θ_9 λ_s T_s}`` (``λ_s = a/m``,
+``T_s`` the mean alone time of the earlier chunks, 0 for a prefill of one chunk), ``F_W(w) = (1 − ω) F_0(w) + ω F_0(w − J)``
+with ``F_0`` the law above (0 below 0), the mean ``W̄ + P^W δ + ω J``; monotone in the load by construction.
 Slot limit: with no compute (``π = 0``, ``θ_6 = 0``), ``θ_3 = 0``, ``θ_4 = 1`` and ``r`` the slot's service over
-``m`` the law is Erlang C exactly (``ū = J = 0``: no step in progress to wait for, ``δ = 0``).  The constants
-``c_0, θ_1 … θ_8`` are fitted to single-node engine runs (``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``)
+``m`` the law is Erlang C exactly (``ū = J = T = 0``: no step in progress to wait for, ``δ = 0``, ``ω = 0``).  The constants
+``c_0, θ_1 … θ_9`` are fitted to single-node engine runs (``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit``)
 and shipped in ``engine_law.json`` beside this module.
 """
 
@@ -103,9 +107,10 @@ class EngineLawConstants:
     theta_6: float = 0.0  # the share of the decode work that stands in front of a prefill: s_c = π + θ_6 (1 − π)
     theta_7: float = 0.0  # the step in progress: a waiting request waits at least δ = θ_7 ū (docs/model.md (17.25))
     theta_8: float = 0.0  # the joined last chunk: δ = θ_7 ū + θ_8 J (docs/model.md (17.25), §17.10.3)
+    theta_9: float = 0.0  # the shifted mixture: ω = 1 − e^{−θ_9 λ T} of the requests are delayed by J (docs/model.md (17.26))
 
     def __post_init__(self) -> None:
-        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6", "theta_7", "theta_8"):
+        for name in ("compute_servers", "theta_1", "theta_2", "theta_3", "theta_4", "theta_5", "theta_6", "theta_7", "theta_8", "theta_9"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ValueError(f"engine law: {name} must be a finite number >= 0, got {v!r}")
@@ -160,17 +165,47 @@ class EngineTiers:
     """Per-tier constants of the engine law: the prefill share ``π_s = ū_s/w̄_s``, the memory's scale
     ``r_s = R_s/w̄_s`` (the residence of a request in a full batch over its work), the mean alone prefill
     ``ū_s`` in seconds (``None``: 0, no step in progress to wait for) and the mean joined-chunk stretch ``J_s`` in
-    seconds (:func:`join_stretch`; ``None``: 0)."""
+    seconds (:func:`join_stretch`; ``None``: 0) and the mean alone time ``T_s = Σ_q p_q T_{s,q}`` of a prefill's earlier
+    chunks (all but its last; 0 for one chunk) in seconds (``None``: 0, no shifted mixture, (17.26))."""
 
     prefill_share: FloatArray
     memory_scale: FloatArray
     mean_prefill: FloatArray | None = None
     join_stretch: FloatArray | None = None
+    earlier_chunks: FloatArray | None = None
 
     def take(self, rows: Any) -> EngineTiers:
-        ubar = None if self.mean_prefill is None else np.asarray(self.mean_prefill, dtype=float)[rows]
-        join = None if self.join_stretch is None else np.asarray(self.join_stretch, dtype=float)[rows]
-        return EngineTiers(np.asarray(self.prefill_share, dtype=float)[rows], np.asarray(self.memory_scale, dtype=float)[rows], ubar, join)
+        def pick(x: FloatArray | None) -> FloatArray | None:
+            return None if x is None else np.asarray(x, dtype=float)[rows]
+
+        return EngineTiers(
+            np.asarray(self.prefill_share, dtype=float)[rows],
+            np.asarray(self.memory_scale, dtype=float)[rows],
+            pick(self.mean_prefill),
+            pick(self.join_stretch),
+            pick(self.earlier_chunks),
+        )
+
+    def shift(self, k: EngineLawConstants | None = None) -> FloatArray:
+        """``J_s`` where the shifted mixture is on (``θ_9 > 0`` and ``T_s > 0``), else 0 (docs/model.md (17.26))."""
+        k = shipped_constants() if k is None else k
+        zero = np.zeros_like(np.asarray(self.prefill_share, dtype=float))
+        if k.theta_9 <= 0 or self.join_stretch is None or self.earlier_chunks is None:
+            return zero
+        return np.where(np.asarray(self.earlier_chunks, dtype=float) > 0, np.asarray(self.join_stretch, dtype=float), 0.0) + zero
+
+    def shift_weight(
+        self, load: npt.ArrayLike, service: npt.ArrayLike, k: EngineLawConstants | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``ω_s = 1 − e^{−θ_9 λ_s T_s}`` with ``λ_s = a_s/m_s`` (docs/model.md (17.26)), ``∂ω/∂a`` and ``∂ω/∂m``."""
+        k = shipped_constants() if k is None else k
+        a, m = np.broadcast_arrays(np.asarray(load, dtype=float), np.asarray(service, dtype=float))
+        t = np.zeros_like(a) if self.earlier_chunks is None else np.asarray(self.earlier_chunks, dtype=float) + np.zeros_like(a)
+        rate = k.theta_9 * t / np.where(m > 0, m, 1.0)  # ∂(θ_9 λ T)/∂a
+        x = rate * a
+        omega = -np.expm1(-x)
+        da = rate * np.exp(-x)
+        return omega, da, -da * a / np.where(m > 0, m, 1.0)
 
     def delay(self, k: EngineLawConstants | None = None) -> FloatArray:
         """``δ_s = θ_7 ū_s + θ_8 J_s`` (docs/model.md (17.25)): the least wait of a request that waits."""
@@ -282,13 +317,18 @@ class EngineWaitLaw(TypedDict):
     d_decay_dm: FloatArray
     mean: FloatArray
     delay: FloatArray
+    shift: FloatArray
+    shift_weight: FloatArray
+    d_shift_weight_da: FloatArray
+    d_shift_weight_dm: FloatArray
 
 
 def engine_wait_law(
     load: npt.ArrayLike, servers: npt.ArrayLike, service: npt.ArrayLike, tiers: EngineTiers, k: EngineLawConstants | None = None
 ) -> EngineWaitLaw:
     """``P^W = 1 − (1 − P_c)(1 − P_m)``, ``W̄ = m (f_c + f_m)``, the decay ``θ = P^W/W̄`` and their slopes in ``a``
-    and ``m`` (0 where unstable); the step in progress ``δ`` and the mean wait ``W̄ + P^W δ`` (docs/model.md (17.25))."""
+    and ``m`` (0 where unstable); the step in progress ``δ``, the shifted mixture's ``J`` and ``ω`` with its slopes, and the
+    mean wait ``W̄ + P^W δ + ω J`` (docs/model.md (17.25), (17.26))."""
     k = shipped_constants() if k is None else k
     a, c, m = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (load, servers, service)))
     cs = np.where(c >= 1, c, 1.0)
@@ -310,6 +350,10 @@ def engine_wait_law(
     d_decay_m = np.where(busy, (dpw - decay_m * df) / fs, 0.0)  # not over f²: it underflows where f ≈ 10⁻²⁰⁰
     decay = decay_m / m
     delay = tiers.delay(k) + np.zeros_like(a_s)
+    shift = tiers.shift(k) + np.zeros_like(a_s)
+    omega, d_omega_da, d_omega_dm = tiers.shift_weight(a_s, m, k)
+    on = shift > 0
+    omega, d_omega_da, d_omega_dm = (np.where(on, x, 0.0) for x in (omega, d_omega_da, d_omega_dm))
 
     def keep(x: FloatArray) -> FloatArray:
         return np.where(stable, x, 0.0)
@@ -321,8 +365,12 @@ def engine_wait_law(
         "d_weight_da": keep(dpw),
         "d_decay_da": keep(d_decay_m / m),
         "d_decay_dm": keep(-decay / m),
-        "mean": np.where(stable, m * f + pw * delay, np.inf),
+        "mean": np.where(stable, m * f + pw * delay + omega * shift, np.inf),
         "delay": keep(delay),
+        "shift": keep(shift),
+        "shift_weight": keep(omega),
+        "d_shift_weight_da": keep(d_omega_da),
+        "d_shift_weight_dm": keep(d_omega_dm),
     }
 
 
@@ -394,7 +442,9 @@ def engine_units(instance: Any, step: Any, k: EngineLawConstants | None = None) 
     w_bar = w @ p
     n = np.maximum(L[None, :] - h, 1.0)
     join = join_stretch(step, n, eng.token_budget, (n @ p)[:, None], (h @ p)[:, None]) @ p
-    return EngineUnits(u, w, kv, held, EngineTiers((u @ p) / w_bar, held / w_bar, u @ p, join))
+    count = np.ceil(n / eng.token_budget)
+    earlier = np.where(count >= 2, alone_prefill(step, np.maximum(count - 1.0, 1.0) * eng.token_budget, h, eng.token_budget), 0.0) @ p
+    return EngineUnits(u, w, kv, held, EngineTiers((u @ p) / w_bar, held / w_bar, u @ p, join, earlier))
 
 
 def default_step_time(instance: Any) -> Any:

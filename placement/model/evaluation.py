@@ -121,6 +121,8 @@ class Evaluation:
     rho_clip: float = RHO_CLIP  # ρ_clip of the advertised delay (docs/model.md §7)
     queue_law: str = "slots"  # "engine": the engine law of docs/model.md §17.10 (instance in the engine's units)
     wait_delay: FloatArray | None = None  # δ_s, F_W = 1 − P^W below it (the engine law's step in progress, (17.25)); None: 0
+    wait_shift: FloatArray | None = None  # J_s of the engine law's shifted mixture (docs/model.md (17.26)); None: 0
+    shift_weight: FloatArray | None = None  # ω_s: F_W = (1 − ω) F_0(w) + ω F_0(w − J) ((17.26)); None: 0
 
     # -- lazily computed spatial moments ----------------------------------------------------
     @cached_property
@@ -657,6 +659,8 @@ def assemble(prepared: Prepared, routing: Equilibrium, queues: TierQueues, rho_c
         rho_clip=rho_clip,
         queue_law=prepared.queue_law,
         wait_delay=None if queues.delay is None else _scatter(queues.delay, active),
+        wait_shift=None if queues.shift is None else _scatter(queues.shift, active),
+        shift_weight=None if queues.shift_weight is None else _scatter(queues.shift_weight, active),
     )
 
 

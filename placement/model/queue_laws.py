@@ -56,6 +56,8 @@ class TierQueues:
     decay: FloatArray  # θ_s of F_W(w) = 1 − P^W e^{−θ w} (≤ 0 when unstable)
     mean_wait: FloatArray  # W̄_s (inf when unstable)
     delay: FloatArray | None = None  # δ_s: F_W = 1 − P^W below it (the engine law's step in progress, docs/model.md (17.25))
+    shift: FloatArray | None = None  # J_s of the engine law's shifted mixture (docs/model.md (17.26)); None: 0
+    shift_weight: FloatArray | None = None  # ω_s of the shifted mixture: F = (1 − ω) F_0(w) + ω F_0(w − J); None: 0
 
 
 class QueueLaw(Protocol):
@@ -204,7 +206,9 @@ class EngineQueueLaw:
         return cls(tiers.take(active))
 
     def exchange_keys(self) -> list[FloatArray]:
-        return [np.stack([self.tiers.prefill_share, self.tiers.memory_scale, self.tiers.delay()], axis=1)]
+        tiers = self.tiers
+        earlier = np.zeros_like(tiers.prefill_share) if tiers.earlier_chunks is None else tiers.earlier_chunks
+        return [np.stack([tiers.prefill_share, tiers.memory_scale, tiers.delay(), tiers.shift(), earlier], axis=1)]
 
     def advertised(self, work: FloatArray, servers: FloatArray, service: FloatArray, scv: FloatArray | None, rho_clip: float) -> FloatArray:
         return engine_advertised(work, servers, service, self.tiers, rho_clip)[0]
@@ -225,4 +229,6 @@ class EngineQueueLaw:
             decay=np.where(stable, law["decay"], 0.0),
             mean_wait=law["mean"],
             delay=law["delay"],
+            shift=law["shift"],
+            shift_weight=law["shift_weight"],
         )

@@ -53,14 +53,35 @@ class RouterPrediction(Protocol):
         ...
 
 
+def shift_of(ev: Evaluation) -> tuple[FloatArray, FloatArray] | None:
+    """``(J_s, ω_s)`` of the engine law's shifted mixture on the active tiers (docs/model.md (17.26)); ``None`` where off."""
+    if ev.wait_shift is None or ev.shift_weight is None:
+        return None
+    j, omega = ev.wait_shift[ev.active], ev.shift_weight[ev.active]
+    return (j, omega) if np.any(j * omega > 0) else None
+
+
 def meanfield_coverage_pairs(ev: Evaluation, tau: float, queue: bool) -> FloatArray:
-    """Eq. (39)'s pairs by (8.2) (``queue = False``: the queue-free bound (8.3), ``F_W ≡ 1``), active tiers."""
+    """Eq. (39)'s pairs by (8.2) (``queue = False``: the queue-free bound (8.3), ``F_W ≡ 1``), active tiers; under the
+    engine law's shifted mixture (17.26) ``(1 − ω_s)`` times the pairs at ``g`` plus ``ω_s`` times those at ``g + J_s``."""
     inst, act = ev.instance, ev.active
     stable_tiers = ev.utilization[act] < 1.0
     if not np.isfinite(tau):
         return np.where(stable_tiers[:, None] | (not queue), ev.association[act], 0.0)
-    xi = inst.network.radio_scale
     g = inst.first_token_time[act]  # g(L_q − h_{s,q}) in the paper's model (docs/model.md §19)
+    base = _meanfield_pairs(ev, tau, queue, g)
+    mix = shift_of(ev) if queue else None
+    if mix is None:
+        return base
+    j, omega = mix
+    return (1.0 - omega)[:, None] * base + omega[:, None] * _meanfield_pairs(ev, tau, queue, g + j[:, None])
+
+
+def _meanfield_pairs(ev: Evaluation, tau: float, queue: bool, g: FloatArray) -> FloatArray:
+    """Eq. (39)'s pairs at first-token times ``g`` (finite ``τ``)."""
+    inst, act = ev.instance, ev.active
+    stable_tiers = ev.utilization[act] < 1.0
+    xi = inst.network.radio_scale
     u_cut = (tau - g) / xi
     tilt = np.where(ev.decay[act] > 0, ev.decay[act], 0.0)[:, None] * xi
     p1, p2 = ev.kernel.truncated(ev.densities[act], ev.bias[act] / xi, inst.network.radio_exponent, u_cut, tilt)
@@ -100,13 +121,20 @@ class TierPrediction:
         inst, act = ev.instance, ev.active
         xi = inst.network.radio_scale
         g = inst.first_token_time[act]
-        queue_free = None  # α = 2: cell_coverage_pairs has P1_{s,q} in closed form
-        if inst.network.radio_exponent != 2.0:  # P1_{s,q} of eq. (39) (F_W ≡ 1): the mass the radial rule is normalised to
-            queue_free = (
-                ev.kernel.truncated(ev.densities[act], ev.bias[act] / xi, inst.network.radio_exponent, (tau - g) / xi, np.zeros_like(g))[0]
-                if np.isfinite(tau)
-                else ev.association[act]
-            )
+
+        def queue_free_at(first: FloatArray) -> FloatArray | None:
+            if inst.network.radio_exponent == 2.0:  # α = 2: cell_coverage_pairs has P1_{s,q} in closed form
+                return None
+            if not np.isfinite(tau):  # P1_{s,q} of eq. (39) (F_W ≡ 1): the mass the radial rule is normalised to
+                return ev.association[act]
+            lam, b = ev.densities[act], ev.bias[act] / xi
+            return ev.kernel.truncated(lam, b, inst.network.radio_exponent, (tau - first) / xi, np.zeros_like(first))[0]
+
+        queue_free = queue_free_at(g)
+        law = ev.node_law
+        shifted = None
+        if queue_free is not None and "wait_shift" in law:
+            shifted = queue_free_at(g + np.asarray(law["wait_shift"], dtype=float)[:, None])
         return cell_coverage_pairs(
             ev.cell_load,
             tau,
@@ -117,6 +145,7 @@ class TierPrediction:
             mean_service=ev.mean_service[act],
             service_scv=None if ev.service_scv is None else ev.service_scv[act],
             queue_free=queue_free,
+            queue_free_shifted=shifted,
         )
 
     def stable_on_nodes(self, evaluation: Evaluation) -> bool:

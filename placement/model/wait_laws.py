@@ -55,15 +55,28 @@ class WaitLaw:
     d_weight_dscv: FloatArray | None = None
     d_decay_dscv: FloatArray | None = None
     delay: FloatArray | None = None  # δ_s (n,): F_W = 1 − Σ ω for w < δ, the tails from δ on (the engine law, (17.25))
+    # the shifted mixture (the engine law, (17.26)): F = (1 − ω_J) F_0(w) + ω_J F_0(w − J), ω_J and J per tier (n,)
+    shift: FloatArray | None = None
+    shift_weight: FloatArray | None = None
+    d_shift_weight_da: FloatArray | None = None
+    d_shift_weight_dm: FloatArray | None = None
 
     @property
     def components(self) -> int:
         return int(self.weight.shape[0])
 
+    @property
+    def shifted(self) -> bool:
+        """Whether the shifted mixture is on at some tier (``ω_J J > 0``)."""
+        return self.shift is not None and self.shift_weight is not None and bool(np.any(self.shift * self.shift_weight > 0))
+
     def mean(self) -> FloatArray:
-        """``W̄_s = Σ_k ω_k (1/θ_k + δ_s)`` (``inf`` for unstable tiers)."""
+        """``W̄_s = Σ_k ω_k (1/θ_k + δ_s) + ω_J J_s`` (``inf`` for unstable tiers)."""
         safe = np.where(self.stable, self.decay, 1.0)
-        return np.where(self.stable, (self.weight * (1.0 / safe + self._delay())).sum(axis=0), np.inf)
+        out = (self.weight * (1.0 / safe + self._delay())).sum(axis=0)
+        if self.shifted:
+            out = out + np.asarray(self.shift_weight) * np.asarray(self.shift)
+        return np.where(self.stable, out, np.inf)
 
     def _delay(self) -> FloatArray:
         return np.zeros(self.weight.shape[1]) if self.delay is None else np.asarray(self.delay, dtype=float)
@@ -73,12 +86,21 @@ class WaitLaw:
         safe = np.where(self.stable, self.decay, 1.0)
         d_weight = np.where(self.stable, bar * (1.0 / safe + self._delay()), 0.0)  # ∂W̄/∂ω_k
         d_decay = np.where(self.stable, -bar * self.weight / safe**2, 0.0)  # ∂W̄/∂θ_k
-        return self.vjp(d_weight, d_decay)
+        shift_bar = np.where(self.stable, bar * self._shift(), 0.0) if self.shifted else None  # ∂W̄/∂ω_J = J
+        return self.vjp(d_weight, d_decay, shift_bar)
 
-    def vjp(self, weight_bar: FloatArray, decay_bar: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """``(ā, m̄, C̄²)`` of seeds on ``ω`` and ``θ`` (``(K, n)`` each)."""
+    def _shift(self) -> FloatArray:
+        return np.zeros(self.weight.shape[1]) if self.shift is None else np.asarray(self.shift, dtype=float)
+
+    def vjp(
+        self, weight_bar: FloatArray, decay_bar: FloatArray, shift_weight_bar: FloatArray | None = None
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(ā, m̄, C̄²)`` of seeds on ``ω`` and ``θ`` (``(K, n)`` each) and on the shift weight ``ω_J`` (``(n,)``)."""
         da = (weight_bar * self.d_weight_da + decay_bar * self.d_decay_da).sum(axis=0)
         dm = (weight_bar * self.d_weight_dm + decay_bar * self.d_decay_dm).sum(axis=0)
+        if shift_weight_bar is not None and self.d_shift_weight_da is not None and self.d_shift_weight_dm is not None:
+            da = da + shift_weight_bar * self.d_shift_weight_da
+            dm = dm + shift_weight_bar * self.d_shift_weight_dm
         ds = np.zeros_like(da)
         if self.d_weight_dscv is not None and self.d_decay_dscv is not None:
             ds = (weight_bar * self.d_weight_dscv + decay_bar * self.d_decay_dscv).sum(axis=0)
@@ -247,6 +269,10 @@ class EngineLaw:
             d_decay_dm=law["d_decay_dm"][None, :],
             stable=law["stable"],
             delay=law["delay"],
+            shift=law["shift"],
+            shift_weight=law["shift_weight"],
+            d_shift_weight_da=law["d_shift_weight_da"],
+            d_shift_weight_dm=law["d_shift_weight_dm"],
         )
 
 

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {c.name: c for c in grid}
     budget = grid[0].engine.token_budget
     ch = {c.name: chunks(step, budget, c.probabilities, c.lengths, c.hit_depth[0]) for c in grid}
-    k = shipped_constants()
+    k = dataclasses.replace(shipped_constants(), theta_9=0.0)  # the law of (17.25): each variant adds its own θ_9
     train = [p for p in points if not p.held_out]
     held = [p for p in points if p.held_out]
     probe = next(p for p in points if p.case == PROBE[0] and abs(p.load - PROBE[1]) < 1e-9)

@@ -2,8 +2,9 @@
 
 ``python -m edgeprefix.benchmarks.accuracy.engine.engine_law_fit`` runs one :class:`BatchingNode` (the shipped
 ``mooncake_engine`` engine: Llama-2-70B, A100, TP 4 step time, vLLM defaults) with Poisson arrivals
-over a designed grid, fits ``c_0, θ_1 … θ_8`` of :mod:`edgeprefix.placement.model.engine_law` by
-least squares (``scipy.optimize.least_squares``) on the fit part of the grid — in five forms: the joined last chunk
+over a designed grid, fits ``c_0, θ_1 … θ_9`` of :mod:`edgeprefix.placement.model.engine_law` by
+least squares (``scipy.optimize.least_squares``) on the fit part of the grid — in six forms: the shifted mixture ``θ_9``
+alone on the joined last chunk's staged constants ((17.26)), the joined last chunk
 ``θ_8`` alone on the step in progress's other constants, and ``c_0, θ_1 … θ_8`` together (docs/model.md §17.10.3); the step
 in progress ``θ_7`` fitted with ``θ_6`` ((17.25)), ``θ_6`` fitted without step sharing, and
 ``θ_6 = θ_7 = θ_8 = 0`` — keeping the one with the smaller cost on the held-out part (single-node runs only: the network cells of
@@ -225,24 +226,41 @@ def law_at(point: Point, k: EngineLawConstants, case: NodeCase, step: Any) -> tu
     return bool(law["stable"][0]), float(law["weight"][0]), float(law["decay"][0]), float(law["mean"][0]), float(law["delay"][0])
 
 
-def law_cdf(w: FloatArray, weight: float, decay: float, delay: float) -> FloatArray:
-    """``F_W(w) = 1 − P^W e^{−θ (w − δ)⁺}``: ``1 − P^W`` below ``δ`` (docs/model.md (17.25))."""
-    return 1.0 - weight * np.exp(-decay * np.maximum(np.asarray(w, dtype=float) - delay, 0.0))
+def law_shift(point: Point, k: EngineLawConstants, case: NodeCase, step: Any) -> tuple[float, float]:
+    """``(J, ω)`` of the shifted mixture at the point (docs/model.md (17.26); ``ω = 0`` at ``θ_9 = 0``)."""
+    units = engine_units(case, step, k)
+    w_bar = float(units.work[0] @ case.probabilities)
+    law = engine_wait_law(np.array([point.load]), units.servers, np.array([w_bar]), units.tiers, k)
+    return float(law["shift"][0]), float(law["shift_weight"][0])
+
+
+def law_cdf(w: FloatArray, weight: float, decay: float, delay: float, shift: float = 0.0, omega: float = 0.0) -> FloatArray:
+    """``F_W(w) = (1 − ω) F_0(w) + ω F_0(w − J)``, ``F_0(w) = 1 − P^W e^{−θ (w − δ)⁺}`` for ``w ≥ 0`` (``1 − P^W`` below
+    ``δ``, 0 below 0; docs/model.md (17.25), (17.26))."""
+    w = np.asarray(w, dtype=float)
+
+    def f0(x: FloatArray) -> FloatArray:
+        return np.where(x >= 0.0, 1.0 - weight * np.exp(-decay * np.maximum(x - delay, 0.0)), 0.0)
+
+    return f0(w) if omega <= 0 else (1.0 - omega) * f0(w) + omega * f0(w - shift)
 
 
 STARTS = (
-    (0.0, 0.93, 0.25, 1.1, 0.9, 0.6, 0.0, 0.1, 1.0),
-    (0.0, 1.2, 0.5, 1.0, 0.9, 0.5, 0.5, 0.3, 0.5),
-    (0.3, 0.8, 0.8, 1.5, 1.0, 1.0, 1.0, 0.0, 0.0),
+    (0.0, 0.93, 0.25, 1.1, 0.9, 0.6, 0.0, 0.1, 1.0, 0.0),
+    (0.0, 1.2, 0.5, 1.0, 0.9, 0.5, 0.5, 0.3, 0.5, 0.0),
+    (0.3, 0.8, 0.8, 1.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
 )
-LOWER = (0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0, 0.0)
-UPPER = (20.0, 20.0, 1.1, 5.0, 10.0, 2.0, 1.0, 2.0, 3.0)
+LOWER = (0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.0, 0.0, 0.0, 0.0)
+UPPER = (20.0, 20.0, 1.1, 5.0, 10.0, 2.0, 1.0, 2.0, 3.0, 5.0)
 # θ_8 alone fitted on the step in progress's other constants (the joined last chunk, docs/model.md §17.10.3); c_0, θ_1 … θ_8
 # fitted together; θ_6, θ_7 fitted (the step in progress, (17.25)); θ_6 fitted (§17.10.1); θ_6 = 0 (§17.10)
+# θ_9 alone on the joined chunk's staged constants: the shifted mixture ((17.26), docs/model.md §17.10.3)
 STAGED = "joined chunk on (17.25)"
-FORMS = (STAGED, "joined chunk", "step in progress", "decode share", "prefill share")
+MIXTURE = "shifted mixture on (17.25)"
+FORMS = (MIXTURE, STAGED, "joined chunk", "step in progress", "decode share", "prefill share")
 DIMS = {"joined chunk": 9, "step in progress": 8, "decode share": 7, "prefill share": 6}
 JOIN_STARTS = (0.0, 0.5, 1.0)
+MIXTURE_STARTS = (0.3, 1.0, 2.0)
 
 
 def _constants(x: FloatArray) -> EngineLawConstants:
@@ -256,6 +274,7 @@ def _constants(x: FloatArray) -> EngineLawConstants:
         theta_6=float(x[6]) if len(x) > 6 else 0.0,
         theta_7=float(x[7]) if len(x) > 7 else 0.0,
         theta_8=float(x[8]) if len(x) > 8 else 0.0,
+        theta_9=float(x[9]) if len(x) > 9 else 0.0,
     )
 
 
@@ -270,7 +289,8 @@ def residuals(x: FloatArray, points: list[Point], by_name: dict[str, NodeCase], 
             out.extend([1.0] * (len(SLACK) + 1))
             continue
         w = np.asarray(SLACK) * pt.prefill
-        out.extend(law_cdf(w, pw, theta, delay) - (pt.wait[None, :] <= w[:, None]).mean(axis=1))
+        shift, omega = law_shift(pt, k, by_name[pt.case], step)
+        out.extend(law_cdf(w, pw, theta, delay, shift, omega) - (pt.wait[None, :] <= w[:, None]).mean(axis=1))
         out.append(0.5 * np.log((mean + 0.01 * pt.prefill) / (pt.wait.mean() + 0.01 * pt.prefill)))
     return np.asarray(out)
 
@@ -318,9 +338,32 @@ def fit_joined(points: list[Point], by_name: dict[str, NodeCase], step: Any, bas
     return _constants(np.asarray(head + [float(best.x[0])])), best
 
 
+def fit_mixture(points: list[Point], by_name: dict[str, NodeCase], step: Any, base: EngineLawConstants) -> tuple[EngineLawConstants, Any]:
+    """Least squares on the fit part in ``θ_9`` alone (the shifted mixture, ``ω = 1 − e^{−θ_9 λ T}``, (17.26)), the
+    other constants held at ``base`` (the joined chunk's staged fit): the form :data:`MIXTURE`."""
+    train = [p for p in points if not p.held_out]
+    head = _x(base)[:9]
+
+    def mixed(t: FloatArray) -> FloatArray:
+        return residuals(np.asarray(head + [float(t[0])]), train, by_name, step)
+
+    runs = [
+        least_squares(
+            mixed,
+            x0=np.asarray([x0]),
+            bounds=([LOWER[9]], [UPPER[9]]),
+            method="trf",
+            diff_step=1e-3,  # type: ignore[arg-type]  # a scalar step, as in fit
+        )
+        for x0 in MIXTURE_STARTS
+    ]
+    best = min(runs, key=lambda r: float(r.cost))
+    return _constants(np.asarray(head + [float(best.x[0])])), best
+
+
 def _x(k: EngineLawConstants) -> list[float]:
-    """The parameter vector of :func:`_constants` (``c_0 − 1, θ_1 … θ_8``)."""
-    return [k.compute_servers - 1.0, k.theta_1, k.theta_2, k.theta_3, k.theta_4, k.theta_5, k.theta_6, k.theta_7, k.theta_8]
+    """The parameter vector of :func:`_constants` (``c_0 − 1, θ_1 … θ_9``)."""
+    return [k.compute_servers - 1.0, k.theta_1, k.theta_2, k.theta_3, k.theta_4, k.theta_5, k.theta_6, k.theta_7, k.theta_8, k.theta_9]
 
 
 def batch_se(x: FloatArray, batches: int = 10) -> float:
@@ -333,6 +376,7 @@ def table(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCas
     rows = []
     for pt in points:
         stable, pw, theta, mean, delay = law_at(pt, k, by_name[pt.case], step)
+        shift, omega = law_shift(pt, k, by_name[pt.case], step)
         cov = {}
         for x in (0.5, 1.0):
             w = x * pt.prefill
@@ -340,7 +384,7 @@ def table(points: list[Point], k: EngineLawConstants, by_name: dict[str, NodeCas
             cov[x] = (
                 float(hit.mean()),
                 float(np.sqrt(hit.mean() * (1 - hit.mean()) / hit.size)),
-                float(law_cdf(np.array(w), pw, theta, delay)) if stable else 0.0,
+                float(law_cdf(np.array(w), pw, theta, delay, shift, omega)) if stable else 0.0,
             )
         rows.append(
             {
@@ -367,7 +411,8 @@ def split_rows(points: list[Point], k: EngineLawConstants, by_name: dict[str, No
     for pt in points:
         stable, weight, decay, _, delay = law_at(pt, k, by_name[pt.case], step)
         levels = np.asarray(SMALL) * pt.prefill
-        law = law_cdf(levels, weight, decay, delay) if stable else np.zeros_like(levels)
+        shift, omega = law_shift(pt, k, by_name[pt.case], step)
+        law = law_cdf(levels, weight, decay, delay, shift, omega) if stable else np.zeros_like(levels)
         n = min(pt.admission.size, pt.wait.size)
         adm, wait = pt.admission[:n], pt.wait[:n]
         inflation = wait - adm
@@ -410,8 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     points, dropped, (inst, step, grid) = collect(args.seed, args.requests)
     by_name = {c.name: c for c in grid}
     held = [p for p in points if p.held_out]
-    fits = {form: fit(points, by_name, step, form) for form in FORMS if form != STAGED}
+    fits = {form: fit(points, by_name, step, form) for form in FORMS if form not in (STAGED, MIXTURE)}
     fits[STAGED] = fit_joined(points, by_name, step, fits["step in progress"][0])
+    fits[MIXTURE] = fit_mixture(points, by_name, step, fits[STAGED][0])
     held_cost = {form: 0.5 * float(np.sum(residuals(np.asarray(_x(k)), held, by_name, step) ** 2)) for form, (k, _) in fits.items()}
     chosen = min(FORMS, key=lambda f: held_cost[f])  # chosen on the single-node held-out runs (the network cells stay out)
     k, res = fits[chosen]
@@ -430,12 +476,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"form {form!r}: fit cost {rf.cost:.4f}, held-out cost {held_cost[form]:.4f}; c_0 = {kf.compute_servers:.4f}, "
             f"θ_1 = {kf.theta_1:.4f}, θ_2 = {kf.theta_2:.4f}, θ_3 = {kf.theta_3:.4f}, θ_4 = {kf.theta_4:.4f}, θ_5 = {kf.theta_5:.4f}, "
-            f"θ_6 = {kf.theta_6:.4f}, θ_7 = {kf.theta_7:.4f}, θ_8 = {kf.theta_8:.4f}"
+            f"θ_6 = {kf.theta_6:.4f}, θ_7 = {kf.theta_7:.4f}, θ_8 = {kf.theta_8:.4f}, θ_9 = {kf.theta_9:.4f}"
         )
     print(f"chosen (least held-out cost): {chosen!r}")
     print(
         f"constants: c_0 = {k.compute_servers:.4f}, θ_1 = {k.theta_1:.4f}, θ_2 = {k.theta_2:.4f}, θ_3 = {k.theta_3:.4f}, θ_4 = {k.theta_4:.4f}, θ_5 = {k.theta_5:.4f}, θ_6 = {k.theta_6:.4f}, "
-        f"θ_7 = {k.theta_7:.4f}, θ_8 = {k.theta_8:.4f}"
+        f"θ_7 = {k.theta_7:.4f}, θ_8 = {k.theta_8:.4f}, θ_9 = {k.theta_9:.4f}"
     )
     print_split(points, k, by_name, step)
     print("| case | a | held out | W̄ engine ± SE (s) | W̄ law (s) | P(W ≤ ū/2) engine | law | P(W ≤ ū) engine | law |")
