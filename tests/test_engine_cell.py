@@ -142,3 +142,21 @@ def test_cli_takes_the_cell_model_with_the_engine_law(capsys, mooncake):
     expected = evaluate(mooncake.with_network(request_intensity=0.1), None, queue_law="engine", queue_model="cell").coverage()
     assert cell["coverage"] == pytest.approx(expected, abs=1e-9)
     assert cell["coverage"] < field["coverage"] - 0.05
+
+
+@pytest.mark.slow
+def test_gradient_of_the_cell_model_with_the_shifted_mixture_off_alpha_2(mooncake):
+    """At ``α = 2.5`` the cell model's pairs under the shifted mixture (docs/model.md (17.26)) take ``P1`` at ``g`` and at
+    ``g + J``: the evaluation's coverage equals the cell gradient's value and its gradient the 4-point differences."""
+    inst = mooncake.with_network(request_intensity=0.08, radio_exponent=2.5)
+    pi = np.zeros(len(inst.profiles))
+    pi[[0, 1, 4]] = (0.5, 0.3, 0.2)
+    ev = evaluate(inst, pi, tol=1e-13, queue_law="engine", queue_model="cell")
+    assert np.all(ev.shift_weight[ev.active] > 0.01)
+    assert ev.cell_gradient().value == pytest.approx(ev.coverage(), abs=1e-9)
+    sens = sensitivity(ev)
+    h = 1e-6
+    for s in (0, 1, 4):
+        f = [_value(inst, pi, s, k * h) for k in (-2, -1, 1, 2)]
+        fd = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h)
+        assert sens.gradients["coverage"][s] == pytest.approx(fd, rel=1e-4, abs=1e-6), s
