@@ -693,7 +693,7 @@ class _Linearisation:
         if getattr(self.ev, "queue_model", "meanfield") == "cell":
             return self.cell_coverage()
         if self.shifted_atoms is None:
-            per_tier, lam_bar, b_bar, weight_bar, decay_bar = self._windows(self.p1, self.p1_tail, self.p2, np.ones(self.idx.size))
+            _, per_tier, lam_bar, b_bar, weight_bar, decay_bar = self._windows(self.p1, self.p1_tail, self.p2, np.ones(self.idx.size))
             work_bar, mean_bar, scv_bar = self.waits.vjp(weight_bar, decay_bar)
             return float(per_tier.sum()), *self._through_loads(work_bar, mean_bar, lam_bar, b_bar, scv_bar)
         # (17.26): (1 − ω_J) times the pairs at g plus ω_J times those at g + J; ∂J/∂ω_J = Σ_q p_q (pair_J − pair_0)
@@ -702,29 +702,24 @@ class _Linearisation:
         p1_j = first.truncated(None)
         tail_j = tail.truncated(None) if self.delayed else p1_j
         p2_j = [tail.truncated(np.where(self.stable, k, 0.0)[:, None] * self.xi * np.ones_like(self.b)) for k in self.waits.decay]
-        v0, lam0, b0, wb0, db0 = self._windows(self.p1, self.p1_tail, self.p2, 1.0 - omega)
-        vj, lamj, bj, wbj, dbj = self._windows(p1_j, tail_j, p2_j, omega)
-        shift_bar = self._window_values(p1_j, tail_j, p2_j) - self._window_values(self.p1, self.p1_tail, self.p2)
+        pair0, v0, lam0, b0, wb0, db0 = self._windows(self.p1, self.p1_tail, self.p2, 1.0 - omega)
+        pair_j, vj, lamj, bj, wbj, dbj = self._windows(p1_j, tail_j, p2_j, omega)
+        shift_bar = pair_j - pair0
         work_bar, mean_bar, scv_bar = self.waits.vjp(wb0 + wbj, db0 + dbj, shift_bar)
         return float((v0 + vj).sum()), *self._through_loads(work_bar, mean_bar, lam0 + lamj, b0 + bj, scv_bar)
 
-    def _window_values(self, p1: Any, p1_tail: Any, p2: list[Any]) -> FloatArray:
-        """``Σ_q p_q`` pair per tier of eq. (39) with the given windows (stable tiers)."""
-        return self._windows(p1, p1_tail, p2, np.ones(self.idx.size), values_only=True)[0]
-
     def _windows(
-        self, p1: Any, p1_tail: Any, p2_wins: list[Any], scale: FloatArray, values_only: bool = False
-    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-        """``scale_s Σ_q p_q`` pair per tier of eq. (39) (pairs ``P1 − Σ_k ω_k (P1 − P1' + P2_k)``, ``P1'`` = ``P1`` without
-        the step in progress, docs/model.md (17.25)) and the seeds ``λ̄``, ``b̄``, ``ω̄_k``, ``θ̄_k`` of their sum."""
-        p, st = self.p, self.stable.astype(float) * scale
+        self, p1: Any, p1_tail: Any, p2_wins: list[Any], scale: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+        """``Σ_q p_q`` pair per stable tier of eq. (39) (pairs ``P1 − Σ_k ω_k (P1 − P1' + P2_k)``, ``P1'`` = ``P1`` without
+        the step in progress, docs/model.md (17.25)), the same times ``scale_s``, and the seeds ``λ̄``, ``b̄``, ``ω̄_k``,
+        ``θ̄_k`` of the scaled sum."""
+        p, stable = self.p, self.stable.astype(float)
+        st = stable * scale
         weight = self.waits.weight
         p2 = [win.values for win in p2_wins]
         gap = p1.values - p1_tail.values if self.delayed else np.zeros_like(p1.values)
-        per_tier = st * ((p1.values - sum(w[:, None] * (gap + v) for w, v in zip(weight, p2))) @ p)
-        if values_only:
-            zero = np.zeros(0)
-            return per_tier, zero, zero, zero, zero
+        pair = stable * ((p1.values - sum(w[:, None] * (gap + v) for w, v in zip(weight, p2))) @ p)
         total = weight.sum(axis=0)
         if self.delayed:
             lam_bar, b_bar = p1.vjp(p[None, :] * (st * (1.0 - total))[:, None], self.lam)
@@ -740,7 +735,7 @@ class _Linearisation:
             lam_bar, b_bar = lam_bar + lb, b_bar + bb
             weight_bar[k] = -st * ((gap + p2[k]) @ p)
             decay_bar[k] = self.xi * (seed * win.tilt_derivative()).sum(axis=1)
-        return per_tier, lam_bar, b_bar, weight_bar, decay_bar
+        return pair, scale * pair, lam_bar, b_bar, weight_bar, decay_bar
 
     def cell_coverage(self) -> tuple[float, FloatArray, FloatArray]:
         """The cell model's coverage (docs/model.md §14): its partials in ``λ``, ``b``, ``a``, ``1/μ`` and ``C²`` at

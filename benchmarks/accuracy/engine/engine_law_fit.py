@@ -315,47 +315,28 @@ def fit(points: list[Point], by_name: dict[str, NodeCase], step: Any, form: str 
     return _constants(best.x), best
 
 
-def fit_joined(points: list[Point], by_name: dict[str, NodeCase], step: Any, base: EngineLawConstants) -> tuple[EngineLawConstants, Any]:
-    """Least squares on the fit part in ``θ_8`` alone (the joined last chunk, ``δ = θ_7 ū + θ_8 J``), the other
-    constants held at ``base`` (the step in progress's fit): the form :data:`STAGED`."""
+def fit_last(
+    points: list[Point], by_name: dict[str, NodeCase], step: Any, base: EngineLawConstants, index: int, starts: tuple[float, ...]
+) -> tuple[EngineLawConstants, Any]:
+    """Least squares on the fit part in the constant at ``index`` of :func:`_x` alone, the ones before it held at
+    ``base`` and the ones after it 0: the staged forms (``index = 8``, :data:`STAGED`: the joined last chunk's ``θ_8``
+    on the step in progress's fit; ``index = 9``, :data:`MIXTURE`: the shifted mixture's ``θ_9``, (17.26), on the
+    joined chunk's)."""
     train = [p for p in points if not p.held_out]
-    head = _x(base)[:8]
+    head = _x(base)[:index]
 
-    def joined(t: FloatArray) -> FloatArray:
+    def staged(t: FloatArray) -> FloatArray:
         return residuals(np.asarray(head + [float(t[0])]), train, by_name, step)
 
     runs = [
         least_squares(
-            joined,
+            staged,
             x0=np.asarray([x0]),
-            bounds=([LOWER[8]], [UPPER[8]]),
+            bounds=([LOWER[index]], [UPPER[index]]),
             method="trf",
             diff_step=1e-3,  # type: ignore[arg-type]  # a scalar step, as in fit
         )
-        for x0 in JOIN_STARTS
-    ]
-    best = min(runs, key=lambda r: float(r.cost))
-    return _constants(np.asarray(head + [float(best.x[0])])), best
-
-
-def fit_mixture(points: list[Point], by_name: dict[str, NodeCase], step: Any, base: EngineLawConstants) -> tuple[EngineLawConstants, Any]:
-    """Least squares on the fit part in ``θ_9`` alone (the shifted mixture, ``ω = 1 − e^{−θ_9 λ T}``, (17.26)), the
-    other constants held at ``base`` (the joined chunk's staged fit): the form :data:`MIXTURE`."""
-    train = [p for p in points if not p.held_out]
-    head = _x(base)[:9]
-
-    def mixed(t: FloatArray) -> FloatArray:
-        return residuals(np.asarray(head + [float(t[0])]), train, by_name, step)
-
-    runs = [
-        least_squares(
-            mixed,
-            x0=np.asarray([x0]),
-            bounds=([LOWER[9]], [UPPER[9]]),
-            method="trf",
-            diff_step=1e-3,  # type: ignore[arg-type]  # a scalar step, as in fit
-        )
-        for x0 in MIXTURE_STARTS
+        for x0 in starts
     ]
     best = min(runs, key=lambda r: float(r.cost))
     return _constants(np.asarray(head + [float(best.x[0])])), best
@@ -456,8 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {c.name: c for c in grid}
     held = [p for p in points if p.held_out]
     fits = {form: fit(points, by_name, step, form) for form in FORMS if form not in (STAGED, MIXTURE)}
-    fits[STAGED] = fit_joined(points, by_name, step, fits["step in progress"][0])
-    fits[MIXTURE] = fit_mixture(points, by_name, step, fits[STAGED][0])
+    fits[STAGED] = fit_last(points, by_name, step, fits["step in progress"][0], 8, JOIN_STARTS)
+    fits[MIXTURE] = fit_last(points, by_name, step, fits[STAGED][0], 9, MIXTURE_STARTS)
     held_cost = {form: 0.5 * float(np.sum(residuals(np.asarray(_x(k)), held, by_name, step) ** 2)) for form, (k, _) in fits.items()}
     chosen = min(FORMS, key=lambda f: held_cost[f])  # chosen on the single-node held-out runs (the network cells stay out)
     k, res = fits[chosen]
