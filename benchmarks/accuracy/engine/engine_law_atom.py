@@ -15,7 +15,7 @@ delayed by ``J`` with probability ``ω``, ``F_W(w) = (1 − ω) F_0(w) + ω F_0(
 ``ω = 1 − e^{−θ_9 λ T_s}`` (**mixture, smooth**).  The load derivative of the mixture,
 ``(1 − ω) ∂F_0(w) + ω ∂F_0(w − J) − ω′ (F_0(w) − F_0(w − J))``, is ≤ 0; that of the atom on the non-waiting requests is
 not when ``ω > e^{−θ (w − δ)}``.  It prints
-each variant's fit and held-out cost against the shipped law's (the residuals of :func:`.engine_law_fit.residuals`),
+each variant's fit and held-out cost against the law with ``θ_9 = 0`` (the residuals of :func:`.engine_law_fit.residuals`),
 the law's ``P(W ≤ x ū)`` at the mooncake run ``a = 0.33`` (549k tokens) against the engine's, and the proxy of
 §17.10.2: the law's ``P(W ≤ slack)`` for ``mooncake_engine``'s profile ``none`` (its dominant type, 98 %) averaged
 over the size-biased Voronoi load (a Gamma law of shape 4.575, scale 1/3.575, times the tier's ``a``).  Nothing is
@@ -116,7 +116,7 @@ def residuals(
     ch: dict[str, Chunks],
     k: EngineLawConstants,
 ) -> FloatArray:
-    """:func:`.engine_law_fit.residuals` with the atom (``θ_9 = 0``: the shipped law's)."""
+    """:func:`.engine_law_fit.residuals` with the atom (``θ_9 = 0``: (17.26) without its mixture, the law shipped before it)."""
     out: list[float] = []
     for pt in points:
         stable, pw, decay, mean, delay = fit.law_at(pt, k, by_name[pt.case], step)
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         cost(residuals(0.0, VARIANTS[0], train, by_name, step, ch, k)),
         residuals(0.0, VARIANTS[0], held, by_name, step, ch, k),
     )
-    print(f"shipped law (θ_9 = 0): fit cost {base_fit:.4f}, held-out cost {cost(base_held):.4f}")
+    print(f"law without the mixture (θ_9 = 0): fit cost {base_fit:.4f}, held-out cost {cost(base_held):.4f}")
     print(f"{PROBE[0]} a = {PROBE[1]}: engine P(W ≤ x ū) at x = {list(fit.SMALL)}: " + ", ".join(f"{e:.3f}" for e in engine_small))
     for variant in VARIANTS:
 
