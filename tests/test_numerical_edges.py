@@ -313,7 +313,9 @@ def test_the_load_continuation_reaches_a_point_no_local_method_sees():
     """α = 6, both tiers ~90× overloaded (W ≈ 2–4·10⁴ s): the association's tails underflow away from the
     equilibrium (∂T/∂W = 0 there), and Newton, the pseudo-transient continuation, MINPACK and the damping all
     stalled (residual 4·10⁴ s).  Followed up from a lighter load (docs/model.md (7.12)) the point is reached,
-    and it is a fixed point at the full load: started there, the solver stops at once."""
+    and it is a fixed point at the full load: started there, the solver needs no ladder and stays there.
+    (Whether it stops at the first test depends on rounding: the point's residual, 1.7·10⁻⁵ s with one
+    OpenBLAS kernel, lies between half the allowed residual, which Newton's first test asks, and the whole.)"""
     inst = instance_from_mapping(
         {
             "name": "steep",
@@ -338,5 +340,9 @@ def test_the_load_continuation_reaches_a_point_no_local_method_sees():
     fp = ev.fixed_point
     assert fp.converged and fp.method == "robust:load-continuation", fp
     assert np.all(ev.advertised_wait > 1e4)
-    again = evaluate(inst, mix, warm_start=ev.advertised_wait).fixed_point
-    assert again.converged and again.method == "robust:warm-start" and again.iterations == 0, again
+    warm = evaluate(inst, mix, warm_start=ev.advertised_wait)
+    again = warm.fixed_point
+    allowed = allowed_residual(ev.advertised_wait[ev.active], 1e-9)
+    assert again.converged and again.method != "robust:load-continuation" and again.iterations <= 1, again
+    assert again.residual <= allowed, again
+    assert np.max(np.abs(warm.advertised_wait - ev.advertised_wait)) <= 2.0 * allowed
