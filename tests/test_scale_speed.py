@@ -45,3 +45,13 @@ def test_target_row_measures_a_fresh_process_and_says_when_it_has_no_verdict():
     full = dict(row, profiles=300, types=1000, evaluation_cpu=25.0, peak_mb=100.0)
     text = scale_speed.render_targets(full, (scale_speed.size_rows([3, 6], 2), 2.5))
     assert "NOT met (2.5x the limit)" in text and "peak resident MB" in text and "|S| exponent of the evaluation over 3–6" in text
+
+
+def test_bound_tables_measure_the_rule_the_loop_uses_and_batch_it_with_the_same_numbers():
+    rows = scale_speed.rule_rows(2, nodes=(24, 32))
+    by_nodes = {int(r["nodes"]): r for r in rows}
+    assert by_nodes[32]["default"] == 32 and by_nodes[32]["max"] == 0.0  # the reference is evaluate's own rule
+    assert by_nodes[24]["min"] > 0.0  # another rule moves the coverage: the kernel received the node count
+    folded = scale_speed.batch_rows(2, alphas=(3.5,), folded=True)[0]
+    assert folded["route"] == "batched" and folded["max_coverage_diff"] <= 1e-12
+    assert "against the default rule" in scale_speed.render_rules(rows)

@@ -10,7 +10,9 @@ gradient (cell model) against its evaluation and the traced peak of both (``trac
 arrays).  A third gives ``evaluate_batch`` against a loop of ``evaluate`` on ``mooncake_large`` at α = 2
 and 3.5, same mixes, with the route the batch took (``--batch-repeats N``: N alternating runs, medians).  :func:`target_row` and :func:`render_targets` give the scale
 targets of docs/model.md §16.5 (evaluation and gradient of one size in a fresh process, peak ``ru_maxrss``), printed
-by ``python -m edgeprefix.benchmarks.speed.perf --target-size PROFILESxTYPES``.
+by ``python -m edgeprefix.benchmarks.speed.perf --target-size PROFILESxTYPES``.  ``--bound MIXES`` prints why batching
+at α ≠ 2 cannot beat the loop while it agrees with ``evaluate`` within 1e-12 (docs/model.md §16.3): how far the
+coverage moves when the quadrature rule changes, and the folded batch (one kernel call for all the mixes) against the loop.
 """
 
 from __future__ import annotations
@@ -20,14 +22,18 @@ import time
 import tracemalloc
 from dataclasses import dataclass
 from typing import cast
+from unittest import mock
 
 import numpy as np
 
 from edgeprefix.benchmarks.optimisers.compare_runs import load_benchmark
 from edgeprefix.benchmarks.workloads.scale_instances import scale_instance
+from edgeprefix.placement.model import batch as batch_module
+from edgeprefix.placement.model.association import default_nodes
 from edgeprefix.placement.model.batch import evaluate_batch
 from edgeprefix.placement.model.evaluation import evaluate
 from edgeprefix.placement.model.sensitivity import sensitivity
+from edgeprefix.placement.model.spatial import AnalyticKernel
 
 
 @dataclass(frozen=True)
@@ -173,18 +179,26 @@ def render_targets(row: dict[str, float], exponent_fit: tuple[list[SizeRow], flo
     return "\n".join(lines)
 
 
-def batch_rows(mixes: int, alphas: tuple[float, ...] = (2.0, 3.5), repeats: int = 1) -> list[dict[str, object]]:
+def _mooncake_mixes(mixes: int, alpha: float):
+    """``mooncake_large`` at radio exponent ``alpha`` and ``mixes`` Dirichlet(1) mixes (seed 0), the batch tables' cases."""
+    inst = load_benchmark("mooncake_large").with_network(radio_exponent=alpha)
+    return inst, np.random.default_rng(0).dirichlet(np.ones(len(inst.profiles)), size=mixes)
+
+
+def batch_rows(mixes: int, alphas: tuple[float, ...] = (2.0, 3.5), repeats: int = 1, folded: bool = False) -> list[dict[str, object]]:
     """``evaluate_batch`` against a loop of ``evaluate`` on the same mixes; with ``repeats`` > 1 the two alternate
-    that many times in this process and the row gives the medians (and every ratio: the machine is shared)."""
-    base = load_benchmark("mooncake_large")
+    that many times in this process and the row gives the medians (and every ratio: the machine is shared).
+
+    ``folded`` batches the mixes at α ≠ 2 too (``BATCH_QUADRATURE``: the kernel on the mixes' types side by side,
+    the same quadrature rule as the loop), which ``evaluate_batch`` does not do by default (docs/model.md §16.3)."""
     rows: list[dict[str, object]] = []
     for alpha in alphas:
-        inst = base.with_network(radio_exponent=alpha)
-        points = np.random.default_rng(0).dirichlet(np.ones(len(inst.profiles)), size=mixes)
+        inst, points = _mooncake_mixes(mixes, alpha)
         loops, batches = [], []
         for _ in range(max(1, repeats)):
             loop_seconds, loop = _cpu(lambda inst=inst, points=points: [evaluate(inst, m).coverage() for m in points])
-            batch_seconds, batch = _cpu(lambda inst=inst, points=points: evaluate_batch(inst, points))
+            with mock.patch.object(batch_module, "BATCH_QUADRATURE", folded):
+                batch_seconds, batch = _cpu(lambda inst=inst, points=points: evaluate_batch(inst, points))
             loops.append(loop_seconds)
             batches.append(batch_seconds)
         rows.append(
@@ -215,6 +229,40 @@ def render_batch(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def rule_rows(mixes: int, nodes: tuple[int, ...] = (24, 40, 64), alpha: float = 3.5) -> list[dict[str, float]]:
+    """How far ``P_cov(τ_0)`` moves when the quadrature rule changes: ``AnalyticKernel(nodes=n)`` against the
+    default rule, per mix of ``mooncake_large`` at ``alpha`` (smallest and largest ``|ΔP_cov|`` over the mixes)."""
+    inst, points = _mooncake_mixes(mixes, alpha)
+    reference = [float(evaluate(inst, m).coverage()) for m in points]
+    rows: list[dict[str, float]] = []
+    for n in nodes:
+        moved = [abs(float(evaluate(inst, m, kernel=AnalyticKernel(nodes=n)).coverage()) - ref) for m, ref in zip(points, reference)]
+        rows.append({"nodes": n, "default": default_nodes(alpha), "alpha": alpha, "min": min(moved), "max": max(moved)})
+    return rows
+
+
+def render_rules(rows: list[dict[str, float]]) -> str:
+    head = f"{'nodes per segment':>18}{'min |ΔP_cov|':>14}{'max |ΔP_cov|':>14}  against the default rule"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{int(r['nodes']):>18}{r['min']:>14.1e}{r['max']:>14.1e}  {int(r['default'])} nodes, α = {r['alpha']:g}")
+    return "\n".join(lines)
+
+
+def bound_report(mixes: int, repeats: int = 2) -> str:
+    """The two tables behind docs/model.md §16.3's bound on batching at α ≠ 2 (``--bound MIXES``)."""
+    return "\n".join(
+        [
+            f"coverage of mooncake_large at α = 3.5 under other quadrature rules ({mixes} Dirichlet(1) mixes); "
+            "a batch within 1e-12 of evaluate must use the default rule",
+            render_rules(rule_rows(mixes)),
+            "",
+            "the default rule batched (the mixes' types side by side, one kernel call) against the loop, CPU seconds",
+            render_batch(batch_rows(mixes, alphas=(3.5,), repeats=repeats, folded=True)),
+        ]
+    )
+
+
 def report(profiles: list[int], types: int, gradient_size: tuple[int, int], mixes: int, repeats: int = 1) -> str:
     parts = [f"evaluation vs |S| (scale_instance, α = 3.5, {types} types, CPU seconds)", render_sizes(size_rows(profiles, types))]
     parts += ["", "exact gradient against its evaluation", render_gradient(gradient_row(*gradient_size))]
@@ -235,7 +283,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-repeats", type=int, default=1, help="alternating loop / batch runs of the batch table, medians shown (default 1)"
     )
+    parser.add_argument(
+        "--bound",
+        type=int,
+        default=0,
+        metavar="MIXES",
+        help="print only the bound on batching at α ≠ 2 (docs/model.md §16.3) on this many mixes",
+    )
     args = parser.parse_args(argv)
+    if args.bound < 0:
+        parser.error("--bound takes a number of mixes >= 1 (0, the default, prints the scaling tables)")
+    if args.bound:
+        print(bound_report(args.bound, max(2, args.batch_repeats)))
+        return 0
     try:
         profiles = [int(x) for x in args.profiles.split(",")]
         gs, gq = (int(x) for x in args.gradient_size.lower().split("x"))
