@@ -18,6 +18,7 @@ coverage moves when the quadrature rule changes, and the folded batch (one kerne
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -197,7 +198,8 @@ def batch_rows(mixes: int, alphas: tuple[float, ...] = (2.0, 3.5), repeats: int 
         loops, batches = [], []
         for _ in range(max(1, repeats)):
             loop_seconds, loop = _cpu(lambda inst=inst, points=points: [evaluate(inst, m).coverage() for m in points])
-            with mock.patch.object(batch_module, "BATCH_QUADRATURE", folded):
+            forced = mock.patch.object(batch_module, "BATCH_QUADRATURE", True) if folded else contextlib.nullcontext()
+            with forced:
                 batch_seconds, batch = _cpu(lambda inst=inst, points=points: evaluate_batch(inst, points))
             loops.append(loop_seconds)
             batches.append(batch_seconds)
